@@ -1,0 +1,184 @@
+"""A loaded project: one sandbox with the project's scripts run, ready to drive runs.
+
+``Code`` is what a deploy replaces. It translates between the Lua engine table and the
+Python types of ``runtime.replay``: commands come out as ``StepCmd``/``WaitCmd``/
+``ValueCmd``, replies go in as Lua tables.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from runtime import values
+from runtime.durations import parse_ms
+from runtime.errors import InvalidInput
+from runtime.project import Declaration, ProjectSource, load
+from runtime.replay import StepCmd, ValueCmd, WaitCmd
+from runtime.sandbox import LuaMemoryError, Sandbox
+
+Command = StepCmd | WaitCmd | ValueCmd
+
+
+@dataclass(frozen=True)
+class Returned:
+    result: Any
+
+
+@dataclass(frozen=True)
+class Raised:
+    message: str
+    traceback: str | None = None
+
+
+@dataclass(frozen=True)
+class Issued:
+    command: Command | None  # None when the command itself was malformed
+    fn: Any = None  # the step body, a Lua function
+    refusal: str | None = None  # why the command was refused
+
+
+DriveOutcome = Returned | Raised | Issued
+
+
+@dataclass(frozen=True)
+class BodyOutcome:
+    ok: bool
+    values: list[Any] | None = None
+    error: str | None = None
+
+
+class Code:
+    def __init__(self, source: ProjectSource, host_functions: dict[str, Callable[..., Any]]) -> None:
+        self.source = source
+        self.sandbox = Sandbox(
+            max_memory=source.limits.memory_bytes, instructions=source.limits.instructions
+        )
+        for name, fn in host_functions.items():
+            self.sandbox.register(name, fn)
+        self.engine = self.sandbox.engine
+        self.declarations: list[Declaration] = load(source, self.sandbox)
+        self.workflows = {d.name for d in self.declarations if d.kind == "workflow"}
+        # Set after a call ran out of memory: the state may hold garbage a user kept alive.
+        self.tainted = False
+
+    def _explain(self, message: str) -> str:
+        if message == "not enough memory":
+            self.tainted = True
+            limit = self.source.limits.memory_bytes // 2**20
+            return (
+                f"call stopped: it ran out of memory (the Lua state's limit is {limit} MiB); "
+                "look for a table that grows without end, or raise limits.memory_mb in lunaflow.toml"
+            )
+        return message
+
+    # --- runs --------------------------------------------------------------------------
+
+    def new_run(self, run_id: str, workflow: str, input_value: Any) -> Any:
+        return self.engine.new_run(run_id, workflow, self.sandbox.to_lua(input_value))
+
+    def drive(self, session: Any, reply: Any) -> DriveOutcome:
+        try:
+            out = self.engine.drive(session, reply, self.source.limits.instructions)
+        except LuaMemoryError:
+            return Raised(self._explain("not enough memory"))
+        kind = out.kind
+        if kind == "returned":
+            return Returned(json.loads(out.json))
+        if kind == "error":
+            return Raised(self._explain(str(out.message)), out.traceback)
+        return self._command(out.cmd)
+
+    def _command(self, cmd: Any) -> Issued:
+        op = cmd.op
+        try:
+            if op == "step":
+                name = str(cmd.name)
+                retries = cmd.retries
+                if retries is None:
+                    retries = 1
+                if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+                    raise InvalidInput(
+                        f"step '{name}': retries must be a whole number of total attempts, 1 or more "
+                        f"(got {retries!r}); write retries = 3 for three attempts in all"
+                    )
+                backoff = 2000 if cmd.backoff is None else parse_ms(cmd.backoff, f"the backoff of step '{name}'")
+                timeout = None if cmd.timeout is None else parse_ms(cmd.timeout, f"the timeout of step '{name}'")
+                return Issued(StepCmd(name, max(retries, 1), backoff, timeout), fn=cmd.fn)
+            if op == "wait":
+                wait_kind = str(cmd.kind)
+                names = tuple(str(n) for n in cmd.names.values())
+                if wait_kind == "sleep":
+                    if cmd.timeout is None:
+                        raise InvalidInput('wf:sleep needs a duration, e.g. wf:sleep("24h")')
+                    timeout = parse_ms(cmd.timeout, "wf:sleep")
+                else:
+                    timeout = None if cmd.timeout is None else parse_ms(cmd.timeout, f"the timeout of wf:{wait_kind}")
+                return Issued(WaitCmd(wait_kind, names, timeout))
+            if op == "value":
+                return Issued(ValueCmd(str(cmd.call)))
+        except InvalidInput as e:
+            return Issued(None, refusal=str(e))
+        return Issued(None, refusal=f"unknown engine command {op!r}")
+
+    def reply(self, value: Any) -> Any:
+        """The Lua table handed back into the coroutine for a decision's outcome."""
+        if isinstance(value, dict) and "values" in value:  # a step's recorded values
+            table = {i + 1: v for i, v in enumerate(value["values"]) if v is not None}
+            table["n"] = value["n"]
+            return self.sandbox.lua.table_from({k: self.sandbox.to_lua(v) for k, v in table.items()})
+        if isinstance(value, dict):  # a wait's outcome
+            return self.sandbox.lua.table_from(
+                {k: self.sandbox.to_lua(v) for k, v in value.items() if v is not None}
+            )
+        return self.sandbox.lua.table_from({"value": value})
+
+    def refusal(self, message: str) -> Any:
+        return self.sandbox.lua.table_from({"error": message})
+
+    def run_body(
+        self, session: Any, fn: Any, *, name: str, step_id: str, now_s: float, timeout_ms: int | None
+    ) -> BodyOutcome:
+        digest = hashlib.sha256(step_id.encode("utf-8")).digest()
+        seed1 = int.from_bytes(digest[:7], "big")
+        seed2 = int.from_bytes(digest[7:14], "big")
+        info = self.sandbox.table(
+            name=name,
+            step_id=step_id,
+            now_s=int(now_s),
+            seed1=seed1,
+            seed2=seed2,
+            timeout_msg=f"step '{name}' timed out after {timeout_ms}ms",
+        )
+        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
+        try:
+            out = self.engine.run_body(session, fn, info, self.source.limits.instructions, deadline)
+        except LuaMemoryError:
+            return BodyOutcome(False, error=self._explain("not enough memory"))
+        if not out.ok:
+            return BodyOutcome(False, error=self._explain(str(out.error)))
+        encoded = str(out.json)
+        try:
+            values.check_size(encoded, f"the result of step '{name}'")
+        except InvalidInput as e:
+            return BodyOutcome(False, error=str(e))
+        return BodyOutcome(True, values=json.loads(encoded))
+
+    # --- handlers ----------------------------------------------------------------------
+
+    def has_fetch(self) -> bool:
+        return bool(self.engine.has_handler("fetch", None))
+
+    def call_fetch(self, request: dict[str, Any]) -> tuple[bool, Any, str | None]:
+        """Returns ``(ok, response or error message, traceback)``."""
+        try:
+            out = self.engine.call_handler("fetch", None, self.sandbox.to_lua(request), self.source.limits.instructions)
+        except LuaMemoryError:
+            return False, self._explain("not enough memory"), None
+        if not out.ok:
+            return False, self._explain(str(out.error)), out.traceback
+        return True, json.loads(out.json), None

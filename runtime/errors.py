@@ -1,0 +1,78 @@
+"""Every error lunaflow raises to a caller.
+
+Messages follow one recipe: what happened (with ids), the rule, the fix. Where the
+SPEC fixes a message word for word, the message is the SPEC's.
+"""
+
+from __future__ import annotations
+
+
+class LunaflowError(Exception):
+    """Base of every error the platform raises for a refused or failed call."""
+
+
+class InvalidInput(LunaflowError):
+    """A value handed to the platform breaks a rule (run id, duration, payload, option)."""
+
+
+class NoSuchRun(LunaflowError):
+    """A handle names a run that does not exist."""
+
+    def __init__(self, run_id: str, workflow: str | None) -> None:
+        self.run_id = run_id
+        self.workflow = workflow
+        if workflow is None:
+            super().__init__(f"no run '{run_id}'")
+        else:
+            super().__init__(f"no run '{run_id}' of workflow '{workflow}'")
+
+
+class UnknownWorkflow(LunaflowError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"no workflow '{name}' is declared in this project; declare it in one script "
+            f'with workflow "{name}" (function(wf, input) ... end)'
+        )
+
+
+class RunIdTaken(LunaflowError):
+    """A start named an id already held by a run of another workflow."""
+
+    def __init__(self, run_id: str, held_by: str, wanted: str) -> None:
+        self.run_id = run_id
+        super().__init__(
+            f"run id '{run_id}' is held by a run of workflow '{held_by}', so it cannot start "
+            f"workflow '{wanted}'; a run id names one run of one workflow — choose another id"
+        )
+
+
+class InvalidTransition(LunaflowError):
+    """An action that the run's current status does not allow (resume a completed run...)."""
+
+
+class ProjectLoadError(LunaflowError):
+    """A project could not be loaded: a script failed to parse or raised, or declared twice."""
+
+
+class ServiceUnavailable(LunaflowError):
+    """A declared service has no backend in this platform."""
+
+
+class JournalConflict(LunaflowError):
+    """Another writer appended to the run's journal first; the caller must re-read."""
+
+    def __init__(self, run_id: str, seq: int) -> None:
+        self.run_id = run_id
+        self.seq = seq
+        super().__init__(
+            f"journal slot {seq} of run '{run_id}' was already written by another worker; "
+            "only one writer may append at a position — re-read the journal and replay"
+        )
+
+
+class EngineBug(LunaflowError):
+    """An internal invariant failed. Never the user's fault."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"lunaflow engine bug: {what}; please report it with the run's journal")

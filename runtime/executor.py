@@ -1,0 +1,191 @@
+"""Advancing one run: the I/O side of replay.
+
+``Executor.advance(run_id)`` reads the run's journal and signals, drives the workflow
+coroutine, asks ``runtime.replay`` what each command means, saves what the core
+recorded, runs step bodies, and parks. Saving is grouped: a step's result is written
+together with the next step's intent (or the park), so a step costs one commit. That is
+safe because run code performs no effects outside step bodies: a crash before the write
+only repeats the last body, with the same step id.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.clock import Clock, now_ms
+from runtime.code import Code, Issued, Raised, Returned
+from runtime.errors import JournalConflict
+from runtime.journal import ENDED, Status
+from runtime.replay import (
+    Complete,
+    Decision,
+    Execute,
+    Fail,
+    NeedValue,
+    Park,
+    Replay,
+    Resume,
+    StepCmd,
+    ValueCmd,
+    WaitCmd,
+)
+from runtime.store.base import RunRecord, RunUpdate, Store, TimerSet
+
+log = logging.getLogger("lunaflow.executor")
+
+
+@dataclass
+class Session:
+    """A run's coroutine and replay state, kept between activations while it is parked."""
+
+    run: RunRecord
+    code: Code
+    lua: Any
+    replay: Replay
+    saved_len: int
+    step_fn: Any = None
+    started: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Executor:
+    def __init__(self, store: Store, clock: Clock, *, cache_size: int = 256) -> None:
+        self.store = store
+        self.clock = clock
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, Session] = OrderedDict()
+        self.current_run: str | None = None  # the run whose code is executing, for host calls
+        self.current_step: str | None = None
+
+    def forget(self, run_id: str | None = None) -> None:
+        """Drop cached coroutines (one run's, or all after a deploy or restart)."""
+        if run_id is None:
+            self._cache.clear()
+        else:
+            self._cache.pop(run_id, None)
+
+    def advance(self, run_id: str, code: Code) -> None:
+        run = self.store.get_run(run_id)
+        if run is None or run.status in ENDED or run.status == Status.FAILED:
+            self.forget(run_id)
+            return
+        now = now_ms(self.clock)
+        signals = self.store.pending_signals(run_id)
+        session = self._cache.pop(run_id, None)
+        decision: Decision | None = None
+        if session is not None and session.code is code and session.saved_len == run.journal_len:
+            session.replay.refresh(now, signals)
+            decision = session.replay.wake()
+        else:
+            replay = Replay(run_id, self.store.journal(run_id), now, signals)
+            lua = code.new_run(run_id, run.workflow, run.input)
+            session = Session(run, code, lua, replay, saved_len=replay.length)
+        try:
+            self._activate(session, decision)
+        except JournalConflict:
+            # Another writer (a cancel, another worker) moved the journal: our view is stale.
+            log.info("run %s: journal moved under this worker; replaying afresh", run_id)
+            self.forget(run_id)
+            fresh = self.store.get_run(run_id)
+            if fresh is not None and fresh.status not in ENDED and fresh.status != Status.FAILED:
+                self.store.wake(run_id)
+        finally:
+            self.current_run = None
+            self.current_step = None
+
+    # --- the activation loop -----------------------------------------------------------
+
+    def _activate(self, s: Session, decision: Decision | None) -> None:
+        code, replay = s.code, s.replay
+        reply: Any = None
+        while True:
+            if decision is None:
+                self.current_run = s.run.id
+                out = code.drive(s.lua, reply)
+                self.current_run = None
+                if isinstance(out, Returned):
+                    decision = replay.complete(out.result)
+                elif isinstance(out, Raised):
+                    if out.traceback:
+                        log.warning("run %s failed: %s\n%s", s.run.id, out.message, out.traceback)
+                    self._save(s, RunUpdate(Status.FAILED, replay.current, error=out.message))
+                    return
+                else:
+                    decision = self._decide(s, out)
+                    if decision is None:  # the command was refused: the code sees an error
+                        reply = code.refusal(out.refusal or "")
+                        continue
+            if isinstance(decision, Resume):
+                reply = code.reply(decision.value)
+                decision = None
+            elif isinstance(decision, NeedValue):
+                decision = replay.record_value(decision.call, _fresh_value(decision.call, self.clock))
+            elif isinstance(decision, Execute):
+                self._save(s, RunUpdate(Status.RUNNING, replay.current))
+                decision = self._run_step(s, decision)
+            elif isinstance(decision, Park):
+                self._save(s, RunUpdate(decision.status, decision.current), TimerSet(decision.due_ms))
+                self._remember(s)
+                return
+            elif isinstance(decision, Fail):
+                self._save(s, RunUpdate(Status.FAILED, replay.current, error=decision.error), TimerSet(None))
+                return
+            elif isinstance(decision, Complete):
+                self._save(s, RunUpdate(Status.COMPLETED, None, result=decision.result))
+                return
+
+    def _decide(self, s: Session, issued: Issued) -> Decision | None:
+        cmd = issued.command
+        if cmd is None:
+            return None
+        if isinstance(cmd, StepCmd):
+            s.step_fn = issued.fn
+            return s.replay.step(cmd)
+        if isinstance(cmd, WaitCmd):
+            return s.replay.wait(cmd)
+        if isinstance(cmd, ValueCmd):
+            return s.replay.value(cmd)
+        raise AssertionError(cmd)
+
+    def _run_step(self, s: Session, ex: Execute) -> Decision:
+        self.current_run, self.current_step = s.run.id, ex.name
+        try:
+            outcome = s.code.run_body(
+                s.lua, s.step_fn, name=ex.name, step_id=ex.step_id, now_s=ex.started_at, timeout_ms=ex.timeout_ms
+            )
+        finally:
+            self.current_run, self.current_step = None, None
+        s.replay.refresh(now_ms(self.clock), s.replay.signals)
+        if outcome.ok:
+            vals = outcome.values or []
+            return s.replay.step_succeeded({"n": len(vals), "values": vals})
+        return s.replay.step_failed(outcome.error or "error")
+
+    def _save(self, s: Session, update: RunUpdate | None, timer: TimerSet | None = None) -> None:
+        entries = s.replay.take_unsaved()
+        self.store.append(s.run.id, s.saved_len, entries, update=update, timer=timer)
+        s.saved_len += len(entries)
+
+    def _remember(self, s: Session) -> None:
+        self._cache[s.run.id] = s
+        self._cache.move_to_end(s.run.id)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+
+def _fresh_value(call: str, clock: Clock) -> Any:
+    if call == "os.time":
+        return int(clock.now())
+    if call == "os.clock":
+        return time.process_time()
+    if call == "math.random":
+        return random.random()
+    if call == "uuid.v4":
+        return str(uuid.uuid4())
+    raise AssertionError(call)

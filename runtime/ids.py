@@ -1,0 +1,28 @@
+"""Run ids and step ids: the names of runs and of the effects their steps perform."""
+
+from __future__ import annotations
+
+from runtime.errors import InvalidInput
+
+MAX_RUN_ID_BYTES = 200
+
+
+def check_run_id(value: object) -> str:
+    """Return the run id, or raise with the SPEC's message naming the bad value."""
+    if (
+        isinstance(value, str)
+        and value
+        and "/" not in value
+        and len(value.encode("utf-8")) <= MAX_RUN_ID_BYTES
+        and not any(ord(c) < 0x20 or ord(c) == 0x7F for c in value)
+    ):
+        return value
+    shown = value if isinstance(value, str) else repr(value)
+    if isinstance(shown, str) and len(shown) > 60:
+        shown = shown[:60] + "..."
+    raise InvalidInput(f'run id must be a non-empty string without \'/\' (got "{shown}")')
+
+
+def step_id(run_id: str, step: str, pass_: int, attempt: int) -> str:
+    """``<run id>/<step name>/<pass>/<attempt>``: stable across a crash, new per attempt and pass."""
+    return f"{run_id}/{step}/{pass_}/{attempt}"

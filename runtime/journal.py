@@ -1,0 +1,78 @@
+"""The journal's vocabulary: entries, their kinds, and how commands are described.
+
+A run's journal is an append-only list of entries numbered from 1. Entry 1 is always
+``run.started`` and carries ``format``, the journal format version, so a later engine
+can replay old runs with the logic they were written under.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+FORMAT_VERSION = 1
+
+
+class Kind(StrEnum):
+    STARTED = "run.started"  # data: format, workflow, input
+    STEP_INTENT = "step.intent"  # name; data: pass, attempt, step_id
+    STEP_RESULT = "step.result"  # name; data: n, values
+    STEP_FAILED = "step.failed"  # name; data: attempt, error, final, retry_at
+    VALUE = "value"  # name: the call (os.time...); data: value
+    WAIT = "wait"  # name: op; data: names, timeout_ms, due_at
+    WAIT_DONE = "wait.done"  # name: op; data: by (signal|timeout|timer), signal, payload, signal_id
+    RESUMED = "run.resumed"  # marker: a failed run was resumed
+    CANCELLED = "run.cancelled"  # the run was cancelled
+    COMPLETED = "run.completed"  # data: result
+
+
+# Markers record what happened to the run, not what its code did; replay skips them.
+MARKERS = frozenset({Kind.RESUMED})
+
+
+class Status(StrEnum):
+    RUNNING = "running"
+    SLEEPING = "sleeping"
+    AWAITING = "awaiting"
+    FAILED = "failed"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+
+
+ENDED = frozenset({Status.COMPLETED, Status.CANCELLED})
+# Allowed transitions are data, checked in one place (runtime.platform).
+CANCELLABLE = frozenset({Status.RUNNING, Status.SLEEPING, Status.AWAITING, Status.FAILED})
+RESUMABLE = frozenset({Status.FAILED})
+
+
+@dataclass(frozen=True)
+class Entry:
+    seq: int
+    kind: str
+    name: str | None
+    data: dict[str, Any] = field(default_factory=dict)
+    at: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "kind": self.kind, "name": self.name, "data": self.data, "at": self.at}
+
+
+def describe_wait(op: str, names: list[str]) -> str:
+    if op == "sleep":
+        return "sleep"
+    quoted = ", ".join(f"'{n}'" for n in names)
+    return f"{op} {quoted}" if len(names) == 1 else f"{op} ({quoted})"
+
+
+def describe(entry: Entry) -> str:
+    """How an entry reads in a divergence message: ``step 'settle'``, ``await 'paid'``."""
+    if entry.kind in (Kind.STEP_INTENT, Kind.STEP_RESULT, Kind.STEP_FAILED):
+        return f"step '{entry.name}'"
+    if entry.kind in (Kind.WAIT, Kind.WAIT_DONE):
+        return describe_wait(entry.name or "", list(entry.data.get("names", [])))
+    if entry.kind == Kind.VALUE:
+        return f"{entry.name}()"
+    if entry.kind == Kind.COMPLETED:
+        return "the workflow's return"
+    return entry.kind

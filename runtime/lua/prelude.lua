@@ -1,0 +1,959 @@
+-- The engine's Lua half. Runs once per Lua state with the real standard library, before
+-- any user code, and returns the `engine` table the Python side drives.
+--
+-- Why it is written this way:
+-- * User code sees only `base` (through a per-script environment). Python callables stay
+--   in upvalues here; user code never holds a Python object.
+-- * A run parks by `coroutine.yield(ENGINE, cmd)`, never by raising, so a user's pcall
+--   cannot swallow it. The sandbox's coroutine.resume forwards ENGINE yields from user
+--   coroutines outward, so waits inside a user coroutine still reach the engine.
+-- * Every call into user code runs under a count hook that enforces the instruction
+--   budget and step timeouts. Once a call is killed every hook and every sandboxed
+--   pcall/resume re-raises, so no amount of pcall nesting keeps the call alive.
+local host = ...
+
+local pack, unpack = table.pack, table.unpack
+local raw_yield, raw_resume, raw_create = coroutine.yield, coroutine.resume, coroutine.create
+local raw_status, raw_running, raw_close = coroutine.status, coroutine.running, coroutine.close
+local raw_pcall, raw_xpcall, raw_error, raw_load = pcall, xpcall, error, load
+local sethook, traceback = debug.sethook, debug.traceback
+local raw_random, raw_randomseed = math.random, math.randomseed
+local sfmt, srep, sbyte, schar, ssub, sgsub = string.format, string.rep, string.byte, string.char, string.sub, string.gsub
+local tconcat, tsort = table.concat, table.sort
+local mtype, mhuge, mfloor = math.type, math.huge, math.floor
+local utf8len = utf8.len
+local setmt, getmt, rawget_, rawset_, next_, type_, tostring_, select_ =
+  setmetatable, getmetatable, rawget, rawset, next, type, tostring, select
+
+-- Remove what user code must never reach, from the shared tables themselves: strings
+-- share the `string` table as their __index, so ("").dump would otherwise still work.
+string.dump = nil
+getmt("").__metatable = false
+
+local ENGINE = setmt({}, { __tostring = function() return "lunaflow engine yield" end, __metatable = false })
+local HOOK_EVERY = 10000
+
+---------------------------------------------------------------------------------------
+-- Context: what kind of code is running now.
+--   load    a script's top level          handler  a fetch / queue / object handler
+--   run     a workflow function           body     a step body
+---------------------------------------------------------------------------------------
+local ctx = { mode = "load" }
+
+local function in_run_code() return ctx.mode == "run" or ctx.mode == "body" end
+
+---------------------------------------------------------------------------------------
+-- Budget: instructions and deadlines for the current call.
+---------------------------------------------------------------------------------------
+local budget = { left = 0, deadline = nil, timeout_msg = nil, killed = nil }
+local hook
+
+local function kill(msg)
+  budget.killed = msg
+  -- Fire on every instruction from now on, so whatever catches this error is stopped at
+  -- its next instruction.
+  sethook(hook, "", 1)
+  raw_error(msg, 0)
+end
+
+hook = function()
+  if budget.killed then raw_error(budget.killed, 0) end
+  budget.left = budget.left - HOOK_EVERY
+  if budget.left <= 0 then
+    kill(sfmt("call stopped: it ran past its budget of %d Lua instructions; look for an endless "
+      .. "loop, or raise limits.instructions in lunaflow.toml", budget.limit))
+  end
+  if budget.deadline and host.monotonic() > budget.deadline then kill(budget.timeout_msg) end
+end
+
+local function guard(co) sethook(co, hook, "", HOOK_EVERY) end
+
+local function check_killed() if budget.killed then raw_error(budget.killed, 0) end end
+
+local function begin_call(limit, deadline, timeout_msg)
+  budget.left, budget.limit, budget.killed = limit, limit, nil
+  budget.deadline, budget.timeout_msg = deadline, timeout_msg
+end
+
+---------------------------------------------------------------------------------------
+-- Safe strings for the host: every string crossing into Python is valid UTF-8.
+---------------------------------------------------------------------------------------
+local function safe_text(s)
+  s = tostring_(s)
+  if utf8len(s) then return s end
+  return (sgsub(s, "[\128-\255]", "?"))
+end
+
+local function error_text(e)
+  if type_(e) == "string" then return safe_text(e) end
+  if type_(e) == "table" then
+    local mt = getmt(e)
+    if mt and mt.__tostring then
+      local ok, s = raw_pcall(tostring_, e)
+      if ok then return safe_text(s) end
+    end
+    if type_(rawget_(e, "message")) == "string" then return safe_text(e.message) end
+  end
+  if e == nil then return "nil" end
+  return "(error object is a " .. type_(e) .. " value)"
+end
+
+---------------------------------------------------------------------------------------
+-- JSON-like values: encode with shape checks that name the bad path.
+---------------------------------------------------------------------------------------
+local escapes = { ['"'] = '\\"', ["\\"] = "\\\\", ["\b"] = "\\b", ["\f"] = "\\f",
+  ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
+for i = 0, 31 do
+  local c = schar(i)
+  if not escapes[c] then escapes[c] = sfmt("\\u%04x", i) end
+end
+escapes["\127"] = "\\u007f"
+
+local function encode_string(s, path)
+  if not utf8len(s) then return nil, "a string that is not valid UTF-8 at " .. path end
+  return '"' .. sgsub(s, '[%c"\\]', escapes) .. '"'
+end
+
+local function encode_value(v, path, seen, out)
+  local t = type_(v)
+  if t == "nil" then out[#out + 1] = "null"
+  elseif t == "boolean" then out[#out + 1] = v and "true" or "false"
+  elseif t == "number" then
+    if mtype(v) == "integer" then out[#out + 1] = sfmt("%d", v)
+    elseif v ~= v or v == mhuge or v == -mhuge then return "a non-finite number at " .. path
+    else
+      local s = sfmt("%.17g", v)
+      if not s:find("[%.eEn]") then s = s .. ".0" end
+      out[#out + 1] = s
+    end
+  elseif t == "string" then
+    local s, err = encode_string(v, path)
+    if not s then return err end
+    out[#out + 1] = s
+  elseif t == "table" then
+    if seen[v] then return "a cycle at " .. path end
+    seen[v] = true
+    local n, count, has_string, bad_key = rawlen(v), 0, false, nil
+    for k in next_, v do
+      count = count + 1
+      if type_(k) == "string" then has_string = true
+      elseif not (mtype(k) == "integer" and k >= 1 and k <= n) then bad_key = k end
+    end
+    if bad_key ~= nil then
+      return sfmt("a table with a key %s that is neither a string nor part of a 1..n array at %s",
+        type_(bad_key) == "number" and tostring_(bad_key) or "of type " .. type_(bad_key), path)
+    end
+    if has_string and count > 0 and n > 0 then return "a table mixing string keys and array items at " .. path end
+    if not has_string and count ~= n then return "an array with holes at " .. path end
+    if has_string then
+      local keys = {}
+      for k in next_, v do keys[#keys + 1] = k end
+      tsort(keys)
+      out[#out + 1] = "{"
+      for i, k in ipairs(keys) do
+        if i > 1 then out[#out + 1] = "," end
+        local ks, err = encode_string(k, path)
+        if not ks then return err end
+        out[#out + 1] = ks
+        out[#out + 1] = ":"
+        local problem = encode_value(rawget_(v, k), path .. "." .. k, seen, out)
+        if problem then return problem end
+      end
+      out[#out + 1] = "}"
+    elseif n == 0 then
+      out[#out + 1] = "{}"
+    else
+      out[#out + 1] = "["
+      for i = 1, n do
+        if i > 1 then out[#out + 1] = "," end
+        local problem = encode_value(rawget_(v, i), path .. "[" .. i .. "]", seen, out)
+        if problem then return problem end
+      end
+      out[#out + 1] = "]"
+    end
+    seen[v] = nil
+  else
+    return "a " .. t .. " at " .. path
+  end
+  return nil
+end
+
+-- Returns the JSON text, or nil and what is wrong ("a function at value.cb").
+local function encode(v, path)
+  local out = {}
+  local problem = encode_value(v, path or "value", {}, out)
+  if problem then return nil, problem end
+  return tconcat(out)
+end
+
+local VALUE_RULE = "values must be JSON-like (nil, booleans, numbers, strings, tables with string "
+  .. "keys or 1..n arrays) — pass plain data"
+
+-- Encode or raise at the caller's level, naming what was being encoded.
+local function encode_or_raise(v, what, level)
+  local s, problem = encode(v, "value")
+  if not s then raw_error(what .. " holds " .. problem .. "; " .. VALUE_RULE, level + 1) end
+  return s
+end
+
+-- Encode a list of n values ({n=.., ...}) as a JSON array.
+local function encode_list(t, what)
+  local parts = {}
+  for i = 1, t.n do
+    local s, problem = encode(t[i], "[" .. i .. "]")
+    if not s then return nil, what .. " holds " .. problem .. "; " .. VALUE_RULE end
+    parts[i] = s
+  end
+  return "[" .. tconcat(parts, ",") .. "]"
+end
+
+---------------------------------------------------------------------------------------
+-- Host calls: Python returns (true, value) or (false, message); we raise the message at
+-- the user's call site so tracebacks point at their line.
+---------------------------------------------------------------------------------------
+local function call_host(fname, ...)
+  local r = pack(host.call(fname, ...))
+  check_killed()
+  if not r[1] then raw_error(r[2], 3) end
+  return unpack(r, 2, r.n)
+end
+
+---------------------------------------------------------------------------------------
+-- Engine commands: yield to whoever drives the workflow coroutine.
+---------------------------------------------------------------------------------------
+local function command(cmd)
+  local reply = raw_yield(ENGINE, cmd)
+  if reply and reply.error then raw_error(reply.error, 3) end
+  return reply
+end
+
+---------------------------------------------------------------------------------------
+-- The sandbox's coroutine library: user coroutines are guarded like their parent, and
+-- engine yields pass through them to the engine.
+---------------------------------------------------------------------------------------
+local user_threads = setmt({}, { __mode = "k" })
+
+local function sb_create(fn)
+  if type_(fn) ~= "function" then raw_error("coroutine.create expects a function", 2) end
+  local co = raw_create(fn)
+  guard(co)
+  user_threads[co] = true
+  return co
+end
+
+local function own_thread(co, what)
+  if not user_threads[co] then
+    raw_error(what .. " expects a coroutine created by this code", 3)
+  end
+end
+
+local function sb_resume(co, ...)
+  own_thread(co, "coroutine.resume")
+  local r = pack(raw_resume(co, ...))
+  while r[1] and r[2] == ENGINE and raw_status(co) == "suspended" do
+    local reply = pack(raw_yield(ENGINE, r[3]))
+    r = pack(raw_resume(co, unpack(reply, 1, reply.n)))
+  end
+  check_killed()
+  return unpack(r, 1, r.n)
+end
+
+local function sb_wrap(fn)
+  local co = sb_create(fn)
+  return function(...)
+    local r = pack(sb_resume(co, ...))
+    if not r[1] then raw_error(r[2], 2) end
+    return unpack(r, 2, r.n)
+  end
+end
+
+local function sb_yield(...)
+  local _, main = raw_running()
+  if main or not user_threads[raw_running()] then
+    raw_error("coroutine.yield was called outside a coroutine created by this code", 2)
+  end
+  return raw_yield(...)
+end
+
+local sb_coroutine = {
+  create = sb_create, resume = sb_resume, wrap = sb_wrap, yield = sb_yield,
+  isyieldable = function() return user_threads[raw_running()] ~= nil end,
+  running = function()
+    local co = raw_running()
+    if user_threads[co] then return co, false end
+    return nil, true
+  end,
+  status = function(co) own_thread(co, "coroutine.status") return raw_status(co) end,
+  close = function(co) own_thread(co, "coroutine.close") return raw_close(co) end,
+}
+
+local function sb_pcall(f, ...)
+  local r = pack(raw_pcall(f, ...))
+  check_killed()
+  return unpack(r, 1, r.n)
+end
+
+local function sb_xpcall(f, handler, ...)
+  local r = pack(raw_xpcall(f, handler, ...))
+  check_killed()
+  return unpack(r, 1, r.n)
+end
+
+---------------------------------------------------------------------------------------
+-- Determinism: time and randomness.
+---------------------------------------------------------------------------------------
+local function journaled(call, ...)
+  if ctx.mode == "run" then
+    return command({ op = "value", call = call, args = pack(...) }).value
+  end
+  return nil
+end
+
+local function sb_time(t)
+  if t ~= nil then return os.time(t) end
+  if ctx.mode == "run" then return journaled("os.time") end
+  if ctx.mode == "body" then return ctx.now_s end
+  return call_host("now")
+end
+
+local function sb_clock()
+  if ctx.mode == "run" then return journaled("os.clock") end
+  -- A step body's values are recorded, so a body may measure its own CPU time.
+  return os.clock()
+end
+
+local function apply_random_args(u, m, n)
+  -- Turn a uniform float in [0,1) into what math.random(m, n) returns.
+  if m == nil then return u end
+  if n == nil then m, n = 1, m end
+  if mtype(m) ~= "integer" or mtype(n) ~= "integer" then raw_error("bad argument to 'random' (number has no integer representation)", 3) end
+  if m > n then raw_error("bad argument to 'random' (interval is empty)", 3) end
+  return m + mfloor(u * (n - m + 1))
+end
+
+local function sb_random(m, n)
+  if ctx.mode == "run" then
+    return apply_random_args(journaled("math.random"), m, n)
+  end
+  -- Step bodies draw from a generator seeded with the step id (see run_body), so a body
+  -- re-run after a crash sees the same numbers; elsewhere the generator is seeded afresh.
+  if m == nil then return raw_random() end
+  return apply_random_args(raw_random(), m, n)
+end
+
+local function uuid_from(rand)
+  local b = {}
+  for i = 1, 16 do b[i] = rand(0, 255) end
+  b[7] = (b[7] & 0x0f) | 0x40
+  b[9] = (b[9] & 0x3f) | 0x80
+  return sfmt("%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", unpack(b))
+end
+
+local function sb_uuid()
+  if ctx.mode == "run" then return journaled("uuid.v4") end
+  return uuid_from(raw_random)
+end
+
+local function refuse_in_run(name, why)
+  return function(...)
+    if in_run_code() then raw_error(name .. " is refused in run code: " .. why, 2) end
+    return call_host(name, ...)
+  end
+end
+
+---------------------------------------------------------------------------------------
+-- Effects: services refuse outside the places effects belong.
+---------------------------------------------------------------------------------------
+local function effect_guard(what)
+  if ctx.mode == "run" then raw_error(what .. " is an effect and belongs inside wf:step", 3) end
+  if ctx.mode == "load" then
+    raw_error(what .. " is an effect, and a script's top level only declares things; "
+      .. "call it from a handler or inside wf:step", 3)
+  end
+end
+
+local declared = { workflow = {}, object = {}, queue = {}, fetch = {} }
+
+local function declare(kind, name, label)
+  local by = declared[kind][name]
+  if by then
+    if kind == "workflow" then
+      raw_error(sfmt("workflow '%s' is declared in both %s and %s; one script per project declares "
+        .. "a given workflow — reach it elsewhere with workflows \"%s\"", name, by, ctx.script, name), 0)
+    end
+    raw_error(sfmt("%s is declared in both %s and %s; one script per project declares it",
+      label, by, ctx.script), 0)
+  end
+  declared[kind][name] = ctx.script
+end
+
+local function must_be_top_level(what)
+  if ctx.mode ~= "load" then
+    raw_error(what .. " must be declared at the top level of a script, not while the project runs", 3)
+  end
+end
+
+local function check_name(v, what)
+  if type_(v) ~= "string" or v == "" or not utf8len(v) then
+    raw_error(sfmt("%s needs a non-empty string name (got %s)", what, type_(v)), 3)
+  end
+end
+
+-- A handle for a service: each method checks where it is called, then calls the host.
+local function service(kind, name, methods)
+  local h = {}
+  for _, m in ipairs(methods) do
+    local what = kind .. ":" .. m
+    h[m] = function(self, ...)
+      effect_guard(what)
+      local args = pack(...)
+      local json, problem = encode_list(args, what .. " arguments")
+      if not json then raw_error(problem, 2) end
+      local r = call_host("service", kind, name, m, json)
+      return unpack(r, 1, r.n)
+    end
+  end
+  return setmt(h, { __metatable = false, __newindex = function() raw_error(kind .. " handles are read-only", 2) end })
+end
+
+---------------------------------------------------------------------------------------
+-- Workflows: declarations, handles, runs.
+---------------------------------------------------------------------------------------
+local workflow_fns = {}
+local run_methods = {}
+
+local function run_effect(what)
+  effect_guard(what)
+end
+
+local function run_handle(wf_name, id)
+  local h = { id = id, workflow = wf_name }
+  return setmt(h, { __index = run_methods, __metatable = false })
+end
+
+function run_methods.status(self)
+  run_effect("run:status")
+  return call_host("run_status", self.workflow, self.id)
+end
+
+function run_methods.result(self)
+  run_effect("run:result")
+  local r = call_host("run_result", self.workflow, self.id)
+  return r[1]
+end
+
+function run_methods.signal(self, name, payload)
+  run_effect("run:signal")
+  check_name(name, "run:signal")
+  local json = encode_or_raise(payload, sfmt("the payload of signal '%s'", name), 2)
+  return call_host("run_signal", self.workflow, self.id, name, json)
+end
+
+function run_methods.cancel(self)
+  run_effect("run:cancel")
+  return call_host("run_cancel", self.workflow, self.id)
+end
+
+function run_methods.resume(self)
+  run_effect("run:resume")
+  return call_host("run_resume", self.workflow, self.id)
+end
+
+local workflow_methods = {}
+
+function workflow_methods.start(self, input, opts)
+  run_effect("workflow:start")
+  local json = encode_or_raise(input, sfmt("the input of workflow '%s'", self.name), 2)
+  local id = nil
+  if opts ~= nil then
+    if type_(opts) ~= "table" then raw_error("workflow:start options must be a table like { id = \"...\" }", 2) end
+    id = opts.id
+  end
+  local run_id = call_host("run_start", self.name, json, id)
+  return run_handle(self.name, run_id)
+end
+
+function workflow_methods.get(self, id)
+  return run_handle(self.name, call_host("run_check_id", id))
+end
+
+local function workflow_handle(name)
+  return setmt({ name = name }, { __index = workflow_methods, __metatable = false })
+end
+
+local function sb_workflow(name)
+  check_name(name, "workflow")
+  must_be_top_level("workflow '" .. name .. "'")
+  return function(fn)
+    if type_(fn) ~= "function" then
+      raw_error(sfmt("workflow '%s' needs a function: workflow \"%s\" (function(wf, input) ... end)", name, name), 2)
+    end
+    declare("workflow", name, "workflow '" .. name .. "'")
+    workflow_fns[name] = fn
+    return workflow_handle(name)
+  end
+end
+
+local function sb_workflows(name)
+  check_name(name, "workflows")
+  return workflow_handle(name)
+end
+
+---------------------------------------------------------------------------------------
+-- The `wf` object handed to a workflow function.
+---------------------------------------------------------------------------------------
+local wf_methods = {}
+
+local function wf_check(self, what)
+  if ctx.mode == "body" then
+    return raw_error(sfmt("%s was called inside step '%s'; steps and waits belong in the workflow "
+      .. "function, not in a step body", what, ctx.step), 3)
+  end
+  if ctx.mode ~= "run" or ctx.wf ~= self then
+    raw_error(what .. " can only be called by the workflow function its wf was handed to", 3)
+  end
+end
+
+function wf_methods.step(self, name, opts, fn)
+  if ctx.mode == "body" then
+    raw_error(sfmt("steps do not nest: step '%s' was called inside step '%s'", tostring_(name), ctx.step), 2)
+  end
+  wf_check(self, "wf:step")
+  if fn == nil and type_(opts) == "function" then fn, opts = opts, nil end
+  check_name(name, "wf:step")
+  if type_(fn) ~= "function" then
+    raw_error(sfmt("wf:step('%s', ...) needs a function as its last argument", name), 2)
+  end
+  if opts ~= nil and type_(opts) ~= "table" then
+    raw_error(sfmt("wf:step('%s', opts, fn): opts must be a table like { retries = 3 }", name), 2)
+  end
+  local o = opts or {}
+  local reply = command({ op = "step", name = name, retries = o.retries, backoff = o.backoff,
+    timeout = o.timeout, fn = fn })
+  return unpack(reply, 1, reply.n)
+end
+
+function wf_methods.sleep(self, duration)
+  wf_check(self, "wf:sleep")
+  command({ op = "wait", kind = "sleep", names = {}, timeout = duration })
+end
+
+local function wait_opts(opts, what)
+  if opts == nil then return nil end
+  if type_(opts) ~= "table" then raw_error(what .. " options must be a table like { timeout = \"48h\" }", 3) end
+  return opts.timeout
+end
+
+function wf_methods.await(self, name, opts)
+  wf_check(self, "wf:await")
+  check_name(name, "wf:await")
+  local reply = command({ op = "wait", kind = "await", names = { name }, timeout = wait_opts(opts, "wf:await") })
+  return reply.payload
+end
+
+local function name_list(names, what)
+  if type_(names) ~= "table" or #names == 0 then
+    raw_error(what .. " needs a list of signal names like { \"paid\", \"cancelled\" }", 3)
+  end
+  local out = {}
+  for i = 1, #names do
+    if type_(names[i]) ~= "string" or names[i] == "" then
+      raw_error(sfmt("%s: signal name %d must be a non-empty string", what, i), 3)
+    end
+    out[i] = names[i]
+  end
+  return out
+end
+
+function wf_methods.race(self, names, opts)
+  wf_check(self, "wf:race")
+  local list = name_list(names, "wf:race")
+  local reply = command({ op = "wait", kind = "race", names = list, timeout = wait_opts(opts, "wf:race") })
+  return reply.payload, reply.signal
+end
+
+function wf_methods.all(self, names, opts)
+  wf_check(self, "wf:all")
+  local list = name_list(names, "wf:all")
+  local timeout = wait_opts(opts, "wf:all")
+  local out = { n = #list }
+  for i, name in ipairs(list) do
+    local reply = command({ op = "wait", kind = "all", names = { name }, timeout = timeout })
+    out[i] = reply.payload
+  end
+  return unpack(out, 1, out.n)
+end
+
+local function new_wf(run_id, workflow)
+  local fields = { id = run_id, workflow = workflow }
+  local wf
+  wf = setmt({}, {
+    __metatable = false,
+    __index = function(_, k)
+      if k == "step_id" then
+        if ctx.mode == "body" and ctx.wf == wf then return ctx.step_id end
+        raw_error("wf.step_id is only available inside a step body", 2)
+      end
+      local v = fields[k]
+      if v ~= nil then return v end
+      return wf_methods[k]
+    end,
+    __newindex = function(_, k) raw_error("wf is read-only (tried to set wf." .. tostring_(k) .. ")", 2) end,
+  })
+  return wf
+end
+
+---------------------------------------------------------------------------------------
+-- The environment user code runs in.
+---------------------------------------------------------------------------------------
+local function copy(t, except)
+  local out = {}
+  for k, v in next_, t do if not (except and except[k]) then out[k] = v end end
+  return out
+end
+
+local sb_string = copy(string)
+local sb_math = copy(math, { randomseed = true })
+sb_math.random = sb_random
+sb_math.randomseed = function() raw_error("math.randomseed is refused: the platform seeds randomness "
+  .. "so replay stays deterministic; call math.random without seeding", 2) end
+
+local sb_os = {
+  time = sb_time,
+  clock = sb_clock,
+  date = function(fmt, t)
+    if in_run_code() then
+      raw_error("os.date is refused in run code: its result depends on when replay happens; "
+        .. "format os.time() yourself, or call os.date in a handler", 2)
+    end
+    return os.date(fmt or "%c", t or call_host("now"))
+  end,
+  difftime = os.difftime,
+}
+
+local sb_json = {
+  encode = function(v)
+    local s, problem = encode(v, "value")
+    if not s then raw_error("json.encode: the value holds " .. problem, 2) end
+    return s
+  end,
+  parse = function(s)
+    if type_(s) ~= "string" then raw_error("json.parse expects a string (got " .. type_(s) .. ")", 2) end
+    if not utf8len(s) then raw_error("json.parse: the text is not valid UTF-8", 2) end
+    return call_host("json_parse", s)
+  end,
+}
+
+local function log_fn(level)
+  return function(msg, fields)
+    local json = "null"
+    if fields ~= nil then
+      local s, problem = encode(fields, "fields")
+      json = s or encode("(fields not logged: " .. problem .. ")")
+    end
+    call_host("log", level, safe_text(msg), json)
+  end
+end
+
+local sb_log = { info = log_fn("info"), warn = log_fn("warn"), error = log_fn("error") }
+
+local base = {
+  assert = assert, error = raw_error, ipairs = ipairs, next = next_, pairs = pairs,
+  pcall = sb_pcall, xpcall = sb_xpcall, rawequal = rawequal, rawget = rawget_, rawlen = rawlen,
+  rawset = rawset_, select = select_, setmetatable = setmt, getmetatable = getmt,
+  tonumber = tonumber, tostring = tostring_, type = type_, _VERSION = _VERSION,
+  print = function(...)
+    local parts = {}
+    for i = 1, select_("#", ...) do parts[i] = tostring_((select_(i, ...))) end
+    call_host("log", "info", safe_text(tconcat(parts, "\t")), "null")
+  end,
+  string = sb_string, table = copy(table), math = sb_math, utf8 = copy(utf8),
+  os = sb_os, coroutine = sb_coroutine,
+  json = sb_json, log = sb_log,
+  uuid = { v4 = sb_uuid },
+  workflow = sb_workflow, workflows = sb_workflows,
+}
+
+-- Absent in run code, inside step bodies too (the seed's determinism table).
+local absent_in_run = { http = true, crypto = true, Jwt = true }
+local extras = {}
+
+local function script_env()
+  local env = {}
+  env._G = env
+  return setmt(env, { __index = function(_, k)
+    if absent_in_run[k] and in_run_code() then return nil end
+    local v = base[k]
+    if v == nil then v = extras[k] end
+    return v
+  end })
+end
+
+local function sb_load(chunk, name, mode, env)
+  if mode ~= nil and mode ~= "t" then
+    raw_error("load: only text chunks are allowed (mode \"t\"); binary chunks are refused", 2)
+  end
+  return raw_load(chunk, name, "t", env or script_env())
+end
+base.load = sb_load
+
+-- require: project modules only, from sources the host loaded with the project.
+local modules, loading = {}, {}
+base.require = function(name)
+  if type_(name) ~= "string" or not name:match("^[%w_]+[%w_%.]*$") or name:find("%.%.") then
+    raw_error(sfmt("require %q: module names are dotted project paths like \"lib.money\"", tostring_(name)), 2)
+  end
+  if modules[name] ~= nil then return modules[name] end
+  if loading[name] then raw_error("require \"" .. name .. "\": a module cannot require itself while loading", 2) end
+  local source, path = call_host("module_source", name)
+  if not source then
+    raw_error(sfmt("require \"%s\": no module %s in this project; modules are project files "
+      .. "reached as dotted paths (\"lib.money\" is lib/money.lua)", name, path), 2)
+  end
+  local fn, err = raw_load(source, "@" .. path, "t", script_env())
+  if not fn then raw_error(err, 0) end
+  loading[name] = true
+  local ok, result = raw_pcall(fn, name)
+  loading[name] = nil
+  check_killed()
+  if not ok then raw_error(result, 0) end
+  if result == nil then result = true end
+  modules[name] = result
+  return result
+end
+
+-- Declarations of services (their local backends come from the host's service table).
+base.database = function(name)
+  check_name(name, "database")
+  must_be_top_level("database '" .. name .. "'")
+  return function(opts)
+    if type_(opts) ~= "table" then
+      raw_error(sfmt("database \"%s\" needs options: database \"%s\" { migrations = \"migrations/%s\" }", name, name, name), 2)
+    end
+    call_host("declare", "database", name, encode_or_raise(opts, "database options", 2))
+    return service("database", name, { "exec", "query", "first" })
+  end
+end
+
+local object_classes = {}
+base.object = function(name)
+  check_name(name, "object")
+  must_be_top_level("object '" .. name .. "'")
+  return function(methods)
+    if type_(methods) ~= "table" then raw_error(sfmt("object \"%s\" needs a table of methods", name), 2) end
+    declare("object", name, "object '" .. name .. "'")
+    object_classes[name] = methods
+    call_host("declare", "object", name, "null")
+  end
+end
+
+base.objects = function(name)
+  check_name(name, "objects")
+  return setmt({}, {
+    __metatable = false,
+    __call = function(_, key)
+      if type_(key) ~= "string" or key == "" then raw_error(sfmt("objects \"%s\": a key must be a non-empty string", name), 2) end
+      return setmt({}, { __metatable = false, __index = function(_, method)
+        return function(_, ...)
+          effect_guard(sfmt("%s:%s", name, method))
+          local json, problem = encode_list(pack(...), sfmt("%s(%q):%s arguments", name, key, method))
+          if not json then raw_error(problem, 2) end
+          local r = call_host("object_call", name, key, method, json)
+          return unpack(r, 1, r.n)
+        end
+      end })
+    end,
+  })
+end
+
+base.kv = function(ns)
+  check_name(ns, "kv")
+  return service("kv", ns, { "get", "put", "delete", "list" })
+end
+
+base.queue = function(name)
+  check_name(name, "queue")
+  return service("queue", name, { "send" })
+end
+
+base.secret = function(name)
+  check_name(name, "secret")
+  if ctx.mode == "load" then
+    raw_error(sfmt("secret \"%s\" was read at a script's top level; read secrets where they are used, "
+      .. "in a handler or in run code", name), 2)
+  end
+  return call_host("secret", name)
+end
+
+local handlers = { fetch = nil, queue = {} }
+base.on = function(event)
+  must_be_top_level("on \"" .. tostring_(event) .. "\"")
+  if event == "fetch" then
+    return function(fn)
+      if type_(fn) ~= "function" then raw_error("on \"fetch\" needs a function(request)", 2) end
+      declare("fetch", "fetch", "the fetch handler")
+      handlers.fetch = fn
+    end
+  elseif event == "queue" then
+    return function(qname, fn)
+      check_name(qname, "on \"queue\"")
+      if type_(fn) ~= "function" then raw_error("on \"queue\" (name, fn) needs a function(message)", 2) end
+      declare("queue", qname, "the handler of queue '" .. qname .. "'")
+      handlers.queue[qname] = fn
+    end
+  end
+  raw_error(sfmt("on %q: events are \"fetch\" and \"queue\"", tostring_(event)), 2)
+end
+
+---------------------------------------------------------------------------------------
+-- The engine table the host drives.
+---------------------------------------------------------------------------------------
+local engine = {}
+
+local function finish_call(ok, err)
+  local killed = budget.killed
+  budget.killed, budget.deadline = nil, nil
+  if killed then return false, killed end
+  if ok then return true, nil end
+  return false, error_text(err)
+end
+
+function engine.set_extras(name, value) extras[name] = value end
+
+-- Load one script's top level. Returns true, or false and the error.
+function engine.load_script(name, source, limit)
+  local fn, err = raw_load(source, "@" .. name, "t", script_env())
+  if not fn then return false, safe_text(err) end
+  local saved = ctx
+  ctx = { mode = "load", script = name }
+  begin_call(limit)
+  local co = raw_create(fn)
+  guard(co)
+  local ok, e = raw_resume(co)
+  if ok and raw_status(co) == "suspended" then ok, e = false, name .. ": a script's top level cannot yield" end
+  sethook(co)
+  ctx = saved
+  return finish_call(ok, e)
+end
+
+function engine.declarations()
+  local out = {}
+  for kind, names in next_, declared do
+    for n, script in next_, names do out[#out + 1] = { kind = kind, name = n, script = script } end
+  end
+  return out
+end
+
+function engine.has_workflow(name) return workflow_fns[name] ~= nil end
+
+-- Create the coroutine of a run. `input` is a Lua value already built by the host.
+function engine.new_run(run_id, workflow, input)
+  local fn = workflow_fns[workflow]
+  local wf = new_wf(run_id, workflow)
+  local co = raw_create(function()
+    local r = pack(raw_xpcall(fn, function(e)
+      return { message = error_text(e), traceback = safe_text(traceback(nil, 2)) }
+    end, wf, input))
+    return r
+  end)
+  return { co = co, wf = wf, run = run_id, workflow = workflow }
+end
+
+local function describe_command(cmd)
+  if type_(cmd) ~= "table" then return nil end
+  return cmd
+end
+
+-- Resume a run's coroutine with `reply`. Returns one of
+--   { kind = "command", cmd = {...} }     the code issued an engine command
+--   { kind = "returned", json = "..." }   the function returned (JSON of its first value)
+--   { kind = "error", message, traceback }
+function engine.drive(session, reply, limit)
+  local co = session.co
+  local saved = ctx
+  ctx = { mode = "run", run = session.run, wf = session.wf, workflow = session.workflow }
+  begin_call(limit)
+  guard(co)
+  local r = pack(raw_resume(co, reply))
+  sethook(co)
+  ctx = saved
+  local killed = budget.killed
+  budget.killed = nil
+  if killed then return { kind = "error", message = killed } end
+  if not r[1] then return { kind = "error", message = error_text(r[2]) } end
+  if raw_status(co) == "suspended" then
+    if r[2] == ENGINE and describe_command(r[3]) then return { kind = "command", cmd = r[3] } end
+    return { kind = "error", message = "the workflow function yielded outside a coroutine of its own; "
+      .. "coroutine.yield belongs inside coroutine.create/wrap" }
+  end
+  local outcome = r[2]
+  if not outcome[1] then
+    local e = outcome[2]
+    return { kind = "error", message = e.message, traceback = e.traceback }
+  end
+  local json, problem = encode(outcome[2], "result")
+  if not json then
+    return { kind = "error", message = sfmt("workflow '%s' returned a value that holds %s; %s",
+      session.workflow, problem, VALUE_RULE) }
+  end
+  return { kind = "returned", json = json }
+end
+
+-- Run a step body to completion. Returns { ok = true, json = "[...]" } or { ok = false, error }.
+function engine.run_body(session, fn, info, limit, deadline)
+  local saved = ctx
+  ctx = { mode = "body", run = session.run, wf = session.wf, workflow = session.workflow,
+    step = info.name, step_id = info.step_id, now_s = info.now_s }
+  raw_randomseed(info.seed1, info.seed2)
+  begin_call(limit, deadline, info.timeout_msg)
+  local co = raw_create(function() return pack(fn()) end)
+  guard(co)
+  local ok, r = raw_resume(co)
+  if ok and raw_status(co) == "suspended" then
+    ok, r = false, sfmt("step '%s' yielded; a step body runs to completion (coroutine.yield belongs "
+      .. "inside coroutine.create/wrap)", info.name)
+  end
+  sethook(co)
+  ctx = saved
+  raw_randomseed(info.seed2, info.seed1 + 1)
+  local good, err = finish_call(ok, r)
+  if not good then return { ok = false, error = err } end
+  local json, problem = encode_list(r, sfmt("the result of step '%s'", info.name))
+  if not json then return { ok = false, error = problem } end
+  return { ok = true, json = json, n = r.n }
+end
+
+-- Call the fetch handler (or a queue handler) with a request table built by the host.
+function engine.call_handler(kind, name, arg, limit)
+  local fn = kind == "fetch" and handlers.fetch or handlers.queue[name]
+  if not fn then return { ok = false, error = "no handler" } end
+  local saved = ctx
+  ctx = { mode = "handler" }
+  begin_call(limit)
+  local co = raw_create(function()
+    return pack(raw_xpcall(fn, function(e)
+      return { message = error_text(e), traceback = safe_text(traceback(nil, 2)) }
+    end, arg))
+  end)
+  guard(co)
+  local ok, r = raw_resume(co)
+  sethook(co)
+  ctx = saved
+  local killed = budget.killed
+  budget.killed = nil
+  if killed then return { ok = false, error = killed } end
+  if not ok then return { ok = false, error = error_text(r) } end
+  if raw_status(co) == "suspended" then return { ok = false, error = "the handler yielded outside a coroutine of its own" } end
+  if not r[1] then return { ok = false, error = r[2].message, traceback = r[2].traceback } end
+  local json, problem = encode(r[2], "response")
+  if not json then return { ok = false, error = "the handler returned a value that holds " .. problem } end
+  return { ok = true, json = json }
+end
+
+function engine.has_handler(kind, name)
+  if kind == "fetch" then return handlers.fetch ~= nil end
+  return handlers.queue[name] ~= nil
+end
+
+engine.encode = encode
+return engine

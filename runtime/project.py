@@ -1,0 +1,92 @@
+"""Reading a project folder and loading its scripts into a sandbox (SPEC section 1).
+
+A project is scripts (``*.lua`` at the top level, loaded in file-name order), modules
+(any other ``.lua`` file, reached as ``require "lib.name"``) and an optional
+``lunaflow.toml``. Loading runs every script's top level once; top-level code only
+declares things.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runtime.errors import ProjectLoadError
+from runtime.sandbox import DEFAULT_INSTRUCTIONS, DEFAULT_MEMORY_BYTES, Sandbox
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_bytes: int = DEFAULT_MEMORY_BYTES
+    instructions: int = DEFAULT_INSTRUCTIONS
+
+
+@dataclass(frozen=True)
+class ProjectSource:
+    """A project's files, read once: nothing touches the disk while runs execute."""
+
+    root: Path
+    name: str
+    scripts: dict[str, str]  # file name -> source, in load order
+    modules: dict[str, tuple[str, str]]  # dotted name -> (relative path, source)
+    limits: Limits = field(default_factory=Limits)
+
+    @classmethod
+    def read(cls, root: str | Path) -> ProjectSource:
+        root = Path(root).resolve()
+        if not root.is_dir():
+            raise ProjectLoadError(
+                f"project folder {root} does not exist; a project is a folder of .lua scripts"
+            )
+        settings: dict[str, Any] = {}
+        toml_path = root / "lunaflow.toml"
+        if toml_path.exists():
+            try:
+                settings = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+            except tomllib.TOMLDecodeError as e:
+                raise ProjectLoadError(f"lunaflow.toml in {root} is not valid TOML: {e}") from e
+        scripts = {p.name: p.read_text(encoding="utf-8") for p in sorted(root.glob("*.lua"))}
+        modules: dict[str, tuple[str, str]] = {}
+        for p in sorted(root.rglob("*.lua")):
+            rel = p.relative_to(root)
+            if len(rel.parts) == 1 or any(part.startswith(".") for part in rel.parts):
+                continue
+            if rel.parts[0] == "tests":
+                continue
+            dotted = ".".join((*rel.parts[:-1], rel.stem))
+            modules[dotted] = (rel.as_posix(), p.read_text(encoding="utf-8"))
+        limits_cfg = settings.get("limits", {})
+        limits = Limits(
+            memory_bytes=int(limits_cfg.get("memory_mb", DEFAULT_MEMORY_BYTES // 2**20)) * 2**20,
+            instructions=int(limits_cfg.get("instructions", DEFAULT_INSTRUCTIONS)),
+        )
+        name = str(settings.get("name", root.name))
+        return cls(root, name, scripts, modules, limits)
+
+
+@dataclass(frozen=True)
+class Declaration:
+    kind: str  # workflow | object | queue | fetch
+    name: str
+    script: str
+
+
+def load(source: ProjectSource, sandbox: Sandbox) -> list[Declaration]:
+    """Run every script's top level in ``sandbox``; refuse the project on the first error."""
+
+    def module_source(name: str) -> tuple[str | None, str]:
+        path = name.replace(".", "/") + ".lua"
+        found = source.modules.get(name)
+        return (found[1], found[0]) if found else (None, path)
+
+    sandbox.register("module_source", module_source)
+    for script, text in source.scripts.items():
+        ok, err = sandbox.engine.load_script(script, text, source.limits.instructions)
+        if not ok:
+            raise ProjectLoadError(f"project {source.name}: script {script} was refused: {err}")
+    return [
+        Declaration(str(d["kind"]), str(d["name"]), str(d["script"]))
+        for d in sandbox.engine.declarations().values()
+    ]

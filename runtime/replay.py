@@ -1,0 +1,341 @@
+"""The replay core: journal + the code's next command -> a decision. No I/O, no clock.
+
+The workflow function runs as a Lua coroutine that yields commands. For each one the
+engine asks this core what to do: hand back the recorded outcome, record and execute,
+or park. Time and signals come in as inputs (``now_ms``, ``signals``); entries to record
+go out through ``take_unsaved()``. The same core serves live runs, cold replays and
+``lunaflow check``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.errors import EngineBug
+from runtime.ids import step_id
+from runtime.journal import MARKERS, Entry, Kind, Status, describe, describe_wait
+
+# --- commands the code yields -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepCmd:
+    name: str
+    retries: int
+    backoff_ms: int
+    timeout_ms: int | None
+
+
+@dataclass(frozen=True)
+class WaitCmd:
+    op: str  # sleep | await | race | all
+    names: tuple[str, ...]
+    timeout_ms: int | None
+
+
+@dataclass(frozen=True)
+class ValueCmd:
+    call: str  # os.time | os.clock | math.random | uuid.v4
+
+
+@dataclass(frozen=True)
+class Signal:
+    id: int
+    name: str
+    payload: Any
+    at: float
+
+
+# --- decisions the core returns ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Send this outcome back into the coroutine."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class Execute:
+    """Run the step body now (after saving what the core recorded)."""
+
+    name: str
+    step_id: str
+    attempt: int
+    timeout_ms: int | None
+    started_at: float
+
+
+@dataclass(frozen=True)
+class Park:
+    """Stop here until a signal or ``due_ms``; the coroutine stays suspended."""
+
+    status: Status
+    due_ms: int | None
+    current: str
+
+
+@dataclass(frozen=True)
+class Fail:
+    error: str
+
+
+@dataclass(frozen=True)
+class NeedValue:
+    """The journal has no value for this call yet: produce one and ``record_value`` it."""
+
+    call: str
+
+
+@dataclass(frozen=True)
+class Complete:
+    result: Any
+
+
+Decision = Resume | Execute | Park | Fail | NeedValue | Complete
+
+
+def divergence(expected: str, reached: str) -> str:
+    return f"journal divergence: expected {expected}, code reached {reached}"
+
+
+@dataclass
+class _StepInFlight:
+    cmd: StepCmd
+    pass_: int
+    attempt: int  # the attempt being run or last recorded
+    used: int  # attempts recorded against the current budget (reset by resume)
+
+
+@dataclass
+class Replay:
+    run_id: str
+    journal: Sequence[Entry]
+    now_ms: int
+    signals: Sequence[Signal] = ()
+    entries: list[Entry] = field(init=False)
+    pos: int = field(init=False)
+    passes: Counter[str] = field(init=False, default_factory=Counter)
+    unsaved: list[Entry] = field(init=False, default_factory=list)
+    consumed: set[int] = field(init=False, default_factory=set)
+    current: str | None = field(init=False, default=None)
+    _step: _StepInFlight | None = field(init=False, default=None)
+    _parked: Callable[[], Decision] | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.entries = list(self.journal)
+        if not self.entries or self.entries[0].kind != Kind.STARTED:
+            raise EngineBug(f"journal of run '{self.run_id}' does not begin with run.started")
+        self.pos = 1
+        for e in self.entries:
+            if e.kind == Kind.WAIT_DONE and e.data.get("signal_id") is not None:
+                self.consumed.add(int(e.data["signal_id"]))
+
+    # --- inputs between activations --------------------------------------------------
+
+    def refresh(self, now_ms: int, signals: Sequence[Signal]) -> None:
+        self.now_ms = now_ms
+        self.signals = signals
+
+    def take_unsaved(self) -> list[Entry]:
+        out, self.unsaved = self.unsaved, []
+        return out
+
+    @property
+    def length(self) -> int:
+        """Journal length including entries not saved yet."""
+        return len(self.entries)
+
+    @property
+    def replaying(self) -> bool:
+        return self._peek() is not None
+
+    def wake(self) -> Decision:
+        """Re-decide the command the coroutine is parked on, with fresh inputs."""
+        if self._parked is None:
+            raise EngineBug(f"run '{self.run_id}' was woken but is not parked")
+        return self._parked()
+
+    # --- commands --------------------------------------------------------------------
+
+    def step(self, cmd: StepCmd) -> Decision:
+        self._parked = None
+        self.passes[cmd.name] += 1
+        head = self._peek()
+        if head is not None and not (head.kind == Kind.STEP_INTENT and head.name == cmd.name):
+            return Fail(divergence(describe(head), f"step '{cmd.name}'"))
+        flight = _StepInFlight(cmd, self.passes[cmd.name], attempt=0, used=0)
+        self._step = flight
+        self.current = f"step '{cmd.name}'"
+        last_failure: Entry | None = None
+        expect_intent = True
+        while (e := self._at(self.pos)) is not None:
+            if expect_intent and e.kind == Kind.STEP_INTENT and e.name == cmd.name:
+                flight.attempt = int(e.data["attempt"])
+                flight.used += 1
+                last_failure, expect_intent = None, False
+            elif not expect_intent and e.kind == Kind.STEP_RESULT and e.name == cmd.name:
+                self.pos += 1
+                self._step = None
+                return Resume(e.data)
+            elif not expect_intent and e.kind == Kind.STEP_FAILED and e.name == cmd.name:
+                last_failure, expect_intent = e, not e.data["final"]
+            elif last_failure is not None and last_failure.data["final"] and e.kind == Kind.RESUMED:
+                # Resume grants the step a fresh budget; the attempt count goes on so the
+                # next attempt's step id is new.
+                flight.used = 0
+                last_failure, expect_intent = None, True
+            else:
+                # No engine writes anything between a step's intent and its outcome.
+                raise EngineBug(
+                    f"run '{self.run_id}' journal entry {e.seq} ({e.kind}) interrupts step '{cmd.name}'"
+                )
+            self.pos += 1
+        if expect_intent and last_failure is None:
+            return self._new_attempt()
+        if last_failure is None:
+            # An intent with no outcome: the process stopped while the body ran. Run the
+            # same attempt again; its step id is unchanged so the effect can be recognised.
+            return self._execute()
+        if last_failure.data["final"]:
+            return Fail(str(last_failure.data["final_error"]))
+        return self._retry_when_due(int(last_failure.data["retry_at"]))
+
+    def step_succeeded(self, result: dict[str, Any]) -> Resume:
+        """Record the body's values (``{"n": k, "values": [...]}``) and hand them back."""
+        flight = self._flight()
+        self._record(Kind.STEP_RESULT, flight.cmd.name, result)
+        self._step = None
+        return Resume(result)
+
+    def step_failed(self, error: str) -> Decision:
+        flight = self._flight()
+        cmd = flight.cmd
+        final = flight.used >= cmd.retries
+        data: dict[str, Any] = {"attempt": flight.attempt, "error": error, "final": final}
+        if final:
+            data["final_error"] = f"step '{cmd.name}' failed after {flight.used} attempts: {error}"
+            self._record(Kind.STEP_FAILED, cmd.name, data)
+            return Fail(data["final_error"])
+        retry_at = self.now_ms + cmd.backoff_ms * 2 ** (flight.used - 1)
+        data["retry_at"] = retry_at
+        self._record(Kind.STEP_FAILED, cmd.name, data)
+        return self._retry_when_due(retry_at)
+
+    def wait(self, cmd: WaitCmd) -> Decision:
+        self._parked = None
+        self._step = None
+        wanted = describe_wait(cmd.op, list(cmd.names))
+        self.current = wanted
+        head = self._peek()
+        if head is None:
+            due = None if cmd.timeout_ms is None else self.now_ms + cmd.timeout_ms
+            data = {"names": list(cmd.names), "timeout_ms": cmd.timeout_ms, "due_at": due}
+            wait_entry = self._record(Kind.WAIT, cmd.op, data)
+        else:
+            if not (
+                head.kind == Kind.WAIT
+                and head.name == cmd.op
+                and list(head.data["names"]) == list(cmd.names)
+            ):
+                return Fail(divergence(describe(head), wanted))
+            wait_entry = head
+            self.pos += 1
+            done = self._at(self.pos)
+            if done is not None:
+                if done.kind != Kind.WAIT_DONE:
+                    raise EngineBug(f"run '{self.run_id}' wait at {head.seq} is followed by {done.kind}")
+                self.pos += 1
+                return Resume(done.data)
+        return self._resolve(wait_entry)
+
+    def value(self, cmd: ValueCmd) -> Decision:
+        self._parked = None
+        head = self._peek()
+        if head is None:
+            return NeedValue(cmd.call)
+        if head.kind != Kind.VALUE or head.name != cmd.call:
+            return Fail(divergence(describe(head), f"{cmd.call}()"))
+        self.pos += 1
+        return Resume(head.data["value"])
+
+    def record_value(self, call: str, value: Any) -> Resume:
+        self._record(Kind.VALUE, call, {"value": value})
+        return Resume(value)
+
+    def complete(self, result: Any) -> Decision:
+        head = self._peek()
+        if head is not None:
+            return Fail(f"journal divergence: expected {describe(head)}, code returned")
+        self._record(Kind.COMPLETED, None, {"result": result})
+        self.current = None
+        return Complete(result)
+
+    # --- internals -------------------------------------------------------------------
+
+    def _at(self, index: int) -> Entry | None:
+        return self.entries[index] if index < len(self.entries) else None
+
+    def _peek(self) -> Entry | None:
+        while (e := self._at(self.pos)) is not None and e.kind in MARKERS:
+            self.pos += 1
+        return e
+
+    def _flight(self) -> _StepInFlight:
+        if self._step is None:
+            raise EngineBug(f"run '{self.run_id}' reported a step outcome with no step in flight")
+        return self._step
+
+    def _record(self, kind: Kind, name: str | None, data: dict[str, Any]) -> Entry:
+        entry = Entry(len(self.entries) + 1, kind.value, name, data, self.now_ms / 1000)
+        self.entries.append(entry)
+        self.unsaved.append(entry)
+        self.pos = len(self.entries)
+        return entry
+
+    def _new_attempt(self) -> Execute:
+        flight = self._flight()
+        flight.attempt += 1
+        flight.used += 1
+        sid = step_id(self.run_id, flight.cmd.name, flight.pass_, flight.attempt)
+        self._record(
+            Kind.STEP_INTENT,
+            flight.cmd.name,
+            {"pass": flight.pass_, "attempt": flight.attempt, "step_id": sid},
+        )
+        return self._execute()
+
+    def _execute(self) -> Execute:
+        flight = self._flight()
+        intent = self.entries[-1]
+        if intent.kind != Kind.STEP_INTENT:
+            raise EngineBug(f"run '{self.run_id}' would run step '{flight.cmd.name}' without an intent")
+        return Execute(flight.cmd.name, intent.data["step_id"], flight.attempt, flight.cmd.timeout_ms, intent.at)
+
+    def _retry_when_due(self, retry_at: int) -> Decision:
+        if self.now_ms >= retry_at:
+            return self._new_attempt()
+        self._parked = lambda: self._retry_when_due(retry_at)
+        return Park(Status.SLEEPING, retry_at, self.current or "")
+
+    def _resolve(self, wait: Entry) -> Decision:
+        names = list(wait.data["names"])
+        due = wait.data["due_at"]
+        if wait.name != "sleep":
+            for sig in sorted(self.signals, key=lambda s: s.id):
+                if sig.name in names and sig.id not in self.consumed:
+                    self.consumed.add(sig.id)
+                    done = {"by": "signal", "signal": sig.name, "payload": sig.payload, "signal_id": sig.id}
+                    self._record(Kind.WAIT_DONE, wait.name, done)
+                    return Resume(done)
+        if due is not None and self.now_ms >= due:
+            by = "timer" if wait.name == "sleep" else "timeout"
+            self._record(Kind.WAIT_DONE, wait.name, {"by": by})
+            return Resume({"by": by})
+        self._parked = lambda: self._resolve(wait)
+        status = Status.SLEEPING if wait.name == "sleep" else Status.AWAITING
+        return Park(status, due, self.current or "")

@@ -1,0 +1,86 @@
+"""One Lua 5.4 state with the safe environment of SPEC section 6.
+
+The Lua half (``lua/prelude.lua``) builds the environment user code runs in and the
+``engine`` table this module drives. Python reaches user code only through that table;
+user code reaches Python only through ``host.call(name, ...)``, which dispatches to the
+functions registered here and always answers ``(true, value)`` or ``(false, message)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from importlib.resources import files
+from typing import Any
+
+import lupa.lua54 as lua54
+
+from runtime import values
+from runtime.errors import LunaflowError
+
+log = logging.getLogger("lunaflow.sandbox")
+
+DEFAULT_MEMORY_BYTES = 256 * 1024 * 1024
+DEFAULT_INSTRUCTIONS = 200_000_000
+
+HostFn = Callable[..., Any]
+LuaMemoryError = lua54.LuaMemoryError
+LuaError = lua54.LuaError
+
+
+def _no_attributes(obj: object, name: object, is_setting: bool) -> object:
+    # Lua never holds a Python object, but if one ever leaked, its attributes stay shut.
+    raise AttributeError("Python attributes are not reachable from Lua")
+
+
+_PRELUDE = files("runtime").joinpath("lua/prelude.lua").read_text(encoding="utf-8")
+
+
+class Sandbox:
+    """A Lua state, its engine table and the host functions user code may call."""
+
+    def __init__(
+        self,
+        *,
+        max_memory: int = DEFAULT_MEMORY_BYTES,
+        instructions: int = DEFAULT_INSTRUCTIONS,
+    ) -> None:
+        self.instructions = instructions
+        self.lua = lua54.LuaRuntime(
+            max_memory=max_memory,
+            register_eval=False,
+            register_builtins=False,
+            unpack_returned_tuples=True,
+            attribute_filter=_no_attributes,
+        )
+        self._host_fns: dict[str, HostFn] = {}
+        host = self.lua.table_from({"call": self._dispatch, "monotonic": time.monotonic})
+        # The `python` table lupa installs is removed before any user code exists.
+        g = self.lua.globals()
+        g.python = None
+        self.engine = self.lua.execute(_PRELUDE, host)
+
+    def register(self, name: str, fn: HostFn) -> None:
+        self._host_fns[name] = fn
+
+    def to_lua(self, value: values.JSONValue) -> Any:
+        return values.to_lua(self.lua.table_from, value)
+
+    def table(self, **fields: Any) -> Any:
+        return self.lua.table_from(fields)
+
+    def _dispatch(self, name: str, *args: Any) -> tuple[bool, Any] | tuple[bool, Any, Any]:
+        fn = self._host_fns.get(name)
+        if fn is None:
+            return False, f"lunaflow engine bug: no host function '{name}'"
+        try:
+            result = fn(*args)
+        except LunaflowError as e:
+            return False, str(e)
+        except Exception as e:  # a host bug must not take the platform down
+            log.exception("host function %s failed", name)
+            return False, f"lunaflow engine bug in {name}: {type(e).__name__}: {e}"
+        if isinstance(result, tuple):
+            return (True, *result)  # type: ignore[return-value]
+        return True, result

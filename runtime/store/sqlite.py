@@ -1,0 +1,362 @@
+"""The store on one SQLite file: WAL, ``synchronous=FULL`` by default, a schema version.
+
+One connection, guarded by a lock, so one process may share the store across threads.
+Several processes may open the same file: every write is one ``BEGIN IMMEDIATE``
+transaction, and a journal append is conditional on the run's journal length, so only
+one writer can win a slot.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from runtime.errors import EngineBug, JournalConflict, LunaflowError
+from runtime.journal import ENDED, Entry, Kind
+from runtime.replay import Signal
+from runtime.store.base import RunRecord, RunUpdate, SignalRecord, TimerSet
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    workflow TEXT NOT NULL,
+    status TEXT NOT NULL,
+    input TEXT NOT NULL,
+    result TEXT,
+    error TEXT,
+    parent_id TEXT,
+    current_step TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    journal_len INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status, workflow, created_at);
+CREATE INDEX IF NOT EXISTS runs_by_parent ON runs (parent_id);
+CREATE TABLE IF NOT EXISTS journal (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    name TEXT,
+    data TEXT NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS signals (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    at REAL NOT NULL,
+    state TEXT NOT NULL,
+    consumed_seq INTEGER
+);
+CREATE INDEX IF NOT EXISTS signals_pending ON signals (run_id, state, id);
+CREATE TABLE IF NOT EXISTS timers (
+    run_id TEXT PRIMARY KEY,
+    due_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS timers_by_due ON timers (due_ms);
+CREATE TABLE IF NOT EXISTS wakeups (run_id TEXT PRIMARY KEY, token INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS secrets (
+    name TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (name, version)
+);
+CREATE TABLE IF NOT EXISTS secret_pins (
+    run_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    PRIMARY KEY (run_id, name)
+);
+"""
+
+_RUN_COLUMNS = (
+    "id, workflow, status, input, result, error, parent_id, current_step, "
+    "created_at, updated_at, journal_len"
+)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _run(row: sqlite3.Row) -> RunRecord:
+    return RunRecord(
+        id=row[0],
+        workflow=row[1],
+        status=row[2],
+        input=json.loads(row[3]),
+        result=None if row[4] is None else json.loads(row[4]),
+        error=row[5],
+        parent_id=row[6],
+        current_step=row[7],
+        created_at=row[8],
+        updated_at=row[9],
+        journal_len=row[10],
+    )
+
+
+class SQLiteStore:
+    """``runtime.store.base.Store`` on a SQLite file."""
+
+    def __init__(self, path: str | Path, *, synchronous: str = "FULL") -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(
+            str(self.path), isolation_level=None, check_same_thread=False, timeout=30.0
+        )
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(f"PRAGMA synchronous={synchronous}")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._migrate()
+
+    def _migrate(self) -> None:
+        with self._lock:
+            self._db.executescript(_SCHEMA)
+            with self._write() as db:
+                row = db.execute("SELECT version FROM schema_version").fetchone()
+                if row is None:
+                    db.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
+                elif row[0] > SCHEMA_VERSION:
+                    raise LunaflowError(
+                        f"the data in {self.path} has schema version {row[0]}, newer than this "
+                        f"lunaflow's {SCHEMA_VERSION}; upgrade lunaflow to open it"
+                    )
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    # --- runs --------------------------------------------------------------------------
+
+    def create_run(self, run: RunRecord, started: Entry) -> tuple[RunRecord, bool]:
+        with self._write() as db:
+            row = db.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run.id,)).fetchone()
+            if row is not None:
+                return _run(row), False
+            db.execute(
+                f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    run.id, run.workflow, run.status, _dumps(run.input), None, None,
+                    run.parent_id, None, run.created_at, run.updated_at, 1,
+                ),
+            )
+            self._insert_entries(db, run.id, [started])
+            self._wake(db, run.id)
+        return RunRecord(**{**run.__dict__, "journal_len": 1}), True
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        rows = self._read(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
+        return _run(rows[0]) if rows else None
+
+    def list_runs(
+        self, *, status: str | None = None, workflow: str | None = None, limit: int = 1000
+    ) -> list[RunRecord]:
+        where, args = [], []
+        if status is not None:
+            where.append("status = ?")
+            args.append(status)
+        if workflow is not None:
+            where.append("workflow = ?")
+            args.append(workflow)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        rows = self._read(
+            f"SELECT {_RUN_COLUMNS} FROM runs {clause} ORDER BY created_at DESC, rowid DESC LIMIT ?",
+            (*args, limit),
+        )
+        return [_run(r) for r in rows]
+
+    def children(self, run_id: str) -> list[str]:
+        rows = self._read("SELECT id FROM runs WHERE parent_id = ? ORDER BY created_at", (run_id,))
+        return [r[0] for r in rows]
+
+    # --- journal -----------------------------------------------------------------------
+
+    def journal(self, run_id: str) -> list[Entry]:
+        rows = self._read(
+            "SELECT seq, kind, name, data, at FROM journal WHERE run_id = ? ORDER BY seq", (run_id,)
+        )
+        return [Entry(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows]
+
+    def _insert_entries(self, db: sqlite3.Connection, run_id: str, entries: Sequence[Entry]) -> None:
+        try:
+            db.executemany(
+                "INSERT INTO journal (run_id, seq, kind, name, data, at) VALUES (?,?,?,?,?,?)",
+                [(run_id, e.seq, e.kind, e.name, _dumps(e.data), e.at) for e in entries],
+            )
+        except sqlite3.IntegrityError as e:
+            raise JournalConflict(run_id, entries[0].seq) from e
+
+    def append(
+        self,
+        run_id: str,
+        expected_len: int,
+        entries: Sequence[Entry],
+        *,
+        update: RunUpdate | None = None,
+        timer: TimerSet | None = None,
+    ) -> None:
+        for offset, entry in enumerate(entries):
+            if entry.seq != expected_len + offset + 1:
+                raise EngineBug(f"entry {entry.seq} of run '{run_id}' is out of order")
+        new_len = expected_len + len(entries)
+        with self._write() as db:
+            sets, args = ["journal_len = ?"], [new_len]
+            if update is not None:
+                sets += ["status = ?", "current_step = ?", "result = ?", "error = ?"]
+                result = None if update.result is None else _dumps(update.result)
+                args += [update.status, update.current_step, result, update.error]
+            if entries:
+                sets.append("updated_at = ?")
+                args.append(entries[-1].at)
+            cur = db.execute(
+                f"UPDATE runs SET {', '.join(sets)} WHERE id = ? AND journal_len = ?",
+                (*args, run_id, expected_len),
+            )
+            if cur.rowcount != 1:
+                raise JournalConflict(run_id, expected_len + 1)
+            if entries:
+                self._insert_entries(db, run_id, entries)
+            for e in entries:
+                if e.kind == Kind.WAIT_DONE and e.data.get("signal_id") is not None:
+                    db.execute(
+                        "UPDATE signals SET state = 'consumed', consumed_seq = ? WHERE id = ?",
+                        (e.seq, e.data["signal_id"]),
+                    )
+            ended = update is not None and update.status in ENDED
+            if ended:
+                db.execute(
+                    "UPDATE signals SET state = 'set_aside' WHERE run_id = ? AND state = 'pending'",
+                    (run_id,),
+                )
+            if ended or (timer is not None and timer.due_ms is None):
+                db.execute("DELETE FROM timers WHERE run_id = ?", (run_id,))
+            elif timer is not None:
+                db.execute(
+                    "INSERT INTO timers VALUES (?, ?) ON CONFLICT (run_id) DO UPDATE SET due_ms = excluded.due_ms",
+                    (run_id, timer.due_ms),
+                )
+
+    # --- signals -----------------------------------------------------------------------
+
+    def add_signal(self, run_id: str, name: str, payload: Any, at: float) -> tuple[int, bool]:
+        with self._write() as db:
+            row = db.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise EngineBug(f"signal for missing run '{run_id}'")
+            live = row[0] not in ENDED
+            cur = db.execute(
+                "INSERT INTO signals (run_id, name, payload, at, state) VALUES (?,?,?,?,?)",
+                (run_id, name, _dumps(payload), at, "pending" if live else "set_aside"),
+            )
+            if live:
+                self._wake(db, run_id)
+            return int(cur.lastrowid or 0), live
+
+    def pending_signals(self, run_id: str) -> list[Signal]:
+        rows = self._read(
+            "SELECT id, name, payload, at FROM signals WHERE run_id = ? AND state = 'pending' ORDER BY id",
+            (run_id,),
+        )
+        return [Signal(r[0], r[1], json.loads(r[2]), r[3]) for r in rows]
+
+    def signals(self, run_id: str) -> list[SignalRecord]:
+        rows = self._read(
+            "SELECT id, run_id, name, payload, at, state, consumed_seq FROM signals WHERE run_id = ? ORDER BY id",
+            (run_id,),
+        )
+        return [SignalRecord(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5], r[6]) for r in rows]
+
+    # --- timers and wake-ups -----------------------------------------------------------
+
+    def fire_due_timers(self, now_ms: int) -> list[str]:
+        with self._write() as db:
+            rows = db.execute(
+                "SELECT run_id FROM timers WHERE due_ms <= ? ORDER BY due_ms, run_id", (now_ms,)
+            ).fetchall()
+            for (run_id,) in rows:
+                self._wake(db, run_id)
+                db.execute("DELETE FROM timers WHERE run_id = ?", (run_id,))
+        return [r[0] for r in rows]
+
+    def next_due(self) -> int | None:
+        rows = self._read("SELECT MIN(due_ms) FROM timers")
+        return None if rows[0][0] is None else int(rows[0][0])
+
+    def timer(self, run_id: str) -> int | None:
+        rows = self._read("SELECT due_ms FROM timers WHERE run_id = ?", (run_id,))
+        return int(rows[0][0]) if rows else None
+
+    @staticmethod
+    def _wake(db: sqlite3.Connection, run_id: str) -> None:
+        # A new token per wake, so a worker clearing an older wake-up leaves this one.
+        db.execute(
+            "INSERT INTO wakeups VALUES (?, 1) ON CONFLICT (run_id) DO UPDATE SET token = token + 1",
+            (run_id,),
+        )
+
+    def wake(self, run_id: str) -> None:
+        with self._write() as db:
+            self._wake(db, run_id)
+
+    def wakeups(self) -> list[tuple[str, int]]:
+        return [(r[0], int(r[1])) for r in self._read("SELECT run_id, token FROM wakeups ORDER BY rowid")]
+
+    def clear_wakeup(self, run_id: str, token: int) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM wakeups WHERE run_id = ? AND token = ?", (run_id, token))
+
+    def running_runs(self) -> list[str]:
+        """Runs left ``running``: after a crash, each needs advancing again."""
+        return [r[0] for r in self._read("SELECT id FROM runs WHERE status = 'running' ORDER BY created_at")]
+
+    # --- secrets -----------------------------------------------------------------------
+
+    def add_secret(self, name: str, value: str) -> int:
+        with self._write() as db:
+            row = db.execute("SELECT MAX(version) FROM secrets WHERE name = ?", (name,)).fetchone()
+            version = (row[0] or 0) + 1
+            db.execute("INSERT INTO secrets VALUES (?,?,?)", (name, version, value))
+            return int(version)
+
+    def secret(self, name: str, version: int | None = None) -> tuple[int, str] | None:
+        if version is None:
+            rows = self._read(
+                "SELECT version, value FROM secrets WHERE name = ? ORDER BY version DESC LIMIT 1", (name,)
+            )
+        else:
+            rows = self._read("SELECT version, value FROM secrets WHERE name = ? AND version = ?", (name, version))
+        return (int(rows[0][0]), rows[0][1]) if rows else None
+
+    def pin_secret(self, run_id: str, name: str, version: int) -> int:
+        with self._write() as db:
+            db.execute("INSERT OR IGNORE INTO secret_pins VALUES (?,?,?)", (run_id, name, version))
+            row = db.execute(
+                "SELECT version FROM secret_pins WHERE run_id = ? AND name = ?", (run_id, name)
+            ).fetchone()
+            return int(row[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

@@ -1,0 +1,179 @@
+"""``LocalPlatform``: the whole platform in-process, on a fake clock (SPEC section 5).
+
+Every call that changes something runs due work until idle before it returns. The clock
+moves only with ``advance``; step timeouts use real elapsed time.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from runtime.clock import FakeClock, now_ms
+from runtime.durations import parse_ms
+from runtime.errors import InvalidInput
+from runtime.journal import Entry
+from runtime.platform import ObjectFn, Platform, ServiceFn
+from runtime.store.base import RunRecord
+from runtime.store.sqlite import SQLiteStore
+
+STORE_FILE = "lunaflow.sqlite"
+
+
+@dataclass(frozen=True)
+class Response:
+    status_code: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: str = ""
+
+
+class LocalPlatform:
+    def __init__(
+        self,
+        project: str | Path,
+        data_dir: str | Path | None = None,
+        *,
+        services: dict[str, ServiceFn] | None = None,
+        objects: ObjectFn | None = None,
+        synchronous: str = "FULL",
+        cache_size: int = 256,
+    ) -> None:
+        self._own_dir = data_dir is None
+        self.data_dir = Path(tempfile.mkdtemp(prefix="lunaflow-")) if data_dir is None else Path(data_dir)
+        self.project = Path(project)
+        self._clock = FakeClock()
+        self._services = services
+        self._objects = objects
+        self._synchronous = synchronous
+        self._cache_size = cache_size
+        self.platform = self._open(self.project)
+
+    def _open(self, project: Path) -> Platform:
+        store = SQLiteStore(self.data_dir / STORE_FILE, synchronous=self._synchronous)
+        platform = Platform(
+            project, store, self._clock, services=self._services, objects=self._objects,
+            cache_size=self._cache_size,
+        )
+        platform.recover()
+        platform.run_until_idle()
+        return platform
+
+    def __enter__(self) -> LocalPlatform:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.platform.close()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    # --- runs --------------------------------------------------------------------------
+
+    def start(self, workflow: str, input: Any = None, id: str | None = None) -> RunRecord:
+        run = self.platform.start(workflow, input, id=id)
+        self.settle()
+        return self.get(run.id)
+
+    def get(self, run_id: str) -> RunRecord:
+        return self.platform.get(run_id)
+
+    def journal(self, run_id: str) -> list[Entry]:
+        return self.platform.journal(run_id)
+
+    def runs(self, status: str | None = None, workflow: str | None = None) -> list[RunRecord]:
+        return self.platform.runs(status=status, workflow=workflow)
+
+    def signal(self, run_id: str, name: str, payload: Any = None) -> bool:
+        live = self.platform.signal(run_id, name, payload)
+        self.settle()
+        return live
+
+    def cancel(self, run_id: str) -> None:
+        self.platform.cancel(run_id)
+        self.settle()
+
+    def resume(self, run_id: str) -> None:
+        self.platform.resume(run_id)
+        self.settle()
+
+    def fetch(
+        self,
+        method: str,
+        path: str,
+        body: str | None = None,
+        headers: dict[str, str] | None = None,
+        query: dict[str, str] | None = None,
+    ) -> Response:
+        parts = urlsplit(path)
+        q = dict(parse_qsl(parts.query, keep_blank_values=True))
+        q.update(query or {})
+        request = {
+            "method": method.upper(),
+            "path": parts.path,
+            "query": q,
+            "headers": {k.lower(): v for k, v in (headers or {}).items()},
+            "body": body or "",
+        }
+        if not self.platform.code.has_fetch():
+            return Response(404, {}, "this project declares no on \"fetch\" handler")
+        ok, out, _tb = self.platform.fetch(request)
+        self.settle()
+        if not ok:
+            request_id = str(uuid.uuid4())
+            self.platform.logs.append({"level": "error", "message": out, "request_id": request_id})
+            return Response(500, {"x-request-id": request_id}, f"internal error (request id {request_id})")
+        if not isinstance(out, dict):
+            return Response(500, {}, "the fetch handler must return a table like { status_code = 200, body = \"\" }")
+        return Response(
+            int(out.get("status_code", 200)),
+            {str(k): str(v) for k, v in (out.get("headers") or {}).items()},
+            str(out.get("body") or ""),
+        )
+
+    # --- time and code -----------------------------------------------------------------
+
+    @property
+    def now(self) -> float:
+        return self._clock.now()
+
+    def advance(self, duration: str | float) -> None:
+        """Move the clock, firing due timers in order of their due times."""
+        target = now_ms(self._clock) + parse_ms(duration, "advance")
+        self.settle()
+        while (due := self.platform.store.next_due()) is not None and due <= target:
+            self._clock.advance(max(0, due - now_ms(self._clock)) / 1000)
+            self.settle()
+        self._clock.advance(max(0, target - now_ms(self._clock)) / 1000)
+        self.settle()
+
+    def settle(self) -> None:
+        self.platform.run_until_idle()
+
+    def deploy(self, project: str | Path) -> None:
+        self.project = Path(project)
+        self.platform.deploy(project)
+        self.settle()
+
+    def restart(self) -> None:
+        """Drop all in-memory state and reopen the same data, as after a crash."""
+        self.platform.close()
+        self.platform = self._open(self.project)
+
+    def set_secret(self, name: str, value: str) -> int:
+        if not isinstance(value, str):
+            raise InvalidInput(f"secret '{name}' must be a string value (got {type(value).__name__})")
+        return self.platform.store.add_secret(name, value)
+
+    @property
+    def logs(self) -> list[dict[str, Any]]:
+        return self.platform.logs

@@ -1,0 +1,83 @@
+"""JSON-like values: the only data that crosses the journal and the Lua boundary.
+
+Lua encodes its own values (``lua/prelude.lua`` checks shapes and names the bad path);
+this module checks Python-side values, enforces the size limit and builds Lua tables.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+from runtime.errors import InvalidInput
+
+MAX_VALUE_BYTES = 256 * 1024
+
+JSONValue = Any  # None | bool | int | float | str | list[JSONValue] | dict[str, JSONValue]
+
+
+def check_size(encoded: str, what: str) -> None:
+    size = len(encoded.encode("utf-8"))
+    if size > MAX_VALUE_BYTES:
+        raise InvalidInput(
+            f"{what} is {size} bytes encoded, over the limit of {MAX_VALUE_BYTES} bytes (256 KiB); "
+            "keep large data elsewhere (a database row, an object) and pass its key"
+        )
+
+
+def _find_problem(value: object, path: str, seen: set[int]) -> str | None:
+    if value is None or isinstance(value, bool | int | str):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"a non-finite number at {path}"
+    if isinstance(value, list | tuple):
+        if id(value) in seen:
+            return f"a cycle at {path}"
+        seen.add(id(value))
+        for i, item in enumerate(value):
+            problem = _find_problem(item, f"{path}[{i + 1}]", seen)
+            if problem:
+                return problem
+        seen.discard(id(value))
+        return None
+    if isinstance(value, dict):
+        if id(value) in seen:
+            return f"a cycle at {path}"
+        seen.add(id(value))
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"a non-string key {key!r} at {path}"
+            problem = _find_problem(item, f"{path}.{key}", seen)
+            if problem:
+                return problem
+        seen.discard(id(value))
+        return None
+    return f"a {type(value).__name__} at {path}"
+
+
+def encode(value: object, what: str) -> str:
+    """Encode a Python value for the journal, refusing what is not JSON-like or too big."""
+    problem = _find_problem(value, "value", set())
+    if problem:
+        raise InvalidInput(
+            f"{what} holds {problem}; values must be JSON-like (nil, booleans, numbers, strings, "
+            "tables with string keys or 1..n arrays) — pass plain data"
+        )
+    encoded = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    check_size(encoded, what)
+    return encoded
+
+
+def decode(encoded: str) -> JSONValue:
+    return json.loads(encoded)
+
+
+def to_lua(table_from: Callable[[Any], Any], value: JSONValue) -> Any:
+    """Build the Lua value for a decoded JSON value. Lists become 1..n arrays."""
+    if isinstance(value, dict):
+        return table_from({k: to_lua(table_from, v) for k, v in value.items() if v is not None})
+    if isinstance(value, list):
+        return table_from({i + 1: to_lua(table_from, v) for i, v in enumerate(value) if v is not None})
+    return value
