@@ -63,18 +63,13 @@ class Code:
         self.engine = self.sandbox.engine
         self.declarations: list[Declaration] = load(source, self.sandbox)
         self.workflows = {d.name for d in self.declarations if d.kind == "workflow"}
-        # Set after a call ran out of memory: the state may hold garbage a user kept alive.
-        self.tainted = False
+
+    @property
+    def tainted(self) -> bool:
+        return self.sandbox.tainted
 
     def _explain(self, message: str) -> str:
-        if message == "not enough memory":
-            self.tainted = True
-            limit = self.source.limits.memory_bytes // 2**20
-            return (
-                f"call stopped: it ran out of memory (the Lua state's limit is {limit} MiB); "
-                "look for a table that grows without end, or raise limits.memory_mb in lunaflow.toml"
-            )
-        return message
+        return self.sandbox.explain(message)
 
     # --- runs --------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.errors import ProjectLoadError
-from runtime.sandbox import DEFAULT_INSTRUCTIONS, DEFAULT_MEMORY_BYTES, Sandbox
+from runtime.sandbox import DEFAULT_INSTRUCTIONS, DEFAULT_MEMORY_BYTES, LuaMemoryError, Sandbox
 
 
 @dataclass(frozen=True)
@@ -83,9 +83,14 @@ def load(source: ProjectSource, sandbox: Sandbox) -> list[Declaration]:
 
     sandbox.register("module_source", module_source)
     for script, text in source.scripts.items():
-        ok, err = sandbox.engine.load_script(script, text, source.limits.instructions)
+        try:
+            ok, err = sandbox.engine.load_script(script, text, source.limits.instructions)
+        except LuaMemoryError:
+            ok, err = False, "not enough memory"
         if not ok:
-            raise ProjectLoadError(f"project {source.name}: script {script} was refused: {err}")
+            raise ProjectLoadError(
+                f"project {source.name}: script {script} was refused: {sandbox.explain(str(err))}"
+            )
     return [
         Declaration(str(d["kind"]), str(d["name"]), str(d["script"]))
         for d in sandbox.engine.declarations().values()

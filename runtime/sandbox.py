@@ -47,6 +47,9 @@ class Sandbox:
         instructions: int = DEFAULT_INSTRUCTIONS,
     ) -> None:
         self.instructions = instructions
+        self.max_memory = max_memory
+        # Set after a call ran out of memory: the state may hold garbage a user kept alive.
+        self.tainted = False
         self.lua = lua54.LuaRuntime(
             max_memory=max_memory,
             register_eval=False,
@@ -60,6 +63,17 @@ class Sandbox:
         g = self.lua.globals()
         g.python = None
         self.engine = self.lua.execute(_PRELUDE, host)
+
+    def explain(self, message: str) -> str:
+        """Turn Lua's bare memory error into one that names the limit and the fix."""
+        if message == "not enough memory":
+            self.tainted = True
+            return (
+                f"call stopped: it ran out of memory (the Lua state's limit is "
+                f"{self.max_memory // 2**20} MiB); look for a table that grows without end, "
+                "or raise limits.memory_mb in lunaflow.toml"
+            )
+        return message
 
     def register(self, name: str, fn: HostFn) -> None:
         self._host_fns[name] = fn

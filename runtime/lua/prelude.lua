@@ -16,7 +16,7 @@ local pack, unpack = table.pack, table.unpack
 local raw_yield, raw_resume, raw_create = coroutine.yield, coroutine.resume, coroutine.create
 local raw_status, raw_running, raw_close = coroutine.status, coroutine.running, coroutine.close
 local raw_pcall, raw_xpcall, raw_error, raw_load = pcall, xpcall, error, load
-local sethook, traceback = debug.sethook, debug.traceback
+local sethook, traceback, real_getmt = debug.sethook, debug.traceback, debug.getmetatable
 local raw_random, raw_randomseed = math.random, math.randomseed
 local sfmt, srep, sbyte, schar, ssub, sgsub = string.format, string.rep, string.byte, string.char, string.sub, string.gsub
 local tconcat, tsort = table.concat, table.sort
@@ -361,6 +361,34 @@ local function refuse_in_run(name, why)
   end
 end
 
+-- Lua 5.4 seeds its table hashes per state, so `pairs` order differs between processes.
+-- In the workflow function that would let replay take another path; there `pairs` walks
+-- keys in a fixed order (by type, then value).
+local function key_less(a, b)
+  local ta, tb = type_(a), type_(b)
+  if ta ~= tb then return ta < tb end
+  if ta == "number" or ta == "string" then return a < b end
+  if ta == "boolean" then return (not a) and b end
+  return tostring_(a) < tostring_(b)
+end
+
+local raw_pairs = pairs
+local function sb_pairs(t)
+  if ctx.mode ~= "run" or type_(t) ~= "table" then return raw_pairs(t) end
+  local mt = real_getmt(t)
+  if mt and mt.__pairs then return raw_pairs(t) end
+  local keys = {}
+  for k in next_, t do keys[#keys + 1] = k end
+  tsort(keys, key_less)
+  local i = 0
+  return function()
+    i = i + 1
+    local k = keys[i]
+    if k == nil then return nil end
+    return k, rawget_(t, k)
+  end, t, nil
+end
+
 ---------------------------------------------------------------------------------------
 -- Effects: services refuse outside the places effects belong.
 ---------------------------------------------------------------------------------------
@@ -658,7 +686,7 @@ end
 local sb_log = { info = log_fn("info"), warn = log_fn("warn"), error = log_fn("error") }
 
 local base = {
-  assert = assert, error = raw_error, ipairs = ipairs, next = next_, pairs = pairs,
+  assert = assert, error = raw_error, ipairs = ipairs, next = next_, pairs = sb_pairs,
   pcall = sb_pcall, xpcall = sb_xpcall, rawequal = rawequal, rawget = rawget_, rawlen = rawlen,
   rawset = rawset_, select = select_, setmetatable = setmt, getmetatable = getmt,
   tonumber = tonumber, tostring = tostring_, type = type_, _VERSION = _VERSION,
@@ -889,6 +917,8 @@ function engine.drive(session, reply, limit)
   local outcome = r[2]
   if not outcome[1] then
     local e = outcome[2]
+    -- Memory errors skip the message handler, so the error may be a bare string.
+    if type_(e) ~= "table" then return { kind = "error", message = error_text(e) } end
     return { kind = "error", message = e.message, traceback = e.traceback }
   end
   local json, problem = encode(outcome[2], "result")
@@ -944,7 +974,10 @@ function engine.call_handler(kind, name, arg, limit)
   if killed then return { ok = false, error = killed } end
   if not ok then return { ok = false, error = error_text(r) } end
   if raw_status(co) == "suspended" then return { ok = false, error = "the handler yielded outside a coroutine of its own" } end
-  if not r[1] then return { ok = false, error = r[2].message, traceback = r[2].traceback } end
+  if not r[1] then
+    if type_(r[2]) ~= "table" then return { ok = false, error = error_text(r[2]) } end
+    return { ok = false, error = r[2].message, traceback = r[2].traceback }
+  end
   local json, problem = encode(r[2], "response")
   if not json then return { ok = false, error = "the handler returned a value that holds " .. problem } end
   return { ok = true, json = json }
