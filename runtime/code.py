@@ -55,9 +55,7 @@ class BodyOutcome:
 class Code:
     def __init__(self, source: ProjectSource, host_functions: dict[str, Callable[..., Any]]) -> None:
         self.source = source
-        self.sandbox = Sandbox(
-            max_memory=source.limits.memory_bytes, instructions=source.limits.instructions
-        )
+        self.sandbox = Sandbox(max_memory=source.limits.memory_bytes, instructions=source.limits.instructions)
         for name, fn in host_functions.items():
             self.sandbox.register(name, fn)
         self.engine = self.sandbox.engine
@@ -101,8 +99,12 @@ class Code:
                         f"step '{name}': retries must be a whole number of total attempts, 1 or more "
                         f"(got {retries!r}); write retries = 3 for three attempts in all"
                     )
-                backoff = 2000 if cmd.backoff is None else parse_ms(cmd.backoff, f"the backoff of step '{name}'")
-                timeout = None if cmd.timeout is None else parse_ms(cmd.timeout, f"the timeout of step '{name}'")
+                backoff = (
+                    2000 if cmd.backoff is None else parse_ms(cmd.backoff, f"the backoff of step '{name}'")
+                )
+                timeout = (
+                    None if cmd.timeout is None else parse_ms(cmd.timeout, f"the timeout of step '{name}'")
+                )
                 return Issued(StepCmd(name, max(retries, 1), backoff, timeout), fn=cmd.fn)
             if op == "wait":
                 wait_kind = str(cmd.kind)
@@ -112,7 +114,11 @@ class Code:
                         raise InvalidInput('wf:sleep needs a duration, e.g. wf:sleep("24h")')
                     timeout = parse_ms(cmd.timeout, "wf:sleep")
                 else:
-                    timeout = None if cmd.timeout is None else parse_ms(cmd.timeout, f"the timeout of wf:{wait_kind}")
+                    timeout = (
+                        None
+                        if cmd.timeout is None
+                        else parse_ms(cmd.timeout, f"the timeout of wf:{wait_kind}")
+                    )
                 return Issued(WaitCmd(wait_kind, names, timeout))
             if op == "value":
                 return Issued(ValueCmd(str(cmd.call)))
@@ -123,7 +129,7 @@ class Code:
     def reply(self, value: Any) -> Any:
         """The Lua table handed back into the coroutine for a decision's outcome."""
         if isinstance(value, dict) and "values" in value:  # a step's recorded values
-            table = {i + 1: v for i, v in enumerate(value["values"]) if v is not None}
+            table: dict[int | str, Any] = {i + 1: v for i, v in enumerate(value["values"]) if v is not None}
             table["n"] = value["n"]
             return self.sandbox.lua.table_from({k: self.sandbox.to_lua(v) for k, v in table.items()})
         if isinstance(value, dict):  # a wait's outcome
@@ -171,7 +177,9 @@ class Code:
     def call_fetch(self, request: dict[str, Any]) -> tuple[bool, Any, str | None]:
         """Returns ``(ok, response or error message, traceback)``."""
         try:
-            out = self.engine.call_handler("fetch", None, self.sandbox.to_lua(request), self.source.limits.instructions)
+            out = self.engine.call_handler(
+                "fetch", None, self.sandbox.to_lua(request), self.source.limits.instructions
+            )
         except LuaMemoryError:
             return False, self._explain("not enough memory"), None
         if not out.ok:

@@ -157,7 +157,12 @@ class Executor:
         self.current_run, self.current_step = s.run.id, ex.name
         try:
             outcome = s.code.run_body(
-                s.lua, s.step_fn, name=ex.name, step_id=ex.step_id, now_s=ex.started_at, timeout_ms=ex.timeout_ms
+                s.lua,
+                s.step_fn,
+                name=ex.name,
+                step_id=ex.step_id,
+                now_s=ex.started_at,
+                timeout_ms=ex.timeout_ms,
             )
         finally:
             self.current_run, self.current_step = None, None

@@ -20,7 +20,7 @@ def check_run_id(value: object) -> str:
     shown = value if isinstance(value, str) else repr(value)
     if isinstance(shown, str) and len(shown) > 60:
         shown = shown[:60] + "..."
-    raise InvalidInput(f'run id must be a non-empty string without \'/\' (got "{shown}")')
+    raise InvalidInput(f"run id must be a non-empty string without '/' (got \"{shown}\")")
 
 
 def step_id(run_id: str, step: str, pass_: int, attempt: int) -> str:

@@ -92,8 +92,13 @@ class Platform:
         input_value = values.decode(encoded)
         at = self.clock.now()
         record = RunRecord(
-            id=run_id, workflow=workflow, status=Status.RUNNING, input=input_value,
-            parent_id=parent_id, created_at=at, updated_at=at,
+            id=run_id,
+            workflow=workflow,
+            status=Status.RUNNING,
+            input=input_value,
+            parent_id=parent_id,
+            created_at=at,
+            updated_at=at,
         )
         started = Entry(1, Kind.STARTED, workflow, {"format": FORMAT_VERSION, "input": input_value}, at)
         existing, created = self.store.create_run(record, started)
@@ -114,7 +119,7 @@ class Platform:
     def signal(self, run_id: str, name: str, payload: Any = None, *, workflow: str | None = None) -> bool:
         run_id = check_run_id(run_id)
         if not isinstance(name, str) or not name:
-            raise InvalidInput(f"a signal name must be a non-empty string (got {name!r}), e.g. \"paid\"")
+            raise InvalidInput(f'a signal name must be a non-empty string (got {name!r}), e.g. "paid"')
         self.get(run_id, workflow)
         encoded = values.encode(payload, f"the payload of signal '{name}' for run '{run_id}'")
         _, live = self.store.add_signal(run_id, name, values.decode(encoded), self.clock.now())
@@ -148,12 +153,15 @@ class Platform:
         run = self.get(run_id, workflow)
         if run.status not in RESUMABLE:
             raise InvalidTransition(
-                f"run '{run_id}' is {run.status}, so it cannot be resumed; resume applies to failed "
-                "runs only"
+                f"run '{run_id}' is {run.status}, so it cannot be resumed; resume applies to failed runs only"
             )
         entry = Entry(run.journal_len + 1, Kind.RESUMED, None, {}, self.clock.now())
         self.store.append(
-            run_id, run.journal_len, [entry], update=RunUpdate(Status.RUNNING, run.current_step), timer=TimerSet(None)
+            run_id,
+            run.journal_len,
+            [entry],
+            update=RunUpdate(Status.RUNNING, run.current_step),
+            timer=TimerSet(None),
         )
         self.store.wake(run_id)
 
@@ -224,13 +232,24 @@ class Platform:
         return self.code.sandbox.to_lua(value)
 
     def _log(self, level: str, message: str, fields: str) -> None:
-        record = {"level": level, "message": message, "fields": json.loads(fields), "run": self.executor.current_run}
+        record = {
+            "level": level,
+            "message": message,
+            "fields": json.loads(fields),
+            "run": self.executor.current_run,
+        }
         self.logs.append(record)
-        lua_log.log(logging.WARNING if level == "warn" else getattr(logging, level.upper(), logging.INFO),
-                    "%s %s", message, fields if fields != "null" else "")
+        lua_log.log(
+            logging.WARNING if level == "warn" else getattr(logging, level.upper(), logging.INFO),
+            "%s %s",
+            message,
+            fields if fields != "null" else "",
+        )
 
     def _lua_values(self, out: list[Any]) -> Any:
-        table = {i + 1: self.code.sandbox.to_lua(v) for i, v in enumerate(out) if v is not None}
+        table: dict[int | str, Any] = {
+            i + 1: self.code.sandbox.to_lua(v) for i, v in enumerate(out) if v is not None
+        }
         table["n"] = len(out)
         return self.code.sandbox.lua.table_from(table)
 

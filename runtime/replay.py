@@ -238,9 +238,7 @@ class Replay:
             wait_entry = self._record(Kind.WAIT, cmd.op, data)
         else:
             if not (
-                head.kind == Kind.WAIT
-                and head.name == cmd.op
-                and list(head.data["names"]) == list(cmd.names)
+                head.kind == Kind.WAIT and head.name == cmd.op and list(head.data["names"]) == list(cmd.names)
             ):
                 return Fail(divergence(describe(head), wanted))
             wait_entry = head
@@ -314,7 +312,9 @@ class Replay:
         intent = self.entries[-1]
         if intent.kind != Kind.STEP_INTENT:
             raise EngineBug(f"run '{self.run_id}' would run step '{flight.cmd.name}' without an intent")
-        return Execute(flight.cmd.name, intent.data["step_id"], flight.attempt, flight.cmd.timeout_ms, intent.at)
+        return Execute(
+            flight.cmd.name, intent.data["step_id"], flight.attempt, flight.cmd.timeout_ms, intent.at
+        )
 
     def _retry_when_due(self, retry_at: int) -> Decision:
         if self.now_ms >= retry_at:

@@ -96,5 +96,5 @@ class Sandbox:
             log.exception("host function %s failed", name)
             return False, f"lunaflow engine bug in {name}: {type(e).__name__}: {e}"
         if isinstance(result, tuple):
-            return (True, *result)  # type: ignore[return-value]
+            return (True, *result)
         return True, result

@@ -57,7 +57,11 @@ class LocalPlatform:
     def _open(self, project: Path) -> Platform:
         store = SQLiteStore(self.data_dir / STORE_FILE, synchronous=self._synchronous)
         platform = Platform(
-            project, store, self._clock, services=self._services, objects=self._objects,
+            project,
+            store,
+            self._clock,
+            services=self._services,
+            objects=self._objects,
             cache_size=self._cache_size,
         )
         platform.recover()
@@ -125,7 +129,7 @@ class LocalPlatform:
             "body": body or "",
         }
         if not self.platform.code.has_fetch():
-            return Response(404, {}, "this project declares no on \"fetch\" handler")
+            return Response(404, {}, 'this project declares no on "fetch" handler')
         ok, out, _tb = self.platform.fetch(request)
         self.settle()
         if not ok:
@@ -133,7 +137,9 @@ class LocalPlatform:
             self.platform.logs.append({"level": "error", "message": out, "request_id": request_id})
             return Response(500, {"x-request-id": request_id}, f"internal error (request id {request_id})")
         if not isinstance(out, dict):
-            return Response(500, {}, "the fetch handler must return a table like { status_code = 200, body = \"\" }")
+            return Response(
+                500, {}, 'the fetch handler must return a table like { status_code = 200, body = "" }'
+            )
         return Response(
             int(out.get("status_code", 200)),
             {str(k): str(v) for k, v in (out.get("headers") or {}).items()},

@@ -80,8 +80,7 @@ CREATE TABLE IF NOT EXISTS secret_pins (
 """
 
 _RUN_COLUMNS = (
-    "id, workflow, status, input, result, error, parent_id, current_step, "
-    "created_at, updated_at, journal_len"
+    "id, workflow, status, input, result, error, parent_id, current_step, created_at, updated_at, journal_len"
 )
 
 
@@ -158,8 +157,17 @@ class SQLiteStore:
             db.execute(
                 f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (
-                    run.id, run.workflow, run.status, _dumps(run.input), None, None,
-                    run.parent_id, None, run.created_at, run.updated_at, 1,
+                    run.id,
+                    run.workflow,
+                    run.status,
+                    _dumps(run.input),
+                    None,
+                    None,
+                    run.parent_id,
+                    None,
+                    run.created_at,
+                    run.updated_at,
+                    1,
                 ),
             )
             self._insert_entries(db, run.id, [started])
@@ -173,7 +181,8 @@ class SQLiteStore:
     def list_runs(
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 1000
     ) -> list[RunRecord]:
-        where, args = [], []
+        where: list[str] = []
+        args: list[Any] = []
         if status is not None:
             where.append("status = ?")
             args.append(status)
@@ -222,7 +231,8 @@ class SQLiteStore:
                 raise EngineBug(f"entry {entry.seq} of run '{run_id}' is out of order")
         new_len = expected_len + len(entries)
         with self._write() as db:
-            sets, args = ["journal_len = ?"], [new_len]
+            sets: list[str] = ["journal_len = ?"]
+            args: list[Any] = [new_len]
             if update is not None:
                 sets += ["status = ?", "current_step = ?", "result = ?", "error = ?"]
                 result = None if update.result is None else _dumps(update.result)
@@ -254,7 +264,8 @@ class SQLiteStore:
                 db.execute("DELETE FROM timers WHERE run_id = ?", (run_id,))
             elif timer is not None:
                 db.execute(
-                    "INSERT INTO timers VALUES (?, ?) ON CONFLICT (run_id) DO UPDATE SET due_ms = excluded.due_ms",
+                    "INSERT INTO timers VALUES (?, ?) "
+                    "ON CONFLICT (run_id) DO UPDATE SET due_ms = excluded.due_ms",
                     (run_id, timer.due_ms),
                 )
 
@@ -283,7 +294,8 @@ class SQLiteStore:
 
     def signals(self, run_id: str) -> list[SignalRecord]:
         rows = self._read(
-            "SELECT id, run_id, name, payload, at, state, consumed_seq FROM signals WHERE run_id = ? ORDER BY id",
+            "SELECT id, run_id, name, payload, at, state, consumed_seq FROM signals "
+            "WHERE run_id = ? ORDER BY id",
             (run_id,),
         )
         return [SignalRecord(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5], r[6]) for r in rows]
@@ -346,7 +358,9 @@ class SQLiteStore:
                 "SELECT version, value FROM secrets WHERE name = ? ORDER BY version DESC LIMIT 1", (name,)
             )
         else:
-            rows = self._read("SELECT version, value FROM secrets WHERE name = ? AND version = ?", (name, version))
+            rows = self._read(
+                "SELECT version, value FROM secrets WHERE name = ? AND version = ?", (name, version)
+            )
         return (int(rows[0][0]), rows[0][1]) if rows else None
 
     def pin_secret(self, run_id: str, name: str, version: int) -> int:

@@ -9,13 +9,23 @@ from runtime.ids import check_run_id, step_id
 
 @pytest.mark.parametrize(
     ("text", "ms"),
-    [("100ms", 100), ("30s", 30_000), ("1h30m", 5_400_000), ("7d", 604_800_000), ("1.5s", 1500), (2, 2000), (0.05, 50)],
+    [
+        ("100ms", 100),
+        ("30s", 30_000),
+        ("1h30m", 5_400_000),
+        ("7d", 604_800_000),
+        ("1.5s", 1500),
+        (2, 2000),
+        (0.05, 50),
+    ],
 )
 def test_durations_read_units_and_numbers_of_seconds(text: object, ms: int) -> None:
     assert parse_ms(text) == ms
 
 
-@pytest.mark.parametrize("bad", ["", "5", "5 parsecs", "-1s", "1h 30m", "s", True, None, -1, float("nan"), {}])
+@pytest.mark.parametrize(
+    "bad", ["", "5", "5 parsecs", "-1s", "1h 30m", "s", True, None, -1, float("nan"), {}]
+)
 def test_bad_durations_are_refused_with_the_value_in_the_message(bad: object) -> None:
     with pytest.raises(InvalidInput) as e:
         parse_ms(bad, "wf:sleep")
@@ -32,7 +42,9 @@ def test_bad_run_ids_are_refused(bad: object) -> None:
 
 
 def test_the_spec_message_for_a_slash() -> None:
-    with pytest.raises(InvalidInput, match="^run id must be a non-empty string without '/' \\(got \"a/b\"\\)$"):
+    with pytest.raises(
+        InvalidInput, match="^run id must be a non-empty string without '/' \\(got \"a/b\"\\)$"
+    ):
         check_run_id("a/b")
 
 

@@ -35,8 +35,19 @@ def probe(make_project: MakeProject) -> LocalPlatform:
 @pytest.mark.parametrize(
     "expr",
     [
-        "python", "io", "os.execute", "os.getenv", "os.remove", "os.exit", "string.dump",
-        '("").dump', "debug", "package", "collectgarbage", "dofile", "loadfile",
+        "python",
+        "io",
+        "os.execute",
+        "os.getenv",
+        "os.remove",
+        "os.exit",
+        "string.dump",
+        '("").dump',
+        "debug",
+        "package",
+        "collectgarbage",
+        "dofile",
+        "loadfile",
     ],
 )
 def test_forbidden_globals_are_absent(probe: LocalPlatform, expr: str) -> None:
@@ -94,7 +105,9 @@ def test_require_reaches_project_modules_only(make_project: MakeProject) -> None
 @pytest.mark.parametrize(
     "top", ["while true do end", "while true do pcall(function() while true do end end) end"]
 )
-def test_an_endless_loop_at_a_scripts_top_level_refuses_the_project(make_project: MakeProject, top: str) -> None:
+def test_an_endless_loop_at_a_scripts_top_level_refuses_the_project(
+    make_project: MakeProject, top: str
+) -> None:
     with pytest.raises(ProjectLoadError, match="budget of .* Lua instructions"):
         LocalPlatform(make_project({"main.lua": top, "lunaflow.toml": "[limits]\ninstructions = 2000000\n"}))
 
@@ -136,7 +149,9 @@ workflow "ok" (function(wf) return wf:step("one", function() return 1 end) end)
 def test_runaway_run_code_fails_that_run_and_the_platform_keeps_working(
     make_project: MakeProject, workflow: str, message: str
 ) -> None:
-    project = make_project({"main.lua": CONTAINED, "lunaflow.toml": "[limits]\ninstructions = 2000000\nmemory_mb = 64\n"})
+    project = make_project(
+        {"main.lua": CONTAINED, "lunaflow.toml": "[limits]\ninstructions = 2000000\nmemory_mb = 64\n"}
+    )
     with LocalPlatform(project) as p:
         began = time.monotonic()
         run = p.start(workflow, id="bad")
@@ -147,7 +162,9 @@ def test_runaway_run_code_fails_that_run_and_the_platform_keeps_working(
 
 
 def test_a_step_timeout_fails_the_attempt_within_a_second(make_project: MakeProject) -> None:
-    src = 'workflow "w" (function(wf) wf:step("spin", { timeout = "50ms" }, function() while true do end end) end)'
+    src = """workflow "w" (function(wf)
+        wf:step("spin", { timeout = "50ms" }, function() while true do end end)
+    end)"""
     with LocalPlatform(make_project({"main.lua": src})) as p:
         began = time.monotonic()
         run = p.start("w")
