@@ -176,9 +176,12 @@ class Code:
 
     def call_fetch(self, request: dict[str, Any]) -> tuple[bool, Any, str | None]:
         """Returns ``(ok, response or error message, traceback)``."""
+        return self.call_handler("fetch", None, request)
+
+    def call_handler(self, kind: str, name: str | None, arg: Any) -> tuple[bool, Any, str | None]:
         try:
             out = self.engine.call_handler(
-                "fetch", None, self.sandbox.to_lua(request), self.source.limits.instructions
+                kind, name, self.sandbox.to_lua(arg), self.source.limits.instructions
             )
         except LuaMemoryError:
             return False, self._explain("not enough memory"), None

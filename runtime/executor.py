@@ -10,6 +10,7 @@ only repeats the last body, with the same step id.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
@@ -18,9 +19,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime import values
 from runtime.clock import Clock, now_ms
 from runtime.code import Code, Issued, Raised, Returned
-from runtime.errors import JournalConflict
+from runtime.errors import InvalidInput, JournalConflict
 from runtime.journal import ENDED, Status
 from runtime.replay import (
     Complete,
@@ -110,7 +112,7 @@ class Executor:
                 out = code.drive(s.lua, reply)
                 self.current_run = None
                 if isinstance(out, Returned):
-                    decision = replay.complete(out.result)
+                    decision = self._complete(s, out.result)
                 elif isinstance(out, Raised):
                     if out.traceback:
                         log.warning("run %s failed: %s\n%s", s.run.id, out.message, out.traceback)
@@ -139,6 +141,16 @@ class Executor:
             elif isinstance(decision, Complete):
                 self._save(s, RunUpdate(Status.COMPLETED, None, result=decision.result))
                 return
+
+    def _complete(self, s: Session, result: Any) -> Decision:
+        try:
+            values.check_size(
+                json.dumps(result, ensure_ascii=False, separators=(",", ":")),
+                f"the result of run '{s.run.id}'",
+            )
+        except InvalidInput as e:
+            return Fail(str(e))
+        return s.replay.complete(result)
 
     def _decide(self, s: Session, issued: Issued) -> Decision | None:
         cmd = issued.command

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runtime.durations import parse_ms
 from runtime.errors import ProjectLoadError
 from runtime.sandbox import DEFAULT_INSTRUCTIONS, DEFAULT_MEMORY_BYTES, LuaMemoryError, Sandbox
+from runtime.services.queues import QueueSettings
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,10 @@ class ProjectSource:
     scripts: dict[str, str]  # file name -> source, in load order
     modules: dict[str, tuple[str, str]]  # dotted name -> (relative path, source)
     limits: Limits = field(default_factory=Limits)
+    queues: dict[str, QueueSettings] = field(default_factory=dict)
+
+    def queue_settings(self, name: str) -> QueueSettings:
+        return self.queues.get(name, QueueSettings())
 
     @classmethod
     def read(cls, root: str | Path) -> ProjectSource:
@@ -63,7 +69,14 @@ class ProjectSource:
             instructions=int(limits_cfg.get("instructions", DEFAULT_INSTRUCTIONS)),
         )
         name = str(settings.get("name", root.name))
-        return cls(root, name, scripts, modules, limits)
+        queues = {}
+        for qname, q in (settings.get("queues") or {}).items():
+            retry = q.get("retry_delay", "30s")
+            queues[qname] = QueueSettings(
+                attempts=int(q.get("attempts", 3)),
+                retry_delay_s=parse_ms(retry, f"queues.{qname}.retry_delay") / 1000,
+            )
+        return cls(root, name, scripts, modules, limits, queues)
 
 
 @dataclass(frozen=True)

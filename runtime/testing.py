@@ -20,6 +20,8 @@ from runtime.durations import parse_ms
 from runtime.errors import InvalidInput
 from runtime.journal import Entry
 from runtime.platform import ObjectFn, Platform, ServiceFn
+from runtime.services.local import LocalServices
+from runtime.services.queues import QueueSettings
 from runtime.store.base import RunRecord
 from runtime.store.sqlite import SQLiteStore
 
@@ -54,13 +56,18 @@ class LocalPlatform:
         self._cache_size = cache_size
         self.platform = self._open(self.project)
 
+    def _queue_settings(self, name: str) -> QueueSettings:
+        return self.platform.source.queue_settings(name)
+
     def _open(self, project: Path) -> Platform:
         store = SQLiteStore(self.data_dir / STORE_FILE, synchronous=self._synchronous)
+        services = LocalServices(self.data_dir, self._clock.now, self._queue_settings)
         platform = Platform(
             project,
             store,
             self._clock,
-            services=self._services,
+            services=services,
+            standins=self._services,
             objects=self._objects,
             cache_size=self._cache_size,
         )

@@ -402,15 +402,17 @@ end
 
 local declared = { workflow = {}, object = {}, queue = {}, fetch = {} }
 
+-- A second declaration names the script being loaded first, then the one that declared
+-- the name before it.
 local function declare(kind, name, label)
   local by = declared[kind][name]
   if by then
     if kind == "workflow" then
       raw_error(sfmt("workflow '%s' is declared in both %s and %s; one script per project declares "
-        .. "a given workflow — reach it elsewhere with workflows \"%s\"", name, by, ctx.script, name), 0)
+        .. "a given workflow — reach it elsewhere with workflows \"%s\"", name, ctx.script, by, name), 3)
     end
     raw_error(sfmt("%s is declared in both %s and %s; one script per project declares it",
-      label, by, ctx.script), 0)
+      label, ctx.script, by), 3)
   end
   declared[kind][name] = ctx.script
 end
@@ -450,47 +452,43 @@ end
 local workflow_fns = {}
 local run_methods = {}
 
-local function run_effect(what)
-  effect_guard(what)
-end
-
 local function run_handle(wf_name, id)
   local h = { id = id, workflow = wf_name }
   return setmt(h, { __index = run_methods, __metatable = false })
 end
 
 function run_methods.status(self)
-  run_effect("run:status")
+  effect_guard("run:status")
   return call_host("run_status", self.workflow, self.id)
 end
 
 function run_methods.result(self)
-  run_effect("run:result")
+  effect_guard("run:result")
   local r = call_host("run_result", self.workflow, self.id)
   return r[1]
 end
 
 function run_methods.signal(self, name, payload)
-  run_effect("run:signal")
+  effect_guard("run:signal")
   check_name(name, "run:signal")
   local json = encode_or_raise(payload, sfmt("the payload of signal '%s'", name), 2)
   return call_host("run_signal", self.workflow, self.id, name, json)
 end
 
 function run_methods.cancel(self)
-  run_effect("run:cancel")
+  effect_guard("run:cancel")
   return call_host("run_cancel", self.workflow, self.id)
 end
 
 function run_methods.resume(self)
-  run_effect("run:resume")
+  effect_guard("run:resume")
   return call_host("run_resume", self.workflow, self.id)
 end
 
 local workflow_methods = {}
 
 function workflow_methods.start(self, input, opts)
-  run_effect("workflow:start")
+  effect_guard("workflow:start")
   local json = encode_or_raise(input, sfmt("the input of workflow '%s'", self.name), 2)
   local id = nil
   if opts ~= nil then
@@ -702,9 +700,79 @@ local base = {
   workflow = sb_workflow, workflows = sb_workflows,
 }
 
+---------------------------------------------------------------------------------------
+-- http, crypto, Jwt: for handlers and objects; absent in run code. Binary strings cross
+-- to the host hex-encoded, since every string the host receives must be UTF-8.
+---------------------------------------------------------------------------------------
+local function tohex(s) return (sgsub(s, ".", function(c) return sfmt("%02x", sbyte(c)) end)) end
+
+local function outside_run_code(what)
+  if in_run_code() then
+    raw_error(what .. " is absent in run code: reach the network, clocks and keys from an object "
+      .. "called inside wf:step, so the step records what it returned", 3)
+  end
+end
+
+local function need_string(v, what)
+  if type_(v) ~= "string" then raw_error(sfmt("%s expects a string (got %s)", what, type_(v)), 3) end
+end
+
+local sb_crypto = {
+  sha256 = function(s) outside_run_code("crypto") need_string(s, "crypto.sha256") return call_host("crypto_sha256", tohex(s)) end,
+  hmac_sha256 = function(key, s)
+    outside_run_code("crypto") need_string(key, "crypto.hmac_sha256 key") need_string(s, "crypto.hmac_sha256")
+    return call_host("crypto_hmac_sha256", tohex(key), tohex(s))
+  end,
+  random_bytes = function(n)
+    outside_run_code("crypto")
+    if mtype(n) ~= "integer" or n < 0 or n > 65536 then raw_error("crypto.random_bytes expects a whole number from 0 to 65536", 2) end
+    return call_host("crypto_random_bytes", n)
+  end,
+  hex = function(s) outside_run_code("crypto") need_string(s, "crypto.hex") return tohex(s) end,
+  base64_encode = function(s) outside_run_code("crypto") need_string(s, "crypto.base64_encode") return call_host("crypto_b64encode", tohex(s)) end,
+  base64_decode = function(s) outside_run_code("crypto") need_string(s, "crypto.base64_decode") return call_host("crypto_b64decode", safe_text(s)) end,
+}
+
+local sb_jwt = {
+  sign = function(claims, key, opts)
+    outside_run_code("Jwt")
+    need_string(key, "Jwt.sign key")
+    local alg = opts and opts.alg or "HS256"
+    return call_host("jwt_sign", encode_or_raise(claims, "Jwt.sign claims", 2), tohex(key), tostring_(alg))
+  end,
+  verify = function(token, key)
+    outside_run_code("Jwt")
+    need_string(token, "Jwt.verify token") need_string(key, "Jwt.verify key")
+    local r = call_host("jwt_verify", safe_text(token), tohex(key))
+    return r[1], r[2]
+  end,
+}
+
+local function http_request(req)
+  outside_run_code("http")
+  if type_(req) ~= "table" then raw_error("http.request expects a table like { method = \"GET\", url = \"https://...\" }", 2) end
+  local body = req.body
+  if body ~= nil and type_(body) ~= "string" then raw_error("http.request: body must be a string", 2) end
+  local spec = { method = req.method or "GET", url = req.url, headers = req.headers or {}, timeout = req.timeout }
+  local json = encode_or_raise(spec, "http.request options", 2)
+  return call_host("http_request", json, body and tohex(body) or nil)
+end
+
+local sb_http = {
+  request = http_request,
+  get = function(url, opts)
+    local o = opts or {}
+    return http_request({ method = "GET", url = url, headers = o.headers, timeout = o.timeout })
+  end,
+  post = function(url, body, opts)
+    local o = opts or {}
+    return http_request({ method = "POST", url = url, body = body, headers = o.headers, timeout = o.timeout })
+  end,
+}
+
 -- Absent in run code, inside step bodies too (the seed's determinism table).
 local absent_in_run = { http = true, crypto = true, Jwt = true }
-local extras = {}
+local extras = { http = sb_http, crypto = sb_crypto, Jwt = sb_jwt }
 
 local function script_env()
   local env = {}
@@ -981,6 +1049,54 @@ function engine.call_handler(kind, name, arg, limit)
   local json, problem = encode(r[2], "response")
   if not json then return { ok = false, error = "the handler returned a value that holds " .. problem } end
   return { ok = true, json = json }
+end
+
+-- Run an object's method. `state` is the key's persisted state (a Lua table). Returns
+-- { ok = true, json = "[...results]", state = "{...}" } or { ok = false, error }.
+-- Called from inside another call (a step body, a handler) it shares that call's budget.
+local depth = 0
+function engine.call_object(cls, key, method, state, args, limit)
+  local methods = object_classes[cls]
+  if not methods then return { ok = false, error = sfmt("no object \"%s\" is declared in this project", cls) } end
+  local fn = rawget_(methods, method)
+  if type_(fn) ~= "function" then
+    return { ok = false, error = sfmt("object \"%s\" has no method '%s'", cls, method) }
+  end
+  local saved = ctx
+  ctx = { mode = "handler", object = cls, key = key }
+  local outer = depth > 0
+  if not outer then begin_call(limit) end
+  depth = depth + 1
+  local self = { key = key, state = state }
+  local r
+  local co = raw_create(function()
+    return pack(raw_xpcall(fn, function(e)
+      return { message = error_text(e), traceback = safe_text(traceback(nil, 2)) }
+    end, self, unpack(args, 1, args.n)))
+  end)
+  guard(co)
+  local ok, res = raw_resume(co)
+  sethook(co)
+  depth = depth - 1
+  ctx = saved
+  local killed = budget.killed
+  if killed then
+    if not outer then budget.killed = nil end
+    return { ok = false, error = killed }
+  end
+  if not ok then return { ok = false, error = error_text(res) } end
+  if raw_status(co) == "suspended" then return { ok = false, error = "the object method yielded outside a coroutine of its own" } end
+  if not res[1] then
+    if type_(res[2]) ~= "table" then return { ok = false, error = error_text(res[2]) } end
+    return { ok = false, error = res[2].message, traceback = res[2].traceback }
+  end
+  local out = { n = res.n - 1 }
+  for i = 2, res.n do out[i - 1] = res[i] end
+  local json, problem = encode_list(out, sfmt("the result of %s(%q):%s", cls, key, method))
+  if not json then return { ok = false, error = problem } end
+  local st, sproblem = encode(self.state, "state")
+  if not st then return { ok = false, error = sfmt("%s(%q).state holds %s; %s", cls, key, sproblem, VALUE_RULE) } end
+  return { ok = true, json = json, state = st }
 end
 
 function engine.has_handler(kind, name)

@@ -1,0 +1,49 @@
+"""The contract between the platform and a set of services."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from runtime.errors import LunaflowError
+
+
+class ServiceError(LunaflowError):
+    """A service call failed in a way the caller should see (bad SQL, a refused value...)."""
+
+
+class ObjectRunner(Protocol):
+    """Runs an object's Lua method in a worker's Lua state."""
+
+    def call_object(
+        self, cls: str, key: str, method: str, state: Any, args: list[Any]
+    ) -> tuple[list[Any], Any]:
+        """Returns ``(results, new_state)``; raises ServiceError when the method raised."""
+
+
+class QueueRunner(Protocol):
+    def call_queue_handler(self, queue: str, message: dict[str, Any]) -> str | None:
+        """Runs ``on "queue"``'s handler; returns None on success or the error message."""
+
+    def has_queue_handler(self, queue: str) -> bool: ...
+
+
+class Services(Protocol):
+    def declare(self, kind: str, name: str, opts: Any, project_root: Path) -> None:
+        """A script declared ``database "name" {...}`` and the like, at load time."""
+
+    def call(self, kind: str, name: str, method: str, args: list[Any]) -> list[Any]:
+        """``kv "ns":get(...)``, ``database "db":exec(...)``, ``queue "q":send(...)``."""
+
+    def call_object(
+        self, runner: ObjectRunner, cls: str, key: str, method: str, args: list[Any]
+    ) -> list[Any]:
+        """Call one key's method, serialized per key, persisting its state afterwards."""
+
+    def run_due(self, runner: QueueRunner) -> int:
+        """Deliver due queue messages; returns how many handler calls were made."""
+
+    def next_due(self) -> float | None:
+        """Epoch seconds of the next queued message that will fall due, if any."""
+
+    def close(self) -> None: ...

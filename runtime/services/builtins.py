@@ -1,0 +1,96 @@
+"""The stateless helpers behind ``http``, ``crypto`` and ``Jwt``. Binary strings arrive
+hex-encoded from Lua (the bridge carries only UTF-8) and leave as bytes."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import secrets
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+import jwt
+
+from runtime.durations import parse_ms
+from runtime.services.base import ServiceError
+
+DEFAULT_HTTP_TIMEOUT_S = 30.0
+MAX_HTTP_BODY = 10 * 1024 * 1024
+
+
+def _unhex(s: str) -> bytes:
+    return binascii.unhexlify(s)
+
+
+def crypto_functions() -> dict[str, Callable[..., Any]]:
+    def b64decode(s: str) -> bytes:
+        try:
+            return base64.b64decode(s.encode("ascii"), validate=True)
+        except (binascii.Error, UnicodeEncodeError) as e:
+            raise ServiceError(f"crypto.base64_decode: the text is not valid base64 ({e})") from e
+
+    return {
+        "crypto_sha256": lambda s: hashlib.sha256(_unhex(s)).digest(),
+        "crypto_hmac_sha256": lambda key, s: hmac.new(_unhex(key), _unhex(s), hashlib.sha256).digest(),
+        "crypto_random_bytes": lambda n: secrets.token_bytes(int(n)),
+        "crypto_b64encode": lambda s: base64.b64encode(_unhex(s)).decode("ascii"),
+        "crypto_b64decode": b64decode,
+    }
+
+
+def jwt_functions(
+    to_lua: Callable[[Any], Any], pair: Callable[[Any, Any], Any]
+) -> dict[str, Callable[..., Any]]:
+    def sign(claims_json: str, key_hex: str, alg: str) -> str:
+        if alg not in ("HS256", "HS384", "HS512"):
+            raise ServiceError(f"Jwt.sign: algorithm '{alg}' is not supported; use HS256, HS384 or HS512")
+        return jwt.encode(json.loads(claims_json), _unhex(key_hex), algorithm=alg)
+
+    def verify(token: str, key_hex: str) -> Any:
+        try:
+            claims = jwt.decode(token, _unhex(key_hex), algorithms=["HS256", "HS384", "HS512"])
+        except jwt.PyJWTError as e:
+            return pair(None, f"invalid token: {e}")
+        return pair(to_lua(claims), None)
+
+    return {"jwt_sign": sign, "jwt_verify": verify}
+
+
+def http_request(spec_json: str, body_hex: str | None, to_lua: Callable[[Any], Any]) -> Any:
+    spec = json.loads(spec_json)
+    method = str(spec.get("method") or "GET").upper()
+    url = spec.get("url")
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise ServiceError(f"http.request: url must be an http:// or https:// address (got {url!r})")
+    timeout = DEFAULT_HTTP_TIMEOUT_S
+    if spec.get("timeout") is not None:
+        timeout = parse_ms(spec["timeout"], "the timeout of http.request") / 1000
+    headers = spec.get("headers") or {}
+    if not isinstance(headers, dict):
+        raise ServiceError("http.request: headers must be a table of names to strings")
+    data = None if body_hex is None else _unhex(body_hex)
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={str(k): str(v) for k, v in headers.items()}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
+            status, resp_headers, payload = resp.status, resp.headers, resp.read(MAX_HTTP_BODY + 1)
+    except urllib.error.HTTPError as e:
+        status, resp_headers, payload = e.code, e.headers, e.read(MAX_HTTP_BODY + 1)
+    except (urllib.error.URLError, TimeoutError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise ServiceError(f"http.request {method} {url} failed: {reason}") from e
+    if len(payload) > MAX_HTTP_BODY:
+        raise ServiceError(f"http.request {method} {url}: the response body is over {MAX_HTTP_BODY} bytes")
+    return to_lua(
+        {
+            "status": status,
+            "headers": {k.lower(): v for k, v in resp_headers.items()},
+            "body": payload,
+        }
+    )

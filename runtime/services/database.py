@@ -1,0 +1,134 @@
+"""``database "name"``: one SQLite file per database, with migrations applied once, in order.
+
+Migrations are ``migrations/<db>/NNN_name.sql`` files in the project. Each runs in its own
+transaction and is recorded in ``_lunaflow_migrations``; a failing one is rolled back and
+reported with its file and the SQL error.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+from runtime.services.base import ServiceError
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_MIGRATION = re.compile(r"^(\d+)_.*\.sql$")
+
+
+class Database:
+    def __init__(self, name: str, path: Path) -> None:
+        self.name = name
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30.0)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS _lunaflow_migrations (file TEXT PRIMARY KEY, applied_at TEXT)"
+        )
+
+    def migrate(self, folder: Path) -> list[str]:
+        """Apply the folder's migrations not applied yet; returns the files applied."""
+        if not folder.is_dir():
+            raise ServiceError(
+                f"database '{self.name}': migrations folder {folder} does not exist; create it with files "
+                f"like 001_init.sql, or point migrations = at the right folder"
+            )
+        files = sorted((p for p in folder.iterdir() if _MIGRATION.match(p.name)), key=lambda p: p.name)
+        applied: list[str] = []
+        with self._lock:
+            done = {r[0] for r in self._db.execute("SELECT file FROM _lunaflow_migrations")}
+            for path in files:
+                if path.name in done:
+                    continue
+                sql = path.read_text(encoding="utf-8")
+                try:
+                    self._db.execute("BEGIN IMMEDIATE")
+                    for statement in _statements(sql):
+                        self._db.execute(statement)
+                    self._db.execute(
+                        "INSERT INTO _lunaflow_migrations VALUES (?, datetime('now'))", (path.name,)
+                    )
+                    self._db.execute("COMMIT")
+                except sqlite3.Error as e:
+                    self._db.execute("ROLLBACK")
+                    raise ServiceError(
+                        f"database '{self.name}': migration {path.name} failed and was rolled back: {e}; "
+                        "fix the file and start again (applied migrations are not re-run)"
+                    ) from e
+                applied.append(path.name)
+        return applied
+
+    def call(self, method: str, args: list[Any]) -> list[Any]:
+        if method not in ("exec", "query", "first"):
+            raise ServiceError(f"database '{self.name}' has no method '{method}'; use exec, query or first")
+        if not args or not isinstance(args[0], str):
+            raise ServiceError(f"database '{self.name}':{method} expects SQL text as its first argument")
+        sql = args[0]
+        params = args[1] if len(args) > 1 and args[1] is not None else []
+        if not isinstance(params, list | dict):
+            raise ServiceError(
+                f"database '{self.name}':{method}: parameters must be an array for ? placeholders "
+                "(or a table for :name placeholders)"
+            )
+        with self._lock:
+            try:
+                cur = self._db.execute(sql, params)
+                if method == "exec":
+                    return [
+                        {"changes": cur.rowcount if cur.rowcount >= 0 else 0, "last_insert_id": cur.lastrowid}
+                    ]
+                if method == "first":
+                    row = cur.fetchone()
+                    return [None if row is None else _row(self.name, row)]
+                return [[_row(self.name, r) for r in cur.fetchall()]]
+            except sqlite3.Error as e:
+                raise ServiceError(f"database '{self.name}':{method} failed: {e} (SQL: {_clip(sql)})") from e
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _row(db: str, row: sqlite3.Row) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in row.keys():  # noqa: SIM118 - sqlite3.Row iterates values, not keys
+        value = row[key]
+        if isinstance(value, bytes):
+            raise ServiceError(
+                f"database '{db}': column '{key}' holds a BLOB; lunaflow returns text, numbers and NULL — "
+                "store binary data hex- or base64-encoded"
+            )
+        out[key] = value
+    return out
+
+
+def _clip(sql: str) -> str:
+    sql = " ".join(sql.split())
+    return sql if len(sql) <= 120 else sql[:117] + "..."
+
+
+def _statements(sql: str) -> list[str]:
+    """Split a migration into statements, using sqlite3's own completeness check."""
+    out, current = [], ""
+    for line in sql.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            if current.strip():
+                out.append(current)
+            current = ""
+    if current.strip():
+        out.append(current)
+    return out
+
+
+def check_name(name: str) -> str:
+    if not _NAME.match(name):
+        raise ServiceError(
+            f"database name '{name}' is not allowed; use 1-64 letters, digits, '-' or '_' (it names a file)"
+        )
+    return name

@@ -1,0 +1,117 @@
+"""``LocalServices``: every service of SPEC section 2 on SQLite under the data folder.
+
+Databases are ``<data>/db/<name>.sqlite``; kv, object state and queue messages share
+``<data>/services.sqlite``. Each thread gets its own connections.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from runtime.services import kv as kv_mod
+from runtime.services import objects as objects_mod
+from runtime.services import queues as queues_mod
+from runtime.services.base import ObjectRunner, QueueRunner, ServiceError
+from runtime.services.database import Database, check_name
+from runtime.services.kv import KV
+from runtime.services.objects import Objects
+from runtime.services.queues import Queues, QueueSettings
+
+
+class LocalServices:
+    def __init__(
+        self,
+        data_dir: str | Path,
+        now: Callable[[], float],
+        queue_settings: Callable[[str], QueueSettings] | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._path = self.data_dir / "services.sqlite"
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._guard = threading.Lock()
+        self._databases: dict[str, Database] = {}
+        self._declared: dict[str, Path] = {}
+        db = self._db()
+        db.executescript(kv_mod.SCHEMA + objects_mod.SCHEMA + queues_mod.SCHEMA)
+        self.kv = KV(self._db, now)
+        self.objects = Objects(self._db)
+        self.queues = Queues(self._db, now, queue_settings or (lambda name: QueueSettings()))
+
+    def _db(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(
+                str(self._path), isolation_level=None, check_same_thread=False, timeout=30.0
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            self._local.conn = conn
+            with self._guard:
+                self._all.append(conn)
+        return conn
+
+    def declare(self, kind: str, name: str, opts: Any, project_root: Path) -> None:
+        if kind != "database":
+            return
+        check_name(name)
+        migrations = opts.get("migrations") if isinstance(opts, dict) else None
+        if migrations is not None and not isinstance(migrations, str):
+            raise ServiceError(
+                f'database "{name}": migrations must be a folder path like "migrations/{name}"'
+            )
+        with self._guard:
+            db = self._databases.get(name)
+            if db is None:
+                folder = self.data_dir / "db"
+                folder.mkdir(exist_ok=True)
+                db = self._databases[name] = Database(name, folder / f"{name}.sqlite")
+        if migrations is not None:
+            root = project_root.resolve()
+            path = (root / migrations).resolve()
+            if root not in path.parents and path != root:
+                raise ServiceError(
+                    f'database "{name}": migrations folder {migrations} is outside the project'
+                )
+            db.migrate(path)
+
+    def database(self, name: str) -> Database:
+        db = self._databases.get(name)
+        if db is None:
+            raise ServiceError(f"database '{name}' is not declared; declare it at a script's top level")
+        return db
+
+    def call(self, kind: str, name: str, method: str, args: list[Any]) -> list[Any]:
+        if kind == "database":
+            return self.database(name).call(method, args)
+        if kind == "kv":
+            return self.kv.call(name, method, args)
+        if kind == "queue":
+            return self.queues.call(name, method, args)
+        raise ServiceError(f"no local service of kind '{kind}'")
+
+    def call_object(
+        self, runner: ObjectRunner, cls: str, key: str, method: str, args: list[Any]
+    ) -> list[Any]:
+        return self.objects.call(runner, cls, key, method, args)
+
+    def run_due(self, runner: QueueRunner) -> int:
+        return self.queues.run_due(runner)
+
+    def next_due(self) -> float | None:
+        return self.queues.next_due()
+
+    def close(self) -> None:
+        with self._guard:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+            for db in self._databases.values():
+                db.close()
+            self._databases.clear()
+        self._local = threading.local()

@@ -1,0 +1,4 @@
+-- tests/seed/test_gotchas.py: this script and other.lua both declare "settle-sale".
+workflow "settle-sale" (function(wf, sale)
+    return { outcome = "settled" }
+end)
