@@ -85,6 +85,15 @@ class Executor:
             session.replay.refresh(now, signals)
             decision = session.replay.wake()
         else:
+            if run.workflow not in code.workflows:
+                error = (
+                    f"run '{run_id}' is of workflow '{run.workflow}', which the current code does not declare; "
+                    "deploy code that declares it, then resume the run"
+                )
+                self.store.append(
+                    run_id, run.journal_len, [], update=RunUpdate(Status.FAILED, None, error=error)
+                )
+                return
             replay = Replay(run_id, self.store.journal(run_id), now, signals)
             lua = code.new_run(run_id, run.workflow, run.input)
             session = Session(run, code, lua, replay, saved_len=replay.length)

@@ -7,31 +7,27 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from runtime import values
 from runtime.clock import Clock, now_ms
 from runtime.code import Code
 from runtime.errors import (
     EngineBug,
     InvalidInput,
-    InvalidTransition,
-    JournalConflict,
-    NoSuchRun,
-    RunIdTaken,
     ServiceUnavailable,
     UnknownWorkflow,
 )
 from runtime.executor import Executor
 from runtime.ids import check_run_id
-from runtime.journal import CANCELLABLE, ENDED, FORMAT_VERSION, RESUMABLE, Entry, Kind, Status
+from runtime.journal import ENDED
 from runtime.project import ProjectSource
+from runtime.runs import Runs
 from runtime.services import builtins
 from runtime.services.base import ServiceError, Services
-from runtime.store.base import RunRecord, RunUpdate, Store, TimerSet
+from runtime.store.base import RunRecord, Store
 
 log = logging.getLogger("lunaflow")
 lua_log = logging.getLogger("lunaflow.lua")
@@ -93,7 +89,7 @@ class Worker:
         return sandbox.lua.table_from(table)
 
 
-class Platform:
+class Platform(Runs):
     def __init__(
         self,
         project: str | Path,
@@ -105,12 +101,11 @@ class Platform:
         objects: ObjectFn | None = None,
         cache_size: int = 256,
     ) -> None:
-        self.store = store
-        self.clock = clock
+        super().__init__(store, clock)
         self.services = services
         self.standins = dict(standins or {})
         self.objects = objects
-        self.logs: list[dict[str, Any]] = []
+        self.logs: deque[dict[str, Any]] = deque(maxlen=10_000)
         self.cache_size = cache_size
         self.source = ProjectSource.read(project)
         self.worker = Worker(self, self.source, cache_size)
@@ -144,85 +139,7 @@ class Platform:
     ) -> RunRecord:
         if workflow not in self.worker.code.workflows:
             raise UnknownWorkflow(workflow)
-        run_id = str(uuid.uuid4()) if id is None else check_run_id(id)
-        encoded = values.encode(input_value, f"the input of run '{run_id}'")
-        input_value = values.decode(encoded)
-        at = self.clock.now()
-        record = RunRecord(
-            id=run_id,
-            workflow=workflow,
-            status=Status.RUNNING,
-            input=input_value,
-            parent_id=parent_id,
-            created_at=at,
-            updated_at=at,
-        )
-        started = Entry(1, Kind.STARTED, workflow, {"format": FORMAT_VERSION, "input": input_value}, at)
-        existing, created = self.store.create_run(record, started)
-        if not created and existing.workflow != workflow:
-            raise RunIdTaken(run_id, existing.workflow, workflow)
-        return existing
-
-    def get(self, run_id: str, workflow: str | None = None) -> RunRecord:
-        run = self.store.get_run(run_id)
-        if run is None or (workflow is not None and run.workflow != workflow):
-            raise NoSuchRun(run_id, workflow)
-        return run
-
-    def journal(self, run_id: str) -> list[Entry]:
-        self.get(run_id)
-        return self.store.journal(run_id)
-
-    def signal(self, run_id: str, name: str, payload: Any = None, *, workflow: str | None = None) -> bool:
-        run_id = check_run_id(run_id)
-        if not isinstance(name, str) or not name:
-            raise InvalidInput(f'a signal name must be a non-empty string (got {name!r}), e.g. "paid"')
-        self.get(run_id, workflow)
-        encoded = values.encode(payload, f"the payload of signal '{name}' for run '{run_id}'")
-        _, live = self.store.add_signal(run_id, name, values.decode(encoded), self.clock.now())
-        return live
-
-    def cancel(self, run_id: str, *, workflow: str | None = None) -> None:
-        run = self.get(run_id, workflow)
-        if run.status not in CANCELLABLE:
-            raise InvalidTransition(
-                f"run '{run_id}' is {run.status}, so it cannot be cancelled; cancel applies to runs "
-                "that have not ended (running, sleeping, awaiting, failed)"
-            )
-        self._cancel_tree(run_id)
-
-    def _cancel_tree(self, run_id: str) -> None:
-        for _ in range(100):
-            run = self.store.get_run(run_id)
-            if run is None or run.status not in CANCELLABLE:
-                break
-            entry = Entry(run.journal_len + 1, Kind.CANCELLED, None, {}, self.clock.now())
-            try:
-                self.store.append(run_id, run.journal_len, [entry], update=RunUpdate(Status.CANCELLED, None))
-                break
-            except JournalConflict:
-                continue
-        for child in self.store.children(run_id):
-            self._cancel_tree(child)
-
-    def resume(self, run_id: str, *, workflow: str | None = None) -> None:
-        run = self.get(run_id, workflow)
-        if run.status not in RESUMABLE:
-            raise InvalidTransition(
-                f"run '{run_id}' is {run.status}, so it cannot be resumed; resume applies to failed runs only"
-            )
-        entry = Entry(run.journal_len + 1, Kind.RESUMED, None, {}, self.clock.now())
-        self.store.append(
-            run_id,
-            run.journal_len,
-            [entry],
-            update=RunUpdate(Status.RUNNING, run.current_step),
-            timer=TimerSet(None),
-        )
-        self.store.wake(run_id)
-
-    def runs(self, *, status: str | None = None, workflow: str | None = None) -> list[RunRecord]:
-        return self.store.list_runs(status=status, workflow=workflow)
+        return super().start(workflow, input_value, id=id, parent_id=parent_id)
 
     # --- work --------------------------------------------------------------------------
 

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
 from runtime.clock import FakeClock, now_ms
 from runtime.durations import parse_ms
 from runtime.errors import InvalidInput
+from runtime.fetch import NOT_A_RESPONSE, Response, error_response, make_request, shape_response
 from runtime.journal import Entry
 from runtime.platform import ObjectFn, Platform, ServiceFn
 from runtime.services.local import LocalServices
@@ -26,13 +24,6 @@ from runtime.store.base import RunRecord
 from runtime.store.sqlite import SQLiteStore
 
 STORE_FILE = "lunaflow.sqlite"
-
-
-@dataclass(frozen=True)
-class Response:
-    status_code: int
-    headers: dict[str, str] = field(default_factory=dict)
-    body: str = ""
 
 
 class LocalPlatform:
@@ -125,33 +116,20 @@ class LocalPlatform:
         headers: dict[str, str] | None = None,
         query: dict[str, str] | None = None,
     ) -> Response:
-        parts = urlsplit(path)
-        q = dict(parse_qsl(parts.query, keep_blank_values=True))
-        q.update(query or {})
-        request = {
-            "method": method.upper(),
-            "path": parts.path,
-            "query": q,
-            "headers": {k.lower(): v for k, v in (headers or {}).items()},
-            "body": body or "",
-        }
+        request = make_request(method, path, body, headers, query)
         if not self.platform.code.has_fetch():
             return Response(404, {}, 'this project declares no on "fetch" handler')
-        ok, out, _tb = self.platform.fetch(request)
+        ok, out, tb = self.platform.fetch(request)
         self.settle()
-        if not ok:
-            request_id = str(uuid.uuid4())
-            self.platform.logs.append({"level": "error", "message": out, "request_id": request_id})
-            return Response(500, {"x-request-id": request_id}, f"internal error (request id {request_id})")
-        if not isinstance(out, dict):
-            return Response(
-                500, {}, 'the fetch handler must return a table like { status_code = 200, body = "" }'
-            )
-        return Response(
-            int(out.get("status_code", 200)),
-            {str(k): str(v) for k, v in (out.get("headers") or {}).items()},
-            str(out.get("body") or ""),
+        response = shape_response(out) if ok else None
+        if response is not None:
+            return response
+        message = str(out) if not ok else NOT_A_RESPONSE
+        error, request_id = error_response(message)
+        self.platform.logs.append(
+            {"level": "error", "message": message, "traceback": tb, "request_id": request_id, "run": None}
         )
+        return error
 
     # --- time and code -----------------------------------------------------------------
 
@@ -189,4 +167,4 @@ class LocalPlatform:
 
     @property
     def logs(self) -> list[dict[str, Any]]:
-        return self.platform.logs
+        return list(self.platform.logs)

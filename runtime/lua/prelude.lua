@@ -16,7 +16,8 @@ local pack, unpack = table.pack, table.unpack
 local raw_yield, raw_resume, raw_create = coroutine.yield, coroutine.resume, coroutine.create
 local raw_status, raw_running, raw_close = coroutine.status, coroutine.running, coroutine.close
 local raw_pcall, raw_xpcall, raw_error, raw_load = pcall, xpcall, error, load
-local sethook, traceback, real_getmt = debug.sethook, debug.traceback, debug.getmetatable
+local sethook, traceback, real_getmt, getinfo = debug.sethook, debug.traceback, debug.getmetatable, debug.getinfo
+local PRELUDE_SOURCE = getinfo(1, "S").source
 local raw_random, raw_randomseed = math.random, math.randomseed
 local sfmt, srep, sbyte, schar, ssub, sgsub = string.format, string.rep, string.byte, string.char, string.sub, string.gsub
 local tconcat, tsort = table.concat, table.sort
@@ -211,10 +212,22 @@ end
 -- Host calls: Python returns (true, value) or (false, message); we raise the message at
 -- the user's call site so tracebacks point at their line.
 ---------------------------------------------------------------------------------------
+-- Raise `msg` positioned at the nearest Lua frame of user code, however deep in the
+-- prelude (and however many tail calls) the refusal was found.
+local function raise_at_user(msg)
+  local level = 2
+  while true do
+    local info = getinfo(level, "S")
+    if info == nil then raw_error(msg, 0) end
+    if info.source ~= PRELUDE_SOURCE and info.what ~= "C" then raw_error(msg, level) end
+    level = level + 1
+  end
+end
+
 local function call_host(fname, ...)
   local r = pack(host.call(fname, ...))
   check_killed()
-  if not r[1] then raw_error(r[2], 3) end
+  if not r[1] then raise_at_user(r[2]) end
   return unpack(r, 2, r.n)
 end
 
@@ -223,7 +236,7 @@ end
 ---------------------------------------------------------------------------------------
 local function command(cmd)
   local reply = raw_yield(ENGINE, cmd)
-  if reply and reply.error then raw_error(reply.error, 3) end
+  if reply and reply.error then raise_at_user(reply.error) end
   return reply
 end
 
@@ -393,10 +406,10 @@ end
 -- Effects: services refuse outside the places effects belong.
 ---------------------------------------------------------------------------------------
 local function effect_guard(what)
-  if ctx.mode == "run" then raw_error(what .. " is an effect and belongs inside wf:step", 3) end
+  if ctx.mode == "run" then raise_at_user(what .. " is an effect and belongs inside wf:step") end
   if ctx.mode == "load" then
-    raw_error(what .. " is an effect, and a script's top level only declares things; "
-      .. "call it from a handler or inside wf:step", 3)
+    raise_at_user(what .. " is an effect, and a script's top level only declares things; "
+      .. "call it from a handler or inside wf:step")
   end
 end
 

@@ -1,0 +1,307 @@
+"""``lunaflow dev``: the project on a real HTTP server on loopback, with its runs, timers
+and queues, all state in a data folder (SPEC section 5).
+
+Threads: the HTTP server (a thread per request), a dispatcher that turns due timers and
+wake-ups into work, and a few run workers. Each worker and each request borrows a
+``Worker`` (its own Lua state) from a pool, so several requests and runs progress at
+once while each Lua state serves one thread at a time. A run is advanced by one thread
+at a time (an in-process claim); across processes the store's conditional appends decide.
+Killed at any instant, the next start finds everything in the data folder: wake-ups,
+runs left ``running``, timers (those due while it was down fire at once).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from runtime import console_page
+from runtime.clock import SystemClock, now_ms
+from runtime.fetch import (
+    MAX_BODY_BYTES,
+    NOT_A_RESPONSE,
+    Response,
+    error_response,
+    make_request,
+    shape_response,
+)
+from runtime.platform import Platform, Worker
+from runtime.project import ProjectSource
+from runtime.services.local import LocalServices
+from runtime.store.sqlite import SQLiteStore
+
+log = logging.getLogger("lunaflow.dev")
+
+STORE_FILE = "lunaflow.sqlite"
+POLL_S = 0.25  # how often the dispatcher looks for work written by other processes (the CLI)
+
+
+def data_folder(project: str | Path, data: str | Path | None) -> Path:
+    return Path(data) if data is not None else Path(project) / ".lunaflow"
+
+
+class WorkerPool:
+    """Workers (Lua states) lent to one thread at a time."""
+
+    def __init__(self, platform: Platform, size: int) -> None:
+        self.platform = platform
+        self._free: queue.LifoQueue[Worker] = queue.LifoQueue()
+        self._free.put(platform.worker)
+        for _ in range(size - 1):
+            self._free.put(platform.new_worker())
+
+    @contextlib.contextmanager
+    def borrow(self) -> Iterator[Worker]:
+        worker = self._free.get()
+        try:
+            worker = self.platform.fresh(worker)
+            yield worker
+        finally:
+            self._free.put(worker)
+
+
+class DevServer:
+    def __init__(
+        self,
+        project: str | Path,
+        *,
+        data: str | Path | None = None,
+        host: str = "127.0.0.1",
+        port: int = 8787,
+        workers: int = 2,
+    ) -> None:
+        self.project = Path(project)
+        self.data_dir = data_folder(project, data)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        clock = SystemClock()
+        source = ProjectSource.read(project)
+        self.store = SQLiteStore(self.data_dir / STORE_FILE)
+        self.services = LocalServices(self.data_dir, clock.now, source.queue_settings)
+        self.platform = Platform(project, self.store, clock, services=self.services)
+        self.pool = WorkerPool(self.platform, workers + 2)
+        self.workers = workers
+        self._work: queue.Queue[tuple[str, int] | None] = queue.Queue()
+        self._claimed: set[str] = set()
+        self._claim_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.httpd = _Server((host, port), _Handler, self)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self.httpd.server_address[:2]
+        return str(host), int(port)
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.platform.recover()
+        specs = [("dispatcher", self._dispatch_loop)] + [
+            (f"worker-{i}", self._work_loop) for i in range(self.workers)
+        ]
+        specs.append(("http", self.httpd.serve_forever))
+        for name, target in specs:
+            thread = threading.Thread(target=target, name=f"lunaflow-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        self.poke()
+
+    def poke(self) -> None:
+        """New work may exist (a request started or signalled a run)."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self.httpd.shutdown()
+        for _ in range(self.workers):
+            self._work.put(None)
+        for thread in self._threads:
+            thread.join(timeout=10)
+        self.httpd.server_close()
+        self.platform.close()
+
+    def serve_until_signalled(self) -> None:
+        stopped = threading.Event()
+
+        def on_signal(signum: int, frame: object) -> None:
+            stopped.set()
+
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
+        self.start()
+        host, port = self.address
+        print(
+            f"lunaflow dev: serving {self.project} on http://{host}:{port} (console: /_console)", flush=True
+        )
+        print(f"lunaflow dev: state in {self.data_dir}", flush=True)
+        stopped.wait()
+        print("lunaflow dev: stopping", flush=True)
+        self.stop()
+
+    # --- work --------------------------------------------------------------------------
+
+    def _dispatch_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.store.fire_due_timers(now_ms(self.platform.clock))
+                for run_id, token in self.store.wakeups():
+                    with self._claim_lock:
+                        if run_id in self._claimed:
+                            continue
+                        self._claimed.add(run_id)
+                    self._work.put((run_id, token))
+                with self.pool.borrow() as worker:
+                    self.services.run_due(worker)
+            except Exception:  # the loop must outlive any one bad iteration
+                log.exception("dispatcher iteration failed")
+            self._wake.wait(timeout=self._next_wait())
+            self._wake.clear()
+
+    def _next_wait(self) -> float:
+        now = time.time()
+        waits = [POLL_S]
+        due = self.store.next_due()
+        if due is not None:
+            waits.append(due / 1000 - now)
+        queued = self.services.next_due()
+        if queued is not None:
+            waits.append(queued - now)
+        return max(0.0, min(waits))
+
+    def _work_loop(self) -> None:
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            run_id, token = item
+            try:
+                with self.pool.borrow() as worker:
+                    worker.executor.advance(run_id, worker.code)
+                self.store.clear_wakeup(run_id, token)
+            except Exception:
+                log.exception("advancing run %s failed; it stays woken and will be retried", run_id)
+                time.sleep(0.5)
+            finally:
+                with self._claim_lock:
+                    self._claimed.discard(run_id)
+                self._wake.set()
+
+    # --- requests ----------------------------------------------------------------------
+
+    def handle_fetch(self, request: dict[str, Any]) -> Response:
+        with self.pool.borrow() as worker:
+            if not worker.code.has_fetch():
+                return Response(
+                    404, {"content-type": "text/plain"}, 'this project declares no on "fetch" handler'
+                )
+            ok, out, tb = worker.code.call_fetch(request)
+        self.poke()
+        response = shape_response(out) if ok else None
+        if response is not None:
+            return response
+        message = str(out) if not ok else NOT_A_RESPONSE
+        error, request_id = error_response(message)
+        log.error(
+            "request %s %s failed (request id %s): %s\n%s",
+            request["method"],
+            request["path"],
+            request_id,
+            message,
+            tb or "",
+        )
+        return error
+
+    def handle_console(self, method: str, path: str, form: dict[str, str]) -> Response:
+        return console_page.render(self.platform, method, path, form, poke=self.poke)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(
+        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], dev: DevServer
+    ) -> None:
+        self.dev = dev
+        super().__init__(address, handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s " + format, self.address_string(), *args)
+
+    def _handle(self) -> None:
+        dev = self.server.dev
+        try:
+            length = int(self.headers.get("content-length") or 0)
+        except ValueError:
+            self._send(Response(400, {"content-type": "text/plain"}, "bad content-length header"))
+            return
+        if length < 0:
+            self._send(Response(400, {"content-type": "text/plain"}, "bad content-length header"))
+            return
+        if length > MAX_BODY_BYTES:
+            self._send(
+                Response(
+                    413,
+                    {"content-type": "text/plain"},
+                    f"request body of {length} bytes is over the limit of {MAX_BODY_BYTES} bytes",
+                ),
+                close=True,
+            )
+            return
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            self._send(Response(400, {"content-type": "text/plain"}, "request body is not valid UTF-8"))
+            return
+        try:
+            if self.path == "/_console" or self.path.startswith(("/_console/", "/_console?")):
+                form = (
+                    dict(make_request(self.command, "/?" + body)["query"]) if self.command == "POST" else {}
+                )
+                response = dev.handle_console(self.command, self.path, form)
+            else:
+                headers = {k: v for k, v in self.headers.items()}
+                response = dev.handle_fetch(make_request(self.command, self.path, body, headers))
+        except Exception:
+            error, request_id = error_response("")
+            log.exception("request %s %s failed (request id %s)", self.command, self.path, request_id)
+            response = error
+        self._send(response)
+
+    def _send(self, response: Response, close: bool = False) -> None:
+        payload = response.body.encode("utf-8")
+        try:
+            phrase = HTTPStatus(response.status_code).phrase
+        except ValueError:
+            phrase = ""
+        self.send_response(response.status_code, phrase)
+        headers = dict(response.headers)
+        headers.setdefault("content-type", "text/plain; charset=utf-8")
+        for name, value in headers.items():
+            if name not in ("content-length", "connection", "transfer-encoding"):
+                self.send_header(name, value)
+        self.send_header("content-length", str(len(payload)))
+        if close:
+            self.send_header("connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _handle

@@ -1,0 +1,76 @@
+"""HTTP requests and responses as the project's ``on "fetch"`` handler sees them.
+
+One shape for ``lunaflow dev``, the test harness and (later) API Gateway: a request is
+``{ method, path, query, headers (lower-case), body }``; the handler returns
+``{ status_code, headers, body }``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+MAX_BODY_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Response:
+    status_code: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: str = ""
+
+
+def make_request(
+    method: str,
+    target: str,
+    body: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    query: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A request table; a query string in ``target`` becomes ``query`` (later keys win)."""
+    parts = urlsplit(target)
+    q = dict(parse_qsl(parts.query, keep_blank_values=True))
+    q.update(query or {})
+    return {
+        "method": method.upper(),
+        "path": parts.path or "/",
+        "query": q,
+        "headers": {k.lower(): v for k, v in (headers or {}).items()},
+        "body": body or "",
+    }
+
+
+def error_response(message: str, status: int = 500) -> tuple[Response, str]:
+    request_id = str(uuid.uuid4())
+    body = f"internal error (request id {request_id})" if status == 500 else message
+    return Response(
+        status, {"content-type": "text/plain; charset=utf-8", "x-request-id": request_id}, body
+    ), request_id
+
+
+def shape_response(out: Any) -> Response | None:
+    """The handler's return value as a Response, or None when it is not one."""
+    if not isinstance(out, dict):
+        return None
+    status = out.get("status_code", 200)
+    if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
+        return None
+    headers = out.get("headers") or {}
+    if not isinstance(headers, dict):
+        return None
+    body = out.get("body")
+    if body is None:
+        body = ""
+    if not isinstance(body, str):
+        return None
+    return Response(status, {str(k).lower(): str(v) for k, v in headers.items()}, body)
+
+
+NOT_A_RESPONSE = (
+    "the fetch handler returned something that is not a response; return a table like "
+    '{ status_code = 200, headers = { ["content-type"] = "text/plain" }, body = "" } '
+    "(status_code 100-599, body a string)"
+)

@@ -1,0 +1,106 @@
+"""The run API that needs no code: start, get, signal, cancel, resume, list.
+
+``Platform`` adds code (it checks the workflow exists before starting); the CLI console
+uses ``Runs`` directly against a data folder, beside a running ``lunaflow dev``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from runtime import values
+from runtime.clock import Clock
+from runtime.errors import InvalidInput, InvalidTransition, JournalConflict, NoSuchRun, RunIdTaken
+from runtime.ids import check_run_id
+from runtime.journal import CANCELLABLE, FORMAT_VERSION, RESUMABLE, Entry, Kind, Status
+from runtime.store.base import RunRecord, RunUpdate, Store, TimerSet
+
+
+class Runs:
+    def __init__(self, store: Store, clock: Clock) -> None:
+        self.store = store
+        self.clock = clock
+
+    def start(
+        self, workflow: str, input_value: Any = None, *, id: str | None = None, parent_id: str | None = None
+    ) -> RunRecord:
+        run_id = str(uuid.uuid4()) if id is None else check_run_id(id)
+        encoded = values.encode(input_value, f"the input of run '{run_id}'")
+        input_value = values.decode(encoded)
+        at = self.clock.now()
+        record = RunRecord(
+            id=run_id,
+            workflow=workflow,
+            status=Status.RUNNING,
+            input=input_value,
+            parent_id=parent_id,
+            created_at=at,
+            updated_at=at,
+        )
+        started = Entry(1, Kind.STARTED, workflow, {"format": FORMAT_VERSION, "input": input_value}, at)
+        existing, created = self.store.create_run(record, started)
+        if not created and existing.workflow != workflow:
+            raise RunIdTaken(run_id, existing.workflow, workflow)
+        return existing
+
+    def get(self, run_id: str, workflow: str | None = None) -> RunRecord:
+        run = self.store.get_run(run_id)
+        if run is None or (workflow is not None and run.workflow != workflow):
+            raise NoSuchRun(run_id, workflow)
+        return run
+
+    def journal(self, run_id: str) -> list[Entry]:
+        self.get(run_id)
+        return self.store.journal(run_id)
+
+    def signal(self, run_id: str, name: str, payload: Any = None, *, workflow: str | None = None) -> bool:
+        run_id = check_run_id(run_id)
+        if not isinstance(name, str) or not name:
+            raise InvalidInput(f'a signal name must be a non-empty string (got {name!r}), e.g. "paid"')
+        self.get(run_id, workflow)
+        encoded = values.encode(payload, f"the payload of signal '{name}' for run '{run_id}'")
+        _, live = self.store.add_signal(run_id, name, values.decode(encoded), self.clock.now())
+        return live
+
+    def cancel(self, run_id: str, *, workflow: str | None = None) -> None:
+        run = self.get(run_id, workflow)
+        if run.status not in CANCELLABLE:
+            raise InvalidTransition(
+                f"run '{run_id}' is {run.status}, so it cannot be cancelled; cancel applies to runs "
+                "that have not ended (running, sleeping, awaiting, failed)"
+            )
+        self._cancel_tree(run_id)
+
+    def _cancel_tree(self, run_id: str) -> None:
+        for _ in range(100):
+            run = self.store.get_run(run_id)
+            if run is None or run.status not in CANCELLABLE:
+                break
+            entry = Entry(run.journal_len + 1, Kind.CANCELLED, None, {}, self.clock.now())
+            try:
+                self.store.append(run_id, run.journal_len, [entry], update=RunUpdate(Status.CANCELLED, None))
+                break
+            except JournalConflict:
+                continue
+        for child in self.store.children(run_id):
+            self._cancel_tree(child)
+
+    def resume(self, run_id: str, *, workflow: str | None = None) -> None:
+        run = self.get(run_id, workflow)
+        if run.status not in RESUMABLE:
+            raise InvalidTransition(
+                f"run '{run_id}' is {run.status}, so it cannot be resumed; resume applies to failed runs only"
+            )
+        entry = Entry(run.journal_len + 1, Kind.RESUMED, None, {}, self.clock.now())
+        self.store.append(
+            run_id,
+            run.journal_len,
+            [entry],
+            update=RunUpdate(Status.RUNNING, run.current_step),
+            timer=TimerSet(None),
+        )
+        self.store.wake(run_id)
+
+    def runs(self, *, status: str | None = None, workflow: str | None = None) -> list[RunRecord]:
+        return self.store.list_runs(status=status, workflow=workflow)
