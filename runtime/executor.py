@@ -87,7 +87,8 @@ class Executor:
         else:
             if run.workflow not in code.workflows:
                 error = (
-                    f"run '{run_id}' is of workflow '{run.workflow}', which the current code does not declare; "
+                    f"run '{run_id}' is of workflow '{run.workflow}', which the current code does not "
+                    "declare; "
                     "deploy code that declares it, then resume the run"
                 )
                 self.store.append(
