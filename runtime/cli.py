@@ -1,20 +1,410 @@
-"""The ``lunaflow`` command. The local console commands arrive with ``lunaflow dev``."""
+"""The ``lunaflow`` command: ``dev``, ``check`` and the console (SPEC section 4).
+
+Console commands work on a data folder (``PROJECT/.lunaflow`` by default), beside a
+running ``lunaflow dev`` or without one. Exit codes: 0 done; 1 refused or failed (the
+reason on stderr; for ``check``, a run would diverge); 2 bad usage; 3 ``signal`` reached
+an ended run and was set aside.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import logging
+import os
 import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
 
-from runtime import __version__
+from rich.console import Console
+from rich.table import Table
+
+from runtime import __version__, timeline
+from runtime.clock import SystemClock
+from runtime.devserver import STORE_FILE, DevServer, data_folder
+from runtime.errors import LunaflowError
+from runtime.runs import Runs
+from runtime.store.base import RunRecord
+from runtime.store.sqlite import SQLiteStore
+
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_SET_ASIDE = 0, 1, 2, 3
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _when(at: float | None) -> str:
+    if at is None:
+        return ""
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _emit(value: Any) -> None:
+    print(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+
+
+def _run_dict(run: RunRecord) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "workflow": run.workflow,
+        "status": run.status,
+        "current_step": run.current_step,
+        "input": run.input,
+        "result": run.result,
+        "error": run.error,
+        "parent_id": run.parent_id,
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+    }
+
+
+class Usage(Exception):
+    """A command line that cannot be carried out as given."""
+
+
+# --- data folders ------------------------------------------------------------------------
+
+
+def _open_runs(args: argparse.Namespace) -> Runs:
+    data = data_folder(args.project, args.data)
+    if not (data / STORE_FILE).exists():
+        raise Usage(
+            f"no lunaflow data in {data}; run `lunaflow dev {args.project}` first, or point at the folder "
+            "with --data DIR (or at the project with --project PATH)"
+        )
+    return Runs(SQLiteStore(data / STORE_FILE), SystemClock())
+
+
+# --- commands ----------------------------------------------------------------------------
+
+
+def cmd_dev(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    server = DevServer(args.project, data=args.data, host=args.host, port=args.port)
+    server.serve_until_signalled()
+    return EXIT_OK
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    runs = _open_runs(args)
+    found = runs.runs(status=args.status, workflow=args.workflow)[: args.limit]
+    if args.json:
+        _emit([_run_dict(r) for r in found])
+        return EXIT_OK
+    table = Table(title=f"{len(found)} run(s)")
+    for column in ("run", "workflow", "status", "current step", "started", "updated"):
+        table.add_column(column)
+    for r in found:
+        table.add_row(
+            r.id,
+            r.workflow,
+            _status(r.status),
+            r.current_step or "",
+            _when(r.created_at),
+            _when(r.updated_at),
+        )
+    out.print(table)
+    return EXIT_OK
+
+
+def _status(status: str) -> str:
+    color = {
+        "failed": "red",
+        "completed": "green",
+        "cancelled": "dim",
+        "awaiting": "yellow",
+        "sleeping": "cyan",
+    }
+    c = color.get(status)
+    return f"[{c}]{status}[/{c}]" if c else status
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    runs = _open_runs(args)
+    run = runs.get(args.run_id)
+    entries = runs.journal(run.id)
+    items = timeline.build(entries)
+    signals = runs.store.signals(run.id)
+    children = runs.store.children(run.id)
+    due = runs.store.timer(run.id)
+    if args.json:
+        _emit(
+            {
+                "run": _run_dict(run),
+                "children": children,
+                "timer_due_at": None if due is None else due / 1000,
+                "timeline": timeline.as_dicts(items),
+                "signals": timeline.signals_view(signals),
+                "journal": [e.as_dict() for e in entries],
+            }
+        )
+        return EXIT_OK
+    out.print(f"[bold]{run.id}[/bold]  workflow {run.workflow}  status {_status(run.status)}")
+    out.print(f"started {_when(run.created_at)}  updated {_when(run.updated_at)}")
+    if run.parent_id:
+        out.print(f"parent {run.parent_id}")
+    if children:
+        out.print(f"children {', '.join(children)}")
+    if run.current_step and run.status not in ("completed", "cancelled"):
+        out.print(f"current {run.current_step}")
+    if due is not None:
+        out.print(f"timer due {_when(due / 1000)}")
+    if run.error:
+        out.print(f"[red]error[/red] {run.error}")
+    if run.status == "completed":
+        out.print(f"result {json.dumps(run.result, ensure_ascii=False)}")
+    table = Table(title="timeline")
+    for column in ("#", "at", "what", "detail"):
+        table.add_column(column)
+    for item in items:
+        detail = item.detail
+        if item.kind == "wait":
+            parts = []
+            if item.due_at is not None:
+                parts.append(f"due {_when(item.due_at)}")
+            parts.append(
+                f"→ {item.resolution} at {_when(item.resolved_at)}" if item.resolution else "waiting"
+            )
+            detail = "  ".join(parts)
+        table.add_row(str(item.seq), _when(item.at), item.title, detail)
+        for a in item.attempts:
+            took = "" if a.ended_at is None else f" took {max(0.0, a.ended_at - a.started_at):.3f}s"
+            line = f"attempt {a.attempt} {a.outcome}{took}  step id {a.step_id}"
+            if a.error:
+                line += f"\n  error: {a.error}"
+            if a.retry_at is not None:
+                line += f"\n  retry at {_when(a.retry_at)}"
+            table.add_row("", _when(a.started_at), "", line)
+    out.print(table)
+    if signals:
+        st = Table(title="signals")
+        for column in ("id", "at", "name", "state", "payload"):
+            st.add_column(column)
+        for s in signals:
+            state = s.state.replace("_", " ") + (f" (entry {s.consumed_seq})" if s.consumed_seq else "")
+            st.add_row(str(s.id), _when(s.at), s.name, state, json.dumps(s.payload, ensure_ascii=False))
+        out.print(st)
+    return EXIT_OK
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    runs = _open_runs(args)
+    runs.resume(args.run_id)
+    return _done(args, {"resumed": args.run_id}, f"resumed {args.run_id}")
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    runs = _open_runs(args)
+    children = runs.store.children(args.run_id)
+    runs.cancel(args.run_id)
+    note = f" and its children {', '.join(children)}" if children else ""
+    return _done(args, {"cancelled": args.run_id, "children": children}, f"cancelled {args.run_id}{note}")
+
+
+def cmd_signal(args: argparse.Namespace) -> int:
+    runs = _open_runs(args)
+    payload = _json_arg(args.payload, "the signal payload")
+    live = runs.signal(args.run_id, args.name, payload)
+    if args.json:
+        _emit({"run": args.run_id, "signal": args.name, "delivered": live})
+    elif live:
+        out.print(f"signal '{args.name}' sent to {args.run_id}")
+    else:
+        out.print(f"run {args.run_id} has ended; signal '{args.name}' was set aside")
+    return EXIT_OK if live else EXIT_SET_ASIDE
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    from runtime.platform import Platform
+    from runtime.project import ProjectSource
+    from runtime.services.local import LocalServices
+
+    data = data_folder(args.project, args.data)
+    clock = SystemClock()
+    source = ProjectSource.read(args.project)
+    platform = Platform(
+        args.project,
+        SQLiteStore(data / STORE_FILE),
+        clock,
+        services=LocalServices(data, clock.now, source.queue_settings),
+    )
+    try:
+        run = platform.start(args.workflow, _json_arg(args.input, "the input"), id=args.id)
+    finally:
+        platform.close()
+    return _done(
+        args,
+        _run_dict(run),
+        f"run {run.id} of {run.workflow} is {run.status}; `lunaflow dev {args.project}` advances it",
+    )
+
+
+def cmd_secret_set(args: argparse.Namespace) -> int:
+    data = data_folder(args.project, args.data)
+    store = SQLiteStore(data / STORE_FILE)
+    try:
+        version = store.add_secret(args.name, args.value)
+    finally:
+        store.close()
+    return _done(
+        args, {"secret": args.name, "version": version}, f"secret {args.name} is now version {version}"
+    )
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from runtime.check import check_runs
+    from runtime.platform import Platform
+    from runtime.project import ProjectSource
+    from runtime.services.local import LocalServices
+
+    data = data_folder(args.project, args.data)
+    if not (data / STORE_FILE).exists():
+        raise Usage(
+            f"no lunaflow data in {data}: there are no runs to check (pass --data DIR to point elsewhere)"
+        )
+    clock = SystemClock()
+    source = ProjectSource.read(args.project)
+    platform = Platform(
+        args.project,
+        SQLiteStore(data / STORE_FILE),
+        clock,
+        services=LocalServices(data, clock.now, source.queue_settings),
+        read_only=True,
+    )
+    try:
+        verdicts = check_runs(platform.worker, platform.store)
+    finally:
+        platform.close()
+    diverging = [v for v in verdicts if v.diverges]
+    if args.json:
+        _emit([v.__dict__ for v in verdicts])
+    else:
+        table = Table(title=f"{len(verdicts)} in-flight run(s), {len(diverging)} would diverge")
+        for column in ("run", "workflow", "status", "verdict"):
+            table.add_column(column)
+        for v in verdicts:
+            verdict = f"[red]{v.message}[/red]" if v.diverges else v.message
+            table.add_row(v.run_id, v.workflow, _status(v.status), verdict)
+        out.print(table)
+    return EXIT_REFUSED if diverging else EXIT_OK
+
+
+def _done(args: argparse.Namespace, value: Any, text: str) -> int:
+    if args.json:
+        _emit(value)
+    else:
+        out.print(text)
+    return EXIT_OK
+
+
+def _json_arg(text: str | None, what: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise Usage(
+            f'{what} is not valid JSON ({e}); quote it for the shell, e.g. \'{{"by": "ada"}}\''
+        ) from e
+
+
+# --- the parser --------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lunaflow", description="Durable workflows written in Lua.")
     parser.add_argument("--version", action="version", version=f"lunaflow {__version__}")
-    parser.parse_args(argv)
-    parser.print_help()
-    return 0
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def console(name: str, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help)
+        p.add_argument(
+            "--project",
+            "-p",
+            default=os.environ.get("LUNAFLOW_PROJECT", "."),
+            help="the project folder (default: $LUNAFLOW_PROJECT or .)",
+        )
+        p.add_argument("--data", help="the data folder (default: PROJECT/.lunaflow)")
+        p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+        return p
+
+    p = sub.add_parser("dev", help="serve a project locally: fetch routes, runs, timers, /_console")
+    p.add_argument("project")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8787)
+    p.add_argument("--data", help="the data folder (default: PROJECT/.lunaflow)")
+    p.set_defaults(func=cmd_dev)
+
+    p = sub.add_parser(
+        "check", help="replay in-flight runs against the current code; list those that diverge"
+    )
+    p.add_argument("project")
+    p.add_argument("--data", help="the data folder (default: PROJECT/.lunaflow)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_check)
+
+    p = console("runs", "list runs, newest first")
+    p.add_argument(
+        "--status", choices=["running", "sleeping", "awaiting", "failed", "completed", "cancelled"]
+    )
+    p.add_argument("--workflow")
+    p.add_argument("--limit", type=int, default=100)
+    p.set_defaults(func=cmd_runs)
+
+    p = console("show", "one run's journal as a timeline")
+    p.add_argument("run_id")
+    p.set_defaults(func=cmd_show)
+
+    p = console("resume", "resume a failed run")
+    p.add_argument("run_id")
+    p.set_defaults(func=cmd_resume)
+
+    p = console("cancel", "cancel a run and the runs it started")
+    p.add_argument("run_id")
+    p.set_defaults(func=cmd_cancel)
+
+    p = console("signal", "send a signal to a run")
+    p.add_argument("run_id")
+    p.add_argument("name")
+    p.add_argument("payload", nargs="?", help="JSON")
+    p.set_defaults(func=cmd_signal)
+
+    p = console("start", "start a run (or join the run with that id)")
+    p.add_argument("workflow")
+    p.add_argument("input", nargs="?", help="JSON")
+    p.add_argument("--id", help="the run id (default: a fresh UUID)")
+    p.set_defaults(func=cmd_start)
+
+    p = console("secret", "manage secrets")
+    secret_sub = p.add_subparsers(dest="secret_command", required=True)
+    s = secret_sub.add_parser("set", help="add a new version of a secret (runs already pinned keep theirs)")
+    s.add_argument("name")
+    s.add_argument("value")
+    s.add_argument("--project", "-p", default=os.environ.get("LUNAFLOW_PROJECT", "."))
+    s.add_argument("--data")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_secret_set)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+        return code
+    except Usage as e:
+        err.print(f"lunaflow {args.command}: {e}")
+        return EXIT_USAGE
+    except LunaflowError as e:
+        err.print(f"lunaflow {args.command}: {e}")
+        return EXIT_REFUSED
+
+
+def entry() -> None:
+    sys.exit(main())
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

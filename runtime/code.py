@@ -59,6 +59,8 @@ class Code:
         for name, fn in host_functions.items():
             self.sandbox.register(name, fn)
         self.engine = self.sandbox.engine
+        # Bound now: it is called from inside Lua callbacks, where lupa misreads table fields.
+        self.call_object = self.engine.call_object
         self.declarations: list[Declaration] = load(source, self.sandbox)
         self.workflows = {d.name for d in self.declarations if d.kind == "workflow"}
 

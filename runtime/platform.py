@@ -59,7 +59,7 @@ class Worker:
         self, cls: str, key: str, method: str, state: Any, args: list[Any]
     ) -> tuple[list[Any], Any]:
         code = self.code
-        out = code.engine.call_object(
+        ok, results, state = code.call_object(
             cls,
             key,
             method,
@@ -67,9 +67,9 @@ class Worker:
             self.lua_values(args),
             code.source.limits.instructions,
         )
-        if not out.ok:
-            raise ServiceError(code.sandbox.explain(str(out.error)))
-        return json.loads(out.json), json.loads(out.state)
+        if not ok:
+            raise ServiceError(code.sandbox.explain(str(results)))
+        return json.loads(results), json.loads(state)
 
     def has_queue_handler(self, queue: str) -> bool:
         return bool(self.code.engine.has_handler("queue", queue))
@@ -100,8 +100,11 @@ class Platform(Runs):
         standins: dict[str, ServiceFn] | None = None,
         objects: ObjectFn | None = None,
         cache_size: int = 256,
+        read_only: bool = False,
     ) -> None:
         super().__init__(store, clock)
+        # lunaflow check replays with the project's code but must write nothing.
+        self.read_only = read_only
         self.services = services
         self.standins = dict(standins or {})
         self.objects = objects
@@ -263,6 +266,10 @@ class Platform(Runs):
             )
         if run_id is None:
             return latest[1]
+        if self.read_only:
+            pinned_version = self.store.pinned_secret(run_id, name)
+            found = latest if pinned_version is None else self.store.secret(name, pinned_version)
+            return (found or latest)[1]
         version = self.store.pin_secret(run_id, name, latest[0])
         pinned = self.store.secret(name, version)
         if pinned is None:

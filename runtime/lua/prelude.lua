@@ -1070,10 +1070,10 @@ end
 local depth = 0
 function engine.call_object(cls, key, method, state, args, limit)
   local methods = object_classes[cls]
-  if not methods then return { ok = false, error = sfmt("no object \"%s\" is declared in this project", cls) } end
+  if not methods then return false, sfmt("no object \"%s\" is declared in this project", cls) end
   local fn = rawget_(methods, method)
   if type_(fn) ~= "function" then
-    return { ok = false, error = sfmt("object \"%s\" has no method '%s'", cls, method) }
+    return false, sfmt("object \"%s\" has no method '%s'", cls, method)
   end
   local saved = ctx
   ctx = { mode = "handler", object = cls, key = key }
@@ -1095,21 +1095,21 @@ function engine.call_object(cls, key, method, state, args, limit)
   local killed = budget.killed
   if killed then
     if not outer then budget.killed = nil end
-    return { ok = false, error = killed }
+    return false, killed
   end
-  if not ok then return { ok = false, error = error_text(res) } end
-  if raw_status(co) == "suspended" then return { ok = false, error = "the object method yielded outside a coroutine of its own" } end
+  if not ok then return false, error_text(res) end
+  if raw_status(co) == "suspended" then return false, "the object method yielded outside a coroutine of its own" end
   if not res[1] then
-    if type_(res[2]) ~= "table" then return { ok = false, error = error_text(res[2]) } end
-    return { ok = false, error = res[2].message, traceback = res[2].traceback }
+    if type_(res[2]) ~= "table" then return false, error_text(res[2]) end
+    return false, res[2].message
   end
   local out = { n = res.n - 1 }
   for i = 2, res.n do out[i - 1] = res[i] end
   local json, problem = encode_list(out, sfmt("the result of %s(%q):%s", cls, key, method))
-  if not json then return { ok = false, error = problem } end
+  if not json then return false, problem end
   local st, sproblem = encode(self.state, "state")
-  if not st then return { ok = false, error = sfmt("%s(%q).state holds %s; %s", cls, key, sproblem, VALUE_RULE) } end
-  return { ok = true, json = json, state = st }
+  if not st then return false, sfmt("%s(%q).state holds %s; %s", cls, key, sproblem, VALUE_RULE) end
+  return true, json, st
 end
 
 function engine.has_handler(kind, name)

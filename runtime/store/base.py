@@ -128,4 +128,7 @@ class Store(Protocol):
     def pin_secret(self, run_id: str, name: str, version: int) -> int:
         """Pin the run to a version unless it already has one; returns the pinned version."""
 
+    def pinned_secret(self, run_id: str, name: str) -> int | None:
+        """The version the run is pinned to, without pinning it."""
+
     def close(self) -> None: ...

@@ -371,6 +371,10 @@ class SQLiteStore:
             ).fetchone()
             return int(row[0])
 
+    def pinned_secret(self, run_id: str, name: str) -> int | None:
+        rows = self._read("SELECT version FROM secret_pins WHERE run_id = ? AND name = ?", (run_id, name))
+        return int(rows[0][0]) if rows else None
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
