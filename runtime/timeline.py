@@ -52,7 +52,12 @@ def build(entries: list[Entry]) -> list[Item]:
             last.ended_at = e.at
             if e.kind == Kind.STEP_RESULT:
                 last.outcome = "ok"
-                open_step.detail = f"returned {_short(e.data.get('values'))}"
+                vals = e.data.get("values") or []
+                open_step.detail = (
+                    "returned nothing"
+                    if not vals
+                    else f"returned {_short(vals if len(vals) > 1 else vals[0])}"
+                )
             else:
                 last.outcome = "failed"
                 last.error = str(e.data.get("error"))
