@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runtime.code import Raised, Returned
+from runtime.executor import decide
 from runtime.journal import ENDED
 from runtime.platform import Worker
 from runtime.replay import (
@@ -21,9 +22,6 @@ from runtime.replay import (
     Park,
     Replay,
     Resume,
-    StepCmd,
-    ValueCmd,
-    WaitCmd,
 )
 from runtime.store.base import RunRecord, Store
 
@@ -70,12 +68,8 @@ def check_run(worker: Worker, store: Store, run: RunRecord) -> Verdict:
                 return verdict(False, f"the code raises on replay: {out.message}")
             elif out.command is None:
                 return verdict(False, f"the code makes a refused call on replay: {out.refusal}")
-            elif isinstance(out.command, StepCmd):
-                decision = replay.step(out.command)
-            elif isinstance(out.command, WaitCmd):
-                decision = replay.wait(out.command)
-            elif isinstance(out.command, ValueCmd):
-                decision = replay.value(out.command)
+            else:
+                decision = decide(replay, out.command)
             if isinstance(decision, Resume):
                 reply = code.reply(decision.value)
                 continue

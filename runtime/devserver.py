@@ -24,15 +24,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from runtime import console_page
+from runtime import console_page, fetch
 from runtime.clock import SystemClock, now_ms
 from runtime.fetch import (
     MAX_BODY_BYTES,
-    NOT_A_RESPONSE,
     Response,
     error_response,
     make_request,
-    shape_response,
 )
 from runtime.platform import Platform, Worker
 from runtime.project import ProjectSource
@@ -201,26 +199,18 @@ class DevServer:
 
     def handle_fetch(self, request: dict[str, Any]) -> Response:
         with self.pool.borrow() as worker:
-            if not worker.code.has_fetch():
-                return Response(
-                    404, {"content-type": "text/plain"}, 'this project declares no on "fetch" handler'
-                )
-            ok, out, tb = worker.code.call_fetch(request)
+            response, failure = fetch.handle(worker.code, request)
         self.poke()
-        response = shape_response(out) if ok else None
-        if response is not None:
-            return response
-        message = str(out) if not ok else NOT_A_RESPONSE
-        error, request_id = error_response(message)
-        log.error(
-            "request %s %s failed (request id %s): %s\n%s",
-            request["method"],
-            request["path"],
-            request_id,
-            message,
-            tb or "",
-        )
-        return error
+        if failure is not None:
+            log.error(
+                "request %s %s failed (request id %s): %s\n%s",
+                request["method"],
+                request["path"],
+                failure.request_id,
+                failure.message,
+                failure.traceback or "",
+            )
+        return response
 
     def handle_console(self, method: str, path: str, form: dict[str, str]) -> Response:
         return console_page.render(self.platform, method, path, form, poke=self.poke)

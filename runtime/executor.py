@@ -21,7 +21,7 @@ from typing import Any
 
 from runtime import values
 from runtime.clock import Clock, now_ms
-from runtime.code import Code, Issued, Raised, Returned
+from runtime.code import Code, Command, Issued, Raised, Returned
 from runtime.errors import InvalidInput, JournalConflict
 from runtime.journal import ENDED, Status
 from runtime.replay import (
@@ -34,7 +34,6 @@ from runtime.replay import (
     Replay,
     Resume,
     StepCmd,
-    ValueCmd,
     WaitCmd,
 )
 from runtime.store.base import RunRecord, RunUpdate, Store, TimerSet
@@ -163,17 +162,11 @@ class Executor:
         return s.replay.complete(result)
 
     def _decide(self, s: Session, issued: Issued) -> Decision | None:
-        cmd = issued.command
-        if cmd is None:
+        if issued.command is None:
             return None
-        if isinstance(cmd, StepCmd):
+        if isinstance(issued.command, StepCmd):
             s.step_fn = issued.fn
-            return s.replay.step(cmd)
-        if isinstance(cmd, WaitCmd):
-            return s.replay.wait(cmd)
-        if isinstance(cmd, ValueCmd):
-            return s.replay.value(cmd)
-        raise AssertionError(cmd)
+        return decide(s.replay, issued.command)
 
     def _run_step(self, s: Session, ex: Execute) -> Decision:
         self.current_run, self.current_step = s.run.id, ex.name
@@ -204,6 +197,15 @@ class Executor:
         self._cache.move_to_end(s.run.id)
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
+
+
+def decide(replay: Replay, cmd: Command) -> Decision:
+    """The core's decision for one command the code issued."""
+    if isinstance(cmd, StepCmd):
+        return replay.step(cmd)
+    if isinstance(cmd, WaitCmd):
+        return replay.wait(cmd)
+    return replay.value(cmd)
 
 
 def _fresh_value(call: str, clock: Clock) -> Any:

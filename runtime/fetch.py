@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from runtime.code import Code
+
 MAX_BODY_BYTES = 1024 * 1024
 
 
@@ -67,6 +69,31 @@ def shape_response(out: Any) -> Response | None:
     if not isinstance(body, str):
         return None
     return Response(status, {str(k).lower(): str(v) for k, v in headers.items()}, body)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a request got a 500: logged with its request id, never shown to the client."""
+
+    request_id: str
+    message: str
+    traceback: str | None
+
+
+NO_HANDLER = Response(404, {"content-type": "text/plain"}, 'this project declares no on "fetch" handler')
+
+
+def handle(code: Code, request: dict[str, Any]) -> tuple[Response, Failure | None]:
+    """Run the project's fetch handler; a handler error or a non-response becomes a 500."""
+    if not code.has_fetch():
+        return NO_HANDLER, None
+    ok, out, tb = code.call_fetch(request)
+    response = shape_response(out) if ok else None
+    if response is not None:
+        return response, None
+    message = str(out) if not ok else NOT_A_RESPONSE
+    error, request_id = error_response(message)
+    return error, Failure(request_id, message, tb)
 
 
 NOT_A_RESPONSE = (

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from runtime import fetch
 from runtime.clock import Clock, now_ms
 from runtime.code import Code
 from runtime.errors import (
@@ -21,6 +22,7 @@ from runtime.errors import (
     UnknownWorkflow,
 )
 from runtime.executor import Executor
+from runtime.fetch import Failure, Response
 from runtime.ids import check_run_id
 from runtime.journal import ENDED
 from runtime.project import ProjectSource
@@ -172,9 +174,9 @@ class Platform(Runs):
                 if done > MAX_WORK_ITEMS:
                     raise EngineBug("the worker loop did not settle after a million activations")
 
-    def fetch(self, request: dict[str, Any]) -> tuple[bool, Any, str | None]:
+    def fetch(self, request: dict[str, Any]) -> tuple[Response, Failure | None]:
         self.worker = self.fresh(self.worker)
-        return self.worker.code.call_fetch(request)
+        return fetch.handle(self.worker.code, request)
 
     # --- host functions: what Lua may ask of the platform -------------------------------
 

@@ -15,7 +15,7 @@ from typing import Any
 from runtime.clock import FakeClock, now_ms
 from runtime.durations import parse_ms
 from runtime.errors import InvalidInput
-from runtime.fetch import NOT_A_RESPONSE, Response, error_response, make_request, shape_response
+from runtime.fetch import Response, make_request
 from runtime.journal import Entry
 from runtime.platform import ObjectFn, Platform, ServiceFn
 from runtime.services.local import LocalServices
@@ -116,20 +116,19 @@ class LocalPlatform:
         headers: dict[str, str] | None = None,
         query: dict[str, str] | None = None,
     ) -> Response:
-        request = make_request(method, path, body, headers, query)
-        if not self.platform.code.has_fetch():
-            return Response(404, {}, 'this project declares no on "fetch" handler')
-        ok, out, tb = self.platform.fetch(request)
+        response, failure = self.platform.fetch(make_request(method, path, body, headers, query))
         self.settle()
-        response = shape_response(out) if ok else None
-        if response is not None:
-            return response
-        message = str(out) if not ok else NOT_A_RESPONSE
-        error, request_id = error_response(message)
-        self.platform.logs.append(
-            {"level": "error", "message": message, "traceback": tb, "request_id": request_id, "run": None}
-        )
-        return error
+        if failure is not None:
+            self.platform.logs.append(
+                {
+                    "level": "error",
+                    "message": failure.message,
+                    "traceback": failure.traceback,
+                    "request_id": failure.request_id,
+                    "run": None,
+                }
+            )
+        return response
 
     # --- time and code -----------------------------------------------------------------
 
