@@ -1,0 +1,200 @@
+"""The store contract (runtime/store/base.py), run unchanged against every backend."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime.errors import JournalConflict
+from runtime.journal import Entry, Kind
+from runtime.store.base import RunRecord, RunUpdate, Store, TimerSet
+
+
+def new_run(
+    run_id: str = "r1", workflow: str = "wf", *, parent: str | None = None, at: float = 100.0
+) -> RunRecord:
+    return RunRecord(
+        id=run_id,
+        workflow=workflow,
+        status="running",
+        input={"x": 1},
+        parent_id=parent,
+        created_at=at,
+        updated_at=at,
+    )
+
+
+def started(at: float = 100.0) -> Entry:
+    return Entry(1, Kind.STARTED, "wf", {"format": 1, "input": {"x": 1}}, at)
+
+
+def entry(seq: int, kind: str = Kind.VALUE, name: str | None = "os.time", data: dict | None = None) -> Entry:
+    return Entry(seq, kind, name, data if data is not None else {"value": seq}, 100.0 + seq)
+
+
+def test_create_run_writes_the_run_its_first_entry_and_a_wakeup(store: Store) -> None:
+    run, created = store.create_run(new_run(), started())
+    assert created and run.journal_len == 1
+    assert store.get_run("r1") == run
+    assert [e.kind for e in store.journal("r1")] == [Kind.STARTED]
+    assert [w[0] for w in store.wakeups()] == ["r1"]
+
+
+def test_create_run_with_an_existing_id_returns_the_existing_run_and_writes_nothing(store: Store) -> None:
+    store.create_run(new_run(), started())
+    again, created = store.create_run(new_run(workflow="other"), started())
+    assert not created and again.workflow == "wf"
+    assert len(store.journal("r1")) == 1
+
+
+def test_get_run_of_a_missing_id_is_none(store: Store) -> None:
+    assert store.get_run("nope") is None
+
+
+def test_append_numbers_entries_after_the_expected_length(store: Store) -> None:
+    store.create_run(new_run(), started())
+    store.append("r1", 1, [entry(2), entry(3)], update=RunUpdate("sleeping", "sleep"))
+    run = store.get_run("r1")
+    assert (
+        run is not None and run.journal_len == 3 and run.status == "sleeping" and run.current_step == "sleep"
+    )
+    assert [e.seq for e in store.journal("r1")] == [1, 2, 3]
+
+
+def test_append_round_trips_entry_data(store: Store) -> None:
+    store.create_run(new_run(), started())
+    data = {"n": 2, "values": [1, 2.5, "é", None, {"a": [True, False]}]}
+    store.append("r1", 1, [Entry(2, Kind.STEP_RESULT, "s", data, 123.25)])
+    assert store.journal("r1")[1] == Entry(2, Kind.STEP_RESULT, "s", data, 123.25)
+
+
+def test_only_one_writer_wins_a_journal_slot(store: Store) -> None:
+    store.create_run(new_run(), started())
+    store.append("r1", 1, [entry(2)])
+    with pytest.raises(JournalConflict):
+        store.append("r1", 1, [entry(2, data={"value": "loser"})])
+    assert store.journal("r1")[1].data == {"value": 2}
+    assert store.get_run("r1").journal_len == 2  # type: ignore[union-attr]
+
+
+def test_an_update_without_entries_is_still_conditional_on_the_length(store: Store) -> None:
+    store.create_run(new_run(), started())
+    store.append("r1", 1, [entry(2)])
+    with pytest.raises(JournalConflict):
+        store.append("r1", 1, [], update=RunUpdate("failed", None, error="x"))
+    assert store.get_run("r1").status == "running"  # type: ignore[union-attr]
+
+
+def test_ending_a_run_sets_its_pending_signals_aside_and_clears_its_timer(store: Store) -> None:
+    store.create_run(new_run(), started())
+    store.append("r1", 1, [], update=RunUpdate("awaiting", "await 'x'"), timer=TimerSet(5_000))
+    store.add_signal("r1", "x", {"p": 1}, 101.0)
+    store.append(
+        "r1",
+        1,
+        [Entry(2, Kind.COMPLETED, None, {"result": 1}, 102.0)],
+        update=RunUpdate("completed", None, result=1),
+    )
+    assert [s.state for s in store.signals("r1")] == ["set_aside"]
+    assert store.pending_signals("r1") == []
+    assert store.timer("r1") is None and store.get_run("r1").result == 1  # type: ignore[union-attr]
+
+
+def test_a_wait_done_entry_consumes_its_signal(store: Store) -> None:
+    store.create_run(new_run(), started())
+    sid, live = store.add_signal("r1", "paid", {"by": "ada"}, 101.0)
+    assert live
+    done = Entry(
+        2,
+        Kind.WAIT_DONE,
+        "await",
+        {"by": "signal", "signal": "paid", "payload": {"by": "ada"}, "signal_id": sid},
+        102.0,
+    )
+    store.append("r1", 1, [done])
+    [record] = store.signals("r1")
+    assert (record.state, record.consumed_seq) == ("consumed", 2)
+    assert store.pending_signals("r1") == []
+
+
+def test_signals_come_back_in_arrival_order_with_their_payloads(store: Store) -> None:
+    store.create_run(new_run(), started())
+    ids = [store.add_signal("r1", name, {"n": i}, 100.0 + i)[0] for i, name in enumerate(["b", "a", "b"])]
+    assert ids == sorted(ids) and len(set(ids)) == 3
+    pending = store.pending_signals("r1")
+    assert [(s.name, s.payload) for s in pending] == [("b", {"n": 0}), ("a", {"n": 1}), ("b", {"n": 2})]
+
+
+def test_a_signal_to_an_ended_run_is_set_aside_and_reported_not_live(store: Store) -> None:
+    store.create_run(new_run(), started())
+    store.append("r1", 1, [Entry(2, Kind.CANCELLED, None, {}, 101.0)], update=RunUpdate("cancelled", None))
+    _, live = store.add_signal("r1", "paid", None, 102.0)
+    assert not live
+    assert [s.state for s in store.signals("r1")] == ["set_aside"]
+
+
+def test_a_signal_wakes_a_live_run(store: Store) -> None:
+    store.create_run(new_run(), started())
+    [(run_id, token)] = store.wakeups()
+    store.clear_wakeup(run_id, token)
+    assert store.wakeups() == []
+    store.add_signal("r1", "x", None, 101.0)
+    assert [w[0] for w in store.wakeups()] == ["r1"]
+
+
+def test_clearing_an_old_wakeup_token_keeps_a_newer_wake(store: Store) -> None:
+    store.create_run(new_run(), started())
+    [(_, token)] = store.wakeups()
+    store.wake("r1")
+    store.clear_wakeup("r1", token)
+    assert [w[0] for w in store.wakeups()] == ["r1"]
+
+
+def test_due_timers_fire_once_into_wakeups_earliest_first(store: Store) -> None:
+    for rid, due in (("a", 3_000), ("b", 1_000), ("c", 9_000)):
+        store.create_run(new_run(rid), started())
+        [(_, token)] = [w for w in store.wakeups() if w[0] == rid]
+        store.clear_wakeup(rid, token)
+        store.append(rid, 1, [], update=RunUpdate("sleeping", "sleep"), timer=TimerSet(due))
+    assert store.next_due() == 1_000
+    assert store.fire_due_timers(5_000) == ["b", "a"]
+    assert store.fire_due_timers(5_000) == []
+    assert sorted(w[0] for w in store.wakeups()) == ["a", "b"]
+    assert store.next_due() == 9_000 and store.timer("c") == 9_000
+
+
+def test_runs_list_newest_first_and_filter_by_status_and_workflow(store: Store) -> None:
+    store.create_run(new_run("old", "wf", at=1.0), started(1.0))
+    store.create_run(new_run("mid", "other", at=2.0), started(2.0))
+    store.create_run(new_run("new", "wf", at=3.0), started(3.0))
+    store.append("mid", 1, [], update=RunUpdate("failed", None, error="boom"))
+    assert [r.id for r in store.list_runs()] == ["new", "mid", "old"]
+    assert [r.id for r in store.list_runs(workflow="wf")] == ["new", "old"]
+    assert [r.id for r in store.list_runs(status="failed")] == ["mid"]
+    assert [r.id for r in store.list_runs(status="running", workflow="wf")] == ["new", "old"]
+    assert [r.id for r in store.list_runs(limit=1)] == ["new"]
+
+
+def test_children_are_found_by_parent(store: Store) -> None:
+    store.create_run(new_run("p"), started())
+    store.create_run(new_run("c1", parent="p", at=101.0), started())
+    store.create_run(new_run("c2", parent="p", at=102.0), started())
+    assert store.children("p") == ["c1", "c2"]
+    assert store.children("c1") == []
+
+
+def test_running_runs_are_those_left_running(store: Store) -> None:
+    store.create_run(new_run("a"), started())
+    store.create_run(new_run("b"), started())
+    store.append("b", 1, [], update=RunUpdate("awaiting", "await 'x'"))
+    assert store.running_runs() == ["a"]
+
+
+def test_secrets_have_versions_and_runs_pin_the_first_they_resolve(store: Store) -> None:
+    assert store.secret("k") is None
+    assert store.add_secret("k", "v1") == 1
+    assert store.add_secret("k", "v2") == 2
+    assert store.secret("k") == (2, "v2") and store.secret("k", 1) == (1, "v1")
+    assert store.pinned_secret("r1", "k") is None
+    assert store.pin_secret("r1", "k", 1) == 1
+    assert store.pin_secret("r1", "k", 2) == 1
+    assert store.pinned_secret("r1", "k") == 1
