@@ -2,22 +2,34 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import pytest
+from moto import mock_aws
 
+from runtime.aws.secrets import SecretsManagerSecrets
 from runtime.store.base import Store
+from runtime.store.dynamodb import DynamoDBStore, table_definition
 from runtime.store.sqlite import SQLiteStore
 
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "dynamodb"]
 
 
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     if request.param == "sqlite":
         s: Store = SQLiteStore(tmp_path / "store.sqlite")
-    else:  # pragma: no cover - backends are added above
-        raise AssertionError(request.param)
-    yield s
-    s.close()
+        yield s
+        s.close()
+        return
+    os.environ.setdefault("AWS_DEFAULT_REGION", "eu-west-1")
+    with mock_aws():
+        db = boto3.client("dynamodb", region_name="eu-west-1")
+        db.create_table(**table_definition("lunaflow"))
+        secrets = SecretsManagerSecrets(
+            boto3.client("secretsmanager", region_name="eu-west-1"), db, "lunaflow"
+        )
+        yield DynamoDBStore(db, "lunaflow", secrets=secrets)
