@@ -218,6 +218,7 @@ class DevServer:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # the listen backlog; the default 5 resets bursts of connections
 
     def __init__(
         self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], dev: DevServer

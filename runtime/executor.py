@@ -37,6 +37,7 @@ from runtime.replay import (
     WaitCmd,
 )
 from runtime.store.base import RunRecord, RunUpdate, Store, TimerSet
+from runtime.wake import StoreOnly, Waker
 
 log = logging.getLogger("lunaflow.executor")
 
@@ -56,9 +57,12 @@ class Session:
 
 
 class Executor:
-    def __init__(self, store: Store, clock: Clock, *, cache_size: int = 256) -> None:
+    def __init__(
+        self, store: Store, clock: Clock, *, cache_size: int = 256, waker: Waker | None = None
+    ) -> None:
         self.store = store
         self.clock = clock
+        self.waker: Waker = waker or StoreOnly()
         self.cache_size = cache_size
         self._cache: OrderedDict[str, Session] = OrderedDict()
         self.current_run: str | None = None  # the run whose code is executing, for host calls
@@ -71,7 +75,10 @@ class Executor:
         else:
             self._cache.pop(run_id, None)
 
-    def advance(self, run_id: str, code: Code) -> None:
+    def advance(self, run_id: str, code: Code, *, deadline: float | None = None) -> None:
+        """Advance the run until it parks or ends. With ``deadline`` (a ``time.monotonic()``
+        value), stop before starting new work once it has passed, and wake the run again so a
+        fresh invocation continues it."""
         run = self.store.get_run(run_id)
         if run is None or run.status in ENDED or run.status == Status.FAILED:
             self.forget(run_id)
@@ -98,24 +105,34 @@ class Executor:
             lua = code.new_run(run_id, run.workflow, run.input)
             session = Session(run, code, lua, replay, saved_len=replay.length)
         try:
-            self._activate(session, decision)
+            self._activate(session, decision, deadline)
         except JournalConflict:
             # Another writer (a cancel, another worker) moved the journal: our view is stale.
             log.info("run %s: journal moved under this worker; replaying afresh", run_id)
             self.forget(run_id)
             fresh = self.store.get_run(run_id)
             if fresh is not None and fresh.status not in ENDED and fresh.status != Status.FAILED:
-                self.store.wake(run_id)
+                self._rewake(run_id)
         finally:
             self.current_run = None
             self.current_step = None
 
     # --- the activation loop -----------------------------------------------------------
 
-    def _activate(self, s: Session, decision: Decision | None) -> None:
+    def _rewake(self, run_id: str) -> None:
+        self.store.wake(run_id)
+        self.waker.wake(run_id)
+
+    def _activate(self, s: Session, decision: Decision | None, deadline: float | None) -> None:
         code, replay = s.code, s.replay
         reply: Any = None
         while True:
+            if decision is None and deadline is not None and time.monotonic() >= deadline:
+                # Out of time: save what is decided; the coroutine stays cached for a warm
+                # continuation, and a cold one replays to here.
+                self._save(s, RunUpdate(Status.RUNNING, replay.current))
+                self._rewake(s.run.id)
+                return
             if decision is None:
                 self.current_run = s.run.id
                 out = code.drive(s.lua, reply)
@@ -142,13 +159,16 @@ class Executor:
                 decision = self._run_step(s, decision)
             elif isinstance(decision, Park):
                 self._save(s, RunUpdate(decision.status, decision.current), TimerSet(decision.due_ms))
+                self.waker.timer(s.run.id, decision.due_ms)
                 self._remember(s)
                 return
             elif isinstance(decision, Fail):
                 self._save(s, RunUpdate(Status.FAILED, replay.current, error=decision.error), TimerSet(None))
+                self.waker.timer(s.run.id, None)
                 return
             elif isinstance(decision, Complete):
                 self._save(s, RunUpdate(Status.COMPLETED, None, result=decision.result))
+                self.waker.timer(s.run.id, None)
                 return
 
     def _complete(self, s: Session, result: Any) -> Decision:

@@ -30,6 +30,7 @@ from runtime.runs import Runs
 from runtime.services import builtins
 from runtime.services.base import ServiceError, Services
 from runtime.store.base import RunRecord, Store
+from runtime.wake import Waker
 
 log = logging.getLogger("lunaflow")
 lua_log = logging.getLogger("lunaflow.lua")
@@ -49,7 +50,7 @@ class Worker:
     """
 
     def __init__(self, platform: Platform, source: ProjectSource, cache_size: int) -> None:
-        self.executor = Executor(platform.store, platform.clock, cache_size=cache_size)
+        self.executor = Executor(platform.store, platform.clock, cache_size=cache_size, waker=platform.waker)
         self.code_source: ProjectSource | None = source  # known before Code exists: loading declares
         self.code = Code(source, platform.host_functions(self))
 
@@ -103,8 +104,9 @@ class Platform(Runs):
         objects: ObjectFn | None = None,
         cache_size: int = 256,
         read_only: bool = False,
+        waker: Waker | None = None,
     ) -> None:
-        super().__init__(store, clock)
+        super().__init__(store, clock, waker)
         # lunaflow check replays with the project's code but must write nothing.
         self.read_only = read_only
         self.services = services

@@ -15,12 +15,14 @@ from runtime.errors import InvalidInput, InvalidTransition, JournalConflict, NoS
 from runtime.ids import check_run_id
 from runtime.journal import CANCELLABLE, FORMAT_VERSION, RESUMABLE, Entry, Kind, Status
 from runtime.store.base import RunRecord, RunUpdate, Store, TimerSet
+from runtime.wake import StoreOnly, Waker
 
 
 class Runs:
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: Store, clock: Clock, waker: Waker | None = None) -> None:
         self.store = store
         self.clock = clock
+        self.waker: Waker = waker or StoreOnly()
 
     def start(
         self, workflow: str, input_value: Any = None, *, id: str | None = None, parent_id: str | None = None
@@ -42,6 +44,10 @@ class Runs:
         existing, created = self.store.create_run(record, started)
         if not created and existing.workflow != workflow:
             raise RunIdTaken(run_id, existing.workflow, workflow)
+        if created or existing.journal_len == 1:
+            # A repeated start of a run that never began prompts it again, in case the first
+            # prompt was lost between the store write and the wake.
+            self.waker.wake(run_id)
         return existing
 
     def get(self, run_id: str, workflow: str | None = None) -> RunRecord:
@@ -61,6 +67,8 @@ class Runs:
         self.get(run_id, workflow)
         encoded = values.encode(payload, f"the payload of signal '{name}' for run '{run_id}'")
         _, live = self.store.add_signal(run_id, name, values.decode(encoded), self.clock.now())
+        if live:
+            self.waker.wake(run_id)
         return live
 
     def cancel(self, run_id: str, *, workflow: str | None = None) -> None:
@@ -83,6 +91,7 @@ class Runs:
                 break
             except JournalConflict:
                 continue
+        self.waker.timer(run_id, None)
         for child in self.store.children(run_id):
             self._cancel_tree(child)
 
@@ -101,6 +110,7 @@ class Runs:
             timer=TimerSet(None),
         )
         self.store.wake(run_id)
+        self.waker.wake(run_id)
 
     def runs(self, *, status: str | None = None, workflow: str | None = None) -> list[RunRecord]:
         return self.store.list_runs(status=status, workflow=workflow)
