@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -23,7 +24,7 @@ from rich.table import Table
 from runtime import __version__, timeline
 from runtime.clock import SystemClock
 from runtime.devserver import STORE_FILE, DevServer, data_folder
-from runtime.errors import LunaflowError
+from runtime.errors import LunaflowError, UnknownWorkflow
 from runtime.runs import Runs
 from runtime.store.base import RunRecord
 from runtime.store.sqlite import SQLiteStore
@@ -196,10 +197,17 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     runs = _open_runs(args)
-    children = runs.store.children(args.run_id)
+    children = _descendants(runs, args.run_id)
     runs.cancel(args.run_id)
-    note = f" and its children {', '.join(children)}" if children else ""
+    note = f" and the runs it started: {', '.join(children)}" if children else ""
     return _done(args, {"cancelled": args.run_id, "children": children}, f"cancelled {args.run_id}{note}")
+
+
+def _descendants(runs: Runs, run_id: str) -> list[str]:
+    out: list[str] = []
+    for child in runs.store.children(run_id):
+        out += [child, *_descendants(runs, child)]
+    return out
 
 
 def cmd_signal(args: argparse.Namespace) -> int:
@@ -223,6 +231,12 @@ def cmd_start(args: argparse.Namespace) -> int:
     data = data_folder(args.project, args.data)
     clock = SystemClock()
     source = ProjectSource.read(args.project)
+    if not source.scripts:
+        raise Usage(
+            f"{Path(args.project).resolve()} has no .lua scripts, so it declares no workflow "
+            f"'{args.workflow}'; name the project with --project PATH (or $LUNAFLOW_PROJECT)"
+        )
+    input_value = _json_arg(args.input, "the input")
     platform = Platform(
         args.project,
         SQLiteStore(data / STORE_FILE),
@@ -230,7 +244,9 @@ def cmd_start(args: argparse.Namespace) -> int:
         services=LocalServices(data, clock.now, source.queue_settings),
     )
     try:
-        run = platform.start(args.workflow, _json_arg(args.input, "the input"), id=args.id)
+        run = platform.start(args.workflow, input_value, id=args.id)
+    except UnknownWorkflow as e:
+        raise UnknownWorkflow(args.workflow, where=str(Path(args.project).resolve())) from e
     finally:
         platform.close()
     return _done(

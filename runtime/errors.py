@@ -28,11 +28,12 @@ class NoSuchRun(LunaflowError):
 
 
 class UnknownWorkflow(LunaflowError):
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, where: str | None = None) -> None:
         self.name = name
+        project = "this project" if where is None else f"the project {where}"
         super().__init__(
-            f"no workflow '{name}' is declared in this project; declare it in one script "
-            f'with workflow "{name}" (function(wf, input) ... end)'
+            f"no workflow '{name}' is declared in {project}; declare it in one script "
+            f'with workflow "{name}" (function(wf, input) ... end), or point at the right project'
         )
 
 

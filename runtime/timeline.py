@@ -82,6 +82,7 @@ def build(entries: list[Entry]) -> list[Item]:
             items.append(Item(e.seq, e.at, "value", f"{e.name}()", _short(e.data.get("value"))))
         elif e.kind == Kind.RESUMED:
             items.append(Item(e.seq, e.at, "resumed", "resumed"))
+            open_step = None  # attempts the resume allowed are listed after it
         elif e.kind == Kind.CANCELLED:
             items.append(Item(e.seq, e.at, "cancelled", "cancelled"))
         elif e.kind == Kind.COMPLETED:
