@@ -41,6 +41,8 @@ log = logging.getLogger("lunaflow.dev")
 
 STORE_FILE = "lunaflow.sqlite"
 POLL_S = 0.25  # how often the dispatcher looks for work written by other processes (the CLI)
+DRAIN_LIMIT = 64 * 1024 * 1024  # an oversized body up to this is read and dropped before the 413
+DRAIN_SECONDS = 5.0
 
 
 def data_folder(project: str | Path, data: str | Path | None) -> Path:
@@ -245,6 +247,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(Response(400, {"content-type": "text/plain"}, "bad content-length header"))
             return
         if length > MAX_BODY_BYTES:
+            self._drain(length)
             self._send(
                 Response(
                     413,
@@ -274,6 +277,20 @@ class _Handler(BaseHTTPRequestHandler):
             log.exception("request %s %s failed (request id %s)", self.command, self.path, request_id)
             response = error
         self._send(response)
+
+    def _drain(self, length: int) -> None:
+        """Read and drop an oversized body (within bounds), so a client that writes its whole
+        request before reading gets the 413 instead of a broken pipe."""
+        left = min(length, DRAIN_LIMIT)
+        self.connection.settimeout(DRAIN_SECONDS)
+        try:
+            while left > 0:
+                chunk = self.rfile.read(min(left, 1 << 16))
+                if not chunk:
+                    break
+                left -= len(chunk)
+        except OSError:
+            pass
 
     def _send(self, response: Response, close: bool = False) -> None:
         payload = response.body.encode("utf-8")

@@ -140,11 +140,23 @@ class LocalPlatform:
         """Move the clock, firing due timers in order of their due times."""
         target = now_ms(self._clock) + parse_ms(duration, "advance")
         self.settle()
-        while (due := self.platform.store.next_due()) is not None and due <= target:
+        while (due := self._next_due()) is not None and due <= target:
             self._clock.advance(max(0, due - now_ms(self._clock)) / 1000)
             self.settle()
         self._clock.advance(max(0, target - now_ms(self._clock)) / 1000)
         self.settle()
+
+    def _next_due(self) -> int | None:
+        """The earliest timer or queued message, in epoch milliseconds."""
+        dues = [self.platform.store.next_due()]
+        queued = self.platform.services.next_due() if self.platform.services is not None else None
+        if queued is not None:
+            dues.append(int(round(queued * 1000)))
+        # What is due by now has been handled by settle(), or cannot be (a message for a
+        # queue with no handler), so only later times move the clock.
+        now = now_ms(self._clock)
+        found = [d for d in dues if d is not None and d > now]
+        return min(found) if found else None
 
     def settle(self) -> None:
         self.platform.run_until_idle()

@@ -51,6 +51,9 @@ on "fetch" (function(request)
         end
         local sale = sale_of(body.id)
         if not sale then return reply(404, { error = "no sale " .. body.id }) end
+        if sale.state == "void" then
+            return reply(409, { error = "sale " .. body.id .. " is void; it can no longer be paid" })
+        end
         local run = pay:start({ id = body.id, user = body.user, price = sale.price }, { id = "pay-" .. body.id })
         return reply(202, { sale = body.id, run = run.id })
     end
@@ -65,10 +68,11 @@ on "fetch" (function(request)
 
     local id = request.path:match("^/api/sale/([^/]+)$")
     if request.method == "GET" and id then
-        local sale = sale_of(id)
-        if not sale then return reply(404, { error = "no sale " .. id }) end
+        if not sale_of(id) then return reply(404, { error = "no sale " .. id }) end
+        -- The run first, then the row: a run that has ended has already written its row.
         local run = settle:get("sale-" .. id)
-        return reply(200, { sale = sale, run = { id = run.id, status = run:status(), result = run:result() } })
+        local status, result = run:status(), run:result()
+        return reply(200, { sale = sale_of(id), run = { id = run.id, status = status, result = result } })
     end
 
     if request.method == "GET" and request.path == "/api/payments" then

@@ -1,0 +1,1 @@
+"""Tests of the example projects under examples/, run through LocalPlatform."""
