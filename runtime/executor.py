@@ -79,13 +79,12 @@ class Executor:
         """Advance the run until it parks or ends. With ``deadline`` (a ``time.monotonic()``
         value), stop before starting new work once it has passed, and wake the run again so a
         fresh invocation continues it."""
-        run = self.store.get_run(run_id)
-        if run is None or run.status in ENDED or run.status == Status.FAILED:
+        session = self._cache.pop(run_id, None)
+        snap = self.store.load(run_id, journal=session is None)
+        if snap is None or snap.run.status in ENDED or snap.run.status == Status.FAILED:
             self.forget(run_id)
             return
-        now = now_ms(self.clock)
-        signals = self.store.pending_signals(run_id)
-        session = self._cache.pop(run_id, None)
+        run, signals, now = snap.run, snap.signals, now_ms(self.clock)
         decision: Decision | None = None
         if session is not None and session.code is code and session.saved_len == run.journal_len:
             session.replay.refresh(now, signals)
@@ -94,14 +93,14 @@ class Executor:
             if run.workflow not in code.workflows:
                 error = (
                     f"run '{run_id}' is of workflow '{run.workflow}', which the current code does not "
-                    "declare; "
-                    "deploy code that declares it, then resume the run"
+                    "declare; deploy code that declares it, then resume the run"
                 )
                 self.store.append(
                     run_id, run.journal_len, [], update=RunUpdate(Status.FAILED, None, error=error)
                 )
                 return
-            replay = Replay(run_id, self.store.journal(run_id), now, signals)
+            journal = snap.journal if snap.journal is not None else self.store.journal(run_id)
+            replay = Replay(run_id, journal, now, signals)
             lua = code.new_run(run_id, run.workflow, run.input)
             session = Session(run, code, lua, replay, saved_len=replay.length)
         try:

@@ -55,6 +55,15 @@ class SignalRecord:
     consumed_seq: int | None
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """What advancing a run reads: the run, its pending signals and (when asked) its journal."""
+
+    run: RunRecord
+    signals: list[Signal]
+    journal: list[Entry] | None
+
+
 class Store(Protocol):
     def create_run(self, run: RunRecord, started: Entry) -> tuple[RunRecord, bool]:
         """Insert the run, its first journal entry and a wake-up, atomically.
@@ -64,6 +73,10 @@ class Store(Protocol):
         """
 
     def get_run(self, run_id: str) -> RunRecord | None: ...
+
+    def load(self, run_id: str, *, journal: bool) -> Snapshot | None:
+        """The run with its pending signals, and its journal if ``journal``; consistent reads.
+        One round trip where the backend allows it (DynamoDB: one Query of the partition)."""
 
     def list_runs(
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 1000

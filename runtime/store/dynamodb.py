@@ -18,9 +18,11 @@ from botocore.exceptions import ClientError
 from runtime.errors import EngineBug, JournalConflict, LunaflowError
 from runtime.journal import ENDED, Entry, Kind
 from runtime.replay import Signal
-from runtime.store.base import RunRecord, RunUpdate, SignalRecord, TimerSet
+from runtime.store.base import RunRecord, RunUpdate, SignalRecord, Snapshot, TimerSet
 
-RUN_SK = "#RUN"
+# The run item sorts just before its signals ("S#..."), so begins_with(sk, "S") reads the
+# run and its signals without the journal ("J#...").
+RUN_SK = "S"
 WAKE_PK = "#WAKE"
 TIMER_PK = "#TIMER"
 ALL_RUNS = "#RUNS"
@@ -173,6 +175,25 @@ class DynamoDBStore:
             TableName=self.table, Key={"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)}, ConsistentRead=True
         ).get("Item")
         return None if item is None else _run_from(item)
+
+    def load(self, run_id: str, *, journal: bool) -> Snapshot | None:
+        if journal:
+            items = list(
+                self._query(
+                    KeyConditionExpression="pk = :pk",
+                    ExpressionAttributeValues={":pk": _s(run_pk(run_id))},
+                    ConsistentRead=True,
+                )
+            )
+        else:
+            items = list(self._partition(run_id, "S"))
+        run = next((_run_from(i) for i in items if i["sk"]["S"] == RUN_SK), None)
+        if run is None:
+            return None
+        signals = [_signal_from(i) for i in items if i["sk"]["S"].startswith("S#")]
+        pending = [Signal(x.id, x.name, x.payload, x.at) for x in signals if x.state == "pending"]
+        entries = [_entry_from(i) for i in items if i["sk"]["S"].startswith("J#")] if journal else None
+        return Snapshot(run, pending, entries)
 
     def journal(self, run_id: str) -> list[Entry]:
         return [_entry_from(i) for i in self._partition(run_id, "J#")]

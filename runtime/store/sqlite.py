@@ -19,7 +19,7 @@ from typing import Any
 from runtime.errors import EngineBug, JournalConflict, LunaflowError
 from runtime.journal import ENDED, Entry, Kind
 from runtime.replay import Signal
-from runtime.store.base import RunRecord, RunUpdate, SignalRecord, TimerSet
+from runtime.store.base import RunRecord, RunUpdate, SignalRecord, Snapshot, TimerSet
 
 SCHEMA_VERSION = 1
 
@@ -177,6 +177,13 @@ class SQLiteStore:
     def get_run(self, run_id: str) -> RunRecord | None:
         rows = self._read(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
         return _run(rows[0]) if rows else None
+
+    def load(self, run_id: str, *, journal: bool) -> Snapshot | None:
+        with self._lock:
+            run = self.get_run(run_id)
+            if run is None:
+                return None
+            return Snapshot(run, self.pending_signals(run_id), self.journal(run_id) if journal else None)
 
     def list_runs(
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 1000

@@ -198,3 +198,16 @@ def test_secrets_have_versions_and_runs_pin_the_first_they_resolve(store: Store)
     assert store.pin_secret("r1", "k", 1) == 1
     assert store.pin_secret("r1", "k", 2) == 1
     assert store.pinned_secret("r1", "k") == 1
+
+
+def test_load_reads_the_run_its_pending_signals_and_optionally_its_journal(store: Store) -> None:
+    store.create_run(new_run(), started())
+    store.append("r1", 1, [entry(2)], update=RunUpdate("awaiting", "await 'x'"))
+    sid, _ = store.add_signal("r1", "x", {"n": 1}, 101.0)
+    full = store.load("r1", journal=True)
+    assert full is not None and full.run.journal_len == 2 and full.run.status == "awaiting"
+    assert [(s.id, s.name, s.payload) for s in full.signals] == [(sid, "x", {"n": 1})]
+    assert full.journal == store.journal("r1")
+    light = store.load("r1", journal=False)
+    assert light is not None and light.journal is None and light.signals == full.signals
+    assert store.load("missing", journal=True) is None
