@@ -9,6 +9,7 @@ entry. Conditional-check failures become ``JournalConflict``; nothing else leaks
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from typing import Any
@@ -23,7 +24,7 @@ from runtime.store.base import RunRecord, RunUpdate, SignalRecord, Snapshot, Tim
 # The run item sorts just before its signals ("S#..."), so begins_with(sk, "S") reads the
 # run and its signals without the journal ("J#...").
 RUN_SK = "S"
-WAKE_PK = "#WAKE"
+WAKE_PK = "#WAKE"  # a run asked to advance carries wake_pk/wake_sk (a sparse index)
 TIMER_PK = "#TIMER"
 ALL_RUNS = "#RUNS"
 MAX_TXN_ITEMS = 100
@@ -35,6 +36,7 @@ INDEXES = {
     "by_parent": ("parent_pk", "created_sk"),
     "all_runs": ("all_pk", "created_sk"),
     "timers": ("timer_pk", "timer_sk"),
+    "wakes": ("wake_pk", "wake_sk"),
 }
 
 
@@ -255,6 +257,9 @@ class DynamoDBStore:
             "status_pk": _s(f"STATUS#{run.status}"),
             "workflow_pk": _s(f"WF#{run.workflow}"),
             "all_pk": _s(ALL_RUNS),
+            "wake_pk": _s(WAKE_PK),
+            "wake_sk": _s(f"{run.created_at:020.6f}"),
+            "wake_token": _n(1),
         }
         if run.parent_id is not None:
             item["parent_id"] = _s(run.parent_id)
@@ -277,14 +282,14 @@ class DynamoDBStore:
             "Put": {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
         }
 
-    def _wake_put(self, run_id: str) -> dict[str, Any]:
+    def _wake_update(self, run_id: str, at: float) -> dict[str, Any]:
         return {
             "Update": {
                 "TableName": self.table,
-                "Key": {"pk": _s(WAKE_PK), "sk": _s(run_id)},
-                "UpdateExpression": "ADD #t :one",
-                "ExpressionAttributeNames": {"#t": "token"},
-                "ExpressionAttributeValues": {":one": _n(1)},
+                "Key": {"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
+                "UpdateExpression": "SET wake_pk = :w, wake_sk = :at ADD wake_token :one",
+                "ConditionExpression": "attribute_exists(pk)",
+                "ExpressionAttributeValues": {":w": _s(WAKE_PK), ":at": _s(f"{at:020.6f}"), ":one": _n(1)},
             }
         }
 
@@ -308,7 +313,7 @@ class DynamoDBStore:
             }
         }
         try:
-            self._transact([put_run, self._entry_put(run.id, started), self._wake_put(run.id)], run.id, 1)
+            self._transact([put_run, self._entry_put(run.id, started)], run.id, 1)
         except JournalConflict:
             existing = self.get_run(run.id)
             if existing is None:
@@ -352,6 +357,11 @@ class DynamoDBStore:
         if entries:
             sets.append("updated_at = :upd")
             values[":upd"] = _n(entries[-1].at)
+        if ended:
+            removes += ["wake_pk", "wake_sk"]
+        if update is not None and update.status != "running":
+            # A lease is held only while a run is running: parking or ending releases it.
+            removes += ["lease_owner", "lease_until"]
         if ended or (timer is not None and timer.due_ms is None):
             removes += ["timer_due", "timer_pk", "timer_sk"]
         elif timer is not None and timer.due_ms is not None:
@@ -415,9 +425,11 @@ class DynamoDBStore:
             item = self._db.update_item(
                 TableName=self.table,
                 Key={"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
-                UpdateExpression="ADD signal_seq :one",
+                # Numbering and the wake-up in one write; an ended run's wake-up is dropped by
+                # the worker that finds it ended.
+                UpdateExpression="SET wake_pk = :w, wake_sk = :at ADD signal_seq :one, wake_token :one",
                 ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeValues={":one": _n(1)},
+                ExpressionAttributeValues={":one": _n(1), ":w": _s(WAKE_PK), ":at": _s(f"{at:020.6f}")},
                 ReturnValues="ALL_NEW",
             )["Attributes"]
         except ClientError as e:
@@ -439,8 +451,6 @@ class DynamoDBStore:
                 "state": _s("pending" if live else "set_aside"),
             },
         )
-        if live:
-            self.wake(run_id)
         return signal_id, live
 
     def signals(self, run_id: str) -> list[SignalRecord]:
@@ -468,22 +478,21 @@ class DynamoDBStore:
         for item in self._due(now_ms):
             run_id = item["id"]["S"]
             try:
-                self._db.transact_write_items(
-                    TransactItems=[
-                        {
-                            "Update": {
-                                "TableName": self.table,
-                                "Key": {"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
-                                "UpdateExpression": "REMOVE timer_due, timer_pk, timer_sk",
-                                "ConditionExpression": "timer_due = :due",  # still this timer
-                                "ExpressionAttributeValues": {":due": item["timer_due"]},
-                            }
-                        },
-                        self._wake_put(run_id),
-                    ]
+                self._db.update_item(
+                    TableName=self.table,
+                    Key={"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
+                    UpdateExpression="SET wake_pk = :w, wake_sk = :at ADD wake_token :one "
+                    "REMOVE timer_due, timer_pk, timer_sk",
+                    ConditionExpression="timer_due = :due",  # still this timer
+                    ExpressionAttributeValues={
+                        ":due": item["timer_due"],
+                        ":w": _s(WAKE_PK),
+                        ":at": _s(f"{now_ms / 1000:020.6f}"),
+                        ":one": _n(1),
+                    },
                 )
             except ClientError as e:
-                if e.response.get("Error", {}).get("Code") == "TransactionCanceledException":
+                if e.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
                     continue  # moved or fired by someone else
                 raise
             fired.append(run_id)
@@ -503,24 +512,75 @@ class DynamoDBStore:
         return None if not item or "timer_due" not in item else _int(item["timer_due"])
 
     def wake(self, run_id: str) -> None:
-        self._db.update_item(**self._wake_put(run_id)["Update"])
+        try:
+            self._db.update_item(**self._wake_update(run_id, time.time())["Update"])
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
 
     def wakeups(self) -> list[tuple[str, int]]:
         items = self._query(
-            KeyConditionExpression="pk = :p",
+            IndexName="wakes",
+            KeyConditionExpression="wake_pk = :p",
             ExpressionAttributeValues={":p": _s(WAKE_PK)},
-            ConsistentRead=True,
         )
-        return [(i["sk"]["S"], _int(i["token"])) for i in items]
+        return [(i["id"]["S"], _int(i["wake_token"])) for i in items]
+
+    def wakeups_older_than(self, at: float) -> list[str]:
+        """Runs whose wake-up has waited since before ``at`` (epoch seconds): the reconciler's list."""
+        items = self._query(
+            IndexName="wakes",
+            KeyConditionExpression="wake_pk = :p AND wake_sk < :at",
+            ExpressionAttributeValues={":p": _s(WAKE_PK), ":at": _s(f"{at:020.6f}")},
+        )
+        return [i["id"]["S"] for i in items]
 
     def clear_wakeup(self, run_id: str, token: int) -> None:
         try:
-            self._db.delete_item(
+            self._db.update_item(
                 TableName=self.table,
-                Key={"pk": _s(WAKE_PK), "sk": _s(run_id)},
-                ConditionExpression="#t = :token",  # no newer wake arrived
-                ExpressionAttributeNames={"#t": "token"},
+                Key={"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
+                UpdateExpression="REMOVE wake_pk, wake_sk",
+                ConditionExpression="wake_token = :token",  # no newer wake arrived
                 ExpressionAttributeValues={":token": _n(token)},
+            )
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+
+    # --- leases (the AWS worker's: one invocation advances a run at a time) --------------
+
+    def acquire_lease(self, run_id: str, owner: str, now_ms: int, lease_ms: int) -> str:
+        """Take the run's lease: "ok", "busy" (another owner's lease is live) or "missing".
+        Taking it also clears the run's wake-up: the work it asked for is now being done."""
+        try:
+            self._db.update_item(
+                TableName=self.table,
+                Key={"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
+                UpdateExpression="SET lease_owner = :me, lease_until = :until REMOVE wake_pk, wake_sk",
+                ConditionExpression="attribute_exists(pk) AND "
+                "(attribute_not_exists(lease_until) OR lease_until < :now OR lease_owner = :me)",
+                ExpressionAttributeValues={
+                    ":me": _s(owner),
+                    ":until": _n(now_ms + lease_ms),
+                    ":now": _n(now_ms),
+                },
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+            return "busy" if e.response.get("Item") else "missing"
+        return "ok"
+
+    def release_lease(self, run_id: str, owner: str) -> None:
+        try:
+            self._db.update_item(
+                TableName=self.table,
+                Key={"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
+                UpdateExpression="REMOVE lease_owner, lease_until",
+                ConditionExpression="lease_owner = :me",
+                ExpressionAttributeValues={":me": _s(owner)},
             )
         except ClientError as e:
             if e.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":

@@ -1,0 +1,53 @@
+"""The AWS runtime's configuration, read from environment variables when a handler is built."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from runtime.errors import LunaflowError
+
+
+@dataclass(frozen=True)
+class AwsConfig:
+    project: str  # the project folder inside the bundle
+    table: str  # the DynamoDB table of runs, journals, signals, kv and objects
+    wake_queue_url: str  # SQS queue the worker Lambda consumes
+    wake_queue_arn: str
+    scheduler_group: str  # EventBridge Scheduler group for timers
+    scheduler_role_arn: str  # the role Scheduler assumes to send to the wake queue
+    queue_urls: dict[str, str] = field(default_factory=dict)  # user queue name -> SQS URL
+    secrets_prefix: str = ""  # Secrets Manager names are prefix + secret name
+    database_resource_arn: str | None = None  # Aurora cluster (RDS Data API)
+    database_secret_arn: str | None = None
+    database_name: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> AwsConfig:
+        env = os.environ if env is None else env
+
+        def need(name: str) -> str:
+            value = env.get(name)
+            if not value:
+                raise LunaflowError(
+                    f"environment variable {name} is not set; the lunaflow CDK stack sets it on every "
+                    "function — deploy with `cdk deploy`, or set it for a local test"
+                )
+            return value
+
+        queues = json.loads(env.get("LUNAFLOW_QUEUE_URLS") or "{}")
+        return cls(
+            project=env.get("LUNAFLOW_PROJECT", "project"),
+            table=need("LUNAFLOW_TABLE"),
+            wake_queue_url=need("LUNAFLOW_WAKE_QUEUE_URL"),
+            wake_queue_arn=need("LUNAFLOW_WAKE_QUEUE_ARN"),
+            scheduler_group=need("LUNAFLOW_SCHEDULER_GROUP"),
+            scheduler_role_arn=need("LUNAFLOW_SCHEDULER_ROLE_ARN"),
+            queue_urls={str(k): str(v) for k, v in queues.items()},
+            secrets_prefix=env.get("LUNAFLOW_SECRETS_PREFIX", ""),
+            database_resource_arn=env.get("LUNAFLOW_DATABASE_ARN") or None,
+            database_secret_arn=env.get("LUNAFLOW_DATABASE_SECRET_ARN") or None,
+            database_name=env.get("LUNAFLOW_DATABASE_NAME") or None,
+        )

@@ -1,0 +1,170 @@
+"""``database "name"`` on AWS: Aurora Serverless v2 (PostgreSQL) through the RDS Data API.
+
+The Lua API is the same as locally: ``?`` placeholders (rewritten to the Data API's
+``:p1, :p2, ...`` outside string literals), rows as tables, migrations applied once, in
+order, each in a transaction recorded in ``_lunaflow_migrations``. Each lunaflow database
+is a PostgreSQL database of the cluster, named by the declaration.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from runtime.services.base import ServiceError
+from runtime.services.database import check_name
+
+_MIGRATION = re.compile(r"^(\d+)_.*\.sql$")
+
+
+def rewrite_placeholders(sql: str) -> tuple[str, int]:
+    """``?`` outside quotes becomes ``:p1``, ``:p2``...; returns the SQL and the count."""
+    out: list[str] = []
+    count = 0
+    quote: str | None = None
+    for ch in sql:
+        if quote is not None:
+            if ch == quote:
+                quote = None
+        elif ch in ("'", '"'):
+            quote = ch
+        elif ch == "?":
+            count += 1
+            out.append(f":p{count}")
+            continue
+        out.append(ch)
+    return "".join(out), count
+
+
+def parameter(name: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        field: dict[str, Any] = {"isNull": True}
+    elif isinstance(value, bool):
+        field = {"booleanValue": value}
+    elif isinstance(value, int):
+        field = {"longValue": value}
+    elif isinstance(value, float):
+        field = {"doubleValue": value}
+    elif isinstance(value, str):
+        field = {"stringValue": value}
+    else:
+        field = {"stringValue": json.dumps(value, separators=(",", ":"))}
+    return {"name": name, "value": field}
+
+
+def _statements(sql: str) -> list[str]:
+    return [s.strip() for s in sql.split(";") if s.strip()]
+
+
+class DataApiDatabases:
+    def __init__(self, client: Any, resource_arn: str, secret_arn: str) -> None:
+        self._rds = client
+        self.resource_arn = resource_arn
+        self.secret_arn = secret_arn
+        self._migrated: set[str] = set()
+        self._lock = threading.Lock()
+
+    def _execute(
+        self, database: str, sql: str, params: list[Any] | None = None, tx: str | None = None
+    ) -> Any:
+        text, count = rewrite_placeholders(sql)
+        values = params or []
+        if count != len(values):
+            raise ServiceError(
+                f"database '{database}': the SQL has {count} ? placeholders but {len(values)} "
+                "parameters were given; pass one value per ?"
+            )
+        request: dict[str, Any] = {
+            "resourceArn": self.resource_arn,
+            "secretArn": self.secret_arn,
+            "database": database,
+            "sql": text,
+            "parameters": [parameter(f"p{i + 1}", v) for i, v in enumerate(values)],
+            "formatRecordsAs": "JSON",
+        }
+        if tx is not None:
+            request["transactionId"] = tx
+        try:
+            return self._rds.execute_statement(**request)
+        except ClientError as e:
+            message = e.response.get("Error", {}).get("Message", str(e))
+            raise ServiceError(
+                f"database '{database}' failed: {message} (SQL: {' '.join(sql.split())[:120]})"
+            ) from e
+
+    def declare(self, name: str, opts: Any, project_root: Path) -> None:
+        check_name(name)
+        migrations = opts.get("migrations") if isinstance(opts, dict) else None
+        if migrations is None:
+            return
+        with self._lock:
+            if name in self._migrated:
+                return
+            self.migrate(name, project_root / str(migrations))
+            self._migrated.add(name)
+
+    def migrate(self, name: str, folder: Path) -> list[str]:
+        if not folder.is_dir():
+            raise ServiceError(f"database '{name}': migrations folder {folder} does not exist")
+        self._execute(
+            name, "CREATE TABLE IF NOT EXISTS _lunaflow_migrations (file TEXT PRIMARY KEY, applied_at TEXT)"
+        )
+        done = {
+            row["file"] for row in self._rows(self._execute(name, "SELECT file FROM _lunaflow_migrations"))
+        }
+        applied = []
+        for path in sorted(p for p in folder.iterdir() if _MIGRATION.match(p.name)):
+            if path.name in done:
+                continue
+            tx = self._rds.begin_transaction(
+                resourceArn=self.resource_arn, secretArn=self.secret_arn, database=name
+            )["transactionId"]
+            try:
+                for statement in _statements(path.read_text(encoding="utf-8")):
+                    self._execute(name, statement, tx=tx)
+                self._execute(
+                    name,
+                    "INSERT INTO _lunaflow_migrations (file, applied_at) VALUES (?, CURRENT_TIMESTAMP)",
+                    [path.name],
+                    tx=tx,
+                )
+            except ServiceError as e:
+                self._rds.rollback_transaction(
+                    resourceArn=self.resource_arn, secretArn=self.secret_arn, transactionId=tx
+                )
+                raise ServiceError(
+                    f"database '{name}': migration {path.name} failed and was rolled back: {e}"
+                ) from e
+            self._rds.commit_transaction(
+                resourceArn=self.resource_arn, secretArn=self.secret_arn, transactionId=tx
+            )
+            applied.append(path.name)
+        return applied
+
+    @staticmethod
+    def _rows(response: Any) -> list[dict[str, Any]]:
+        records = response.get("formattedRecords")
+        return list(json.loads(records)) if records else []
+
+    def call(self, name: str, method: str, args: list[Any]) -> list[Any]:
+        if method not in ("exec", "query", "first"):
+            raise ServiceError(f"database '{name}' has no method '{method}'; use exec, query or first")
+        if not args or not isinstance(args[0], str):
+            raise ServiceError(f"database '{name}':{method} expects SQL text as its first argument")
+        params = args[1] if len(args) > 1 and args[1] is not None else []
+        if not isinstance(params, list):
+            raise ServiceError(f"database '{name}':{method}: parameters must be an array for ? placeholders")
+        response = self._execute(name, args[0], params)
+        if method == "exec":
+            generated = response.get("generatedFields") or []
+            last = next(iter(generated[0].values()), None) if generated else None
+            return [{"changes": int(response.get("numberOfRecordsUpdated", 0)), "last_insert_id": last}]
+        rows = self._rows(response)
+        if method == "first":
+            return [rows[0] if rows else None]
+        return [rows]

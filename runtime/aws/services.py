@@ -1,0 +1,248 @@
+"""The services on AWS: kv and object state in the store's DynamoDB table, user queues on
+SQS, secrets in Secrets Manager (through the store), databases through the RDS Data API."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from runtime.clock import Clock
+from runtime.durations import parse_ms
+from runtime.services.base import ObjectRunner, QueueRunner, ServiceError
+from runtime.services.kv import MAX_LIST
+from runtime.services.queues import MAX_DELAY_S
+
+OBJECT_LOCK_MS = 60_000
+OBJECT_WAIT_S = 10.0
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _n(value: float | int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class DynamoKV:
+    """``kv "ns"`` items: pk ``KV#<ns>``, sk the key; ``expires_at`` is the table's TTL
+    attribute (DynamoDB deletes expired items lazily, so reads check it too)."""
+
+    def __init__(self, db: Any, table: str, clock: Clock) -> None:
+        self._db, self.table, self._clock = db, table, clock
+
+    def call(self, ns: str, method: str, args: list[Any]) -> list[Any]:
+        now = self._clock.now()
+        if method in ("get", "put", "delete"):
+            if not args or not isinstance(args[0], str) or not args[0]:
+                raise ServiceError(f"kv '{ns}':{method} expects a non-empty string key first")
+            key = {"pk": _s(f"KV#{ns}"), "sk": _s(args[0])}
+        if method == "get":
+            item = self._db.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
+            if item is None or ("expires_at" in item and float(item["expires_at"]["N"]) <= now):
+                return [None]
+            return [json.loads(item["value"]["S"])]
+        if method == "put":
+            value = args[1] if len(args) > 1 else None
+            opts = args[2] if len(args) > 2 and args[2] is not None else {}
+            if not isinstance(opts, dict):
+                raise ServiceError(f"kv '{ns}':put options must be a table like {{ ttl = \"1h\" }}")
+            if value is None:
+                self._db.delete_item(TableName=self.table, Key=key)
+                return []
+            item = {**key, "value": _s(_dumps(value))}
+            if opts.get("ttl") is not None:
+                item["expires_at"] = _n(
+                    math.ceil(now + parse_ms(opts["ttl"], f"the ttl of kv '{ns}':put") / 1000)
+                )
+            self._db.put_item(TableName=self.table, Item=item)
+            return []
+        if method == "delete":
+            old = self._db.delete_item(TableName=self.table, Key=key, ReturnValues="ALL_OLD").get(
+                "Attributes"
+            )
+            return [old is not None]
+        if method == "list":
+            opts = args[0] if args and args[0] is not None else {}
+            if not isinstance(opts, dict):
+                raise ServiceError(
+                    f"kv '{ns}':list options must be a table like {{ prefix = \"a\", limit = 100 }}"
+                )
+            limit = opts.get("limit", MAX_LIST)
+            if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIST:
+                raise ServiceError(f"kv '{ns}':list limit must be a whole number from 1 to {MAX_LIST}")
+            out: list[dict[str, Any]] = []
+            request: dict[str, Any] = {
+                "TableName": self.table,
+                "KeyConditionExpression": "pk = :p AND begins_with(sk, :prefix)",
+                "ExpressionAttributeValues": {
+                    ":p": _s(f"KV#{ns}"),
+                    ":prefix": _s(str(opts.get("prefix") or "")),
+                },
+                "ConsistentRead": True,
+            }
+            while len(out) < limit:
+                page = self._db.query(**request)
+                for item in page.get("Items", []):
+                    if "expires_at" in item and float(item["expires_at"]["N"]) <= now:
+                        continue
+                    out.append({"key": item["sk"]["S"], "value": json.loads(item["value"]["S"])})
+                if "LastEvaluatedKey" not in page:
+                    break
+                request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+            return [out[:limit]]
+        raise ServiceError(f"kv '{ns}' has no method '{method}'; use get, put, delete or list")
+
+
+class DynamoObjects:
+    """Object state: pk ``OBJ#<class>``, sk the key. A call takes the key's lock with a
+    conditional write, runs the method, then writes the state and drops the lock in one
+    conditional write, so calls to one key are serialized across every Lambda."""
+
+    def __init__(self, db: Any, table: str, clock: Clock) -> None:
+        self._db, self.table, self._clock = db, table, clock
+
+    def call(self, runner: ObjectRunner, cls: str, key: str, method: str, args: list[Any]) -> list[Any]:
+        item_key = {"pk": _s(f"OBJ#{cls}"), "sk": _s(key)}
+        me = str(uuid.uuid4())
+        state = self._lock(item_key, me, f"{cls}('{key}'):{method}")
+        try:
+            results, new_state = runner.call_object(cls, key, method, state, args)
+        except BaseException:
+            self._unlock(item_key, me, None)
+            raise
+        self._unlock(item_key, me, new_state if new_state is not None else {})
+        return results
+
+    def _lock(self, key: dict[str, Any], me: str, what: str) -> Any:
+        give_up = time.monotonic() + OBJECT_WAIT_S
+        pause = 0.02
+        while True:
+            now = int(self._clock.now() * 1000)
+            try:
+                item = self._db.update_item(
+                    TableName=self.table,
+                    Key=key,
+                    UpdateExpression="SET lock_owner = :me, lock_until = :until",
+                    ConditionExpression="attribute_not_exists(lock_until) OR lock_until < :now",
+                    ExpressionAttributeValues={
+                        ":me": _s(me),
+                        ":until": _n(now + OBJECT_LOCK_MS),
+                        ":now": _n(now),
+                    },
+                    ReturnValues="ALL_NEW",
+                )["Attributes"]
+                return json.loads(item["state"]["S"]) if "state" in item else {}
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                    raise
+            if time.monotonic() > give_up:
+                raise ServiceError(
+                    f"{what}: the object is busy with another call for over {OBJECT_WAIT_S:.0f}s"
+                )
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
+
+    def _unlock(self, key: dict[str, Any], me: str, state: Any) -> None:
+        """Drop the lock; with ``state``, write it first (a failed call leaves it as it was)."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": key,
+            "UpdateExpression": "REMOVE lock_owner, lock_until",
+            "ConditionExpression": "lock_owner = :me",
+            "ExpressionAttributeValues": {":me": _s(me)},
+        }
+        if state is not None:
+            request["UpdateExpression"] = "SET #state = :state ADD version :one REMOVE lock_owner, lock_until"
+            request["ExpressionAttributeNames"] = {"#state": "state"}
+            request["ExpressionAttributeValues"].update({":state": _s(_dumps(state)), ":one": _n(1)})
+        self._db.update_item(**request)
+
+
+class SqsQueues:
+    def __init__(self, sqs: Any, urls: dict[str, str]) -> None:
+        self._sqs, self.urls = sqs, urls
+
+    def call(self, name: str, method: str, args: list[Any]) -> list[Any]:
+        if method != "send":
+            raise ServiceError(f"queue '{name}' has no method '{method}'; use send")
+        url = self.urls.get(name)
+        if url is None:
+            raise ServiceError(
+                f"queue '{name}' has no SQS queue in this deployment; declare its handler with "
+                f'on "queue" ("{name}", ...) so the stack creates it, then deploy'
+            )
+        opts = args[1] if len(args) > 1 and args[1] is not None else {}
+        if not isinstance(opts, dict):
+            raise ServiceError(f"queue '{name}':send options must be a table like {{ delay = \"30s\" }}")
+        delay = 0
+        if opts.get("delay") is not None:
+            delay = math.ceil(parse_ms(opts["delay"], f"the delay of queue '{name}':send") / 1000)
+            if delay > MAX_DELAY_S:
+                raise ServiceError(f"queue '{name}':send delay is over the limit of 15m")
+        sent = self._sqs.send_message(
+            QueueUrl=url, MessageBody=_dumps(args[0] if args else None), DelaySeconds=delay
+        )
+        return [sent["MessageId"]]
+
+
+class AwsServices:
+    """``runtime.services.base.Services`` on AWS."""
+
+    def __init__(
+        self,
+        *,
+        dynamodb: Any,
+        table: str,
+        sqs: Any,
+        queue_urls: dict[str, str],
+        clock: Clock,
+        databases: Any = None,
+    ) -> None:
+        self.kv = DynamoKV(dynamodb, table, clock)
+        self.objects = DynamoObjects(dynamodb, table, clock)
+        self.queues = SqsQueues(sqs, queue_urls)
+        self.databases = databases
+
+    def declare(self, kind: str, name: str, opts: Any, project_root: Path) -> None:
+        if kind == "database" and self.databases is not None:
+            self.databases.declare(name, opts, project_root)
+
+    def call(self, kind: str, name: str, method: str, args: list[Any]) -> list[Any]:
+        if kind == "kv":
+            return self.kv.call(name, method, args)
+        if kind == "queue":
+            return self.queues.call(name, method, args)
+        if kind == "database":
+            if self.databases is None:
+                raise ServiceError(
+                    f"database '{name}' has no backend in this deployment; the stack provisions Aurora "
+                    "(RDS Data API) when the project declares a database — deploy again"
+                )
+            result: list[Any] = self.databases.call(name, method, args)
+            return result
+        raise ServiceError(f"no service of kind '{kind}' on AWS")
+
+    def call_object(
+        self, runner: ObjectRunner, cls: str, key: str, method: str, args: list[Any]
+    ) -> list[Any]:
+        return self.objects.call(runner, cls, key, method, args)
+
+    def run_due(self, runner: QueueRunner) -> int:
+        return 0  # SQS delivers user queues to the queue Lambda
+
+    def next_due(self) -> float | None:
+        return None
+
+    def close(self) -> None:
+        pass
