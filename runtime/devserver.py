@@ -174,7 +174,8 @@ class DevServer:
         due = self.store.next_due()
         if due is not None:
             waits.append(due / 1000 - now)
-        queued = self.services.next_due()
+        with self.pool.borrow() as worker:
+            queued = self.services.next_due(worker)
         if queued is not None:
             waits.append(queued - now)
         return max(0.0, min(waits))

@@ -24,6 +24,7 @@ from runtime.clock import Clock, now_ms
 from runtime.code import Code, Command, Issued, Raised, Returned
 from runtime.errors import InvalidInput, JournalConflict
 from runtime.journal import ENDED, Status
+from runtime.observe import Observer, Quiet
 from runtime.replay import (
     Complete,
     Decision,
@@ -58,15 +59,28 @@ class Session:
 
 class Executor:
     def __init__(
-        self, store: Store, clock: Clock, *, cache_size: int = 256, waker: Waker | None = None
+        self,
+        store: Store,
+        clock: Clock,
+        *,
+        cache_size: int = 256,
+        waker: Waker | None = None,
+        observer: Observer | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.waker: Waker = waker or StoreOnly()
+        self.observer: Observer = observer or Quiet()
         self.cache_size = cache_size
         self._cache: OrderedDict[str, Session] = OrderedDict()
         self.current_run: str | None = None  # the run whose code is executing, for host calls
+        self._active: Session | None = None
         self.current_step: str | None = None
+
+    def replaying(self, run_id: str | None) -> bool:
+        """Whether the run's code is re-running through recorded history right now."""
+        s = self._active
+        return s is not None and s.run.id == run_id and s.replay.replaying
 
     def forget(self, run_id: str | None = None) -> None:
         """Drop cached coroutines (one run's, or all after a deploy or restart)."""
@@ -75,15 +89,15 @@ class Executor:
         else:
             self._cache.pop(run_id, None)
 
-    def advance(self, run_id: str, code: Code, *, deadline: float | None = None) -> None:
-        """Advance the run until it parks or ends. With ``deadline`` (a ``time.monotonic()``
-        value), stop before starting new work once it has passed, and wake the run again so a
-        fresh invocation continues it."""
+    def advance(self, run_id: str, code: Code, *, deadline: float | None = None) -> str | None:
+        """Advance the run until it parks or ends; returns its status then (None: no such run).
+        With ``deadline`` (a ``time.monotonic()`` value), stop before starting new work once it
+        has passed, and wake the run again so a fresh invocation continues it."""
         session = self._cache.pop(run_id, None)
         snap = self.store.load(run_id, journal=session is None)
         if snap is None or snap.run.status in ENDED or snap.run.status == Status.FAILED:
             self.forget(run_id)
-            return
+            return None if snap is None else snap.run.status
         run, signals, now = snap.run, snap.signals, now_ms(self.clock)
         decision: Decision | None = None
         if session is not None and session.code is code and session.saved_len == run.journal_len:
@@ -98,13 +112,15 @@ class Executor:
                 self.store.append(
                     run_id, run.journal_len, [], update=RunUpdate(Status.FAILED, None, error=error)
                 )
-                return
+                return Status.FAILED
             journal = snap.journal if snap.journal is not None else self.store.journal(run_id)
             replay = Replay(run_id, journal, now, signals)
             lua = code.new_run(run_id, run.workflow, run.input)
             session = Session(run, code, lua, replay, saved_len=replay.length)
+        self.observer.activation(run_id, run.workflow)
+        self._active = session
         try:
-            self._activate(session, decision, deadline)
+            return self._activate(session, decision, deadline)
         except JournalConflict:
             # Another writer (a cancel, another worker) moved the journal: our view is stale.
             log.info("run %s: journal moved under this worker; replaying afresh", run_id)
@@ -112,9 +128,11 @@ class Executor:
             fresh = self.store.get_run(run_id)
             if fresh is not None and fresh.status not in ENDED and fresh.status != Status.FAILED:
                 self._rewake(run_id)
+            return None if fresh is None else fresh.status
         finally:
             self.current_run = None
             self.current_step = None
+            self._active = None
 
     # --- the activation loop -----------------------------------------------------------
 
@@ -122,7 +140,7 @@ class Executor:
         self.store.wake(run_id)
         self.waker.wake(run_id)
 
-    def _activate(self, s: Session, decision: Decision | None, deadline: float | None) -> None:
+    def _activate(self, s: Session, decision: Decision | None, deadline: float | None) -> str:
         code, replay = s.code, s.replay
         reply: Any = None
         while True:
@@ -131,7 +149,8 @@ class Executor:
                 # continuation, and a cold one replays to here.
                 self._save(s, RunUpdate(Status.RUNNING, replay.current))
                 self._rewake(s.run.id)
-                return
+                self._remember(s)
+                return Status.RUNNING
             if decision is None:
                 self.current_run = s.run.id
                 out = code.drive(s.lua, reply)
@@ -142,13 +161,15 @@ class Executor:
                     if out.traceback:
                         log.warning("run %s failed: %s\n%s", s.run.id, out.message, out.traceback)
                     self._save(s, RunUpdate(Status.FAILED, replay.current, error=out.message))
-                    return
+                    self.observer.ended(s.run.id, s.run.workflow, Status.FAILED)
+                    return Status.FAILED
                 else:
                     decision = self._decide(s, out)
                     if decision is None:  # the command was refused: the code sees an error
                         reply = code.refusal(out.refusal or "")
                         continue
             if isinstance(decision, Resume):
+                self._note_signal(s, decision)
                 reply = code.reply(decision.value)
                 decision = None
             elif isinstance(decision, NeedValue):
@@ -160,15 +181,17 @@ class Executor:
                 self._save(s, RunUpdate(decision.status, decision.current), TimerSet(decision.due_ms))
                 self.waker.timer(s.run.id, decision.due_ms)
                 self._remember(s)
-                return
+                return decision.status
             elif isinstance(decision, Fail):
                 self._save(s, RunUpdate(Status.FAILED, replay.current, error=decision.error), TimerSet(None))
                 self.waker.timer(s.run.id, None)
-                return
+                self.observer.ended(s.run.id, s.run.workflow, Status.FAILED)
+                return Status.FAILED
             elif isinstance(decision, Complete):
                 self._save(s, RunUpdate(Status.COMPLETED, None, result=decision.result))
                 self.waker.timer(s.run.id, None)
-                return
+                self.observer.ended(s.run.id, s.run.workflow, Status.COMPLETED)
+                return Status.COMPLETED
 
     def _complete(self, s: Session, result: Any) -> Decision:
         try:
@@ -201,10 +224,23 @@ class Executor:
         finally:
             self.current_run, self.current_step = None, None
         s.replay.refresh(now_ms(self.clock), s.replay.signals)
+        self.observer.step(s.run.id, s.run.workflow, ex.name, ex.attempt, outcome.ok)
         if outcome.ok:
             vals = outcome.values or []
             return s.replay.step_succeeded({"n": len(vals), "values": vals})
-        return s.replay.step_failed(outcome.error or "error")
+        decision = s.replay.step_failed(outcome.error or "error")
+        if not isinstance(decision, Fail):
+            self.observer.retry(s.run.id, s.run.workflow, ex.name)
+        return decision
+
+    def _note_signal(self, s: Session, decision: Resume) -> None:
+        """Report signal-to-resume latency when this activation consumed a signal."""
+        value = decision.value
+        if not (isinstance(value, dict) and value.get("by") == "signal" and s.replay.unsaved):
+            return
+        arrived = next((sig.at for sig in s.replay.signals if sig.id == value.get("signal_id")), None)
+        if arrived is not None:
+            self.observer.signal_resumed(s.run.id, s.run.workflow, max(0.0, self.clock.now() - arrived))
 
     def _save(self, s: Session, update: RunUpdate | None, timer: TimerSet | None = None) -> None:
         entries = s.replay.take_unsaved()

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from runtime import fetch
+from runtime import fetch, values
 from runtime.clock import Clock, now_ms
 from runtime.code import Code
 from runtime.errors import (
@@ -25,6 +25,7 @@ from runtime.executor import Executor
 from runtime.fetch import Failure, Response
 from runtime.ids import check_run_id
 from runtime.journal import ENDED
+from runtime.observe import Observer, Quiet
 from runtime.project import ProjectSource
 from runtime.runs import Runs
 from runtime.services import builtins
@@ -43,6 +44,10 @@ ObjectFn = Callable[[str, str, str, list[Any]], list[Any]]
 MAX_WORK_ITEMS = 1_000_000
 
 
+def _refuse_constant(name: str) -> Any:
+    raise InvalidInput(f"json.parse: {name} is not JSON; numbers must be finite")
+
+
 class Worker:
     """One Lua state with the project loaded, and the executor that drives runs on it.
 
@@ -50,7 +55,13 @@ class Worker:
     """
 
     def __init__(self, platform: Platform, source: ProjectSource, cache_size: int) -> None:
-        self.executor = Executor(platform.store, platform.clock, cache_size=cache_size, waker=platform.waker)
+        self.executor = Executor(
+            platform.store,
+            platform.clock,
+            cache_size=cache_size,
+            waker=platform.waker,
+            observer=platform.observer,
+        )
         self.code_source: ProjectSource | None = source  # known before Code exists: loading declares
         self.code = Code(source, platform.host_functions(self))
 
@@ -62,7 +73,7 @@ class Worker:
         self, cls: str, key: str, method: str, state: Any, args: list[Any]
     ) -> tuple[list[Any], Any]:
         code = self.code
-        ok, results, state = code.call_object(
+        ok, *out = code.call_object(
             cls,
             key,
             method,
@@ -71,7 +82,8 @@ class Worker:
             code.source.limits.instructions,
         )
         if not ok:
-            raise ServiceError(code.sandbox.explain(str(results)))
+            raise ServiceError(code.sandbox.explain(str(out[0])))
+        results, state = out
         return json.loads(results), json.loads(state)
 
     def has_queue_handler(self, queue: str) -> bool:
@@ -105,8 +117,10 @@ class Platform(Runs):
         cache_size: int = 256,
         read_only: bool = False,
         waker: Waker | None = None,
+        observer: Observer | None = None,
     ) -> None:
         super().__init__(store, clock, waker)
+        self.observer: Observer = observer or Quiet()
         # lunaflow check replays with the project's code but must write nothing.
         self.read_only = read_only
         self.services = services
@@ -196,17 +210,23 @@ class Platform(Runs):
 
         def json_parse(text: str) -> Any:
             try:
-                return lua(json.loads(text))
+                value = json.loads(text, parse_constant=_refuse_constant)
             except json.JSONDecodeError as e:
                 raise InvalidInput(f"json.parse: the text is not valid JSON ({e})") from e
+            return lua(values.check_lua_value(value, "json.parse"))
 
-        def log_line(level: str, message: str, fields: str) -> None:
+        def log_line(level: str, message: str, fields: str, mode: str | None = None) -> None:
+            # A line the workflow function says while replaying was said when the run first
+            # passed there: it is kept for inspection, marked, and not written out again.
+            replayed = mode == "run" and worker.executor.replaying(worker.current_run)
             fields_value = json.loads(fields)
-            self.logs.append(
-                {"level": level, "message": message, "fields": fields_value, "run": worker.current_run}
-            )
-            py_level = {"warn": logging.WARNING, "error": logging.ERROR}.get(level, logging.INFO)
-            lua_log.log(py_level, "%s %s", message, fields if fields != "null" else "")
+            record = {"level": level, "message": message, "fields": fields_value, "run": worker.current_run}
+            if replayed:
+                record["replayed"] = True
+            self.logs.append(record)
+            if not replayed:
+                py_level = {"warn": logging.WARNING, "error": logging.ERROR}.get(level, logging.INFO)
+                lua_log.log(py_level, "%s %s", message, fields if fields != "null" else "")
 
         def service(kind: str, name: str, method: str, args_json: str) -> Any:
             args = json.loads(args_json)
@@ -242,7 +262,7 @@ class Platform(Runs):
             "declare": declare,
             "http_request": http,
             **builtins.crypto_functions(),
-            **builtins.jwt_functions(lua, pair),
+            **builtins.jwt_functions(lua, pair, self.clock.now),
             "service": service,
             "object_call": object_call,
             "secret": lambda name: self.secret(name, worker.current_run),

@@ -149,7 +149,8 @@ class LocalPlatform:
     def _next_due(self) -> int | None:
         """The earliest timer or queued message, in epoch milliseconds."""
         dues = [self.platform.store.next_due()]
-        queued = self.platform.services.next_due() if self.platform.services is not None else None
+        services = self.platform.services
+        queued = services.next_due(self.platform.worker) if services is not None else None
         if queued is not None:
             dues.append(int(round(queued * 1000)))
         # What is due by now has been handled by settle(), or cannot be (a message for a

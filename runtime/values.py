@@ -74,6 +74,41 @@ def decode(encoded: str) -> JSONValue:
     return json.loads(encoded)
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def check_lua_value(value: JSONValue, what: str) -> JSONValue:
+    """Refuse what a Lua value cannot hold: integers beyond 64 bits, infinite floats,
+    strings that are not UTF-8 (lone surrogates). Returns the value."""
+
+    def walk(v: JSONValue, path: str) -> None:
+        if isinstance(v, bool) or v is None:
+            return
+        if isinstance(v, int):
+            if not INT64_MIN <= v <= INT64_MAX:
+                raise InvalidInput(
+                    f"{what}: the number at {path} does not fit a Lua integer (64 bits); send it as a string"
+                )
+        elif isinstance(v, float):
+            if not math.isfinite(v):
+                raise InvalidInput(f"{what}: the number at {path} is not finite")
+        elif isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise InvalidInput(f"{what}: the string at {path} is not valid UTF-8 ({e.reason})") from e
+        elif isinstance(v, list):
+            for i, item in enumerate(v):
+                walk(item, f"{path}[{i + 1}]")
+        elif isinstance(v, dict):
+            for k, item in v.items():
+                walk(k, f"{path} (a key)")
+                walk(item, f"{path}.{k}")
+
+    walk(value, "value")
+    return value
+
+
 def to_lua(table_from: Callable[[Any], Any], value: JSONValue) -> Any:
     """Build the Lua value for a decoded JSON value. Lists become 1..n arrays."""
     if isinstance(value, dict):

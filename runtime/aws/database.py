@@ -22,6 +22,11 @@ from runtime.services.database import check_name
 _MIGRATION = re.compile(r"^(\d+)_.*\.sql$")
 
 
+def migration_number(name: str) -> int:
+    match = _MIGRATION.match(name)
+    return int(match.group(1)) if match else 0
+
+
 def rewrite_placeholders(sql: str) -> tuple[str, int]:
     """``?`` outside quotes becomes ``:p1``, ``:p2``...; returns the SQL and the count."""
     out: list[str] = []
@@ -118,7 +123,8 @@ class DataApiDatabases:
             row["file"] for row in self._rows(self._execute(name, "SELECT file FROM _lunaflow_migrations"))
         }
         applied = []
-        for path in sorted(p for p in folder.iterdir() if _MIGRATION.match(p.name)):
+        files = [p for p in folder.iterdir() if _MIGRATION.match(p.name)]
+        for path in sorted(files, key=lambda p: (migration_number(p.name), p.name)):
             if path.name in done:
                 continue
             tx = self._rds.begin_transaction(

@@ -241,7 +241,7 @@ class AwsServices:
     def run_due(self, runner: QueueRunner) -> int:
         return 0  # SQS delivers user queues to the queue Lambda
 
-    def next_due(self) -> float | None:
+    def next_due(self, runner: QueueRunner) -> float | None:
         return None
 
     def close(self) -> None:

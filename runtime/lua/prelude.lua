@@ -690,7 +690,7 @@ local function log_fn(level)
       local s, problem = encode(fields, "fields")
       json = s or encode("(fields not logged: " .. problem .. ")")
     end
-    call_host("log", level, safe_text(msg), json)
+    call_host("log", level, safe_text(msg), json, ctx.mode)
   end
 end
 
@@ -704,7 +704,7 @@ local base = {
   print = function(...)
     local parts = {}
     for i = 1, select_("#", ...) do parts[i] = tostring_((select_(i, ...))) end
-    call_host("log", "info", safe_text(tconcat(parts, "\t")), "null")
+    call_host("log", "info", safe_text(tconcat(parts, "\t")), "null", ctx.mode)
   end,
   string = sb_string, table = copy(table), math = sb_math, utf8 = copy(utf8),
   os = sb_os, coroutine = sb_coroutine,
@@ -756,8 +756,8 @@ local sb_jwt = {
   verify = function(token, key)
     outside_run_code("Jwt")
     need_string(token, "Jwt.verify token") need_string(key, "Jwt.verify key")
-    local r = call_host("jwt_verify", safe_text(token), tohex(key))
-    return r[1], r[2]
+    local claims, err = call_host("jwt_verify", safe_text(token), tohex(key))
+    return claims, err
   end,
 }
 

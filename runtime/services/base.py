@@ -43,7 +43,7 @@ class Services(Protocol):
     def run_due(self, runner: QueueRunner) -> int:
         """Deliver due queue messages; returns how many handler calls were made."""
 
-    def next_due(self) -> float | None:
-        """Epoch seconds of the next queued message that will fall due, if any."""
+    def next_due(self, runner: QueueRunner) -> float | None:
+        """Epoch seconds of the next queued message with a handler that will fall due, if any."""
 
     def close(self) -> None: ...

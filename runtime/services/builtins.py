@@ -44,7 +44,7 @@ def crypto_functions() -> dict[str, Callable[..., Any]]:
 
 
 def jwt_functions(
-    to_lua: Callable[[Any], Any], pair: Callable[[Any, Any], Any]
+    to_lua: Callable[[Any], Any], pair: Callable[[Any, Any], Any], now: Callable[[], float]
 ) -> dict[str, Callable[..., Any]]:
     def sign(claims_json: str, key_hex: str, alg: str) -> str:
         if alg not in ("HS256", "HS384", "HS512"):
@@ -52,10 +52,21 @@ def jwt_functions(
         return jwt.encode(json.loads(claims_json), _unhex(key_hex), algorithm=alg)
 
     def verify(token: str, key_hex: str) -> Any:
+        # Times are checked against the platform's clock (a test's fake clock included),
+        # not the machine's, so PyJWT's own time checks are off.
+        options: Any = {"verify_exp": False, "verify_nbf": False, "verify_iat": False}
         try:
-            claims = jwt.decode(token, _unhex(key_hex), algorithms=["HS256", "HS384", "HS512"])
+            claims = jwt.decode(
+                token, _unhex(key_hex), algorithms=["HS256", "HS384", "HS512"], options=options
+            )
         except jwt.PyJWTError as e:
             return pair(None, f"invalid token: {e}")
+        t = now()
+        exp, nbf = claims.get("exp"), claims.get("nbf")
+        if isinstance(exp, int | float) and not isinstance(exp, bool) and t >= exp:
+            return pair(None, "invalid token: Signature has expired")
+        if isinstance(nbf, int | float) and not isinstance(nbf, bool) and t < nbf:
+            return pair(None, "invalid token: The token is not yet valid (nbf)")
         return pair(to_lua(claims), None)
 
     return {"jwt_sign": sign, "jwt_verify": verify}

@@ -38,7 +38,9 @@ class Database:
                 f"database '{self.name}': migrations folder {folder} does not exist; create it with files "
                 f"like 001_init.sql, or point migrations = at the right folder"
             )
-        files = sorted((p for p in folder.iterdir() if _MIGRATION.match(p.name)), key=lambda p: p.name)
+        files = sorted(
+            (p for p in folder.iterdir() if _MIGRATION.match(p.name)), key=lambda p: (_number(p.name), p.name)
+        )
         applied: list[str] = []
         with self._lock:
             done = {r[0] for r in self._db.execute("SELECT file FROM _lunaflow_migrations")}
@@ -105,6 +107,11 @@ def _row(db: str, row: sqlite3.Row) -> dict[str, Any]:
             )
         out[key] = value
     return out
+
+
+def _number(name: str) -> int:
+    match = _MIGRATION.match(name)
+    return int(match.group(1)) if match else 0
 
 
 def _clip(sql: str) -> str:

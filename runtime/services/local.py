@@ -103,8 +103,8 @@ class LocalServices:
     def run_due(self, runner: QueueRunner) -> int:
         return self.queues.run_due(runner)
 
-    def next_due(self) -> float | None:
-        return self.queues.next_due()
+    def next_due(self, runner: QueueRunner) -> float | None:
+        return self.queues.next_due(runner)
 
     def close(self) -> None:
         with self._guard:

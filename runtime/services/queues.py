@@ -104,10 +104,20 @@ class Queues:
                         (attempt, self._now() + settings.retry_delay_s, error, msg_id),
                     )
 
-    def next_due(self) -> float | None:
+    def next_due(self, runner: QueueRunner) -> float | None:
+        """The next ready message's due time, among queues that have a handler: a message
+        nobody handles waits without holding up the rest."""
+        ready = self._db().execute("SELECT DISTINCT queue FROM queue_messages WHERE state = 'ready'")
+        handled = [q for (q,) in ready if runner.has_queue_handler(q)]
+        if not handled:
+            return None
+        marks = ",".join("?" * len(handled))
         row = (
             self._db()
-            .execute("SELECT MIN(available_at) FROM queue_messages WHERE state = 'ready'")
+            .execute(
+                f"SELECT MIN(available_at) FROM queue_messages WHERE state = 'ready' AND queue IN ({marks})",
+                handled,
+            )
             .fetchone()
         )
         return None if row[0] is None else float(row[0])

@@ -1,0 +1,43 @@
+"""What the engine reports as runs progress: a seam for logs and metrics.
+
+The executor calls an ``Observer`` at each event; locally nothing listens, on AWS
+``runtime.aws.observe.PowertoolsObserver`` turns them into CloudWatch metrics and log keys.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Observer(Protocol):
+    def activation(self, run_id: str, workflow: str) -> None:
+        """A worker starts advancing the run (log lines that follow are about it)."""
+
+    def step(self, run_id: str, workflow: str, step: str, attempt: int, ok: bool) -> None:
+        """One attempt of a step body ended."""
+
+    def retry(self, run_id: str, workflow: str, step: str) -> None:
+        """A failed attempt will be retried after its backoff."""
+
+    def signal_resumed(self, run_id: str, workflow: str, latency_s: float) -> None:
+        """A wait resolved by a signal, ``latency_s`` after the signal arrived."""
+
+    def ended(self, run_id: str, workflow: str, status: str) -> None:
+        """The run completed or failed (a failed run may be resumed later)."""
+
+
+class Quiet:
+    def activation(self, run_id: str, workflow: str) -> None:
+        pass
+
+    def step(self, run_id: str, workflow: str, step: str, attempt: int, ok: bool) -> None:
+        pass
+
+    def retry(self, run_id: str, workflow: str, step: str) -> None:
+        pass
+
+    def signal_resumed(self, run_id: str, workflow: str, latency_s: float) -> None:
+        pass
+
+    def ended(self, run_id: str, workflow: str, status: str) -> None:
+        pass

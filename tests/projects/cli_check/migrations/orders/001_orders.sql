@@ -1,0 +1,1 @@
+CREATE TABLE orders (id TEXT PRIMARY KEY, state TEXT NOT NULL);

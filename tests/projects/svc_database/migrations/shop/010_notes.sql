@@ -1,0 +1,2 @@
+ALTER TABLE items ADD COLUMN note TEXT;
+INSERT INTO applied_order VALUES ('010');

@@ -1,0 +1,1 @@
+INSERT INTO applied_order VALUES ('10');

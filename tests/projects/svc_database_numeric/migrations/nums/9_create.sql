@@ -1,0 +1,2 @@
+CREATE TABLE applied_order (file TEXT NOT NULL);
+INSERT INTO applied_order VALUES ('9');

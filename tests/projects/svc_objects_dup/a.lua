@@ -1,0 +1,1 @@
+object "Counter" { get = function(self) return 1 end }

@@ -1,0 +1,1 @@
+on "queue" ("inbox", function(message) end)

@@ -1,0 +1,257 @@
+"""Acceptance: ``database "name" { migrations = "migrations/name" }`` (SPEC sections 1 and 2),
+on the local SQLite backend, through LocalPlatform."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from runtime.errors import ProjectLoadError
+from runtime.testing import LocalPlatform
+
+from . import call, copy_project, error, project, value
+
+EFFECT_RULE = "is an effect and belongs inside wf:step"
+
+
+def applied_order(p: LocalPlatform) -> list[str]:
+    rows = value(p, op="query", sql="SELECT file FROM applied_order ORDER BY rowid")
+    return [r["file"] for r in rows]
+
+
+def tables(data_dir: Path, db: str) -> set[str]:
+    conn = sqlite3.connect(data_dir / "db" / f"{db}.sqlite")
+    try:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    finally:
+        conn.close()
+
+
+# --- migrations --------------------------------------------------------------------------
+
+
+def test_migrations_are_applied_in_prefix_order_and_recorded(tmp_path: Path) -> None:
+    """SPEC 1: "migrations/<db>/NNN_name.sql — schema migrations, applied in order, once"."""
+    with LocalPlatform(project("svc_database"), data_dir=tmp_path) as p:
+        assert applied_order(p) == ["001", "002", "010"]
+        recorded = value(p, op="query", sql="SELECT file FROM _lunaflow_migrations ORDER BY file")
+        assert [r["file"] for r in recorded] == ["001_items.sql", "002_seed.sql", "010_notes.sql"]
+    assert (tmp_path / "db" / "shop.sqlite").is_file()
+
+
+def test_migrations_are_not_rerun_after_a_restart(tmp_path: Path) -> None:
+    """SPEC 1: migrations are applied "once": reopening the same data (as after a crash)
+    does not run them again."""
+    with LocalPlatform(project("svc_database"), data_dir=tmp_path) as p:
+        p.restart()
+        p.restart()
+        assert applied_order(p) == ["001", "002", "010"]
+        seeds = value(p, op="first", sql="SELECT COUNT(*) AS n FROM items WHERE name = 'seed'")
+        assert seeds == {"n": 1}
+    with LocalPlatform(project("svc_database"), data_dir=tmp_path) as p:
+        assert applied_order(p) == ["001", "002", "010"]
+
+
+def test_a_deploy_applies_only_the_new_migration(tmp_path: Path) -> None:
+    """SPEC 1: "applied in order, once" — a deploy that adds 020 applies 020 alone."""
+    v2 = copy_project("svc_database", tmp_path / "v2")
+    (v2 / "migrations" / "shop" / "020_more.sql").write_text(
+        "INSERT INTO applied_order VALUES ('020');\n", encoding="utf-8"
+    )
+    with LocalPlatform(project("svc_database"), data_dir=tmp_path / "data") as p:
+        p.deploy(v2)
+        assert applied_order(p) == ["001", "002", "010", "020"]
+        p.restart()
+        assert applied_order(p) == ["001", "002", "010", "020"]
+
+
+def test_migration_prefixes_are_ordered_by_number() -> None:
+    """SPEC 1: NNN_name.sql migrations are "applied in order": the NNN prefix's order, so
+    9_create.sql runs before 10_after.sql even though "10" sorts first as text."""
+    with LocalPlatform(project("svc_database_numeric")) as p:
+        assert value(p) == [{"file": "9"}, {"file": "10"}]
+
+
+def test_a_failing_migration_is_rolled_back_and_refuses_the_load(tmp_path: Path) -> None:
+    """Each migration runs in its own transaction: a failing one leaves no trace of its
+    earlier statements, and the load is refused naming the file and the SQL error."""
+    proj = copy_project("svc_database", tmp_path / "proj")
+    bad = proj / "migrations" / "shop" / "020_bad.sql"
+    bad.write_text(
+        "CREATE TABLE partial (id INTEGER);\n"
+        "INSERT INTO applied_order VALUES ('020');\n"
+        "INSERT INTO no_such_table VALUES (1);\n",
+        encoding="utf-8",
+    )
+    data = tmp_path / "data"
+    with pytest.raises(ProjectLoadError) as refused:
+        LocalPlatform(proj, data_dir=data)
+    message = str(refused.value)
+    assert "020_bad.sql" in message
+    assert "no such table: no_such_table" in message
+    assert "database 'shop'" in message
+    assert "main.lua" in message
+    # Nothing of 020 is left; 001-010 stay applied.
+    assert "partial" not in tables(data, "shop")
+    conn = sqlite3.connect(data / "db" / "shop.sqlite")
+    try:
+        assert [r[0] for r in conn.execute("SELECT file FROM applied_order ORDER BY rowid")] == [
+            "001",
+            "002",
+            "010",
+        ]
+        assert "020_bad.sql" not in {r[0] for r in conn.execute("SELECT file FROM _lunaflow_migrations")}
+    finally:
+        conn.close()
+
+    # The fixed file applies on the next start (CREATE TABLE without IF NOT EXISTS proves
+    # the failed attempt left no table behind); earlier files are not re-run.
+    bad.write_text(
+        "CREATE TABLE partial (id INTEGER);\nINSERT INTO applied_order VALUES ('020');\n",
+        encoding="utf-8",
+    )
+    with LocalPlatform(proj, data_dir=data) as p:
+        assert applied_order(p) == ["001", "002", "010", "020"]
+        assert value(p, op="query", sql="SELECT * FROM partial") == {}
+    assert "partial" in tables(data, "shop")
+
+
+def test_a_failing_migration_refuses_a_deploy_and_the_old_code_keeps_serving(tmp_path: Path) -> None:
+    """A deploy whose migration fails is refused (ProjectLoadError naming the file); the
+    platform keeps the code it had."""
+    v2 = copy_project("svc_database", tmp_path / "v2")
+    (v2 / "migrations" / "shop" / "020_bad.sql").write_text("CREATE TABLE oops (;\n", encoding="utf-8")
+    with LocalPlatform(project("svc_database"), data_dir=tmp_path / "data") as p:
+        with pytest.raises(ProjectLoadError, match="020_bad.sql"):
+            p.deploy(v2)
+        assert applied_order(p) == ["001", "002", "010"]
+        assert value(p, op="exec", sql="INSERT INTO items (name) VALUES ('after')")["changes"] == 1
+
+
+def test_a_declared_migrations_folder_that_is_missing_refuses_the_load() -> None:
+    """SPEC 1: loading is refused, with an error naming the script and line, when a script
+    raises — here the declared migrations folder does not exist."""
+    with pytest.raises(ProjectLoadError) as refused:
+        LocalPlatform(project("svc_database_nofolder"))
+    message = str(refused.value)
+    assert "main.lua:2" in message
+    assert "database 'ledger'" in message
+    assert "migrations/ledger" in message and "does not exist" in message
+
+
+# --- exec, query, first --------------------------------------------------------------------
+
+
+def test_exec_returns_changes_and_last_insert_id() -> None:
+    """SPEC 2: ":exec(sql, params) returns { changes = n, last_insert_id = id }"."""
+    with LocalPlatform(project("svc_database")) as p:
+        first = value(p, op="exec", sql="INSERT INTO items (name, qty) VALUES (?, ?)", params=["a", 1])
+        second = value(p, op="exec", sql="INSERT INTO items (name, qty) VALUES (?, ?)", params=["b", 2])
+        assert set(first) == {"changes", "last_insert_id"}
+        assert first["changes"] == 1 and second["changes"] == 1
+        assert isinstance(first["last_insert_id"], int)
+        assert second["last_insert_id"] == first["last_insert_id"] + 1
+        updated = value(
+            p, op="exec", sql="UPDATE items SET qty = qty + 10 WHERE name IN (?, ?)", params=["a", "b"]
+        )
+        assert updated["changes"] == 2
+        none = value(p, op="exec", sql="DELETE FROM items WHERE name = ?", params=["nobody"])
+        assert none["changes"] == 0
+
+
+def test_query_returns_an_array_of_row_tables() -> None:
+    """SPEC 2: ":query(sql, params) returns an array of row tables"."""
+    with LocalPlatform(project("svc_database")) as p:
+        for name, qty in [("b", 2), ("c", 3)]:
+            value(p, op="exec", sql="INSERT INTO items (name, qty) VALUES (?, ?)", params=[name, qty])
+        out = call(p, op="query", sql="SELECT name, qty FROM items ORDER BY name")
+        assert out["type"] == "table" and out["len"] == 3
+        assert out["value"] == [
+            {"name": "b", "qty": 2},
+            {"name": "c", "qty": 3},
+            {"name": "seed", "qty": 1},
+        ]
+        empty = call(p, op="query", sql="SELECT name FROM items WHERE qty > ?", params=[100])
+        assert empty["type"] == "table" and empty["len"] == 0
+
+
+def test_first_returns_a_row_or_nil() -> None:
+    """SPEC 2: ":first(sql, params) returns a row or nil"."""
+    with LocalPlatform(project("svc_database")) as p:
+        row = call(p, op="first", sql="SELECT name, qty, note FROM items ORDER BY id")
+        assert row["type"] == "table"
+        assert row["value"] == {"name": "seed", "qty": 1}  # a NULL column is absent (nil)
+        missing = call(p, op="first", sql="SELECT * FROM items WHERE id = ?", params=[12345])
+        assert missing == {"ok": True, "type": "nil"}
+
+
+def test_question_mark_placeholders_bind_values_not_sql() -> None:
+    """SPEC 2: "Placeholders are `?`" — values are bound, never spliced into the SQL."""
+    with LocalPlatform(project("svc_database")) as p:
+        hostile = "x'); DROP TABLE items; --"
+        value(p, op="exec", sql="INSERT INTO items (name, qty) VALUES (?, ?)", params=[hostile, 7])
+        row = value(p, op="first", sql="SELECT name, qty FROM items WHERE name = ?", params=[hostile])
+        assert row == {"name": hostile, "qty": 7}
+        assert value(p, op="first", sql="SELECT COUNT(*) AS n FROM items")["n"] == 2
+        mixed = value(p, op="first", sql="SELECT ? AS i, ? AS f, ? AS s, ? AS b", params=[3, 1.5, "é", True])
+        assert mixed == {"i": 3, "f": 1.5, "s": "é", "b": 1}
+
+
+def test_sql_errors_are_lua_errors_naming_the_database() -> None:
+    """SQL errors surface as Lua errors (catchable with pcall) naming the database, the
+    call and SQLite's message, positioned at the user's line."""
+    with LocalPlatform(project("svc_database")) as p:
+        e = error(p, op="exec", sql="INSERT INTO no_such_table VALUES (1)")
+        assert "database 'shop'" in e and "exec" in e
+        assert "no such table: no_such_table" in e
+        assert e.startswith("main.lua:")
+        e = error(p, op="query", sql="SELEC nonsense")
+        assert "database 'shop'" in e and "syntax error" in e
+        e = error(p, op="exec", sql="INSERT INTO items (name) VALUES (NULL)")
+        assert "NOT NULL constraint failed: items.name" in e
+
+
+def test_writes_in_a_step_are_visible_to_later_steps_and_handlers(tmp_path: Path) -> None:
+    """Seed: database calls belong "inside wf:step"; there they run and are recorded."""
+    with LocalPlatform(project("svc_database"), data_dir=tmp_path) as p:
+        run = p.start("restock", {"name": "widget", "qty": 4}, id="restock-1")
+        assert run.status == "completed", run.error
+        assert run.result["inserted"]["changes"] == 1
+        assert run.result["row"] == {"name": "widget", "qty": 4}
+        p.restart()
+        rows = value(p, op="query", sql="SELECT name, qty FROM items WHERE name = ?", params=["widget"])
+        assert rows == [{"name": "widget", "qty": 4}]
+
+
+# --- refusals ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", ["exec", "query", "first"])
+def test_a_database_call_outside_a_step_is_refused_in_run_code(op: str) -> None:
+    """SPEC 3: "kv, database, object, queue and workflow-start calls outside a step |
+    refused", with the message `database:exec is an effect and belongs inside wf:step`."""
+    with LocalPlatform(project("svc_database")) as p:
+        run = p.start("outside", {"op": op}, id=f"outside-{op}")
+        assert run.status == "completed"
+        assert run.result["ok"] is False
+        assert run.result["error"].endswith(f"database:{op} {EFFECT_RULE}")
+
+
+def test_an_uncaught_database_call_outside_a_step_fails_the_run() -> None:
+    with LocalPlatform(project("svc_database")) as p:
+        run = p.start("outside-uncaught", {}, id="outside-uncaught")
+        assert run.status == "failed"
+        assert f"database:exec {EFFECT_RULE}" in (run.error or "")
+        assert value(p, op="first", sql="SELECT qty FROM items WHERE name = 'seed'") == {"qty": 1}
+
+
+def test_a_database_call_at_a_scripts_top_level_refuses_the_load() -> None:
+    """SPEC 1: "Top-level code declares things; it performs no effects"; loading is refused
+    with an error naming the script and line."""
+    with pytest.raises(ProjectLoadError) as refused:
+        LocalPlatform(project("svc_database_toplevel"))
+    message = str(refused.value)
+    assert "main.lua:3" in message
+    assert "database:exec is an effect" in message
