@@ -10,6 +10,9 @@ from typing import Protocol
 
 
 class Observer(Protocol):
+    def started(self, run_id: str, workflow: str) -> None:
+        """A new run was created (not a start that joined an existing run)."""
+
     def activation(self, run_id: str, workflow: str) -> None:
         """A worker starts advancing the run (log lines that follow are about it)."""
 
@@ -27,6 +30,9 @@ class Observer(Protocol):
 
 
 class Quiet:
+    def started(self, run_id: str, workflow: str) -> None:
+        pass
+
     def activation(self, run_id: str, workflow: str) -> None:
         pass
 

@@ -25,7 +25,7 @@ from runtime.executor import Executor
 from runtime.fetch import Failure, Response
 from runtime.ids import check_run_id
 from runtime.journal import ENDED
-from runtime.observe import Observer, Quiet
+from runtime.observe import Observer
 from runtime.project import ProjectSource
 from runtime.runs import Runs
 from runtime.services import builtins
@@ -119,8 +119,7 @@ class Platform(Runs):
         waker: Waker | None = None,
         observer: Observer | None = None,
     ) -> None:
-        super().__init__(store, clock, waker)
-        self.observer: Observer = observer or Quiet()
+        super().__init__(store, clock, waker, observer)
         # lunaflow check replays with the project's code but must write nothing.
         self.read_only = read_only
         self.services = services

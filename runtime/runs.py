@@ -14,15 +14,19 @@ from runtime.clock import Clock
 from runtime.errors import InvalidInput, InvalidTransition, JournalConflict, NoSuchRun, RunIdTaken
 from runtime.ids import check_run_id
 from runtime.journal import CANCELLABLE, FORMAT_VERSION, RESUMABLE, Entry, Kind, Status
+from runtime.observe import Observer, Quiet
 from runtime.store.base import RunRecord, RunUpdate, Store, TimerSet
 from runtime.wake import StoreOnly, Waker
 
 
 class Runs:
-    def __init__(self, store: Store, clock: Clock, waker: Waker | None = None) -> None:
+    def __init__(
+        self, store: Store, clock: Clock, waker: Waker | None = None, observer: Observer | None = None
+    ) -> None:
         self.store = store
         self.clock = clock
         self.waker: Waker = waker or StoreOnly()
+        self.observer: Observer = observer or Quiet()
 
     def start(
         self, workflow: str, input_value: Any = None, *, id: str | None = None, parent_id: str | None = None
@@ -44,6 +48,8 @@ class Runs:
         existing, created = self.store.create_run(record, started)
         if not created and existing.workflow != workflow:
             raise RunIdTaken(run_id, existing.workflow, workflow)
+        if created:
+            self.observer.started(run_id, workflow)
         if created or existing.journal_len == 1:
             # A repeated start of a run that never began prompts it again, in case the first
             # prompt was lost between the store write and the wake.

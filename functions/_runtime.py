@@ -1,0 +1,34 @@
+"""The one ``AwsRuntime`` of this Lambda container, built on first use (not at import) from
+the environment, with the Powertools logger and metrics every handler shares."""
+
+from __future__ import annotations
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics, Tracer
+
+from runtime.aws.config import AwsConfig
+from runtime.aws.observe import NAMESPACE, PowertoolsObserver
+from runtime.aws.runtime import AwsRuntime, Clients
+
+logger = Logger(service="lunaflow")
+metrics = Metrics(namespace=NAMESPACE, service="lunaflow")
+tracer = Tracer(service="lunaflow", disabled=None)
+
+_runtime: AwsRuntime | None = None
+
+
+def runtime() -> AwsRuntime:
+    global _runtime
+    if _runtime is None:
+        _runtime = AwsRuntime(
+            AwsConfig.from_env(),
+            Clients.from_session(boto3.session.Session()),
+            observer=PowertoolsObserver(logger, metrics),
+        )
+    return _runtime
+
+
+def reset() -> None:
+    """Forget the built runtime (tests build a fresh one per environment)."""
+    global _runtime
+    _runtime = None

@@ -1,0 +1,40 @@
+"""The wake queue (SQS) -> advance each run; an EventBridge rule's ``reconcile`` event ->
+re-send wakes that waited too long. Failures are reported per message (partial batch)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from functions._runtime import logger, metrics, runtime, tracer
+
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+def _record(record: SQSRecord, context: LambdaContext) -> None:
+    message = json.loads(record.body)
+    run_id = message.get("run_id")
+    if not isinstance(run_id, str) or not run_id:
+        logger.warning("wake message without a run id dropped", extra={"body": record.body})
+        return
+    outcome = runtime().advance(run_id, remaining_ms=context.get_remaining_time_in_millis())
+    logger.debug("advanced", extra={"run_id": run_id, "outcome": outcome, "reason": message.get("reason")})
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse | dict[str, Any]:
+    if event.get("lunaflow") == "reconcile":
+        return {"rewoken": runtime().reconcile()}
+    return process_partial_response(
+        event=event,
+        record_handler=lambda record: _record(record, context),
+        processor=processor,
+        context=context,
+    )

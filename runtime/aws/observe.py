@@ -1,0 +1,39 @@
+"""Powertools on AWS: run id, workflow and step on every log line; metrics for runs, steps,
+retries and signal-to-resume latency (CloudWatch embedded metric format)."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+NAMESPACE = "lunaflow"
+
+
+class PowertoolsObserver:
+    def __init__(self, logger: Logger, metrics: Metrics) -> None:
+        self.logger = logger
+        self.metrics = metrics
+
+    def activation(self, run_id: str, workflow: str) -> None:
+        self.logger.append_keys(run_id=run_id, workflow=workflow)
+
+    def step(self, run_id: str, workflow: str, step: str, attempt: int, ok: bool) -> None:
+        self.logger.append_keys(step=step)
+        self.metrics.add_metric(
+            name="StepsSucceeded" if ok else "StepsFailed", unit=MetricUnit.Count, value=1
+        )
+
+    def retry(self, run_id: str, workflow: str, step: str) -> None:
+        self.metrics.add_metric(name="StepRetries", unit=MetricUnit.Count, value=1)
+
+    def signal_resumed(self, run_id: str, workflow: str, latency_s: float) -> None:
+        self.metrics.add_metric(
+            name="SignalToResumeLatency", unit=MetricUnit.Milliseconds, value=round(latency_s * 1000, 3)
+        )
+
+    def ended(self, run_id: str, workflow: str, status: str) -> None:
+        name = "RunsCompleted" if status == "completed" else "RunsFailed"
+        self.metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
+
+    def started(self, run_id: str, workflow: str) -> None:
+        self.metrics.add_metric(name="RunsStarted", unit=MetricUnit.Count, value=1)

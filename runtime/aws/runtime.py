@@ -1,0 +1,140 @@
+"""``AwsRuntime``: the platform on AWS, as the Lambda handlers use it.
+
+Built once per Lambda container from ``AwsConfig`` (environment variables) and boto3
+clients. It holds one ``Platform`` over the DynamoDB store, the AWS waker and services;
+the worker's coroutine cache lives as long as the container, so a warm invocation skips
+the replay.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.aws.config import AwsConfig
+from runtime.aws.database import DataApiDatabases
+from runtime.aws.secrets import SecretsManagerSecrets
+from runtime.aws.services import AwsServices
+from runtime.aws.wake import AwsWaker
+from runtime.clock import Clock, SystemClock, now_ms
+from runtime.fetch import Failure, Response
+from runtime.journal import Status
+from runtime.observe import Observer
+from runtime.platform import Platform
+from runtime.store.dynamodb import DynamoDBStore
+
+log = logging.getLogger("lunaflow.aws")
+
+SAFETY_S = 20.0  # stop starting new work this long before the Lambda deadline
+LEASE_MS = 16 * 60 * 1000  # longer than any invocation (Lambda's limit is 15 minutes)
+BUSY_RETRY_S = 2  # a wake for a run another invocation holds comes back after this
+
+
+@dataclass(frozen=True)
+class Clients:
+    dynamodb: Any
+    sqs: Any
+    scheduler: Any
+    secretsmanager: Any
+    rds_data: Any = None
+
+    @classmethod
+    def from_session(cls, session: Any) -> Clients:
+        return cls(
+            dynamodb=session.client("dynamodb"),
+            sqs=session.client("sqs"),
+            scheduler=session.client("scheduler"),
+            secretsmanager=session.client("secretsmanager"),
+            rds_data=session.client("rds-data"),
+        )
+
+
+class AwsRuntime:
+    def __init__(
+        self,
+        config: AwsConfig,
+        clients: Clients,
+        *,
+        clock: Clock | None = None,
+        observer: Observer | None = None,
+        owner: str | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.owner = owner or f"lambda-{uuid.uuid4()}"
+        secrets = SecretsManagerSecrets(
+            clients.secretsmanager, clients.dynamodb, config.table, prefix=config.secrets_prefix
+        )
+        self.store = DynamoDBStore(clients.dynamodb, config.table, secrets=secrets)
+        self.waker = AwsWaker(
+            clients.sqs,
+            clients.scheduler,
+            self.clock,
+            queue_url=config.wake_queue_url,
+            queue_arn=config.wake_queue_arn,
+            group=config.scheduler_group,
+            role_arn=config.scheduler_role_arn,
+        )
+        databases = None
+        if config.database_resource_arn and config.database_secret_arn and clients.rds_data is not None:
+            databases = DataApiDatabases(
+                clients.rds_data, config.database_resource_arn, config.database_secret_arn
+            )
+        services = AwsServices(
+            dynamodb=clients.dynamodb,
+            table=config.table,
+            sqs=clients.sqs,
+            queue_urls=config.queue_urls,
+            clock=self.clock,
+            databases=databases,
+        )
+        self.platform = Platform(
+            config.project, self.store, self.clock, services=services, waker=self.waker, observer=observer
+        )
+
+    # --- the worker --------------------------------------------------------------------
+
+    def advance(self, run_id: str, *, remaining_ms: int | None = None) -> str:
+        """Advance one run under its lease. Returns "done", "busy" (another invocation holds
+        it; the wake comes back shortly) or "missing"."""
+        lease = self.store.acquire_lease(run_id, self.owner, now_ms(self.clock), LEASE_MS)
+        if lease == "busy":
+            self.waker.wake(run_id, delay_s=BUSY_RETRY_S)
+            return "busy"
+        if lease == "missing":
+            return "missing"
+        deadline = (
+            None if remaining_ms is None else time.monotonic() + max(0.0, remaining_ms / 1000 - SAFETY_S)
+        )
+        worker = self.platform.worker = self.platform.fresh(self.platform.worker)
+        status = None
+        try:
+            status = worker.executor.advance(run_id, worker.code, deadline=deadline)
+        finally:
+            # Parking and ending release the lease in the same write; otherwise release here.
+            if status in (None, Status.RUNNING):
+                self.store.release_lease(run_id, self.owner)
+        return "done"
+
+    def reconcile(self, older_than_s: float = 60.0) -> list[str]:
+        """Re-send wakes for runs whose wake-up has waited too long (a lost SQS message, a
+        crash between the store write and the send)."""
+        stale = self.store.wakeups_older_than(self.clock.now() - older_than_s)
+        for run_id in stale:
+            self.waker.wake(run_id)
+        return stale
+
+    # --- requests and user queues ------------------------------------------------------
+
+    def fetch(self, request: dict[str, Any]) -> tuple[Response, Failure | None]:
+        return self.platform.fetch(request)
+
+    def deliver(self, queue: str, message: dict[str, Any]) -> str | None:
+        """Run ``on "queue"``'s handler on one message; None on success, else the error."""
+        worker = self.platform.worker = self.platform.fresh(self.platform.worker)
+        if not worker.has_queue_handler(queue):
+            return f'this project has no on "queue" ("{queue}", ...) handler'
+        return worker.call_queue_handler(queue, message)
