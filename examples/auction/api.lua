@@ -28,7 +28,7 @@ local function open_sale(request)
         or math.type(body.price) ~= "integer" or body.price <= 0 then
         return reply(400, { error = "send { id = \"lot-42\", winner = \"ada\", price = 25 } with a positive whole price" })
     end
-    sales:exec("INSERT OR IGNORE INTO sales (id, winner, price, state) VALUES (?, ?, ?, 'open')",
+    sales:exec("INSERT INTO sales (id, winner, price, state) VALUES (?, ?, ?, 'open') ON CONFLICT (id) DO NOTHING",
         { body.id, body.winner, body.price })
     local run = settle:start({ id = body.id, winner = body.winner, price = body.price },
         { id = "sale-" .. body.id })

@@ -1,8 +1,9 @@
 -- Sales: one row per lot; settle-sale moves state from 'open' to 'settled' or 'void'.
+-- Written to run on SQLite (lunaflow dev) and PostgreSQL (Aurora, on AWS) alike.
 CREATE TABLE sales (
     id TEXT PRIMARY KEY,
     winner TEXT NOT NULL,
     price INTEGER NOT NULL,
     state TEXT NOT NULL DEFAULT 'open',
-    created_at TEXT NOT NULL DEFAULT (datetime('now'))
+    created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
 );
