@@ -1,0 +1,35 @@
+"""``cdk synth`` / ``cdk deploy`` entry point: ``-c project=path`` picks the project."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+# Run as a script, Python would put infra/ first on the path; the repository root is wanted.
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
+from aws_cdk import App, Environment  # noqa: E402
+
+from infra import constants  # noqa: E402
+from infra.nag import check  # noqa: E402
+from infra.stack import LunaflowStack  # noqa: E402
+
+
+def build(app: App) -> LunaflowStack:
+    project = Path(str(app.node.try_get_context("project") or constants.DEFAULT_PROJECT))
+    if not project.is_absolute():
+        project = constants.REPO_ROOT / project
+    name = str(app.node.try_get_context("stack") or f"lunaflow-{project.name}")
+    env = Environment(
+        account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=os.environ.get("CDK_DEFAULT_REGION")
+    )
+    stack = LunaflowStack(app, name, project=project, env=env)
+    check(app, stack)
+    return stack
+
+
+if __name__ == "__main__":
+    app = App(outdir=os.environ.get("LUNAFLOW_CDK_OUT"))
+    build(app)
+    app.synth()

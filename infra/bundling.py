@@ -1,0 +1,67 @@
+"""Bundling the Lambda code without Docker: pip installs the manylinux aarch64 wheels into
+the asset folder beside runtime/, functions/ and the project. The asset hash is taken from
+the output, so a changed dependency or script is never deployed stale."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jsii
+from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
+from aws_cdk import aws_lambda as lambda_
+
+from infra import constants
+
+
+@jsii.implements(ILocalBundling)
+class LocalBundler:
+    def __init__(self, project: Path, requirements: list[str]) -> None:
+        self.project = project
+        self.requirements = requirements
+
+    def try_bundle(self, output_dir: str, *, image: DockerImage, **_: object) -> bool:
+        bundle(Path(output_dir), self.project, self.requirements)
+        return True
+
+
+def bundle(out: Path, project: Path, requirements: list[str]) -> None:
+    """Fill ``out`` with the wheels, the engine, the handlers and the project (as ``project/``)."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--platform",
+            constants.PIP_PLATFORM,
+            "--implementation",
+            "cp",
+            "--python-version",
+            constants.PYTHON_VERSION,
+            "--only-binary=:all:",
+            "--target",
+            str(out),
+            *requirements,
+        ],
+        check=True,
+    )
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".lunaflow", "tests")
+    for package in ("runtime", "functions"):
+        shutil.copytree(constants.REPO_ROOT / package, out / package, ignore=ignore, dirs_exist_ok=True)
+    shutil.copytree(project, out / "project", ignore=ignore, dirs_exist_ok=True)
+
+
+def code(project: Path) -> lambda_.Code:
+    return lambda_.Code.from_asset(
+        str(constants.REPO_ROOT / "functions"),  # the source path only seeds the asset; bundling fills it
+        asset_hash_type=AssetHashType.OUTPUT,
+        bundling=BundlingOptions(
+            image=DockerImage.from_registry("unused-local-bundling"),
+            local=LocalBundler(project, constants.BUNDLE_REQUIREMENTS),
+        ),
+    )

@@ -1,0 +1,1 @@
+"""One construct per capability of a deployed lunaflow project."""

@@ -1,0 +1,162 @@
+"""The Lambda functions (Python 3.12, arm64, one bundle) and what each may touch.
+
+Every function gets its own role with only the grants its handler uses: the table, the
+wake queue, the timer schedules, the project's secrets, the user queues, the database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from aws_cdk import ArnFormat, Duration, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra import bundling, constants
+from infra.capabilities.database import Database
+from infra.capabilities.journal import JournalTable
+from infra.capabilities.queues import UserQueues
+from infra.capabilities.wake import WakePath
+
+
+@dataclass(frozen=True)
+class Role:
+    """What one handler does with the platform, so its grants follow from it."""
+
+    name: str
+    handler: str
+    timeout_s: int
+    description: str
+
+
+FETCH = Role(
+    "Fetch", "functions.fetch.handler", constants.FETCH_TIMEOUT_S, "HTTP API -> the project's fetch handler"
+)
+WORKER = Role(
+    "Worker", "functions.worker.handler", constants.WORKER_TIMEOUT_S, "advances runs from the wake queue"
+)
+QUEUE = Role(
+    "Queue", "functions.queue.handler", constants.QUEUE_TIMEOUT_S, 'user queues -> on "queue" handlers'
+)
+CONSOLE = Role(
+    "Console", "functions.console.handler", constants.CONSOLE_TIMEOUT_S, "CloudWatch console widgets"
+)
+
+
+class Functions(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        project: Path,
+        journal: JournalTable,
+        wake: WakePath,
+        queues: UserQueues,
+        secrets: list[str],
+        database: Database | None,
+    ) -> None:
+        super().__init__(scope, id)
+        stack = Stack.of(self)
+        code = bundling.code(project)
+        environment = {
+            "LUNAFLOW_PROJECT": "project",
+            "LUNAFLOW_TABLE": journal.table.table_name,
+            "LUNAFLOW_WAKE_QUEUE_URL": wake.queue.queue_url,
+            "LUNAFLOW_WAKE_QUEUE_ARN": wake.queue.queue_arn,
+            "LUNAFLOW_SCHEDULER_GROUP": str(wake.group.name),
+            "LUNAFLOW_SCHEDULER_ROLE_ARN": wake.role.role_arn,
+            "LUNAFLOW_QUEUE_URLS": stack.to_json_string({n: q.queue_url for n, q in queues.queues.items()}),
+            "LUNAFLOW_SECRETS_PREFIX": f"{stack.stack_name}/",
+            "POWERTOOLS_SERVICE_NAME": constants.SERVICE,
+            "POWERTOOLS_METRICS_NAMESPACE": constants.NAMESPACE,
+        }
+        if database is not None:
+            environment["LUNAFLOW_DATABASE_ARN"] = database.cluster.cluster_arn
+            environment["LUNAFLOW_DATABASE_SECRET_ARN"] = database.cluster.secret.secret_arn  # type: ignore[union-attr]
+            environment["LUNAFLOW_DATABASE_NAME"] = database.names[0]
+        self.functions: dict[str, lambda_.Function] = {}
+        for role in (FETCH, WORKER, QUEUE, CONSOLE):
+            fn = lambda_.Function(
+                self,
+                role.name,
+                runtime=lambda_.Runtime.PYTHON_3_12,
+                architecture=lambda_.Architecture.ARM_64,
+                code=code,
+                handler=role.handler,
+                memory_size=constants.MEMORY_MB,
+                timeout=Duration.seconds(role.timeout_s),
+                environment=environment,
+                description=f"lunaflow: {role.description}",
+                tracing=lambda_.Tracing.ACTIVE,
+                log_group=logs.LogGroup(
+                    self,
+                    f"{role.name}Logs",
+                    retention=logs.RetentionDays.ONE_MONTH,
+                ),
+            )
+            self.functions[role.name] = fn
+            # Every handler reads and writes runs (start, signal, cancel, resume, kv, objects).
+            journal.table.grant_read_write_data(fn)
+            wake.queue.grant_send_messages(fn)
+            self._grant_timers(fn, wake)
+            self._grant_secrets(fn, secrets)
+            for queue in queues.queues.values():
+                queue.grant_send_messages(fn)
+            if database is not None:
+                database.cluster.grant_data_api_access(fn)
+
+        self.fetch = self.functions[FETCH.name]
+        self.worker = self.functions[WORKER.name]
+        self.queue = self.functions[QUEUE.name]
+        self.console = self.functions[CONSOLE.name]
+        self.worker.add_event_source(
+            sources.SqsEventSource(wake.queue, batch_size=10, report_batch_item_failures=True)
+        )
+        for queue in queues.queues.values():
+            self.queue.add_event_source(
+                sources.SqsEventSource(queue, batch_size=10, report_batch_item_failures=True)
+            )
+
+    @staticmethod
+    def _grant_timers(fn: lambda_.Function, wake: WakePath) -> None:
+        # A parked run sets, moves or drops its one schedule in the project's group; a
+        # cancel anywhere drops it. Schedules carry the Scheduler role, which the function
+        # passes on.
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"],
+                resources=[wake.schedules_arn],
+            )
+        )
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["iam:PassRole"],
+                resources=[wake.role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}},
+            )
+        )
+
+    @staticmethod
+    def _grant_secrets(fn: lambda_.Function, names: list[str]) -> None:
+        if not names:
+            return
+        stack = Stack.of(fn)
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["secretsmanager:GetSecretValue", "secretsmanager:UpdateSecretVersionStage"],
+                resources=[
+                    stack.format_arn(
+                        service="secretsmanager",
+                        resource="secret",
+                        resource_name=f"{stack.stack_name}/{name}-*",
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                    for name in names
+                ],
+            )
+        )

@@ -1,0 +1,76 @@
+"""The stack of one lunaflow project: each capability is a construct; this wires them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from constructs import Construct
+
+from infra import constants
+from infra.capabilities.api import HttpApi
+from infra.capabilities.console import Console
+from infra.capabilities.database import Database
+from infra.capabilities.functions import Functions
+from infra.capabilities.journal import JournalTable
+from infra.capabilities.queues import UserQueues
+from infra.capabilities.wake import WakePath
+from runtime.describe import describe
+
+
+class ProjectError(Exception):
+    pass
+
+
+class LunaflowStack(Stack):
+    def __init__(self, scope: Construct, id: str, *, project: Path, **kwargs: object) -> None:
+        super().__init__(scope, id, **kwargs)  # type: ignore[arg-type]
+        needs = describe(project)
+        if len(needs.databases) > 1:
+            raise ProjectError(
+                f"project {needs.name} declares databases {', '.join(needs.databases)}; a deployment "
+                "has one Aurora database — merge them into one database with several tables"
+            )
+        self.journal = JournalTable(self, "Journal")
+        self.wake = WakePath(self, "Wake")
+        self.queues = UserQueues(self, "Queues", sorted(set(needs.queues) | set(needs.sent_queues)))
+        self.database = Database(self, "Database", needs.databases) if needs.databases else None
+        self.functions = Functions(
+            self,
+            "Functions",
+            project=needs.root,
+            journal=self.journal,
+            wake=self.wake,
+            queues=self.queues,
+            secrets=needs.secrets,
+            database=self.database,
+        )
+        self.api = HttpApi(self, "Http", self.functions.fetch)
+        events.Rule(
+            self,
+            "Reconcile",
+            schedule=events.Schedule.rate(Duration.minutes(constants.RECONCILE_MINUTES)),
+            targets=[
+                targets.LambdaFunction(
+                    self.functions.worker, event=events.RuleTargetInput.from_object({"lunaflow": "reconcile"})
+                )
+            ],
+            description="Re-send wakes that waited over a minute (a lost message heals)",
+        )
+        dead_letters = {"wake": self.wake.dead_letters, **self.queues.dead_letters}
+        self.console = Console(
+            self,
+            "Console",
+            console=self.functions.console,
+            functions=self.functions.functions,
+            dead_letters=dead_letters,
+        )
+        CfnOutput(self, "ApiUrl", value=self.api.url, description="The project's HTTP API")
+        CfnOutput(self, "TableName", value=self.journal.table.table_name, description="Runs and journals")
+        CfnOutput(self, "DashboardUrl", value=self.console.url, description="The console in CloudWatch")
+        CfnOutput(self, "WakeQueueUrl", value=self.wake.queue.queue_url)
+        CfnOutput(self, "WakeQueueArn", value=self.wake.queue.queue_arn)
+        CfnOutput(self, "SchedulerGroup", value=str(self.wake.group.name))
+        CfnOutput(self, "SchedulerRoleArn", value=self.wake.role.role_arn)

@@ -1,0 +1,56 @@
+"""What a project needs from its infrastructure: its queues, databases and secrets.
+
+The CDK stack reads this to create a queue per ``on "queue"`` handler, a database when the
+project declares one, and Secrets Manager access for the secrets its scripts name. Loading
+runs each script's top level in a sandbox whose host functions only record declarations.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runtime.project import ProjectSource, load
+from runtime.sandbox import Sandbox
+
+_SECRET = re.compile(r"""\bsecret\s*\(?\s*["']([^"'\\]+)["']""")
+
+
+@dataclass(frozen=True)
+class ProjectNeeds:
+    name: str
+    root: Path
+    workflows: list[str] = field(default_factory=list)
+    queues: list[str] = field(default_factory=list)  # names with an on "queue" handler
+    sent_queues: list[str] = field(default_factory=list)  # names used with queue "name"
+    databases: list[str] = field(default_factory=list)
+    secrets: list[str] = field(default_factory=list)
+    has_fetch: bool = False
+
+
+def describe(project: str | Path) -> ProjectNeeds:
+    source = ProjectSource.read(project)
+    sandbox = Sandbox(max_memory=source.limits.memory_bytes, instructions=source.limits.instructions)
+    databases: list[str] = []
+
+    def declare(kind: str, name: str, opts: Any) -> None:
+        if kind == "database" and name not in databases:
+            databases.append(name)
+
+    sandbox.register("declare", declare)
+    declarations = load(source, sandbox)
+    texts = list(source.scripts.values()) + [text for _, text in source.modules.values()]
+    secrets = sorted({m for text in texts for m in _SECRET.findall(text)})
+    sent = sorted({m for text in texts for m in re.findall(r"""\bqueue\s*\(?\s*["']([^"'\\]+)["']""", text)})
+    return ProjectNeeds(
+        name=source.name,
+        root=source.root,
+        workflows=sorted(d.name for d in declarations if d.kind == "workflow"),
+        queues=sorted(d.name for d in declarations if d.kind == "queue"),
+        sent_queues=sent,
+        databases=databases,
+        secrets=secrets,
+        has_fetch=any(d.kind == "fetch" for d in declarations),
+    )

@@ -1,0 +1,289 @@
+"""The worker's lease on a run (DynamoDBStore.acquire_lease / release_lease, AwsRuntime.advance):
+one invocation advances a run at a time; parking or ending releases the lease in the same
+write; a wake that finds the run busy comes back later and runs nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from runtime.aws.runtime import BUSY_RETRY_S, LEASE_MS, AwsRuntime
+from runtime.clock import FakeClock, now_ms
+from tests.aws_races import PROJECTS, World, aws_world
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+PROJECT = PROJECTS / "race_ledger"
+
+
+@pytest.fixture
+def world() -> Iterator[World]:
+    with aws_world(PROJECT) as w:
+        yield w
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def record_calls(client: Any) -> list[tuple[str, dict[str, Any]]]:
+    """Every request the client sends from now on: (operation, params)."""
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    def before(model: Any, params: dict[str, Any], **_: Any) -> None:
+        calls.append((model.name, params))
+
+    client.meta.events.register("before-parameter-build", before)
+    return calls
+
+
+def start_parked(world: World, clock: FakeClock, run_id: str = "r1") -> AwsRuntime:
+    """A run of "once" advanced to its wait for "go" by one runtime (returned)."""
+    rt = world.runtime(clock=clock, owner="starter")
+    rt.platform.start("once", {"x": 21}, id=run_id)
+    assert rt.advance(run_id) == "done"
+    assert rt.store.get_run(run_id).status == "awaiting"  # type: ignore[union-attr]
+    return rt
+
+
+def releases(calls: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The separate lease releases (DynamoDBStore.release_lease) among the calls."""
+    return [
+        params
+        for op, params in calls
+        if op == "UpdateItem" and params.get("UpdateExpression") == "REMOVE lease_owner, lease_until"
+    ]
+
+
+def last_write(calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """The run item's update in the last journal write (TransactWriteItems) among the calls."""
+    writes = [params for op, params in calls if op == "TransactWriteItems"]
+    assert writes, [op for op, _ in calls]
+    return next(
+        i["Update"] for i in writes[-1]["TransactItems"] if "Update" in i and i["Update"]["Key"]["sk"]["S"] == "S"
+    )
+
+
+def ledger(world: World, run_id: str) -> dict[str, int]:
+    return dict(world.object_state("Ledger", run_id) or {}).get("runs", {})
+
+
+# --- the store's primitives ------------------------------------------------------------
+
+
+def test_acquire_on_a_run_nobody_holds_is_ok(world: World, clock: FakeClock) -> None:
+    start_parked(world, clock)
+    store = world.runtime(clock=clock).store
+    assert store.acquire_lease("r1", "a", now_ms(clock), 60_000) == "ok"
+    item = world.run_item("r1")
+    assert item["lease_owner"] == {"S": "a"}
+    assert int(item["lease_until"]["N"]) == now_ms(clock) + 60_000
+
+
+def test_acquire_while_another_owner_holds_a_live_lease_is_busy(world: World, clock: FakeClock) -> None:
+    start_parked(world, clock)
+    store = world.runtime(clock=clock).store
+    assert store.acquire_lease("r1", "a", now_ms(clock), 60_000) == "ok"
+    assert store.acquire_lease("r1", "b", now_ms(clock) + 59_999, 60_000) == "busy"
+    assert world.run_item("r1")["lease_owner"] == {"S": "a"}
+
+
+def test_acquire_on_a_missing_run_is_missing_and_creates_nothing(world: World, clock: FakeClock) -> None:
+    store = world.runtime(clock=clock).store
+    assert store.acquire_lease("nobody", "a", now_ms(clock), 60_000) == "missing"
+    assert world.run_item("nobody") == {}
+
+
+def test_an_expired_lease_can_be_taken_by_another_owner(world: World, clock: FakeClock) -> None:
+    start_parked(world, clock)
+    store = world.runtime(clock=clock).store
+    t = now_ms(clock)
+    assert store.acquire_lease("r1", "a", t, 1_000) == "ok"
+    assert store.acquire_lease("r1", "b", t + 1_000, 1_000) == "busy"  # lease_until is not yet past
+    assert store.acquire_lease("r1", "b", t + 1_001, 1_000) == "ok"
+    item = world.run_item("r1")
+    assert item["lease_owner"] == {"S": "b"}
+    assert int(item["lease_until"]["N"]) == t + 2_001
+
+
+def test_the_owner_may_take_its_live_lease_again_and_extend_it(world: World, clock: FakeClock) -> None:
+    start_parked(world, clock)
+    store = world.runtime(clock=clock).store
+    t = now_ms(clock)
+    assert store.acquire_lease("r1", "a", t, 1_000) == "ok"
+    assert store.acquire_lease("r1", "a", t + 500, 1_000) == "ok"
+    assert int(world.run_item("r1")["lease_until"]["N"]) == t + 1_500
+    assert store.acquire_lease("r1", "b", t + 1_200, 1_000) == "busy"
+
+
+def test_release_frees_the_run_only_for_the_owner(world: World, clock: FakeClock) -> None:
+    start_parked(world, clock)
+    store = world.runtime(clock=clock).store
+    assert store.acquire_lease("r1", "a", now_ms(clock), 60_000) == "ok"
+    store.release_lease("r1", "b")  # not b's: nothing happens
+    assert world.run_item("r1")["lease_owner"] == {"S": "a"}
+    store.release_lease("r1", "a")
+    item = world.run_item("r1")
+    assert "lease_owner" not in item and "lease_until" not in item
+    assert store.acquire_lease("r1", "b", now_ms(clock), 60_000) == "ok"
+
+
+def test_taking_the_lease_clears_the_runs_wake_up(world: World, clock: FakeClock) -> None:
+    rt = world.runtime(clock=clock)
+    rt.platform.start("once", {"x": 1}, id="r1")
+    assert "wake_pk" in world.run_item("r1")  # a new run asks to be advanced
+    assert rt.store.acquire_lease("r1", "a", now_ms(clock), 60_000) == "ok"
+    assert "wake_pk" not in world.run_item("r1")
+    assert "r1" not in [run for run, _ in rt.store.wakeups()]
+
+
+# --- AwsRuntime.advance ----------------------------------------------------------------
+
+
+def test_parking_releases_the_lease_in_the_same_write(world: World, clock: FakeClock) -> None:
+    clients = world.clients()
+    rt = AwsRuntime(world.config, clients, clock=clock, owner="w1")
+    rt.platform.start("once", {"x": 21}, id="r1")
+    calls = record_calls(clients.dynamodb)
+    assert rt.advance("r1") == "done"
+    calls = list(calls)
+    item = world.run_item("r1")
+    assert item["status"] == {"S": "awaiting"}
+    assert "lease_owner" not in item and "lease_until" not in item
+    # The lease is taken by the first request and dropped by the write that parks: no
+    # separate release follows it.
+    assert calls[0][0] == "UpdateItem" and "lease_owner = :me" in calls[0][1]["UpdateExpression"]
+    assert releases(calls) == []
+    park = last_write(calls)
+    assert park["ExpressionAttributeValues"][":st"] == {"S": "awaiting"}
+    assert "lease_owner" in park["UpdateExpression"].split("REMOVE", 1)[1]
+    # The next invocation (another container) finds the run free.
+    assert world.runtime(clock=clock, owner="w2").advance("r1") == "done"
+
+
+def test_ending_the_run_releases_the_lease_in_the_same_write(world: World, clock: FakeClock) -> None:
+    start_parked(world, clock)
+    clients = world.clients()
+    rt = AwsRuntime(world.config, clients, clock=clock, owner="w1")
+    rt.platform.signal("r1", "go", {"k": 1})
+    calls = record_calls(clients.dynamodb)
+    assert rt.advance("r1") == "done"
+    calls = list(calls)
+    run = rt.store.get_run("r1")
+    assert run is not None and run.status == "completed" and run.result == {"a": 42, "b": 1}
+    item = world.run_item("r1")
+    assert "lease_owner" not in item and "lease_until" not in item
+    assert releases(calls) == []
+    end = last_write(calls)
+    assert end["ExpressionAttributeValues"][":st"] == {"S": "completed"}
+    assert "lease_owner" in end["UpdateExpression"].split("REMOVE", 1)[1]
+    assert ledger(world, "r1") == {"r1/first/1/1": 1, "r1/after/1/1": 1}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine: DynamoDBStore.append consumes a signal and sets the same pending signal aside "
+    "in one transaction (two operations on one item), so a run that ends in the activation that "
+    "consumes its signal can never be written",
+)
+def test_ending_in_the_activation_that_consumes_a_signal_releases_the_lease(
+    world: World, clock: FakeClock
+) -> None:
+    rt = world.runtime(clock=clock, owner="w1")
+    rt.platform.start("ends_on_signal", {}, id="r1")
+    assert rt.advance("r1") == "done"
+    rt.platform.signal("r1", "go", {"k": 1})
+    try:
+        rt.advance("r1")
+    finally:
+        run = rt.store.get_run("r1")
+        assert "lease_owner" not in world.run_item("r1")  # released even when the write fails
+    assert run is not None and run.status == "completed" and run.result == {"go": {"k": 1}}
+
+
+def test_an_advance_that_runs_out_of_time_releases_the_lease_itself(world: World, clock: FakeClock) -> None:
+    """Still running (out of time before the Lambda deadline): the lease is released by its
+    own write, and the wake is sent again for a fresh invocation."""
+    rt = world.runtime(clock=clock, owner="w1")
+    rt.platform.start("once", {"x": 1}, id="r1")
+    calls = record_calls(rt.store._db)
+    assert rt.advance("r1", remaining_ms=0) == "done"
+    assert len(releases(calls)) == 1
+    run = rt.store.get_run("r1")
+    assert run is not None and run.status == "running"
+    item = world.run_item("r1")
+    assert "lease_owner" not in item
+    assert ledger(world, "r1") == {}  # nothing ran: the deadline had passed before the first step
+    assert world.runtime(clock=clock, owner="w2").advance("r1") == "done"
+    assert rt.store.get_run("r1").status == "awaiting"  # type: ignore[union-attr]
+    assert ledger(world, "r1") == {"r1/first/1/1": 1}
+
+
+def test_an_advance_that_fails_midway_releases_the_lease(world: World, clock: FakeClock) -> None:
+    clients = world.clients()
+    rt = AwsRuntime(world.config, clients, clock=clock, owner="w1")
+    rt.platform.start("once", {"x": 1}, id="r1")
+
+    def throttle(model: Any, **_: Any) -> None:
+        if model.name == "TransactWriteItems":
+            raise ClientError(
+                {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}},
+                "TransactWriteItems",
+            )
+
+    clients.dynamodb.meta.events.register("before-call", throttle)
+    with pytest.raises(Exception, match="slow down"):
+        rt.advance("r1")
+    clients.dynamodb.meta.events.unregister("before-call", throttle)
+    assert "lease_owner" not in world.run_item("r1")
+    assert world.runtime(clock=clock, owner="w2").advance("r1") == "done"
+    assert rt.store.get_run("r1").status == "awaiting"  # type: ignore[union-attr]
+
+
+def test_a_busy_advance_resends_the_wake_with_a_delay_and_runs_nothing(world: World, clock: FakeClock) -> None:
+    rt0 = world.runtime(clock=clock, owner="holder")
+    rt0.platform.start("once", {"x": 1}, id="r1")
+    assert rt0.store.acquire_lease("r1", "holder", now_ms(clock), LEASE_MS) == "ok"
+    journal_before = rt0.store.journal("r1")
+
+    clients = world.clients()
+    rt = AwsRuntime(world.config, clients, clock=clock, owner="late")
+    db_calls, sqs_calls = record_calls(clients.dynamodb), record_calls(clients.sqs)
+    assert rt.advance("r1") == "busy"
+
+    assert [op for op, _ in db_calls] == ["UpdateItem"]  # the refused lease; no read, no write
+    assert [op for op, _ in sqs_calls] == ["SendMessage"]
+    sent = sqs_calls[0][1]
+    assert sent["QueueUrl"] == world.queue_url
+    assert sent["DelaySeconds"] == BUSY_RETRY_S > 0
+    assert '"run_id":"r1"' in sent["MessageBody"]
+    assert rt0.store.journal("r1") == journal_before
+    assert ledger(world, "r1") == {}
+    assert world.run_item("r1")["lease_owner"] == {"S": "holder"}
+
+
+def test_advance_of_a_missing_run_runs_nothing_and_sends_nothing(world: World, clock: FakeClock) -> None:
+    clients = world.clients()
+    rt = AwsRuntime(world.config, clients, clock=clock, owner="w1")
+    db_calls, sqs_calls = record_calls(clients.dynamodb), record_calls(clients.sqs)
+    assert rt.advance("nobody") == "missing"
+    assert [op for op, _ in db_calls] == ["UpdateItem"]
+    assert sqs_calls == []
+    assert world.run_item("nobody") == {}
+
+
+def test_a_lease_left_by_a_crashed_invocation_expires(world: World, clock: FakeClock) -> None:
+    """A container that died holding the lease blocks the run only until the lease runs out."""
+    rt0 = world.runtime(clock=clock, owner="crashed")
+    rt0.platform.start("once", {"x": 1}, id="r1")
+    assert rt0.store.acquire_lease("r1", "crashed", now_ms(clock), LEASE_MS) == "ok"
+    rt = world.runtime(clock=clock, owner="w2")
+    assert rt.advance("r1") == "busy"
+    clock.advance(LEASE_MS / 1000 + 1)
+    assert rt.advance("r1") == "done"
+    assert rt.store.get_run("r1").status == "awaiting"  # type: ignore[union-attr]
+    assert ledger(world, "r1") == {"r1/first/1/1": 1}
