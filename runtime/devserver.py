@@ -216,7 +216,7 @@ class DevServer:
         return response
 
     def handle_console(self, method: str, path: str, form: dict[str, str]) -> Response:
-        return console_page.render(self.platform, method, path, form, poke=self.poke)
+        return console_page.render_console(self.platform, method, path, form, poke=self.poke)
 
 
 class _Server(ThreadingHTTPServer):

@@ -144,7 +144,7 @@ class _Serialized:
 
     def __init__(self, app: Callable[..., Any]) -> None:
         self.app = app
-        self.lock = __import__('contextlib').nullcontext()  # TEMP
+        self.lock = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         with self.lock:
@@ -182,6 +182,8 @@ def moto_server() -> Iterator[str]:
 class Delivery:
     message_id: str
     body: str
+    at_ms: int = 0  # when SQS or Scheduler hands it over, on the fake clock
+
 
     @property
     def run_id(self) -> str:
@@ -233,9 +235,10 @@ def sqs_event(world: World, deliveries: list[Delivery], receive_count: int = 1) 
 
 
 class Postman:
-    """SQS and Scheduler, driven by hand. ``collect()`` takes every wake message out of the
-    queue (delayed ones too, through moto's backend) and every schedule out of the group;
-    ``due(now_ms)`` hands back those whose time has come (messages without ``due_ms`` at once)."""
+    """SQS and Scheduler, driven by hand on the fake clock. ``collect(now)`` takes every wake
+    message out of the queue (delayed ones too, through moto's backend) and the schedules
+    due by ``now``; ``due(now)`` hands back those whose time has come: a timer message at its
+    ``due_ms``, any other after its ``DelaySeconds`` counted from when it was collected."""
 
     _AT = re.compile(r"^at\((\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\)$")
 
@@ -253,7 +256,11 @@ class Postman:
         with queue._messages_lock:
             messages = list(queue._messages)
             queue._messages.clear()
-        found = [Delivery(m.id, m.body) for m in messages]
+        found = []
+        for m in messages:
+            delay_ms = max(0, int(m.delayed_until) - int(m.sent_timestamp or 0)) if m.delayed_until else 0
+            due = json.loads(m.body).get("due_ms")
+            found.append(Delivery(m.id, m.body, int(due) if due is not None else now + delay_ms))
         scheduler = self.world.client("scheduler")
         for summary in scheduler.list_schedules(GroupName=self.world.group)["Schedules"]:
             schedule = scheduler.get_schedule(Name=summary["Name"], GroupName=self.world.group)
@@ -266,13 +273,13 @@ class Postman:
             scheduler.delete_schedule(Name=summary["Name"], GroupName=self.world.group)
             body = schedule["Target"]["Input"]
             assert json.loads(body)["due_ms"] <= fires_ms
-            found.append(Delivery(f"sched-{uuid.uuid4().hex[:12]}", body))
+            found.append(Delivery(f"sched-{uuid.uuid4().hex[:12]}", body, fires_ms))
         self.held += found
         self.sent += found
 
     def due(self, now: int) -> list[Delivery]:
         self.collect(now)
-        ready = [d for d in self.held if d.due_ms is None or d.due_ms <= now]
+        ready = [d for d in self.held if d.at_ms <= now]
         self.held = [d for d in self.held if d not in ready]
         return ready
 

@@ -287,3 +287,41 @@ def test_a_lease_left_by_a_crashed_invocation_expires(world: World, clock: FakeC
     assert rt.advance("r1") == "done"
     assert rt.store.get_run("r1").status == "awaiting"  # type: ignore[union-attr]
     assert ledger(world, "r1") == {"r1/first/1/1": 1}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine: AwsRuntime.advance keeps the lease when the executor finds the run already "
+    "ended or failed (no write releases it), so other containers get 'busy' for 16 minutes",
+)
+def test_a_wake_for_an_ended_run_leaves_its_lease_free(world: World, clock: FakeClock) -> None:
+    """A late or repeated wake for a completed run is harmless: it takes the lease, finds
+    the run ended, and must not keep the run held."""
+    rt = start_parked(world, clock)
+    rt.platform.signal("r1", "go", {"k": 1})
+    assert rt.advance("r1") == "done"
+    assert rt.store.get_run("r1").status == "completed"  # type: ignore[union-attr]
+    assert rt.advance("r1") == "done"  # a duplicate delivery
+    assert "lease_owner" not in world.run_item("r1")
+    clients = world.clients()
+    other = AwsRuntime(world.config, clients, clock=clock, owner="w2")
+    sqs_calls = record_calls(clients.sqs)
+    assert other.advance("r1") == "done"  # another container: not "busy", no wake re-sent
+    assert sqs_calls == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine: a wake that finds a run failed keeps its lease (no write releases it), and "
+    "resume does not clear it, so the resumed run is 'busy' on other containers for 16 minutes",
+)
+def test_a_resumed_run_is_not_kept_busy_by_a_wake_that_found_it_failed(world: World, clock: FakeClock) -> None:
+    rt = world.runtime(clock=clock, owner="w1")
+    rt.platform.start("fails", {}, id="r1")
+    assert rt.advance("r1") == "done"
+    assert rt.store.get_run("r1").status == "failed"  # type: ignore[union-attr]
+    assert rt.advance("r1") == "done"  # a duplicate delivery finds it failed
+    rt.platform.resume("r1")
+    other = world.runtime(clock=clock, owner="w2")
+    assert other.advance("r1") == "done"
+    assert ledger(world, "r1") == {"r1/doomed/1/1": 1, "r1/doomed/1/2": 1}

@@ -61,3 +61,11 @@ workflow "chain" (function(wf, input)
     end)
     return { total = total, flaky = flaky, last = last }
 end)
+
+-- A step that always fails, once per attempt: the run parks as failed; resume runs it again.
+workflow "fails" (function(wf, input)
+    wf:step("doomed", function()
+        Ledger(wf.id):ran(wf.step_id)
+        error("doomed", 0)
+    end)
+end)
