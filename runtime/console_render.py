@@ -152,7 +152,8 @@ class CloudWatchActions:
 def runs_page(
     runs: Runs, actions: Actions, *, status_filter: str | None, workflow: str | None, page: int = 0
 ) -> str:
-    found = runs.runs(status=status_filter, workflow=workflow)
+    # One row past the page says whether an older page exists, without counting every run.
+    found = runs.runs(status=status_filter, workflow=workflow, limit=(page + 1) * PAGE_SIZE + 1)
     shown = found[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]
     rows = "".join(
         f"<tr><td>{actions.run_link(r.id, r.id)}</td><td>{e(r.workflow)}</td><td>{status(r.status)}</td>"
@@ -173,8 +174,9 @@ def runs_page(
                 "older", status=status_filter or "", workflow=workflow or "", page=str(page + 1)
             )
         )
+    first = page * PAGE_SIZE + 1 if shown else 0
     caption = (
-        f"{len(found)} run(s)"
+        f"runs {first}-{page * PAGE_SIZE + len(shown)}"
         + (f" {status_filter}" if status_filter else "")
         + (f" of {workflow}" if workflow else "")
     )

@@ -118,5 +118,7 @@ class Runs:
         self.store.wake(run_id)
         self.waker.wake(run_id)
 
-    def runs(self, *, status: str | None = None, workflow: str | None = None) -> list[RunRecord]:
-        return self.store.list_runs(status=status, workflow=workflow)
+    def runs(
+        self, *, status: str | None = None, workflow: str | None = None, limit: int = 1000
+    ) -> list[RunRecord]:
+        return self.store.list_runs(status=status, workflow=workflow, limit=limit)

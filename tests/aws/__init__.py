@@ -136,7 +136,9 @@ class FakeRdsData:
                 out["formattedRecords"] = json.dumps(rows)
         return out
 
-    def begin_transaction(self, *, resourceArn: str, secretArn: str, database: str, **_: Any) -> dict[str, Any]:  # noqa: N803
+    def begin_transaction(
+        self, *, resourceArn: str, secretArn: str, database: str, **_: Any
+    ) -> dict[str, Any]:  # noqa: N803
         self._check(resourceArn, secretArn)
         tx = str(uuid.uuid4())
         self._db(database).execute("BEGIN")

@@ -52,7 +52,9 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsWorld]:
 
         def make_queue(name: str, **attributes: str) -> tuple[str, str]:
             url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
-            arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+            arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+                "QueueArn"
+            ]
             return url, arn
 
         wake_url, wake_arn = make_queue(WAKE_QUEUE, VisibilityTimeout="30")
@@ -98,13 +100,13 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsWorld]:
 
 
 @pytest.fixture
-def make_runtime(
-    aws: AwsWorld, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Callable[..., AwsRuntime]]:
+def make_runtime(aws: AwsWorld, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., AwsRuntime]]:
     """make_runtime(project, rds=None, clock=None): the container's runtime, built from the
     environment (LUNAFLOW_PROJECT set to the project) and injected for the handlers."""
 
-    def make(project: Path | str, *, rds: FakeRdsData | None = None, clock: FakeClock | None = None) -> AwsRuntime:
+    def make(
+        project: Path | str, *, rds: FakeRdsData | None = None, clock: FakeClock | None = None
+    ) -> AwsRuntime:
         monkeypatch.setenv("LUNAFLOW_PROJECT", str(project))
         if rds is not None:
             monkeypatch.setenv("LUNAFLOW_DATABASE_ARN", rds.resource_arn)

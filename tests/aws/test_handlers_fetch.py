@@ -17,7 +17,9 @@ from runtime.aws.runtime import AwsRuntime
 from runtime.fetch import MAX_BODY_BYTES
 
 from . import PROJECTS, http_event, load_event
-from .timers import FakeContext
+from .timers import AwsWorld, FakeContext
+
+pytestmark = pytest.mark.filterwarnings("ignore:No application metrics")
 
 HTTP = PROJECTS / "aws_http"
 
@@ -168,3 +170,16 @@ def test_the_container_serves_again_after_a_handler_error(rt: AwsRuntime) -> Non
     """A failing request leaves the warm container able to serve the next one."""
     assert call(http_event("GET", "/boom"))["statusCode"] == 500
     assert seen(call(http_event("GET", "/fine", query="a=1")))["query"] == {"a": "1"}
+
+
+def test_handler_reads_secrets_from_secrets_manager_under_the_configured_prefix(
+    rt: AwsRuntime, aws: AwsWorld
+) -> None:
+    """`secret "name"` on AWS is Secrets Manager, named LUNAFLOW_SECRETS_PREFIX + name."""
+    rt.store.add_secret("api-key", "v1")
+    stored = aws.secretsmanager.get_secret_value(SecretId=aws.env["LUNAFLOW_SECRETS_PREFIX"] + "api-key")
+    assert stored["SecretString"] == "v1"
+    answer = call(http_event("GET", "/secret"))
+    assert (answer["statusCode"], answer["body"]) == (200, "v1")
+    rt.store.add_secret("api-key", "v2")
+    assert call(http_event("GET", "/secret"))["body"] == "v2"

@@ -47,7 +47,9 @@ def test_user_queue_event_calls_the_handler_with_id_body_and_attempts(
     event["Records"] = event["Records"][:1]
     answer = queue.handler(event, FakeContext(function_name="lunaflow-queue"))
     assert answer == {"batchItemFailures": []}
-    assert seen(rt) == [{"id": event["Records"][0]["messageId"], "body": {"order": "o-1", "qty": 2}, "attempts": 1}]
+    assert seen(rt) == [
+        {"id": event["Records"][0]["messageId"], "body": {"order": "o-1", "qty": 2}, "attempts": 1}
+    ]
 
 
 def test_handler_error_fails_only_that_record(make_runtime: Callable[..., AwsRuntime], aws: AwsWorld) -> None:

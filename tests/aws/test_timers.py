@@ -16,7 +16,7 @@ from runtime.aws.runtime import AwsRuntime
 from runtime.aws.wake import MAX_SQS_DELAY_S, schedule_name
 from runtime.clock import FakeClock, now_ms
 
-from . import PROJECTS, http_event
+from . import PROJECTS, http_event, load_event
 from .timers import (
     AwsWorld,
     FakeContext,
@@ -63,7 +63,10 @@ def test_long_sleep_is_a_one_time_schedule_with_flexible_window_off_and_delete_a
     assert rt.platform.get("nap-1").status == "sleeping"
     [s] = schedules(aws.scheduler, aws.group)
     due_s = clock.now() + 24 * 3600
-    assert s["ScheduleExpression"] == "at(" + datetime.fromtimestamp(due_s, UTC).strftime("%Y-%m-%dT%H:%M:%S") + ")"
+    assert (
+        s["ScheduleExpression"]
+        == "at(" + datetime.fromtimestamp(due_s, UTC).strftime("%Y-%m-%dT%H:%M:%S") + ")"
+    )
     assert s["ScheduleExpressionTimezone"] == "UTC"
     assert s["FlexibleTimeWindow"] == {"Mode": "OFF"}
     assert s["ActionAfterCompletion"] == "DELETE"
@@ -89,6 +92,21 @@ def test_schedule_fires_and_wakes_the_run(rt: AwsRuntime, aws: AwsWorld, clock: 
     assert schedules(aws.scheduler, aws.group) == []
 
 
+def test_scheduler_target_input_is_the_wake_the_worker_takes(
+    rt: AwsRuntime, aws: AwsWorld, clock: FakeClock
+) -> None:
+    """The schedule's Target.Input is the body the worker receives when it fires
+    (tests/events/scheduler_target_input.json, a 72h timer from the fake clock's start)."""
+    park(rt, aws, "nap", {"sleep": "72h"}, "sale-lot-7")
+    event = load_event("scheduler_target_input.json")
+    [s] = schedules(aws.scheduler, aws.group)
+    assert json.loads(s["Target"]["Input"]) == json.loads(event["Records"][0]["body"])
+    clock.advance(72 * 3600)
+    event["Records"][0]["eventSourceARN"] = aws.wake_arn
+    assert worker.handler(event, FakeContext()) == {"batchItemFailures": []}
+    assert rt.platform.get("sale-lot-7").status == "completed"
+
+
 def test_schedule_names_stay_within_64_characters_for_any_run_id(aws: AwsWorld) -> None:
     """Run ids may be 200 bytes; schedule names are at most 64 of [0-9a-zA-Z-_.]."""
     ids = ["a", "sale-lot-42", "x" * 200, "ünïcødé ids with spaces & symbols!", "a.b_c-d"]
@@ -98,9 +116,7 @@ def test_schedule_names_stay_within_64_characters_for_any_run_id(aws: AwsWorld) 
     assert schedule_name("sale-lot-42") == schedule_name("sale-lot-42")
 
 
-def test_long_run_id_gets_a_schedule_that_scheduler_accepts(
-    rt: AwsRuntime, aws: AwsWorld
-) -> None:
+def test_long_run_id_gets_a_schedule_that_scheduler_accepts(rt: AwsRuntime, aws: AwsWorld) -> None:
     run_id = "r" * 200
     park(rt, aws, "nap", {"sleep": "2d"}, run_id)
     [s] = schedules(aws.scheduler, aws.group)
@@ -126,9 +142,7 @@ def test_two_second_backoff_is_an_sqs_delay_not_a_schedule(
     assert run.result == "ok on flaky-1/try/1/2"
 
 
-@pytest.mark.parametrize(
-    ("sleep", "delay"), [("1s", 1), ("10m", 600), ("15m", MAX_SQS_DELAY_S)]
-)
+@pytest.mark.parametrize(("sleep", "delay"), [("1s", 1), ("10m", 600), ("15m", MAX_SQS_DELAY_S)])
 def test_waits_due_within_15_minutes_use_sqs_delay(
     rt: AwsRuntime, aws: AwsWorld, sleep: str, delay: int
 ) -> None:

@@ -6,6 +6,9 @@ on "fetch" (function(request)
     if request.path == "/not-a-response" then
         return 42
     end
+    if request.path == "/secret" then
+        return { status_code = 200, body = secret "api-key" }
+    end
     if request.path == "/size" then
         return { status_code = 200, body = tostring(#request.body) }
     end
