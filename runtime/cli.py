@@ -67,7 +67,23 @@ class Usage(Exception):
 # --- data folders ------------------------------------------------------------------------
 
 
+def _aws(args: argparse.Namespace) -> Any:
+    """The deployed stack's AwsRuntime (``--aws``), found through its CloudFormation outputs."""
+    import boto3
+
+    from runtime.aws.runtime import AwsRuntime, Clients
+    from runtime.aws.stack import config_from_stack
+
+    session = boto3.session.Session()
+    stack = args.stack or f"lunaflow-{Path(args.project).resolve().name}"
+    config = config_from_stack(session.client("cloudformation"), stack, args.project)
+    return AwsRuntime(config, Clients.from_session(session))
+
+
 def _open_runs(args: argparse.Namespace) -> Runs:
+    if getattr(args, "aws", False):
+        runs: Runs = _aws(args).platform
+        return runs
     data = data_folder(args.project, args.data)
     if not (data / STORE_FILE).exists():
         raise Usage(
@@ -228,6 +244,9 @@ def cmd_start(args: argparse.Namespace) -> int:
     from runtime.project import ProjectSource
     from runtime.services.local import LocalServices
 
+    if args.aws:
+        run = _aws(args).platform.start(args.workflow, _json_arg(args.input, "the input"), id=args.id)
+        return _done(args, _run_dict(run), f"run {run.id} of {run.workflow} is {run.status} on AWS")
     data = data_folder(args.project, args.data)
     clock = SystemClock()
     source = ProjectSource.read(args.project)
@@ -257,6 +276,11 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 
 def cmd_secret_set(args: argparse.Namespace) -> int:
+    if args.aws:
+        version = _aws(args).store.add_secret(args.name, args.value)
+        return _done(
+            args, {"secret": args.name, "version": version}, f"secret {args.name} is now version {version}"
+        )
     data = data_folder(args.project, args.data)
     store = SQLiteStore(data / STORE_FILE)
     try:
@@ -274,6 +298,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     from runtime.project import ProjectSource
     from runtime.services.local import LocalServices
 
+    if args.aws:
+        runtime = _aws(args)
+        aws_platform = Platform(args.project, runtime.store, runtime.clock, read_only=True)
+        return _report_check(args, check_runs(aws_platform.worker, aws_platform.store))
     data = data_folder(args.project, args.data)
     if not (data / STORE_FILE).exists():
         raise Usage(
@@ -292,6 +320,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         verdicts = check_runs(platform.worker, platform.store)
     finally:
         platform.close()
+    return _report_check(args, verdicts)
+
+
+def _report_check(args: argparse.Namespace, verdicts: list[Any]) -> int:
     diverging = [v for v in verdicts if v.diverges]
     if args.json:
         _emit([v.__dict__ for v in verdicts])
@@ -343,6 +375,10 @@ def _parser() -> argparse.ArgumentParser:
         )
         p.add_argument("--data", help="the data folder (default: PROJECT/.lunaflow)")
         p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+        p.add_argument(
+            "--aws", action="store_true", help="work on the deployed stack instead of a data folder"
+        )
+        p.add_argument("--stack", help="with --aws: the stack name (default: lunaflow-<project folder name>)")
         return p
 
     p = sub.add_parser("dev", help="serve a project locally: fetch routes, runs, timers, /_console")
@@ -358,6 +394,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("project")
     p.add_argument("--data", help="the data folder (default: PROJECT/.lunaflow)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--aws", action="store_true", help="check the deployed stack's runs against this code")
+    p.add_argument("--stack", help="with --aws: the stack name (default: lunaflow-<project folder name>)")
     p.set_defaults(func=cmd_check)
 
     p = console("runs", "list runs, newest first")
@@ -400,6 +438,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--project", "-p", default=os.environ.get("LUNAFLOW_PROJECT", "."))
     s.add_argument("--data")
     s.add_argument("--json", action="store_true")
+    s.add_argument("--aws", action="store_true", help="set it in the deployed stack's Secrets Manager")
+    s.add_argument("--stack")
     s.set_defaults(func=cmd_secret_set)
     return parser
 

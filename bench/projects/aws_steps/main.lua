@@ -1,0 +1,27 @@
+-- bench/aws_cost.py's workloads: n steps, n signals, n timers. Each ends with one step, so
+-- the end of a run costs the same whatever n is and the difference between n and 0 is the
+-- cost of the n steps, signals or timers alone.
+
+workflow "steps" (function(wf, input)
+    local total = 0
+    for i = 1, input.n do
+        total = total + wf:step("s", function() return i end)
+    end
+    return { total = total }
+end)
+
+workflow "signals" (function(wf, input)
+    local got = 0
+    for i = 1, input.n do
+        local payload = wf:await("go")
+        got = got + payload.i
+    end
+    return wf:step("done", function() return { got = got } end)
+end)
+
+workflow "timers" (function(wf, input)
+    for i = 1, input.n do
+        wf:sleep(input.every)
+    end
+    return wf:step("done", function() return { slept = input.n } end)
+end)
