@@ -17,8 +17,11 @@ processor = BatchProcessor(event_type=EventType.SQS)
 
 
 def _record(record: SQSRecord, context: LambdaContext) -> None:
-    message = json.loads(record.body)
-    run_id = message.get("run_id")
+    try:
+        message = json.loads(record.body)
+    except json.JSONDecodeError:
+        message = None
+    run_id = message.get("run_id") if isinstance(message, dict) else None
     if not isinstance(run_id, str) or not run_id:
         logger.warning("wake message without a run id dropped", extra={"body": record.body})
         return

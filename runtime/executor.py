@@ -145,11 +145,10 @@ class Executor:
         reply: Any = None
         while True:
             if decision is None and deadline is not None and time.monotonic() >= deadline:
-                # Out of time: save what is decided; the coroutine stays cached for a warm
-                # continuation, and a cold one replays to here.
+                # Out of time. The coroutine waits for a reply mid-command, which a cached
+                # session could not hand it later, so the next invocation replays to here.
                 self._save(s, RunUpdate(Status.RUNNING, replay.current))
                 self._rewake(s.run.id)
-                self._remember(s)
                 return Status.RUNNING
             if decision is None:
                 self.current_run = s.run.id

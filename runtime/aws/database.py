@@ -63,7 +63,33 @@ def parameter(name: str, value: Any) -> dict[str, Any]:
 
 
 def _statements(sql: str) -> list[str]:
-    return [s.strip() for s in sql.split(";") if s.strip()]
+    """Split a migration at the semicolons that end statements: not those inside quotes,
+    ``--`` comments or ``/* */`` comments (comments are dropped)."""
+    out: list[str] = []
+    current: list[str] = []
+    i, n = 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if ch in ("'", '"'):
+            end = sql.find(ch, i + 1)
+            end = n - 1 if end == -1 else end
+            current.append(sql[i : end + 1])
+            i = end + 1
+        elif sql.startswith("--", i):
+            end = sql.find("\n", i)
+            i = n if end == -1 else end
+        elif sql.startswith("/*", i):
+            end = sql.find("*/", i + 2)
+            i = n if end == -1 else end + 2
+        elif ch == ";":
+            out.append("".join(current))
+            current = []
+            i += 1
+        else:
+            current.append(ch)
+            i += 1
+    out.append("".join(current))
+    return [s.strip() for s in out if s.strip()]
 
 
 class DataApiDatabases:

@@ -384,13 +384,18 @@ class DynamoDBStore:
             }
         ]
         items += [self._entry_put(run_id, e) for e in entries]
+        consumed = set()
         for e in entries:
             if e.kind == Kind.WAIT_DONE and e.data.get("signal_id") is not None:
+                consumed.add(int(e.data["signal_id"]))
                 items.append(self._signal_state(run_id, int(e.data["signal_id"]), "consumed", e.seq))
         leftover: list[dict[str, Any]] = []
         if ended:
+            # A signal consumed by this very append is not also set aside (one write per item).
             aside = [
-                self._signal_state(run_id, s.id, "set_aside", None) for s in self.pending_signals(run_id)
+                self._signal_state(run_id, s.id, "set_aside", None)
+                for s in self.pending_signals(run_id)
+                if s.id not in consumed
             ]
             room = MAX_TXN_ITEMS - len(items)
             items, leftover = items + aside[:room], aside[room:]

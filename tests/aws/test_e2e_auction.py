@@ -206,11 +206,6 @@ def test_the_copy_differs_from_the_example_only_in_the_migration_comment() -> No
     assert strip(ours) == strip(theirs)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: runtime/aws/database.py _statements splits migrations at every ';', also "
-    "inside -- comments, so examples/auction's 001_init.sql fails on the Data API",
-)
 def test_example_migration_with_a_semicolon_in_a_comment_applies_on_aws(
     make_runtime: Callable[..., AwsRuntime], aws: AwsWorld, rds: FakeRdsData
 ) -> None:

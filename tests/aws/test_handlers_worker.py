@@ -150,11 +150,6 @@ def test_wake_body_without_a_run_id_is_dropped(
     assert any(r.levelno == logging.WARNING and "dropped" in r.getMessage() for r in records)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: a wake body that is not a JSON object fails its record (retried to the DLQ) "
-    "instead of being dropped",
-)
 @pytest.mark.parametrize("body", ["not json at all", "[1, 2]", "null"])
 def test_wake_body_that_is_not_a_json_object_is_dropped(
     make_runtime: Callable[..., AwsRuntime], aws: AwsWorld, body: str
@@ -196,12 +191,6 @@ def test_repeated_wake_for_an_ended_run_is_harmless(
     assert rt.platform.get("appr-2").result == {"approved": True, "by": "ada"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: DynamoDBStore.append writes the consumed signal twice (consumed, then set "
-    "aside as still pending) when a run consumes a signal and ends in one append; DynamoDB refuses "
-    "the transaction",
-)
 def test_run_that_returns_right_after_consuming_a_signal_completes(
     make_runtime: Callable[..., AwsRuntime], aws: AwsWorld
 ) -> None:
@@ -267,11 +256,6 @@ def test_worker_out_of_time_stops_before_new_work_and_wakes_the_run_again(
     assert parts_done(fresh, "long-0") == ["part-1", "part-2"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: after a deadline stop the executor caches a session that is not parked; the "
-    "same container's next advance raises EngineBug 'was woken but is not parked'",
-)
 def test_warm_container_continues_the_run_it_stopped_for_the_deadline(
     make_runtime: Callable[..., AwsRuntime], aws: AwsWorld
 ) -> None:

@@ -1,0 +1,656 @@
+"""DynamoDB requests and capacity units per step, per signal and per timer on AWS (under moto).
+
+    python3 bench/aws_cost.py [--steps 20] [--wru-price 1.25] [--rru-price 0.25]
+
+Runs workloads through ``AwsRuntime`` on in-process moto, as they run on AWS: the API side
+(the fetch Lambda) starts runs and sends signals; the worker Lambda advances a run on each
+wake message, which this script delivers itself from the wake queue and the Scheduler
+group at a fake clock's time (moto fires neither). Every DynamoDB request of both sides is
+counted with botocore event hooks on the clients (``before-parameter-build``,
+``before-call``, ``after-call``), and its capacity computed from item sizes read from
+moto before and after the request:
+
+- write request units (WRU): 1 per KB (rounded up) of the larger of the item before and
+  after, per item written, doubled inside TransactWriteItems; a failed conditional write
+  still costs its units. Printed beside it, not counted in the target: writes to global
+  secondary indexes (the table's six GSIs project ALL attributes; an item in an index is
+  written there again, and an index key that changes costs a delete and a put).
+- read request units (RRU): 1 per 4 KB (rounded up) per GetItem or Query page, strongly
+  consistent; half for eventually consistent reads (GSI queries); a read finding nothing
+  costs the minimum.
+
+Requests are split into the engine's (run items, journal, signals, leases, wake-ups,
+timers) and the services' (kv and object items the project's own code touches).
+
+Workloads (bench/projects/aws_steps, bench/projects/aws_auction):
+1. "steps": a run of N steps (default 20), started from the API side and advanced by the
+   worker; the same with 0 steps, so the difference is the cost of the steps alone.
+2. "signals": a run awaiting N signals in turn (each sent, then delivered), minus 0.
+3. "timers": a run sleeping N times for 1 s (an SQS delayed message) and for 1 h (an
+   EventBridge Scheduler entry), minus 0.
+4. The auction (examples/auction with its database as a kv namespace): open a sale, pay
+   it (the pay-sale run signals the sale's run), and a second sale whose 72 h timeout fires.
+
+Warm: one worker container serves every wake (its cached coroutine skips the journal
+read). Cold: a fresh container per wake, which reads the whole journal each time.
+
+Prices (on-demand, us-east-1, as given to this benchmark; change them with the options):
+$1.25 per million WRU, $0.25 per million RRU. Compared with AWS Step Functions Standard at
+$25 per million state transitions and Lambda durable functions at $8 per million
+operations, counting one step as one transition and one operation (the peers' lower bound).
+Lambda compute, SQS and Scheduler requests are not priced here (their request counts are
+printed).
+
+Targets (on the engine's requests in the N-step run, whole run included):
+- at most one DynamoDB round trip per step on average;
+- DynamoDB cost per million steps below a fifth of Lambda durable functions' ($1.60).
+
+Not a test: it asserts nothing about the targets and exits 0 whether or not they are met.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+STEPS_PROJECT = ROOT / "bench" / "projects" / "aws_steps"
+AUCTION_PROJECT = ROOT / "bench" / "projects" / "aws_auction"
+REGION = "eu-west-1"
+ACCOUNT = "123456789012"  # moto's default account
+SFN_STANDARD = 25.0  # $ per million state transitions
+LAMBDA_DURABLE = 8.0  # $ per million durable operations
+TARGET_TRIPS_PER_STEP = 1.0
+TARGET_SHARE_OF_DURABLE = 1 / 5
+
+os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
+for _k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+    os.environ.setdefault(_k, "testing")
+os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+
+
+# --- item sizes (DynamoDB's rules) ---------------------------------------------------------
+
+
+def _number_size(text: str) -> int:
+    digits = Decimal(text).normalize().as_tuple().digits
+    return 1 + math.ceil(max(1, len(digits)) / 2)
+
+
+def value_size(value: dict[str, Any]) -> int:
+    (kind, v), = value.items()
+    if kind == "S":
+        return len(v.encode("utf-8"))
+    if kind == "N":
+        return _number_size(v)
+    if kind == "B":
+        return len(v)
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind in ("SS",):
+        return sum(len(x.encode("utf-8")) for x in v)
+    if kind == "NS":
+        return sum(_number_size(x) for x in v)
+    if kind == "L":
+        return 3 + sum(1 + value_size(x) for x in v)
+    if kind == "M":
+        return 3 + sum(1 + len(k.encode("utf-8")) + value_size(x) for k, x in v.items())
+    raise ValueError(kind)
+
+
+def item_size(item: dict[str, Any] | None) -> int:
+    if not item:
+        return 0
+    return sum(len(name.encode("utf-8")) + value_size(v) for name, v in item.items())
+
+
+def kb_units(size: int) -> int:
+    return max(1, math.ceil(size / 1024))
+
+
+def read_units(size: int, consistent: bool) -> float:
+    units = max(1, math.ceil(size / 4096))
+    return units if consistent else units / 2
+
+
+# --- the meter -----------------------------------------------------------------------------
+
+
+@dataclass
+class Call:
+    phase: str
+    side: str  # engine | services
+    op: str
+    what: str
+    wru: float = 0.0
+    gsi_wru: float = 0.0
+    rru: float = 0.0
+    ok: bool = True
+
+
+def describe(op: str, params: dict[str, Any]) -> str:
+    """A name for what the request does, for the profile."""
+    update = str(params.get("UpdateExpression", ""))
+    if op == "TransactWriteItems":
+        items = params["TransactItems"]
+        if any(i.get("Put", {}).get("Item", {}).get("sk", {}).get("S") == "S" for i in items):
+            return "create run (run item + entry 1)"
+        return f"journal append ({len(items)} items)"
+    if op == "UpdateItem":
+        for needle, name in (
+            ("lease_owner = :me", "acquire lease"),
+            ("REMOVE lease_owner, lease_until", "release lease"),
+            ("signal_seq", "signal: number + wake-up"),
+            ("REMOVE timer_due", "fire timer"),
+            ("lock_owner = :me", "object: lock"),
+            ("REMOVE lock_owner", "object: state + unlock"),
+            ("REMOVE wake_pk, wake_sk", "clear wake-up"),
+            ("wake_token", "wake-up"),
+            ("#state = :state", "signal: state"),
+        ):
+            if needle in update:
+                return name
+        return "update"
+    if op == "Query":
+        if params.get("IndexName"):
+            return f"query index {params['IndexName']}"
+        values = params.get("ExpressionAttributeValues", {})
+        prefix = values.get(":prefix", {}).get("S")
+        pk = (values.get(":pk") or values.get(":p") or {}).get("S", "")
+        if pk.startswith("KV#"):
+            return "kv list"
+        if prefix is None:
+            return "load run + journal + signals"
+        return {"S": "load run + signals", "S#": "signals (end: set aside)", "J#": "journal"}.get(
+            prefix, f"query {prefix}"
+        )
+    if op == "GetItem":
+        pk = params["Key"]["pk"]["S"]
+        if pk.startswith("KV#"):
+            return "kv get"
+        if params["Key"]["sk"]["S"].startswith("P#"):
+            return "secret pin"
+        return "get run" if not params.get("ProjectionExpression") else "get run timer"
+    if op == "PutItem":
+        pk = params["Item"]["pk"]["S"]
+        if pk.startswith("KV#"):
+            return "kv put"
+        return "signal item" if params["Item"]["sk"]["S"].startswith("S#") else "put"
+    if op == "DeleteItem":
+        return "kv delete" if params["Key"]["pk"]["S"].startswith("KV#") else "delete"
+    return op
+
+
+class Meter:
+    """Counts every DynamoDB request of the clients it is attached to; ``phase`` tags them."""
+
+    def __init__(self, admin: Any, table: str, indexes: dict[str, tuple[str, str]]) -> None:
+        self.admin = admin  # an unhooked client, for item sizes before and after
+        self.table = table
+        self.indexes = indexes
+        self.phase = "setup"
+        self.calls: list[Call] = []
+        self.other: Counter[tuple[str, str, str]] = Counter()  # (phase, service, op)
+
+    @contextmanager
+    def measuring(self, phase: str) -> Iterator[None]:
+        saved, self.phase = self.phase, phase
+        try:
+            yield
+        finally:
+            self.phase = saved
+
+    def attach_dynamodb(self, client: Any) -> None:
+        client.meta.events.register("before-parameter-build.dynamodb", self._params)
+        client.meta.events.register("before-call.dynamodb", self._before)
+        client.meta.events.register("after-call.dynamodb", self._after)
+
+    def attach_other(self, client: Any, service: str) -> None:
+        def count(model: Any, **_: Any) -> None:
+            self.other[(self.phase, service, model.name)] += 1
+
+        client.meta.events.register(f"before-call.{service}", count)
+
+    # --- hooks ---
+
+    def _params(self, params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
+        context["lf_params"] = json.loads(json.dumps(params, default=str))
+
+    def _targets(self, op: str, params: dict[str, Any]) -> list[tuple[dict[str, Any], bool]]:
+        """(key, is_write) of the items a write request touches."""
+        def key_of(item: dict[str, Any]) -> dict[str, Any]:
+            return {"pk": item["pk"], "sk": item["sk"]}
+
+        if op == "PutItem":
+            return [(key_of(params["Item"]), True)]
+        if op in ("UpdateItem", "DeleteItem"):
+            return [(params["Key"], True)]
+        if op == "TransactWriteItems":
+            out = []
+            for i in params["TransactItems"]:
+                (kind, body), = i.items()
+                out.append((key_of(body["Item"]) if kind == "Put" else body["Key"], kind != "ConditionCheck"))
+            return out
+        return []
+
+    def _get(self, key: dict[str, Any]) -> dict[str, Any] | None:
+        item: dict[str, Any] | None = self.admin.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
+        return item
+
+    def _before(self, model: Any, context: dict[str, Any], **_: Any) -> None:
+        params = context.get("lf_params", {})
+        context["lf_before"] = [(k, w, self._get(k)) for k, w in self._targets(model.name, params)]
+        if model.name == "GetItem" and params.get("ProjectionExpression"):
+            context["lf_full"] = self._get(params["Key"])  # a projection does not cut the cost
+
+    def _after(self, http_response: Any, parsed: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
+        op, params = model.name, context.get("lf_params", {})
+        text = json.dumps(params)
+        side = "services" if ('"KV#' in text or '"OBJ#' in text) else "engine"
+        call = Call(self.phase, side, op, describe(op, params), ok=http_response.status_code < 300)
+        factor = 2 if op == "TransactWriteItems" else 1
+        for key, is_write, before in context.get("lf_before", []):
+            after = self._get(key)
+            size = max(item_size(before), item_size(after))
+            call.wru += factor * kb_units(size)
+            if is_write and call.ok:
+                call.gsi_wru += self._index_writes(before, after)
+        if op == "GetItem":
+            full = context.get("lf_full", parsed.get("Item"))
+            call.rru = read_units(item_size(full), bool(params.get("ConsistentRead")))
+        elif op == "Query":
+            size = sum(item_size(i) for i in parsed.get("Items", []))
+            call.rru = read_units(size, bool(params.get("ConsistentRead")) and not params.get("IndexName"))
+        self.calls.append(call)
+
+    def _index_writes(self, before: dict[str, Any] | None, after: dict[str, Any] | None) -> int:
+        if before == after:
+            return 0
+        units = 0
+        for pk, sk in self.indexes.values():
+            was = before is not None and pk in before and sk in before
+            now = after is not None and pk in after and sk in after
+            if was and now:
+                moved = (before[pk], before[sk]) != (after[pk], after[sk])  # type: ignore[index]
+                units += (kb_units(item_size(before)) if moved else 0) + kb_units(item_size(after))
+            elif was:
+                units += kb_units(item_size(before))
+            elif now:
+                units += kb_units(item_size(after))
+        return units
+
+
+# --- one deployment under moto, and its mail ------------------------------------------------
+
+
+@dataclass
+class Sums:
+    requests: int = 0
+    wru: float = 0.0
+    gsi_wru: float = 0.0
+    rru: float = 0.0
+
+    def add(self, c: Call) -> None:
+        self.requests += 1
+        self.wru += c.wru
+        self.gsi_wru += c.gsi_wru
+        self.rru += c.rru
+
+    def minus(self, o: Sums) -> Sums:
+        return Sums(self.requests - o.requests, self.wru - o.wru, self.gsi_wru - o.gsi_wru, self.rru - o.rru)
+
+    def per(self, n: float) -> Sums:
+        return Sums(self.requests / n, self.wru / n, self.gsi_wru / n, self.rru / n)  # type: ignore[arg-type]
+
+    def dollars_per_million(self, wru_price: float, rru_price: float, gsi: bool = False) -> float:
+        return (self.wru + (self.gsi_wru if gsi else 0)) * wru_price + self.rru * rru_price
+
+
+@dataclass
+class Deployment:
+    project: Path
+    suffix: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+
+    def __post_init__(self) -> None:
+        import boto3
+
+        from runtime.aws.config import AwsConfig
+        from runtime.clock import FakeClock
+        from runtime.store.dynamodb import INDEXES, table_definition
+
+        self.boto3 = boto3
+        self.table = f"lunaflow-{self.suffix}"
+        self.admin = boto3.client("dynamodb", region_name=REGION)
+        self.admin.create_table(**table_definition(self.table))
+        sqs = boto3.client("sqs", region_name=REGION)
+        self.queue_name = f"wake-{self.suffix}"
+        url = sqs.create_queue(QueueName=self.queue_name)["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        self.group = f"lunaflow-{self.suffix}"
+        boto3.client("scheduler", region_name=REGION).create_schedule_group(Name=self.group)
+        self.config = AwsConfig(
+            project=str(self.project),
+            table=self.table,
+            wake_queue_url=url,
+            wake_queue_arn=arn,
+            scheduler_group=self.group,
+            scheduler_role_arn=f"arn:aws:iam::{ACCOUNT}:role/lunaflow-scheduler",
+        )
+        self.clock = FakeClock()
+        self.meter = Meter(self.admin, self.table, INDEXES)
+        self.front = self.container()
+        self.worker = self.container()
+        self.held: list[tuple[int, str]] = []  # (deliver at ms, run id)
+
+    def container(self) -> Any:
+        """A Lambda container: its own clients (metered) and runtime."""
+        from runtime.aws.runtime import AwsRuntime, Clients
+
+        c = Clients(
+            dynamodb=self.boto3.client("dynamodb", region_name=REGION),
+            sqs=self.boto3.client("sqs", region_name=REGION),
+            scheduler=self.boto3.client("scheduler", region_name=REGION),
+            secretsmanager=self.boto3.client("secretsmanager", region_name=REGION),
+        )
+        self.meter.attach_dynamodb(c.dynamodb)
+        self.meter.attach_other(c.sqs, "sqs")
+        self.meter.attach_other(c.scheduler, "scheduler")
+        return AwsRuntime(self.config, c, clock=self.clock, owner=f"lambda-{uuid.uuid4()}")
+
+    def _collect(self, now: int) -> None:
+        from moto.sqs.models import sqs_backends
+
+        queue = sqs_backends[ACCOUNT][REGION].queues[self.queue_name]
+        with queue._messages_lock:
+            messages, queue._messages[:] = list(queue._messages), []
+        for m in messages:
+            body = json.loads(m.body)
+            delay = max(0, int(m.delayed_until) - int(m.sent_timestamp or 0)) if m.delayed_until else 0
+            self.held.append((int(body.get("due_ms", now + delay)), body["run_id"]))
+        scheduler = self.boto3.client("scheduler", region_name=REGION)
+        for s in scheduler.list_schedules(GroupName=self.group)["Schedules"]:
+            full = scheduler.get_schedule(Name=s["Name"], GroupName=self.group)
+            at = full["ScheduleExpression"][3:-1]
+            fires = int(datetime.fromisoformat(at).replace(tzinfo=UTC).timestamp() * 1000)
+            if fires <= now:
+                scheduler.delete_schedule(Name=s["Name"], GroupName=self.group)  # ActionAfterCompletion
+                self.held.append((fires, json.loads(full["Target"]["Input"])["run_id"]))
+
+    def settle(self, cold: bool = False) -> int:
+        """Deliver every wake due by the fake clock to the worker (a fresh container per wake
+        when ``cold``); returns how many were delivered."""
+        from runtime.clock import now_ms
+
+        n = 0
+        for _ in range(10_000):
+            now = now_ms(self.clock)
+            self._collect(now)
+            due = [h for h in self.held if h[0] <= now]
+            if not due:
+                return n
+            self.held = [h for h in self.held if h[0] > now]
+            for _, run_id in due:
+                worker = self.container() if cold else self.worker
+                worker.advance(run_id, remaining_ms=900_000)
+                n += 1
+        raise SystemExit("wakes kept coming: the workload does not settle")
+
+    def sums(self, phase: str | None = None, side: str | None = "engine") -> Sums:
+        out = Sums()
+        for c in self.meter.calls:
+            if (phase is None or c.phase == phase) and (side is None or c.side == side):
+                out.add(c)
+        return out
+
+    def run(self, run_id: str) -> Any:
+        return self.front.store.get_run(run_id)
+
+
+@contextmanager
+def deployment(project: Path) -> Iterator[Deployment]:
+    from moto import mock_aws
+
+    with mock_aws():
+        yield Deployment(project)
+
+
+# --- workloads ------------------------------------------------------------------------------
+
+
+def steps_run(n: int) -> tuple[Sums, Deployment]:
+    with deployment(STEPS_PROJECT) as d:
+        with d.meter.measuring("run"):
+            d.front.platform.start("steps", {"n": n}, id="steps-run")
+            d.settle()
+        run = d.run("steps-run")
+        if run.status != "completed" or run.result != {"total": n * (n + 1) // 2}:
+            raise SystemExit(f"the steps run ended {run.status}: {run.error}")
+        return d.sums("run"), d
+
+
+def signals_run(n: int, cold: bool) -> Sums:
+    with deployment(STEPS_PROJECT) as d:
+        with d.meter.measuring("run"):
+            d.front.platform.start("signals", {"n": n}, id="signals-run")
+            d.settle(cold)
+            for i in range(1, n + 1):
+                d.front.platform.signal("signals-run", "go", {"i": i})
+                d.settle(cold)
+        run = d.run("signals-run")
+        if run.status != "completed" or run.result != {"got": n * (n + 1) // 2}:
+            raise SystemExit(f"the signals run ended {run.status}: {run.error}")
+        return d.sums("run")
+
+
+def timers_run(n: int, every_s: int, cold: bool) -> Sums:
+    with deployment(STEPS_PROJECT) as d:
+        with d.meter.measuring("run"):
+            d.front.platform.start("timers", {"n": n, "every": every_s}, id="timers-run")
+            d.settle(cold)
+            for _ in range(n):
+                d.clock.advance(every_s)
+                d.settle(cold)
+        run = d.run("timers-run")
+        if run.status != "completed":
+            raise SystemExit(f"the timers run ended {run.status}: {run.error}")
+        return d.sums("run")
+
+
+def auction() -> Deployment:
+    from runtime.fetch import make_request
+
+    with deployment(AUCTION_PROJECT) as d:
+
+        def post(path: str, body: dict[str, Any]) -> None:
+            response, failure = d.front.fetch(make_request("POST", path, json.dumps(body)))
+            if failure is not None or response.status_code >= 300:
+                raise SystemExit(f"POST {path}: {response.status_code} {response.body}")
+
+        with d.meter.measuring("open a sale"):
+            post("/api/sale", {"id": "lot-1", "winner": "ada", "price": 25})
+            d.settle()
+        with d.meter.measuring("pay it"):
+            post("/api/sale/pay", {"id": "lot-1", "user": "ada"})
+            d.settle()
+        with d.meter.measuring("a sale that times out"):
+            post("/api/sale", {"id": "lot-2", "winner": "bob", "price": 5})
+            d.settle()
+            d.clock.advance(72 * 3600)
+            d.settle()
+        for run_id, outcome in (("sale-lot-1", "settled"), ("sale-lot-2", "void")):
+            run = d.run(run_id)
+            if run.status != "completed" or run.result != {"outcome": outcome}:
+                raise SystemExit(f"{run_id} ended {run.status}: {run.error or run.result}")
+        if d.run("pay-lot-1").status != "completed":
+            raise SystemExit("pay-lot-1 did not complete")
+        return d
+
+
+# --- printing ---------------------------------------------------------------------------------
+
+
+def row(label: str, s: Sums, args: argparse.Namespace) -> str:
+    cost = s.dollars_per_million(args.wru_price, args.rru_price)
+    cost_gsi = s.dollars_per_million(args.wru_price, args.rru_price, gsi=True)
+    return (
+        f"  {label:<52} {s.requests:>7.2f} {s.wru:>7.2f} {s.rru:>7.2f} {s.gsi_wru:>8.2f}"
+        f"   ${cost:>6.2f}  (${cost_gsi:.2f} with GSI writes)"
+    )
+
+
+HEADER = (
+    f"  {'':<52} {'trips':>7} {'WRU':>7} {'RRU':>7} {'GSI WRU':>8}   $ per million"
+)
+
+
+def profile(calls: list[Call], title: str) -> dict[tuple[str, str], Sums]:
+    groups: dict[tuple[str, str], Sums] = defaultdict(Sums)
+    for c in calls:
+        groups[(c.op, c.what)].add(c)
+    total = Sums()
+    for s in groups.values():
+        total.requests += s.requests
+        total.wru += s.wru
+        total.gsi_wru += s.gsi_wru
+        total.rru += s.rru
+    print(f"\n{title}")
+    print(f"  {'request':<52} {'count':>6} {'WRU':>7} {'RRU':>6} {'GSI WRU':>8}")
+    for (op, what), s in sorted(groups.items(), key=lambda kv: -(kv[1].wru + kv[1].rru / 5)):
+        print(f"  {op + ': ' + what:<52} {s.requests:>6} {s.wru:>7.1f} {s.rru:>6.1f} {s.gsi_wru:>8.1f}")
+    print(f"  {'total':<52} {total.requests:>6} {total.wru:>7.1f} {total.rru:>6.1f} {total.gsi_wru:>8.1f}")
+    return groups
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=20, help="steps in the step workload (default 20)")
+    parser.add_argument("--wru-price", type=float, default=1.25, help="$ per million write request units")
+    parser.add_argument("--rru-price", type=float, default=0.25, help="$ per million read request units")
+    args = parser.parse_args()
+    n = args.steps
+
+    import warnings
+
+    warnings.simplefilter("ignore")
+    print("lunaflow on DynamoDB: requests and capacity units (moto; units computed from item sizes)")
+    print(
+        f"prices: on-demand us-east-1 as given, ${args.wru_price} per million WRU, ${args.rru_price} per "
+        f"million RRU; peers: Step Functions Standard ${SFN_STANDARD:g} per million transitions, Lambda "
+        f"durable functions ${LAMBDA_DURABLE:g} per million operations (1 step = 1 of each)"
+    )
+    print("trips = DynamoDB round trips; the $ column is DynamoDB's cost per million of the unit")
+    print("(engine requests only; the project's own kv/object requests are listed apart)\n")
+
+    whole, steps_d = steps_run(n)
+    empty, _ = steps_run(0)
+    per_step = whole.per(n)
+    marginal = whole.minus(empty).per(n)
+    print(f"{n}-step workflow (start, one wake, {n} steps, end)")
+    print(HEADER)
+    print(row(f"whole run, per step ({whole.requests} trips in all)", per_step, args))
+    print(row("marginal step (N steps minus 0 steps, per step)", marginal, args))
+    print(row("fixed part (the 0-step run)", empty, args))
+
+    print("\nsignals and timers (marginal: N of them minus 0, per one)")
+    print(HEADER)
+    for cold in (False, True):
+        temp = "cold" if cold else "warm"
+        sig = signals_run(n, cold).minus(signals_run(0, cold)).per(n)
+        print(row(f"signal, sent and consumed ({temp})", sig, args))
+    for every, how in ((1, "SQS delayed message"), (3600, "Scheduler entry")):
+        for cold in (False, True):
+            temp = "cold" if cold else "warm"
+            tim = timers_run(n, every, cold).minus(timers_run(0, every, cold)).per(n)
+            print(row(f"timer {every}s, {how} ({temp})", tim, args))
+
+    d = auction()
+    print("\nauction (examples/auction, its database as kv): per phase, engine | project's own requests")
+    print(HEADER)
+    phases = ["open a sale", "pay it", "a sale that times out"]
+    steps_in = {"open a sale": 1, "pay it": 4, "a sale that times out": 2}  # notify | charge, sign,
+    # tell-sale, settle | notify, void: checked against the journals just below
+    from runtime.journal import Kind
+
+    intents = sum(
+        1
+        for run_id in ("sale-lot-1", "pay-lot-1", "sale-lot-2")
+        for e in d.front.store.journal(run_id)
+        if e.kind == Kind.STEP_INTENT
+    )
+    if intents != sum(steps_in.values()):
+        raise SystemExit(f"the auction ran {intents} step attempts, expected {sum(steps_in.values())}")
+    for phase in phases:
+        print(row(f"{phase} ({steps_in[phase]} steps): engine", d.sums(phase), args))
+        print(row(f"{phase}: kv and objects", d.sums(phase, "services"), args))
+    auction_steps = sum(steps_in.values())
+    engine_total = Sums()
+    for phase in phases:
+        s = d.sums(phase)
+        engine_total.requests += s.requests
+        engine_total.wru += s.wru
+        engine_total.gsi_wru += s.gsi_wru
+        engine_total.rru += s.rru
+    print(row(f"all three, per step ({auction_steps} steps, 1 signal, 1 timer)", engine_total.per(auction_steps), args))
+    other = Counter()
+    for (phase, service, op), k in d.meter.other.items():
+        if phase in phases:
+            other[f"{service} {op}"] += k
+    print("  other requests in the auction: " + ", ".join(f"{k} {name}" for name, k in sorted(other.items())))
+
+    print("\ncost per million steps, DynamoDB only, next to the peers")
+    lunaflow = per_step.dollars_per_million(args.wru_price, args.rru_price)
+    lunaflow_gsi = per_step.dollars_per_million(args.wru_price, args.rru_price, gsi=True)
+    print(f"  lunaflow ({n}-step run)            ${lunaflow:8.2f}   (${lunaflow_gsi:.2f} with GSI writes)")
+    print(f"  AWS Step Functions Standard        ${SFN_STANDARD:8.2f}")
+    print(f"  Lambda durable functions           ${LAMBDA_DURABLE:8.2f}")
+
+    limit = LAMBDA_DURABLE * TARGET_SHARE_OF_DURABLE
+    trips_ok = per_step.requests <= TARGET_TRIPS_PER_STEP
+    cost_ok = lunaflow < limit
+    print("\ntargets")
+    print(
+        f"  DynamoDB round trips per step (avg, {n}-step run): {per_step.requests:.2f} "
+        f"(target <= {TARGET_TRIPS_PER_STEP:g}): {'PASS' if trips_ok else 'FAIL'}"
+    )
+    print(
+        f"  DynamoDB $ per million steps: {lunaflow:.2f} (target < {limit:.2f}, a fifth of Lambda durable "
+        f"functions): {'PASS' if cost_ok else 'FAIL'}"
+    )
+    if not (trips_ok and cost_ok):
+        calls = [c for c in steps_d.meter.calls if c.phase == "run" and c.side == "engine"]
+        groups = profile(calls, f"profile: the engine's requests in the {n}-step run, the costliest first")
+        (op, what), top = max(groups.items(), key=lambda kv: kv[1].wru)
+        total_wru = sum(c.wru for c in calls)
+        print(
+            f"\n  dominant: {op} ({what}), {top.requests} of {len(calls)} round trips and "
+            f"{top.wru / total_wru:.0%} of the write units; each is {top.wru / top.requests:g} WRU "
+            f"(transaction writes cost double), i.e. ${top.wru / top.requests * args.wru_price:.2f} "
+            f"per million steps on its own."
+        )
+        print(
+            f"  fixed per run: {empty.requests} round trips (create, lease, load, final append, the "
+            f"end's signal query), so the average is 1 + {empty.requests}/N per step whatever N is."
+        )
+        print(
+            f"  not in the target: {per_step.gsi_wru:.2f} GSI WRU per step, because the run item "
+            "changes on every append and projects ALL attributes into every index it is in."
+        )
+
+
+if __name__ == "__main__":
+    main()
