@@ -77,6 +77,9 @@ SFN_STANDARD = 25.0  # $ per million state transitions
 LAMBDA_DURABLE = 8.0  # $ per million durable operations
 TARGET_TRIPS_PER_STEP = 1.0
 TARGET_SHARE_OF_DURABLE = 1 / 5
+# Steps per auction phase: notify | charge, sign, tell-sale, settle | notify, void (checked
+# against the journals).
+AUCTION_STEPS = {"open a sale": 1, "pay it": 4, "a sale that times out": 2}
 
 os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
 for _k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
@@ -498,6 +501,16 @@ def auction() -> Deployment:
                 raise SystemExit(f"{run_id} ended {run.status}: {run.error or run.result}")
         if d.run("pay-lot-1").status != "completed":
             raise SystemExit("pay-lot-1 did not complete")
+        from runtime.journal import Kind
+
+        intents = sum(
+            1
+            for run_id in ("sale-lot-1", "pay-lot-1", "sale-lot-2")
+            for e in d.front.store.journal(run_id)
+            if e.kind == Kind.STEP_INTENT
+        )
+        if intents != sum(AUCTION_STEPS.values()):
+            raise SystemExit(f"the auction ran {intents} step attempts, expected {sum(AUCTION_STEPS.values())}")
         return d
 
 
@@ -582,18 +595,7 @@ def main() -> None:
     print("\nauction (examples/auction, its database as kv): per phase, engine | project's own requests")
     print(HEADER)
     phases = ["open a sale", "pay it", "a sale that times out"]
-    steps_in = {"open a sale": 1, "pay it": 4, "a sale that times out": 2}  # notify | charge, sign,
-    # tell-sale, settle | notify, void: checked against the journals just below
-    from runtime.journal import Kind
-
-    intents = sum(
-        1
-        for run_id in ("sale-lot-1", "pay-lot-1", "sale-lot-2")
-        for e in d.front.store.journal(run_id)
-        if e.kind == Kind.STEP_INTENT
-    )
-    if intents != sum(steps_in.values()):
-        raise SystemExit(f"the auction ran {intents} step attempts, expected {sum(steps_in.values())}")
+    steps_in = AUCTION_STEPS
     for phase in phases:
         print(row(f"{phase} ({steps_in[phase]} steps): engine", d.sums(phase), args))
         print(row(f"{phase}: kv and objects", d.sums(phase, "services"), args))

@@ -18,10 +18,10 @@ from runtime import values
 from runtime.durations import parse_ms
 from runtime.errors import InvalidInput
 from runtime.project import Declaration, ProjectSource, load
-from runtime.replay import StepCmd, ValueCmd, WaitCmd
+from runtime.replay import StepCmd, ValueCmd, VersionCmd, WaitCmd
 from runtime.sandbox import LuaMemoryError, Sandbox
 
-Command = StepCmd | WaitCmd | ValueCmd
+Command = StepCmd | WaitCmd | ValueCmd | VersionCmd
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,8 @@ class Code:
                 return Issued(WaitCmd(wait_kind, names, timeout))
             if op == "value":
                 return Issued(ValueCmd(str(cmd.call)))
+            if op == "version":
+                return Issued(VersionCmd(str(cmd.change)))
         except InvalidInput as e:
             return Issued(None, refusal=str(e))
         return Issued(None, refusal=f"unknown engine command {op!r}")

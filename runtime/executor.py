@@ -35,6 +35,7 @@ from runtime.replay import (
     Replay,
     Resume,
     StepCmd,
+    VersionCmd,
     WaitCmd,
 )
 from runtime.store.base import RunRecord, RunUpdate, Store, TimerSet
@@ -259,6 +260,8 @@ def decide(replay: Replay, cmd: Command) -> Decision:
         return replay.step(cmd)
     if isinstance(cmd, WaitCmd):
         return replay.wait(cmd)
+    if isinstance(cmd, VersionCmd):
+        return replay.version(cmd)
     return replay.value(cmd)
 
 

@@ -155,11 +155,18 @@ class Platform(Runs):
     # --- runs --------------------------------------------------------------------------
 
     def start(
-        self, workflow: str, input_value: Any = None, *, id: str | None = None, parent_id: str | None = None
+        self,
+        workflow: str,
+        input_value: Any = None,
+        *,
+        id: str | None = None,
+        parent_id: str | None = None,
+        changes: tuple[str, ...] | None = None,
     ) -> RunRecord:
         if workflow not in self.worker.code.workflows:
             raise UnknownWorkflow(workflow)
-        return super().start(workflow, input_value, id=id, parent_id=parent_id)
+        known = self.source.changes if changes is None else changes
+        return super().start(workflow, input_value, id=id, parent_id=parent_id, changes=known)
 
     # --- work --------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ declares things.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,9 @@ from runtime.durations import parse_ms
 from runtime.errors import ProjectLoadError
 from runtime.sandbox import DEFAULT_INSTRUCTIONS, DEFAULT_MEMORY_BYTES, LuaMemoryError, Sandbox
 from runtime.services.queues import QueueSettings
+
+# wf:version("change-id") with a literal id: runs record the ids their starting code knew.
+_VERSION = re.compile(r"""[:.]version\s*\(\s*["']([^"'\\]+)["']\s*\)""")
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class ProjectSource:
     modules: dict[str, tuple[str, str]]  # dotted name -> (relative path, source)
     limits: Limits = field(default_factory=Limits)
     queues: dict[str, QueueSettings] = field(default_factory=dict)
+    changes: tuple[str, ...] = ()  # the wf:version change ids the code names
 
     def queue_settings(self, name: str) -> QueueSettings:
         return self.queues.get(name, QueueSettings())
@@ -76,7 +81,9 @@ class ProjectSource:
                 attempts=int(q.get("attempts", 3)),
                 retry_delay_s=parse_ms(retry, f"queues.{qname}.retry_delay") / 1000,
             )
-        return cls(root, name, scripts, modules, limits, queues)
+        texts = list(scripts.values()) + [text for _, text in modules.values()]
+        changes = tuple(sorted({m for text in texts for m in _VERSION.findall(text)}))
+        return cls(root, name, scripts, modules, limits, queues, changes)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,11 @@ class ValueCmd:
 
 
 @dataclass(frozen=True)
+class VersionCmd:
+    change: str  # the change id passed to wf:version
+
+
+@dataclass(frozen=True)
 class Signal:
     id: int
     name: str
@@ -260,6 +265,14 @@ class Replay:
             return Fail(divergence(describe(head), f"{cmd.call}()"))
         self.pos += 1
         return Resume(head.data["value"])
+
+    def version(self, cmd: VersionCmd) -> Resume:
+        """``wf:version(change)``: true when the code that started this run already knew the
+        change (its id is in ``run.started``'s ``changes``), false for runs started before it
+        was deployed. Fixed for the run's whole life, so replay never diverges on it and runs
+        started before a change finish on the old path while new runs take the new one."""
+        started = self.entries[0].data.get("changes") or []
+        return Resume(cmd.change in started)
 
     def record_value(self, call: str, value: Any) -> Resume:
         self._record(Kind.VALUE, call, {"value": value})

@@ -29,7 +29,13 @@ class Runs:
         self.observer: Observer = observer or Quiet()
 
     def start(
-        self, workflow: str, input_value: Any = None, *, id: str | None = None, parent_id: str | None = None
+        self,
+        workflow: str,
+        input_value: Any = None,
+        *,
+        id: str | None = None,
+        parent_id: str | None = None,
+        changes: tuple[str, ...] = (),
     ) -> RunRecord:
         run_id = str(uuid.uuid4()) if id is None else check_run_id(id)
         encoded = values.encode(input_value, f"the input of run '{run_id}'")
@@ -44,7 +50,10 @@ class Runs:
             created_at=at,
             updated_at=at,
         )
-        started = Entry(1, Kind.STARTED, workflow, {"format": FORMAT_VERSION, "input": input_value}, at)
+        data: dict[str, Any] = {"format": FORMAT_VERSION, "input": input_value}
+        if changes:
+            data["changes"] = list(changes)  # what wf:version answers for this run
+        started = Entry(1, Kind.STARTED, workflow, data, at)
         existing, created = self.store.create_run(record, started)
         if not created and existing.workflow != workflow:
             raise RunIdTaken(run_id, existing.workflow, workflow)

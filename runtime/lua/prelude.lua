@@ -572,6 +572,14 @@ function wf_methods.step(self, name, opts, fn)
   return unpack(reply, 1, reply.n)
 end
 
+-- wf:version("change-id"): true for runs started by code that names the change, false for
+-- runs started before it was deployed. Branch on it to change code under runs in flight.
+function wf_methods.version(self, change)
+  wf_check(self, "wf:version")
+  check_name(change, "wf:version")
+  return command({ op = "version", change = change }).value
+end
+
 function wf_methods.sleep(self, duration)
   wf_check(self, "wf:sleep")
   command({ op = "wait", kind = "sleep", names = {}, timeout = duration })

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -710,10 +711,12 @@ def test_user_queue_urls_reach_every_function(queue_project: Synth) -> None:
     reason="infra: app.build names the stack 'lunaflow-<folder name>'; a folder with '_' gives an "
     "invalid CloudFormation stack name and synth fails unless -c stack=... is given",
 )
-def test_a_project_folder_with_an_underscore_gets_a_valid_stack_name(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_project_folder_with_an_underscore_gets_a_valid_stack_name(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """`cdk synth -c project=tests/projects/infra_queue` must work without naming the stack."""
     monkeypatch.setattr(constants, "BUNDLE_REQUIREMENTS", TINY_REQUIREMENTS)
     monkeypatch.delenv("CDK_DEFAULT_ACCOUNT", raising=False)
     monkeypatch.delenv("CDK_DEFAULT_REGION", raising=False)
-    stack = build(App(context={"project": str(QUEUE_PROJECT)}))
+    stack = build(App(outdir=str(tmp_path), context={"project": str(QUEUE_PROJECT)}))
     assert re.fullmatch(r"[A-Za-z][A-Za-z0-9-]*", stack.stack_name)

@@ -1,0 +1,5 @@
+workflow "w" (function(wf)
+    wf:step("a", function() return 1 end)
+    wf:await("go")
+    return wf:step("old", function() return "old" end)
+end)
