@@ -96,7 +96,7 @@ def _number_size(text: str) -> int:
 
 
 def value_size(value: dict[str, Any]) -> int:
-    (kind, v), = value.items()
+    ((kind, v),) = value.items()
     if kind == "S":
         return len(v.encode("utf-8"))
     if kind == "N":
@@ -236,6 +236,7 @@ class Meter:
 
     def _targets(self, op: str, params: dict[str, Any]) -> list[tuple[dict[str, Any], bool]]:
         """(key, is_write) of the items a write request touches."""
+
         def key_of(item: dict[str, Any]) -> dict[str, Any]:
             return {"pk": item["pk"], "sk": item["sk"]}
 
@@ -246,13 +247,15 @@ class Meter:
         if op == "TransactWriteItems":
             out = []
             for i in params["TransactItems"]:
-                (kind, body), = i.items()
+                ((kind, body),) = i.items()
                 out.append((key_of(body["Item"]) if kind == "Put" else body["Key"], kind != "ConditionCheck"))
             return out
         return []
 
     def _get(self, key: dict[str, Any]) -> dict[str, Any] | None:
-        item: dict[str, Any] | None = self.admin.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
+        item: dict[str, Any] | None = self.admin.get_item(
+            TableName=self.table, Key=key, ConsistentRead=True
+        ).get("Item")
         return item
 
     def _before(self, model: Any, context: dict[str, Any], **_: Any) -> None:
@@ -261,7 +264,9 @@ class Meter:
         if model.name == "GetItem" and params.get("ProjectionExpression"):
             context["lf_full"] = self._get(params["Key"])  # a projection does not cut the cost
 
-    def _after(self, http_response: Any, parsed: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
+    def _after(
+        self, http_response: Any, parsed: dict[str, Any], model: Any, context: dict[str, Any], **_: Any
+    ) -> None:
         op, params = model.name, context.get("lf_params", {})
         text = json.dumps(params)
         side = "services" if ('"KV#' in text or '"OBJ#' in text) else "engine"
@@ -510,7 +515,9 @@ def auction() -> Deployment:
             if e.kind == Kind.STEP_INTENT
         )
         if intents != sum(AUCTION_STEPS.values()):
-            raise SystemExit(f"the auction ran {intents} step attempts, expected {sum(AUCTION_STEPS.values())}")
+            raise SystemExit(
+                f"the auction ran {intents} step attempts, expected {sum(AUCTION_STEPS.values())}"
+            )
         return d
 
 
@@ -526,9 +533,7 @@ def row(label: str, s: Sums, args: argparse.Namespace) -> str:
     )
 
 
-HEADER = (
-    f"  {'':<52} {'trips':>7} {'WRU':>7} {'RRU':>7} {'GSI WRU':>8}   $ per million"
-)
+HEADER = f"  {'':<52} {'trips':>7} {'WRU':>7} {'RRU':>7} {'GSI WRU':>8}   $ per million"
 
 
 def profile(calls: list[Call], title: str) -> dict[tuple[str, str], Sums]:
@@ -597,7 +602,8 @@ def main() -> None:
     phases = ["open a sale", "pay it", "a sale that times out"]
     steps_in = AUCTION_STEPS
     for phase in phases:
-        print(row(f"{phase} ({steps_in[phase]} steps): engine", d.sums(phase), args))
+        k = steps_in[phase]
+        print(row(f"{phase} ({k} step{'' if k == 1 else 's'}): engine", d.sums(phase), args))
         print(row(f"{phase}: kv and objects", d.sums(phase, "services"), args))
     auction_steps = sum(steps_in.values())
     engine_total = Sums()
@@ -607,7 +613,13 @@ def main() -> None:
         engine_total.wru += s.wru
         engine_total.gsi_wru += s.gsi_wru
         engine_total.rru += s.rru
-    print(row(f"all three, per step ({auction_steps} steps, 1 signal, 1 timer)", engine_total.per(auction_steps), args))
+    print(
+        row(
+            f"all three, per step ({auction_steps} steps, 1 signal, 1 timer)",
+            engine_total.per(auction_steps),
+            args,
+        )
+    )
     other = Counter()
     for (phase, service, op), k in d.meter.other.items():
         if phase in phases:

@@ -338,6 +338,48 @@ def _report_check(args: argparse.Namespace, verdicts: list[Any]) -> int:
     return EXIT_REFUSED if diverging else EXIT_OK
 
 
+def cmd_test(args: argparse.Namespace) -> int:
+    from runtime.luatest import run_tests
+
+    project = Path(args.project)
+    if not (project / "tests").is_dir():
+        raise Usage(f"{project} has no tests/ folder; write tests/*_test.lua (lunaflow new scaffolds one)")
+    report = run_tests(project, pattern=args.k, out=sys.stdout)
+    return EXIT_REFUSED if report.failed or not report.outcomes else EXIT_OK
+
+
+def cmd_new(args: argparse.Namespace) -> int:
+    from runtime.scaffold import scaffold
+
+    created = scaffold(Path(args.name))
+    for path in created:
+        out.print(f"created {path}")
+    out.print(f"next: lunaflow test {args.name} && lunaflow dev {args.name}")
+    return EXIT_OK
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    """Check in-flight runs against the new code, then `npx cdk deploy`; refuse on divergence."""
+    import subprocess
+
+    args.json = False
+    args.aws = args.data is None  # the deployed stack's runs, unless a local folder is named
+    verdict = cmd_check(args)
+    if verdict != EXIT_OK and not args.force:
+        err.print(
+            "lunaflow deploy: refused — the new code would make in-flight runs diverge (listed above). "
+            'Keep the old step names, branch with wf:version("change-id"), or pass --force to deploy anyway'
+        )
+        return EXIT_REFUSED
+    command = ["npx", "cdk", "deploy", "-c", f"project={args.project}"]
+    if args.stack:
+        command += ["-c", f"stack={args.stack}"]
+    if args.dry_run:
+        out.print("would run: " + " ".join(command))
+        return EXIT_OK
+    return subprocess.call(command)
+
+
 def _done(args: argparse.Namespace, value: Any, text: str) -> int:
     if args.json:
         _emit(value)
@@ -397,6 +439,27 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--aws", action="store_true", help="check the deployed stack's runs against this code")
     p.add_argument("--stack", help="with --aws: the stack name (default: lunaflow-<project folder name>)")
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("test", help="run the project's Lua tests (tests/*_test.lua) on a fake clock")
+    p.add_argument("project")
+    p.add_argument("-k", help="run only tests whose name contains this")
+    p.set_defaults(func=cmd_test)
+
+    p = sub.add_parser(
+        "new", help="scaffold a project: a workflow, a route, a migration, a test, editor types"
+    )
+    p.add_argument("name")
+    p.set_defaults(func=cmd_new)
+
+    p = sub.add_parser("deploy", help="check in-flight runs against the new code, then cdk deploy")
+    p.add_argument("project")
+    p.add_argument("--stack", help="the stack name (default: lunaflow-<project folder name>)")
+    p.add_argument("--data", help="check a local data folder instead of the deployed stack")
+    p.add_argument("--force", action="store_true", help="deploy even if in-flight runs would diverge")
+    p.add_argument(
+        "--dry-run", action="store_true", help="check, then print the deploy command instead of running it"
+    )
+    p.set_defaults(func=cmd_deploy, aws=None)
 
     p = console("runs", "list runs, newest first")
     p.add_argument(

@@ -69,6 +69,10 @@ end
 
 local function guard(co) sethook(co, hook, "", HOOK_EVERY) end
 
+-- How deep calls into user code are nested (an object method called from a step body):
+-- only the outermost call starts a budget.
+local depth = 0
+
 local function check_killed() if budget.killed then raw_error(budget.killed, 0) end end
 
 local function begin_call(limit, deadline, timeout_msg)
@@ -1043,6 +1047,42 @@ function engine.run_body(session, fn, info, limit, deadline)
 end
 
 -- Call the fetch handler (or a queue handler) with a request table built by the host.
+-- Call a function user code handed over (a Lua test, a stub) as handler code. Returns
+-- true, "json of its results" or false, error, traceback.
+function engine.call_function(fn, args, limit)
+  local saved = ctx
+  ctx = { mode = "handler" }
+  local outer = depth > 0
+  if not outer then begin_call(limit) end
+  depth = depth + 1
+  local co = raw_create(function()
+    return pack(raw_xpcall(fn, function(e)
+      return { message = error_text(e), traceback = safe_text(traceback(nil, 2)) }
+    end, unpack(args, 1, args.n)))
+  end)
+  guard(co)
+  local ok, r = raw_resume(co)
+  sethook(co)
+  depth = depth - 1
+  ctx = saved
+  local killed = budget.killed
+  if killed then
+    if not outer then budget.killed = nil end
+    return false, killed, nil
+  end
+  if not ok then return false, error_text(r), nil end
+  if raw_status(co) == "suspended" then return false, "the function yielded outside a coroutine of its own", nil end
+  if not r[1] then
+    if type_(r[2]) ~= "table" then return false, error_text(r[2]), nil end
+    return false, r[2].message, r[2].traceback
+  end
+  local out = { n = r.n - 1 }
+  for i = 2, r.n do out[i - 1] = r[i] end
+  local json, problem = encode_list(out, "the returned values")
+  if not json then return false, problem, nil end
+  return true, json, nil
+end
+
 function engine.call_handler(kind, name, arg, limit)
   local fn = kind == "fetch" and handlers.fetch or handlers.queue[name]
   if not fn then return { ok = false, error = "no handler" } end
@@ -1075,7 +1115,6 @@ end
 -- Run an object's method. `state` is the key's persisted state (a Lua table). Returns
 -- { ok = true, json = "[...results]", state = "{...}" } or { ok = false, error }.
 -- Called from inside another call (a step body, a handler) it shares that call's budget.
-local depth = 0
 function engine.call_object(cls, key, method, state, args, limit)
   local methods = object_classes[cls]
   if not methods then return false, sfmt("no object \"%s\" is declared in this project", cls) end

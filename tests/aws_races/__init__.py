@@ -120,9 +120,13 @@ class World:
         return dict(item.get("Item") or {})
 
     def object_state(self, cls: str, key: str) -> Any:
-        item = self.client("dynamodb").get_item(
-            TableName=self.table, Key={"pk": {"S": f"OBJ#{cls}"}, "sk": {"S": key}}, ConsistentRead=True
-        ).get("Item")
+        item = (
+            self.client("dynamodb")
+            .get_item(
+                TableName=self.table, Key={"pk": {"S": f"OBJ#{cls}"}, "sk": {"S": key}}, ConsistentRead=True
+            )
+            .get("Item")
+        )
         return None if item is None or "state" not in item else json.loads(item["state"]["S"])
 
 
@@ -183,7 +187,6 @@ class Delivery:
     message_id: str
     body: str
     at_ms: int = 0  # when SQS or Scheduler hands it over, on the fake clock
-
 
     @property
     def run_id(self) -> str:

@@ -42,7 +42,10 @@ class Player:
         self.world, self.dup = world, dup
         self.clock = FakeClock()
         # Two worker containers: redeliveries go to the other one, so they also replay cold.
-        self.workers = [world.runtime(self.clock, owner="worker-1"), world.runtime(self.clock, owner="worker-2")]
+        self.workers = [
+            world.runtime(self.clock, owner="worker-1"),
+            world.runtime(self.clock, owner="worker-2"),
+        ]
         self.front = world.runtime(self.clock, owner="front")  # starts and signals (the API side)
         self.postman = Postman(world)
         self.timer_copies: list[Delivery] = []

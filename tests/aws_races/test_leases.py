@@ -64,7 +64,9 @@ def last_write(calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     writes = [params for op, params in calls if op == "TransactWriteItems"]
     assert writes, [op for op, _ in calls]
     return next(
-        i["Update"] for i in writes[-1]["TransactItems"] if "Update" in i and i["Update"]["Key"]["sk"]["S"] == "S"
+        i["Update"]
+        for i in writes[-1]["TransactItems"]
+        if "Update" in i and i["Update"]["Key"]["sk"]["S"] == "S"
     )
 
 
@@ -184,25 +186,25 @@ def test_ending_the_run_releases_the_lease_in_the_same_write(world: World, clock
     assert ledger(world, "r1") == {"r1/first/1/1": 1, "r1/after/1/1": 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: DynamoDBStore.append consumes a signal and sets the same pending signal aside "
-    "in one transaction (two operations on one item), so a run that ends in the activation that "
-    "consumes its signal can never be written",
-)
 def test_ending_in_the_activation_that_consumes_a_signal_releases_the_lease(
     world: World, clock: FakeClock
 ) -> None:
-    rt = world.runtime(clock=clock, owner="w1")
+    """Consuming the signal, ending the run and dropping the lease are one write (this
+    once failed on DynamoDB: the signal was both consumed and set aside in one transaction)."""
+    clients = world.clients()
+    rt = AwsRuntime(world.config, clients, clock=clock, owner="w1")
     rt.platform.start("ends_on_signal", {}, id="r1")
     assert rt.advance("r1") == "done"
     rt.platform.signal("r1", "go", {"k": 1})
-    try:
-        rt.advance("r1")
-    finally:
-        run = rt.store.get_run("r1")
-        assert "lease_owner" not in world.run_item("r1")  # released even when the write fails
+    calls = record_calls(clients.dynamodb)
+    assert rt.advance("r1") == "done"
+    calls = list(calls)
+    run = rt.store.get_run("r1")
     assert run is not None and run.status == "completed" and run.result == {"go": {"k": 1}}
+    assert "lease_owner" not in world.run_item("r1")
+    assert releases(calls) == []
+    assert "lease_owner" in last_write(calls)["UpdateExpression"].split("REMOVE", 1)[1]
+    assert [(s.name, s.state) for s in rt.store.signals("r1")] == [("go", "consumed")]
 
 
 def test_an_advance_that_runs_out_of_time_releases_the_lease_itself(world: World, clock: FakeClock) -> None:
@@ -244,7 +246,9 @@ def test_an_advance_that_fails_midway_releases_the_lease(world: World, clock: Fa
     assert rt.store.get_run("r1").status == "awaiting"  # type: ignore[union-attr]
 
 
-def test_a_busy_advance_resends_the_wake_with_a_delay_and_runs_nothing(world: World, clock: FakeClock) -> None:
+def test_a_busy_advance_resends_the_wake_with_a_delay_and_runs_nothing(
+    world: World, clock: FakeClock
+) -> None:
     rt0 = world.runtime(clock=clock, owner="holder")
     rt0.platform.start("once", {"x": 1}, id="r1")
     assert rt0.store.acquire_lease("r1", "holder", now_ms(clock), LEASE_MS) == "ok"
@@ -315,7 +319,9 @@ def test_a_wake_for_an_ended_run_leaves_its_lease_free(world: World, clock: Fake
     reason="engine: a wake that finds a run failed keeps its lease (no write releases it), and "
     "resume does not clear it, so the resumed run is 'busy' on other containers for 16 minutes",
 )
-def test_a_resumed_run_is_not_kept_busy_by_a_wake_that_found_it_failed(world: World, clock: FakeClock) -> None:
+def test_a_resumed_run_is_not_kept_busy_by_a_wake_that_found_it_failed(
+    world: World, clock: FakeClock
+) -> None:
     rt = world.runtime(clock=clock, owner="w1")
     rt.platform.start("fails", {}, id="r1")
     assert rt.advance("r1") == "done"

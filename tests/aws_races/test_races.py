@@ -204,8 +204,8 @@ def test_concurrent_appends_at_one_length_let_exactly_one_writer_win(world: Worl
         barrier = threading.Barrier(2)
         outcome: list[str] = ["", ""]
 
-        def write(i: int) -> None:
-            entry = Entry(length + 1, Kind.VALUE, "os.time", {"value": i}, float(trial))
+        def write(i: int, length: int, at: float, barrier: threading.Barrier, outcome: list[str]) -> None:
+            entry = Entry(length + 1, Kind.VALUE, "os.time", {"value": i}, at)
             barrier.wait()
             try:
                 stores[i].append("slots", length, [entry], update=RunUpdate("running"))
@@ -213,7 +213,9 @@ def test_concurrent_appends_at_one_length_let_exactly_one_writer_win(world: Worl
             except JournalConflict:
                 outcome[i] = "conflict"
 
-        threads = [threading.Thread(target=write, args=(i,)) for i in range(2)]
+        threads = [
+            threading.Thread(target=write, args=(i, length, float(trial), barrier, outcome)) for i in range(2)
+        ]
         for t in threads:
             t.start()
         for t in threads:

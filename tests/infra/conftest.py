@@ -94,7 +94,9 @@ class Synth:
     def of_type(self, kind: str) -> dict[str, dict[str, Any]]:
         """Logical id -> rendered properties of every resource of one type."""
         return {
-            k: render(v.get("Properties", {})) for k, v in self.template["Resources"].items() if v["Type"] == kind
+            k: render(v.get("Properties", {}))
+            for k, v in self.template["Resources"].items()
+            if v["Type"] == kind
         }
 
     def functions(self) -> dict[str, str]:

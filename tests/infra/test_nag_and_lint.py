@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cfnlint.api import lint_file
+from cfnlint.api import lint_file  # type: ignore[import-untyped]
+from conftest import Synth, as_list, render
 
 from infra.nag import accepted
-
-from conftest import Synth, as_list, render
 
 XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 TIMER_ACTIONS = {"scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"}
@@ -110,7 +109,9 @@ def _own_role_dependency(template: dict[str, Any], path: list[Any]) -> bool:
     if resource["Type"] != "AWS::Lambda::Function":
         return False
     role = render(resource["Properties"]["Role"])
-    return bool(as_list(resource["DependsOn"])[path[3]] == role.removeprefix("<GetAtt:").removesuffix(".Arn>"))
+    return bool(
+        as_list(resource["DependsOn"])[path[3]] == role.removeprefix("<GetAtt:").removesuffix(".Arn>")
+    )
 
 
 # Rule id -> (which findings of that rule are accepted, why).

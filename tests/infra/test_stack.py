@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aws_cdk import App
 from aws_cdk.assertions import Match
+from conftest import QUEUE_PROJECT, TINY_REQUIREMENTS, Synth, as_list, render
 
 from infra import constants
 from infra.app import build
@@ -24,8 +26,6 @@ from runtime.aws.wake import AwsWaker
 from runtime.clock import FakeClock
 from runtime.journal import Status
 from runtime.store.dynamodb import table_definition
-
-from conftest import QUEUE_PROJECT, TINY_REQUIREMENTS, Synth, as_list, render
 
 XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 RECEIVE = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"}
@@ -157,7 +157,9 @@ def test_every_function_policy_names_only_this_stacks_resources(auction: Synth, 
             assert not any(a.endswith("*") for a in as_list(s["Action"])), (name, s)
         role = auction.props(auction.function_role(fn))
         managed = [m for m in role.get("ManagedPolicyArns", [])]
-        assert managed == ["arn:<Ref:AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"]
+        assert managed == [
+            "arn:<Ref:AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
+        ]
 
 
 def test_every_function_may_make_the_calls_the_runtime_makes(auction: Synth, ids: Ids) -> None:
@@ -360,6 +362,7 @@ def test_a_timer_schedule_targets_the_wake_queue_with_the_scheduler_role(auction
     assert auction.props(ids.group)["Name"] == f"{auction.name}-timers"
 
 
+@pytest.mark.filterwarnings("ignore:No application metrics to publish")
 def test_reconcile_rule_invokes_the_worker_with_the_event_it_handles(
     auction: Synth, ids: Ids, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -444,7 +447,7 @@ def emitted_metrics() -> dict[str, dict[str, Any]]:
     from runtime.aws.observe import PowertoolsObserver
 
     observer = PowertoolsObserver(logger, metrics)
-    events = {
+    events: dict[str, Callable[[], None]] = {
         "started": lambda: observer.started("r", "w"),
         "completed": lambda: observer.ended("r", "w", Status.COMPLETED),
         "failed": lambda: observer.ended("r", "w", Status.FAILED),
@@ -458,7 +461,7 @@ def emitted_metrics() -> dict[str, dict[str, Any]]:
     try:
         for event, emit in events.items():
             emit()
-            blob = metrics.serialize_metric_set()
+            blob: dict[str, Any] = dict(metrics.serialize_metric_set())
             (directive,) = blob["_aws"]["CloudWatchMetrics"]
             (metric,) = directive["Metrics"]
             (dimensions,) = directive["Dimensions"]
@@ -497,7 +500,9 @@ def test_dashboard_graphs_every_metric_the_runtime_emits(auction: Synth) -> None
         for line in widget["properties"]["metrics"]:
             namespace, name, *rest = line
             dims = dict(zip(rest[0:-1:2], rest[1:-1:2], strict=True))
-            want = next(e for e in emitted.values() if e["name"] == name)
+            by_name = {e["name"]: e for e in emitted.values()}
+            assert name in by_name, f"the dashboard graphs {name}, which the runtime never emits"
+            want = by_name[name]
             assert namespace == want["namespace"] == constants.NAMESPACE
             assert dims == want["dimensions"], name
             graphed.add(name)
@@ -543,7 +548,10 @@ def dead_letter_alarms(synth: Synth) -> dict[str, dict[str, Any]]:
     """DLQ logical id -> the alarm on its visible messages."""
     out = {}
     for props in synth.of_type("AWS::CloudWatch::Alarm").values():
-        if props.get("Namespace") == "AWS/SQS" and props["MetricName"] == "ApproximateNumberOfMessagesVisible":
+        if (
+            props.get("Namespace") == "AWS/SQS"
+            and props["MetricName"] == "ApproximateNumberOfMessagesVisible"
+        ):
             (dim,) = props["Dimensions"]
             assert dim["Name"] == "QueueName"
             out[dim["Value"].removeprefix("<GetAtt:").removesuffix(".QueueName>")] = props
@@ -582,7 +590,9 @@ def test_outputs_name_the_api_the_table_and_the_dashboard(auction: Synth, ids: I
     auction.assertions.has_output("ApiUrl", Match.object_like({"Value": Match.any_value()}))
 
 
-def test_database_is_an_encrypted_aurora_cluster_reached_through_the_data_api(auction: Synth, ids: Ids) -> None:
+def test_database_is_an_encrypted_aurora_cluster_reached_through_the_data_api(
+    auction: Synth, ids: Ids
+) -> None:
     """The auction's `database "sales"` becomes Aurora PostgreSQL with the Data API (Lambdas
     need no VPC), encrypted, protected from deletion, kept as a snapshot on removal."""
     cluster = auction.resource(ids.cluster)
@@ -663,7 +673,7 @@ def test_a_send_only_queue_is_not_consumed_by_the_queue_function(queue_project: 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="engine: runtime/describe.py's queue regex matches `on \"queue\" (\"emails\"` and adds a "
+    reason='engine: runtime/describe.py\'s queue regex matches `on "queue" ("emails"` and adds a '
     "bogus queue named ' (' to sent_queues, so the stack creates a queue and DLQ for it",
 )
 def test_the_stack_creates_queues_only_for_the_projects_queue_names(queue_project: Synth) -> None:

@@ -1,0 +1,56 @@
+-- The auction's own tests: `lunaflow test examples/auction`.
+
+local function open_sale(p, id, price)
+    local r = p:fetch("POST", "/api/sale", { body = json.encode({ id = id, winner = "ada", price = price or 25 }) })
+    assert_eq(r.status_code, 201, "opening " .. id)
+end
+
+test("a paid sale settles", function(p)
+    open_sale(p, "lot-1")
+    assert_eq(p:get("sale-lot-1").status, "awaiting")
+    local r = p:fetch("POST", "/api/sale/pay", { body = json.encode({ id = "lot-1", user = "ada" }) })
+    assert_eq(r.status_code, 202)
+    local run = p:get("sale-lot-1")
+    assert_eq(run.status, "completed")
+    assert_eq(run.result, { outcome = "settled" })
+    local sale = json.parse(p:fetch("GET", "/api/sale/lot-1").body).sale
+    assert_eq(sale.state, "settled")
+end)
+
+test("a cancelled sale is void", function(p)
+    open_sale(p, "lot-2")
+    p:fetch("POST", "/api/sale/cancel", { body = json.encode({ id = "lot-2" }) })
+    assert_eq(p:get("sale-lot-2").result, { outcome = "void" })
+end)
+
+test("a sale nobody pays is void after 72 hours", function(p)
+    open_sale(p, "lot-3")
+    p:advance("71h59m")
+    assert_eq(p:get("sale-lot-3").status, "awaiting", "still waiting a minute before the timeout")
+    p:advance("1m")
+    assert_eq(p:get("sale-lot-3").result, { outcome = "void" })
+end)
+
+test("a double-clicked pay charges once", function(p)
+    open_sale(p, "lot-4", 40)
+    local body = json.encode({ id = "lot-4", user = "ada" })
+    p:fetch("POST", "/api/sale/pay", { body = body })
+    p:fetch("POST", "/api/sale/pay", { body = body })
+    local ledger = json.parse(p:fetch("GET", "/api/payments").body)
+    local charges = 0
+    for _, charge in pairs(ledger) do
+        charges = charges + 1
+        assert_eq(charge.amount, 40)
+        assert_eq(charge.repeats, 0)
+    end
+    assert_eq(charges, 1)
+end)
+
+test("the winner is told to pay (a stubbed object)", function(p)
+    local told = {}
+    p:stub_object("Account", "notify", function(key, kind, fields)
+        told[#told + 1] = key .. ":" .. kind .. ":" .. fields.price
+    end)
+    open_sale(p, "lot-5", 7)
+    assert_eq(told, { "ada:pay-up:7" })
+end)

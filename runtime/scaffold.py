@@ -1,0 +1,109 @@
+"""``lunaflow new NAME``: a project that runs and tests from the first minute: a workflow,
+a fetch route, a migration, a Lua test, editor types and a .gitignore for the data folder."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from pathlib import Path
+
+from runtime.errors import InvalidInput
+
+WORKFLOW = """-- {name}: an order that waits to be approved.
+local orders = database "orders" {{ migrations = "migrations/orders" }}
+
+workflow "approve-order" (function(wf, order)
+    wf:step("record", function()
+        orders:exec("INSERT INTO orders (id, item) VALUES (?, ?) ON CONFLICT (id) DO NOTHING", {{ order.id, order.item }})
+    end)
+
+    local approval = wf:await("approved", {{ timeout = "48h" }})
+    local state = approval and "approved" or "expired"
+
+    wf:step("close", function()
+        orders:exec("UPDATE orders SET state = ? WHERE id = ?", {{ state, order.id }})
+    end)
+    return {{ state = state, by = approval and approval.by }}
+end)
+"""
+
+ROUTES = """-- HTTP routes: POST /orders starts a run; POST /orders/approve signals it.
+local approve = workflows "approve-order"
+
+local function reply(status, value)
+    return {{ status_code = status, headers = {{ ["content-type"] = "application/json" }}, body = json.encode(value) }}
+end
+
+on "fetch" (function(request)
+    local ok, body = pcall(json.parse, request.body)
+    if request.method == "POST" and request.path == "/orders" and ok and type(body) == "table" then
+        local run = approve:start({{ id = body.id, item = body.item }}, {{ id = "order-" .. body.id }})
+        return reply(201, {{ run = run.id }})
+    end
+    if request.method == "POST" and request.path == "/orders/approve" and ok and type(body) == "table" then
+        local live = approve:get("order-" .. body.id):signal("approved", {{ by = body.by }})
+        return reply(live and 202 or 409, {{ delivered = live }})
+    end
+    return reply(404, {{ error = "no route " .. request.method .. " " .. request.path }})
+end)
+"""
+
+MIGRATION = """CREATE TABLE orders (
+    id TEXT PRIMARY KEY,
+    item TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'open'
+);
+"""
+
+TEST = """-- `lunaflow test {name}` runs these against the project on a fake clock.
+
+test("an approved order is approved", function(p)
+    local r = p:fetch("POST", "/orders", {{ body = json.encode({{ id = "1", item = "tea" }}) }})
+    assert_eq(r.status_code, 201)
+    assert_eq(p:get("order-1").status, "awaiting")
+    p:fetch("POST", "/orders/approve", {{ body = json.encode({{ id = "1", by = "ada" }}) }})
+    assert_eq(p:get("order-1").result, {{ state = "approved", by = "ada" }})
+end)
+
+test("an order nobody approves expires after 48 hours", function(p)
+    p:start("approve-order", {{ id = "2", item = "cake" }}, {{ id = "order-2" }})
+    p:advance("48h")
+    assert_eq(p:get("order-2").result, {{ state = "expired" }})
+end)
+"""
+
+LUARC = """{
+  "runtime.version": "Lua 5.4",
+  "workspace.library": ["types"],
+  "diagnostics.globals": []
+}
+"""
+
+GITIGNORE = ".lunaflow/\n"
+
+TOML = 'name = "{name}"\n'
+
+
+def scaffold(target: Path) -> list[Path]:
+    if target.exists() and any(target.iterdir()):
+        raise InvalidInput(
+            f"{target} exists and is not empty; lunaflow new makes a fresh folder — pick another name"
+        )
+    name = target.name
+    types = files("runtime").joinpath("lua/types/lunaflow.lua").read_text(encoding="utf-8")
+    content = {
+        "main.lua": WORKFLOW.format(name=name),
+        "routes.lua": ROUTES.format(),
+        "migrations/orders/001_orders.sql": MIGRATION,
+        "tests/orders_test.lua": TEST.format(name=name),
+        "types/lunaflow.lua": types,
+        ".luarc.json": LUARC,
+        ".gitignore": GITIGNORE,
+        "lunaflow.toml": TOML.format(name=name),
+    }
+    created = []
+    for relative, text in content.items():
+        path = target / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        created.append(path)
+    return created
