@@ -20,7 +20,7 @@ PROJECT = ROOT / "tests" / "projects" / "console_demo"
 EVENTS = ROOT / "tests" / "events"
 ARTIFACTS = ROOT / "artifacts" / "console"
 
-# Elements no console page may contain when fed hostile strings.
+# Void elements: they have no end tag, so they never hold text.
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 
 

@@ -20,17 +20,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import pytest
 
-from functions import console
+from functions import console, worker
 from runtime import console_page
 from runtime import console_render as render
 from runtime.aws.runtime import AwsRuntime
 from runtime.clock import FakeClock
+from runtime.runs import Runs
 from runtime.testing import LocalPlatform
 from tests.aws.timers import AwsWorld, FakeContext, run_due
 
@@ -96,21 +97,29 @@ def local_targets(page: Html) -> list[str]:
     return out
 
 
+@dataclass
+class Hostile:
+    platform: LocalPlatform
+    awaiting_pages: dict[str, str]  # the run's page while it awaited, per action style
+
+    @property
+    def runs(self) -> Runs:
+        return self.platform.platform
+
+
 @pytest.fixture(scope="module")
-def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPlatform]:
-    """The hostile run awaiting its signal (and a snapshot of its page then), then failed."""
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
+    """The hostile run awaiting its signal (its pages rendered then), then failed."""
     with LocalPlatform(PROJECT, data_dir=tmp_path_factory.mktemp("hostile")) as p:
         p.start("hostile", INPUT, id=RUN_ID)
         assert p.get(RUN_ID).status == "awaiting"
         assert p.get(CHILD_ID).parent_id == RUN_ID
-        p.awaiting_pages = {  # type: ignore[attr-defined]
-            name: render.run_page(p.platform, actions, RUN_ID) for name, actions in ACTIONS.items()
-        }
+        awaiting = {name: render.run_page(p.platform, actions, RUN_ID) for name, actions in ACTIONS.items()}
         assert p.signal(RUN_ID, SIGNAL, PAYLOAD)
         run = p.get(RUN_ID)
         assert run.status == "failed", run
-        assert ERROR in run.error
-        yield p
+        assert run.error is not None and ERROR in run.error
+        yield Hostile(p, awaiting)
 
 
 ACTIONS: dict[str, render.Actions] = {
@@ -129,21 +138,19 @@ def check_run_targets(page: Html, style: str, expected: set[str]) -> None:
 
 
 @pytest.mark.parametrize("style", sorted(ACTIONS))
-def test_hostile_run_ids_in_the_runs_list_are_text_and_exact_links(
-    platform: LocalPlatform, style: str
-) -> None:
+def test_hostile_run_ids_in_the_runs_list_are_text_and_exact_links(hostile: Hostile, style: str) -> None:
     """The runs list shows hostile run ids as text, and links to exactly those runs."""
-    page = safe(render.runs_page(platform.platform, ACTIONS[style], status_filter=None, workflow=None))
+    page = safe(render.runs_page(hostile.runs, ACTIONS[style], status_filter=None, workflow=None))
     assert RUN_ID in page.text and CHILD_ID in page.text
     check_run_targets(page, style, {RUN_ID, CHILD_ID})
 
 
 @pytest.mark.parametrize("style", sorted(ACTIONS))
-def test_hostile_workflow_filter_is_escaped(platform: LocalPlatform, style: str) -> None:
+def test_hostile_workflow_filter_is_escaped(hostile: Hostile, style: str) -> None:
     """A filter value typed by the reader comes back in the page (the input box, the
     caption, the paging links) escaped."""
     page = safe(
-        render.runs_page(platform.platform, ACTIONS[style], status_filter="failed", workflow=WORKFLOW_FILTER)
+        render.runs_page(hostile.runs, ACTIONS[style], status_filter="failed", workflow=WORKFLOW_FILTER)
     )
     assert WORKFLOW_FILTER in page.text
     if style == "local":
@@ -152,10 +159,10 @@ def test_hostile_workflow_filter_is_escaped(platform: LocalPlatform, style: str)
 
 
 @pytest.mark.parametrize("style", sorted(ACTIONS))
-def test_hostile_strings_in_an_awaiting_run_page(platform: LocalPlatform, style: str) -> None:
+def test_hostile_strings_in_an_awaiting_run_page(hostile: Hostile, style: str) -> None:
     """While the run awaits its hostile signal: its id, step name, returned value, input,
     the awaited signal's name, its child's id and the cancel confirmation are all text."""
-    page = safe(platform.awaiting_pages[style])  # type: ignore[attr-defined]
+    page = safe(hostile.awaiting_pages[style])
     text = page.text
     for s in (RUN_ID, CHILD_ID, STEP, f"await '{SIGNAL}'", f"returned {compact(VALUE)}"):
         assert s in text, s
@@ -172,10 +179,10 @@ def test_hostile_strings_in_an_awaiting_run_page(platform: LocalPlatform, style:
 
 
 @pytest.mark.parametrize("style", sorted(ACTIONS))
-def test_hostile_strings_in_a_failed_run_page(platform: LocalPlatform, style: str) -> None:
+def test_hostile_strings_in_a_failed_run_page(hostile: Hostile, style: str) -> None:
     """Once failed: the hostile error, the failing step's name, the signal's name and
     payload (in the wait's resolution and the signals table) are all text."""
-    page = safe(render.run_page(platform.platform, ACTIONS[style], RUN_ID, notice=ERROR))
+    page = safe(render.run_page(hostile.runs, ACTIONS[style], RUN_ID, notice=ERROR))
     text = page.text
     for s in (
         RUN_ID,
@@ -200,20 +207,24 @@ def test_hostile_strings_in_a_failed_run_page(platform: LocalPlatform, style: st
 
 
 @pytest.mark.parametrize("style", sorted(ACTIONS))
-def test_hostile_input_in_a_child_page(platform: LocalPlatform, style: str) -> None:
+def test_hostile_input_in_a_child_page(hostile: Hostile, style: str) -> None:
     """The child's page: its hostile id, its parent's, and the input it was started with."""
-    page = safe(render.run_page(platform.platform, ACTIONS[style], CHILD_ID))
+    page = safe(render.run_page(hostile.runs, ACTIONS[style], CHILD_ID))
     for s in (CHILD_ID, f"parent {RUN_ID}", compact(VALUE)):
         assert s in page.text, s
     check_run_targets(page, style, {CHILD_ID, RUN_ID})
 
 
 @pytest.mark.parametrize("action", ["resume", "cancel"])
-def test_local_confirmation_pages_escape_hostile_run_ids(platform: LocalPlatform, action: str) -> None:
+def test_local_confirmation_pages_escape_hostile_run_ids(hostile: Hostile, action: str) -> None:
     """The local confirmation step (POST step=ask) names the hostile runs as text and posts
     back to exactly that run."""
     response = console_page.render_console(
-        platform.platform, "POST", "/_console/runs/" + quote_id(RUN_ID), {"action": action}, poke=lambda: None
+        hostile.runs,
+        "POST",
+        "/_console/runs/" + quote_id(RUN_ID),
+        {"action": action},
+        poke=lambda: None,
     )
     assert response.status_code == 200
     page = safe(response.body)
@@ -225,16 +236,16 @@ def test_local_confirmation_pages_escape_hostile_run_ids(platform: LocalPlatform
     assert set(local_targets(page)) == {RUN_ID}
 
 
-def test_local_not_found_and_refusal_pages_escape_hostile_ids(platform: LocalPlatform) -> None:
+def test_local_not_found_and_refusal_pages_escape_hostile_ids(hostile: Hostile) -> None:
     """Errors that quote a hostile id (no such run; a refused resume) stay text."""
     missing = RUN_ID + "-missing"
     got = console_page.render_console(
-        platform.platform, "GET", "/_console/runs/" + quote_id(missing), {}, poke=lambda: None
+        hostile.runs, "GET", "/_console/runs/" + quote_id(missing), {}, poke=lambda: None
     )
     assert got.status_code == 404
     assert missing in safe(got.body).text
     refused = console_page.render_console(
-        platform.platform,
+        hostile.runs,
         "POST",
         "/_console/runs/" + quote_id(CHILD_ID),
         {"action": "resume", "step": "do"},
@@ -247,8 +258,6 @@ def test_local_not_found_and_refusal_pages_escape_hostile_ids(platform: LocalPla
 
 
 def quote_id(run_id: str) -> str:
-    from urllib.parse import quote
-
     return quote(run_id, safe="")
 
 
@@ -256,13 +265,9 @@ def quote_id(run_id: str) -> str:
 
 
 @pytest.fixture
-def widget(
-    aws: AwsWorld, make_runtime: Callable[..., AwsRuntime], tmp_path: Path
-) -> Callable[[dict[str, Any]], Html]:
+def widget(aws: AwsWorld, make_runtime: Callable[..., AwsRuntime]) -> Callable[[dict[str, Any]], Html]:
     clock = FakeClock()
     rt = make_runtime(PROJECT, clock=clock)
-    from functions import worker
-
     rt.platform.start("hostile", INPUT, id=RUN_ID)
     run_due(aws, clock.now(), worker.handler)
     rt.platform.signal(RUN_ID, SIGNAL, PAYLOAD)
