@@ -16,7 +16,7 @@ import random
 import time
 import uuid
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from runtime import values
@@ -53,9 +53,8 @@ class Session:
     lua: Any
     replay: Replay
     saved_len: int
+    status: str = Status.RUNNING  # as last read or saved
     step_fn: Any = None
-    started: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Executor:
@@ -76,6 +75,8 @@ class Executor:
         self._cache: OrderedDict[str, Session] = OrderedDict()
         self.current_run: str | None = None  # the run whose code is executing, for host calls
         self._active: Session | None = None
+        # Whether the last advance wrote a park or an end (which also drops a lease).
+        self.parked_or_ended = False
         self.current_step: str | None = None
 
     def replaying(self, run_id: str | None) -> bool:
@@ -95,14 +96,22 @@ class Executor:
         With ``deadline`` (a ``time.monotonic()`` value), stop before starting new work once it
         has passed, and wake the run again so a fresh invocation continues it."""
         session = self._cache.pop(run_id, None)
-        snap = self.store.load(run_id, journal=session is None)
+        self.parked_or_ended = False
+        # A cached session reads only what was appended after it (normally nothing).
+        snap = self.store.load(run_id, after=None if session is None else session.saved_len)
         if snap is None or snap.run.status in ENDED or snap.run.status == Status.FAILED:
             self.forget(run_id)
             return None if snap is None else snap.run.status
         run, signals, now = snap.run, snap.signals, now_ms(self.clock)
         decision: Decision | None = None
-        if session is not None and session.code is code and session.saved_len == run.journal_len:
+        if (
+            session is not None
+            and session.code is code
+            and not snap.journal
+            and session.saved_len == run.journal_len
+        ):
             session.replay.refresh(now, signals)
+            session.status = run.status
             decision = session.replay.wake()
         else:
             if run.workflow not in code.workflows:
@@ -114,10 +123,10 @@ class Executor:
                     run_id, run.journal_len, [], update=RunUpdate(Status.FAILED, None, error=error)
                 )
                 return Status.FAILED
-            journal = snap.journal if snap.journal is not None else self.store.journal(run_id)
+            journal = snap.journal if session is None else self.store.journal(run_id)
             replay = Replay(run_id, journal, now, signals)
             lua = code.new_run(run_id, run.workflow, run.input)
-            session = Session(run, code, lua, replay, saved_len=replay.length)
+            session = Session(run, code, lua, replay, saved_len=replay.length, status=run.status)
         self.observer.activation(run_id, run.workflow)
         self._active = session
         try:
@@ -175,7 +184,9 @@ class Executor:
             elif isinstance(decision, NeedValue):
                 decision = replay.record_value(decision.call, _fresh_value(decision.call, self.clock))
             elif isinstance(decision, Execute):
-                self._save(s, RunUpdate(Status.RUNNING, replay.current))
+                # Already running: the current step is progress a backend may skip writing.
+                progress = s.status == Status.RUNNING
+                self._save(s, RunUpdate(Status.RUNNING, replay.current, progress_only=progress))
                 decision = self._run_step(s, decision)
             elif isinstance(decision, Park):
                 self._save(s, RunUpdate(decision.status, decision.current), TimerSet(decision.due_ms))
@@ -246,6 +257,10 @@ class Executor:
         entries = s.replay.take_unsaved()
         self.store.append(s.run.id, s.saved_len, entries, update=update, timer=timer)
         s.saved_len += len(entries)
+        if update is not None:
+            s.status = update.status
+            if update.status != Status.RUNNING:
+                self.parked_or_ended = True
 
     def _remember(self, s: Session) -> None:
         self._cache[s.run.id] = s

@@ -21,7 +21,6 @@ from runtime.aws.services import AwsServices
 from runtime.aws.wake import AwsWaker
 from runtime.clock import Clock, SystemClock, now_ms
 from runtime.fetch import Failure, Response
-from runtime.journal import Status
 from runtime.observe import Observer
 from runtime.platform import Platform
 from runtime.store.dynamodb import DynamoDBStore
@@ -110,12 +109,12 @@ class AwsRuntime:
             None if remaining_ms is None else time.monotonic() + max(0.0, remaining_ms / 1000 - SAFETY_S)
         )
         worker = self.platform.worker = self.platform.fresh(self.platform.worker)
-        status = None
         try:
-            status = worker.executor.advance(run_id, worker.code, deadline=deadline)
+            worker.executor.advance(run_id, worker.code, deadline=deadline)
         finally:
-            # Parking and ending release the lease in the same write; otherwise release here.
-            if status in (None, Status.RUNNING):
+            # Parking and ending release the lease in the same write; any other way out of
+            # the activation (out of time, a conflict, nothing to do, an error) releases it here.
+            if not worker.executor.parked_or_ended:
                 self.store.release_lease(run_id, self.owner)
         return "done"
 

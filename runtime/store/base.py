@@ -35,6 +35,9 @@ class RunUpdate:
     current_step: str | None = None
     result: Any = None
     error: str | None = None
+    # The status is unchanged and only the current step moved on: a backend may skip the
+    # write (DynamoDB does, and derives a running run's current step from its journal).
+    progress_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -57,11 +60,11 @@ class SignalRecord:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What advancing a run reads: the run, its pending signals and (when asked) its journal."""
+    """What advancing a run reads: the run, its pending signals and journal entries."""
 
     run: RunRecord
     signals: list[Signal]
-    journal: list[Entry] | None
+    journal: list[Entry]
 
 
 class Store(Protocol):
@@ -74,9 +77,10 @@ class Store(Protocol):
 
     def get_run(self, run_id: str) -> RunRecord | None: ...
 
-    def load(self, run_id: str, *, journal: bool) -> Snapshot | None:
-        """The run with its pending signals, and its journal if ``journal``; consistent reads.
-        One round trip where the backend allows it (DynamoDB: one Query of the partition)."""
+    def load(self, run_id: str, *, after: int | None = None) -> Snapshot | None:
+        """The run with its pending signals and the journal entries after seq ``after`` (all
+        of them when None); ``run.journal_len`` is the journal's true length. Consistent reads,
+        one round trip where the backend allows it (DynamoDB: one Query of the partition)."""
 
     def list_runs(
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 1000

@@ -21,13 +21,13 @@ from runtime.journal import ENDED, Entry, Kind
 from runtime.replay import Signal
 from runtime.store.base import RunRecord, RunUpdate, SignalRecord, Snapshot, TimerSet
 
-# The run item sorts just before its signals ("S#..."), so begins_with(sk, "S") reads the
-# run and its signals without the journal ("J#...").
-RUN_SK = "S"
+# Sort keys within a run's partition: journal chunks "J#<first seq>" < the run item "K" <
+# secret pins "P#..." < signals "S#...". So "sk >= J#<n+1>" reads what was appended after
+# entry n, the run and its signals in one Query.
+RUN_SK = "K"
 WAKE_PK = "#WAKE"  # a run asked to advance carries wake_pk/wake_sk (a sparse index)
 TIMER_PK = "#TIMER"
 ALL_RUNS = "#RUNS"
-MAX_TXN_ITEMS = 100
 
 # GSIs: name -> (partition key attribute, sort key attribute)
 INDEXES = {
@@ -38,6 +38,24 @@ INDEXES = {
     "timers": ("timer_pk", "timer_sk"),
     "wakes": ("wake_pk", "wake_sk"),
 }
+
+
+# The run attributes the indexes carry. Leases, wake tokens and signal counters are left
+# out, so taking a lease or numbering a signal writes no index.
+PROJECTED = [
+    "id",
+    "workflow",
+    "status",
+    "input",
+    "result",
+    "error",
+    "parent_id",
+    "current_step",
+    "created_at",
+    "updated_at",
+    "timer_due",
+    "wake_token",
+]
 
 
 def table_definition(name: str) -> dict[str, Any]:
@@ -58,7 +76,7 @@ def table_definition(name: str) -> dict[str, Any]:
                     {"AttributeName": pk, "KeyType": "HASH"},
                     {"AttributeName": sk, "KeyType": "RANGE"},
                 ],
-                "Projection": {"ProjectionType": "ALL"},
+                "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": PROJECTED},
             }
             for index, (pk, sk) in INDEXES.items()
         ],
@@ -105,7 +123,7 @@ def _signal_sk(signal_id: int) -> str:
     return f"S#{signal_id:010d}"
 
 
-def _run_from(item: dict[str, Any]) -> RunRecord:
+def _run_from(item: dict[str, Any], journal_len: int = 0) -> RunRecord:
     result = _str(item.get("result"))
     return RunRecord(
         id=item["id"]["S"],
@@ -118,31 +136,47 @@ def _run_from(item: dict[str, Any]) -> RunRecord:
         current_step=_str(item.get("current_step")),
         created_at=_num(item.get("created_at")),
         updated_at=_num(item.get("updated_at")),
-        journal_len=_int(item.get("journal_len")),
+        journal_len=journal_len,
     )
 
 
-def _entry_from(item: dict[str, Any]) -> Entry:
-    return Entry(
-        _int(item["seq"]),
-        item["kind"]["S"],
-        _str(item.get("name")),
-        json.loads(item["data"]["S"]),
-        _num(item["at"]),
-    )
+def _entries_from(chunk: dict[str, Any]) -> list[Entry]:
+    """A journal chunk holds the entries of one append: ``[[seq, kind, name, data, at], ...]``."""
+    return [Entry(int(e[0]), str(e[1]), e[2], e[3], float(e[4])) for e in json.loads(chunk["entries"]["S"])]
 
 
-def _signal_from(item: dict[str, Any]) -> SignalRecord:
-    consumed = item.get("consumed_seq")
+def _chunk_dumps(entries: Sequence[Entry]) -> str:
+    return _dumps([[e.seq, e.kind, e.name, e.data, e.at] for e in entries])
+
+
+def _signal_from(item: dict[str, Any], consumed: dict[int, int], ended: bool) -> SignalRecord:
+    """A signal's state is read from the journal, not stored: consumed if a wait.done names
+    it, set aside if the run has ended (or had when it arrived), pending otherwise."""
+    signal_id = _int(item["signal_id"])
+    seq = consumed.get(signal_id)
+    if seq is not None:
+        state = "consumed"
+    elif ended or item.get("state", {}).get("S") == "set_aside":
+        state = "set_aside"
+    else:
+        state = "pending"
     return SignalRecord(
-        id=_int(item["signal_id"]),
+        id=signal_id,
         run_id=item["run_id"]["S"],
         name=item["name"]["S"],
         payload=json.loads(item["payload"]["S"]),
         at=_num(item["at"]),
-        state=item["state"]["S"],
-        consumed_seq=None if consumed is None else _int(consumed),
+        state=state,
+        consumed_seq=seq,
     )
+
+
+def _consumed(entries: Sequence[Entry]) -> dict[int, int]:
+    return {
+        int(e.data["signal_id"]): e.seq
+        for e in entries
+        if e.kind == Kind.WAIT_DONE and e.data.get("signal_id") is not None
+    }
 
 
 class DynamoDBStore:
@@ -173,32 +207,54 @@ class DynamoDBStore:
         )
 
     def get_run(self, run_id: str) -> RunRecord | None:
-        item = self._db.get_item(
-            TableName=self.table, Key={"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)}, ConsistentRead=True
-        ).get("Item")
-        return None if item is None else _run_from(item)
-
-    def load(self, run_id: str, *, journal: bool) -> Snapshot | None:
-        if journal:
-            items = list(
-                self._query(
-                    KeyConditionExpression="pk = :pk",
-                    ExpressionAttributeValues={":pk": _s(run_pk(run_id))},
-                    ConsistentRead=True,
-                )
-            )
-        else:
-            items = list(self._partition(run_id, "S"))
-        run = next((_run_from(i) for i in items if i["sk"]["S"] == RUN_SK), None)
-        if run is None:
+        # Newest first between the journal and the run item: the run, then its last chunk.
+        items = self._db.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :j AND :k",
+            ExpressionAttributeValues={":pk": _s(run_pk(run_id)), ":j": _s("J#"), ":k": _s(RUN_SK)},
+            ScanIndexForward=False,
+            Limit=2,
+            ConsistentRead=True,
+        ).get("Items", [])
+        run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
+        if run_item is None:
             return None
-        signals = [_signal_from(i) for i in items if i["sk"]["S"].startswith("S#")]
-        pending = [Signal(x.id, x.name, x.payload, x.at) for x in signals if x.state == "pending"]
-        entries = [_entry_from(i) for i in items if i["sk"]["S"].startswith("J#")] if journal else None
+        chunk = next((i for i in items if i["sk"]["S"].startswith("J#")), None)
+        if chunk is None:
+            return _run_from(run_item, 0)
+        run = _run_from(run_item, _int(chunk["last"]))
+        last = _entries_from(chunk)[-1]
+        if run.status == "running" and last.kind == Kind.STEP_INTENT:
+            # Steps of a running run are not written to the run item; the journal says which.
+            run = RunRecord(**{**run.__dict__, "current_step": f"step '{last.name}'"})
+        return run
+
+    def load(self, run_id: str, *, after: int | None = None) -> Snapshot | None:
+        start = _journal_sk((after or 0) + 1)
+        items = list(
+            self._query(
+                KeyConditionExpression="pk = :pk AND sk >= :from",
+                ExpressionAttributeValues={":pk": _s(run_pk(run_id)), ":from": _s(start)},
+                ConsistentRead=True,
+            )
+        )
+        run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
+        if run_item is None:
+            return None
+        entries = [e for i in items if i["sk"]["S"].startswith("J#") for e in _entries_from(i)]
+        length = entries[-1].seq if entries else (after or 0)
+        run = _run_from(run_item, length)
+        consumed = _consumed(entries)
+        ended = run.status in ENDED
+        pending = [
+            Signal(x.id, x.name, x.payload, x.at)
+            for x in (_signal_from(i, consumed, ended) for i in items if i["sk"]["S"].startswith("S#"))
+            if x.state == "pending"
+        ]
         return Snapshot(run, pending, entries)
 
     def journal(self, run_id: str) -> list[Entry]:
-        return [_entry_from(i) for i in self._partition(run_id, "J#")]
+        return [e for i in self._partition(run_id, "J#") for e in _entries_from(i)]
 
     def list_runs(
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 1000
@@ -251,7 +307,6 @@ class DynamoDBStore:
             "input": _s(_dumps(run.input)),
             "created_at": _n(run.created_at),
             "updated_at": _n(run.updated_at),
-            "journal_len": _n(1),
             "signal_seq": _n(0),
             "created_sk": _s(created),
             "status_pk": _s(f"STATUS#{run.status}"),
@@ -266,18 +321,15 @@ class DynamoDBStore:
             item["parent_pk"] = _s(f"PARENT#{run.parent_id}")
         return item
 
-    def _entry_put(self, run_id: str, entry: Entry) -> dict[str, Any]:
+    def _chunk_put(self, run_id: str, entries: Sequence[Entry]) -> dict[str, Any]:
         item = {
             "pk": _s(run_pk(run_id)),
-            "sk": _s(_journal_sk(entry.seq)),
-            "seq": _n(entry.seq),
-            "kind": _s(entry.kind),
-            "data": _s(_dumps(entry.data)),
-            "at": _n(entry.at),
+            "sk": _s(_journal_sk(entries[0].seq)),
+            "last": _n(entries[-1].seq),
+            "entries": _s(_chunk_dumps(entries)),
         }
-        if entry.name is not None:
-            item["name"] = _s(entry.name)
-        # The rule: a journal slot is written once.
+        # The rule: a journal slot is written once. Every writer starts its chunk right after
+        # the last chunk it read, so two writers with the same view claim the same key.
         return {
             "Put": {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
         }
@@ -313,7 +365,7 @@ class DynamoDBStore:
             }
         }
         try:
-            self._transact([put_run, self._entry_put(run.id, started)], run.id, 1)
+            self._transact([put_run, self._chunk_put(run.id, [started])], run.id, 1)
         except JournalConflict:
             existing = self.get_run(run.id)
             if existing is None:
@@ -330,12 +382,28 @@ class DynamoDBStore:
         update: RunUpdate | None = None,
         timer: TimerSet | None = None,
     ) -> None:
+        """One conditional write per append: the chunk of entries, its key free. A status
+        change or a timer adds the run item's update in the same transaction (and, with no
+        entries, a check that the next slot is still free)."""
         for offset, entry in enumerate(entries):
             if entry.seq != expected_len + offset + 1:
                 raise EngineBug(f"entry {entry.seq} of run '{run_id}' is out of order")
-        names = {"#len": "journal_len"}
-        values: dict[str, Any] = {":expected": _n(expected_len), ":new": _n(expected_len + len(entries))}
-        sets = ["#len = :new"]
+        slot = expected_len + 1
+        if update is not None and update.progress_only:
+            update = None
+        if update is None and timer is None:
+            if not entries:
+                return
+            try:
+                self._db.put_item(**self._chunk_put(run_id, entries)["Put"])
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                    raise JournalConflict(run_id, slot) from e
+                raise
+            return
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {}
+        sets: list[str] = []
         removes: list[str] = []
         ended = update is not None and update.status in ENDED
         if update is not None:
@@ -354,14 +422,14 @@ class DynamoDBStore:
             else:
                 sets.append("#res = :res")
                 values[":res"] = _s(_dumps(update.result))
+            if update.status != "running":
+                # A lease is held only while a run is running: parking or ending releases it.
+                removes += ["lease_owner", "lease_until"]
         if entries:
             sets.append("updated_at = :upd")
             values[":upd"] = _n(entries[-1].at)
         if ended:
             removes += ["wake_pk", "wake_sk"]
-        if update is not None and update.status != "running":
-            # A lease is held only while a run is running: parking or ending releases it.
-            removes += ["lease_owner", "lease_until"]
         if ended or (timer is not None and timer.due_ms is None):
             removes += ["timer_due", "timer_pk", "timer_sk"]
         elif timer is not None and timer.due_ms is not None:
@@ -369,58 +437,36 @@ class DynamoDBStore:
             values[":due"] = _n(timer.due_ms)
             values[":tpk"] = _s(TIMER_PK)
             values[":tsk"] = _s(f"{timer.due_ms:015d}#{run_id}")
-        expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
-        items: list[dict[str, Any]] = [
-            {
-                "Update": {
+        expression = " ".join(
+            part
+            for part in (
+                "SET " + ", ".join(sets) if sets else "",
+                "REMOVE " + ", ".join(removes) if removes else "",
+            )
+            if part
+        )
+        run_update: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": {"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
+            "UpdateExpression": expression,
+            "ConditionExpression": "attribute_exists(pk)",
+        }
+        if names:
+            run_update["ExpressionAttributeNames"] = names
+        if values:
+            run_update["ExpressionAttributeValues"] = values
+        if entries:
+            first = self._chunk_put(run_id, entries)
+        else:
+            # No entries, but the update must still lose to anyone who appended meanwhile.
+            first = {
+                "ConditionCheck": {
                     "TableName": self.table,
-                    "Key": {"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
-                    "UpdateExpression": expression,
-                    # The rule: nobody appended since this writer read the journal.
-                    "ConditionExpression": "#len = :expected",
-                    "ExpressionAttributeNames": names,
-                    "ExpressionAttributeValues": values,
+                    "Key": {"pk": _s(run_pk(run_id)), "sk": _s(_journal_sk(slot))},
+                    "ConditionExpression": "attribute_not_exists(pk)",
                 }
             }
-        ]
-        items += [self._entry_put(run_id, e) for e in entries]
-        consumed = set()
-        for e in entries:
-            if e.kind == Kind.WAIT_DONE and e.data.get("signal_id") is not None:
-                consumed.add(int(e.data["signal_id"]))
-                items.append(self._signal_state(run_id, int(e.data["signal_id"]), "consumed", e.seq))
-        leftover: list[dict[str, Any]] = []
-        if ended:
-            # A signal consumed by this very append is not also set aside (one write per item).
-            aside = [
-                self._signal_state(run_id, s.id, "set_aside", None)
-                for s in self.pending_signals(run_id)
-                if s.id not in consumed
-            ]
-            room = MAX_TXN_ITEMS - len(items)
-            items, leftover = items + aside[:room], aside[room:]
-        if len(items) > MAX_TXN_ITEMS:
-            raise EngineBug(f"an append to run '{run_id}' needs {len(items)} writes, over DynamoDB's 100")
-        self._transact(items, run_id, expected_len + 1)
-        for item in leftover:  # setting aside is bookkeeping: a backlog over one transaction follows it
-            self._db.update_item(**item["Update"])
-
-    def _signal_state(self, run_id: str, signal_id: int, state: str, seq: int | None) -> dict[str, Any]:
-        values: dict[str, Any] = {":state": _s(state), ":pending": _s("pending")}
-        expression = "SET #state = :state"
-        if seq is not None:
-            expression += ", consumed_seq = :seq"
-            values[":seq"] = _n(seq)
-        return {
-            "Update": {
-                "TableName": self.table,
-                "Key": {"pk": _s(run_pk(run_id)), "sk": _s(_signal_sk(signal_id))},
-                "UpdateExpression": expression,
-                "ConditionExpression": "#state = :pending",  # a signal is consumed once
-                "ExpressionAttributeNames": {"#state": "state"},
-                "ExpressionAttributeValues": values,
-            }
-        }
+        self._transact([first, {"Update": run_update}], run_id, slot)
 
     # --- signals -----------------------------------------------------------------------
 
@@ -459,10 +505,16 @@ class DynamoDBStore:
         return signal_id, live
 
     def signals(self, run_id: str) -> list[SignalRecord]:
-        return [_signal_from(i) for i in self._partition(run_id, "S#")]
+        snap = self.load(run_id)
+        if snap is None:
+            return []
+        consumed = _consumed(snap.journal or [])
+        ended = snap.run.status in ENDED
+        return [_signal_from(i, consumed, ended) for i in self._partition(run_id, "S#")]
 
     def pending_signals(self, run_id: str) -> list[Signal]:
-        return [Signal(s.id, s.name, s.payload, s.at) for s in self.signals(run_id) if s.state == "pending"]
+        snap = self.load(run_id)
+        return [] if snap is None else snap.signals
 
     # --- timers and wake-ups -----------------------------------------------------------
 

@@ -178,12 +178,17 @@ class SQLiteStore:
         rows = self._read(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
         return _run(rows[0]) if rows else None
 
-    def load(self, run_id: str, *, journal: bool) -> Snapshot | None:
+    def load(self, run_id: str, *, after: int | None = None) -> Snapshot | None:
         with self._lock:
             run = self.get_run(run_id)
             if run is None:
                 return None
-            return Snapshot(run, self.pending_signals(run_id), self.journal(run_id) if journal else None)
+            rows = self._read(
+                "SELECT seq, kind, name, data, at FROM journal WHERE run_id = ? AND seq > ? ORDER BY seq",
+                (run_id, after or 0),
+            )
+            entries = [Entry(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows]
+            return Snapshot(run, self.pending_signals(run_id), entries)
 
     def list_runs(
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 1000

@@ -17,6 +17,7 @@ from functions import fetch
 from runtime.aws.config import AwsConfig
 from runtime.aws.runtime import AwsRuntime
 from runtime.errors import LunaflowError
+from runtime.store.dynamodb import RUN_SK
 
 from . import PROJECTS, ROOT, http_event
 from .timers import AwsWorld, FakeContext
@@ -159,5 +160,5 @@ def test_runtime_built_from_the_environment_reaches_moto(
     """The runtime's store writes to the table the environment names."""
     rt = make_runtime(PROJECTS / "aws_timers")
     rt.platform.start("nap", {"sleep": "1h"}, id="cfg-1")
-    item = aws.dynamodb.get_item(TableName=aws.table, Key={"pk": {"S": "RUN#cfg-1"}, "sk": {"S": "S"}})
+    item = aws.dynamodb.get_item(TableName=aws.table, Key={"pk": {"S": "RUN#cfg-1"}, "sk": {"S": RUN_SK}})
     assert item["Item"]["workflow"]["S"] == "nap"

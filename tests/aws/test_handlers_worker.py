@@ -18,6 +18,7 @@ from functions import worker
 from runtime.aws.runtime import BUSY_RETRY_S, SAFETY_S, AwsRuntime
 from runtime.clock import FakeClock, now_ms
 from runtime.journal import Kind
+from runtime.store.dynamodb import RUN_SK
 
 from . import PROJECTS, load_event
 from .timers import AwsWorld, FakeContext, deliver, queued, receive, run_due, sqs_record
@@ -110,7 +111,7 @@ def test_one_bad_record_fails_alone(make_runtime: Callable[..., AwsRuntime], aws
     # A run item the store cannot read (no workflow, input or journal): advancing it raises.
     aws.dynamodb.put_item(
         TableName=aws.table,
-        Item={"pk": {"S": "RUN#broken"}, "sk": {"S": "S"}, "id": {"S": "broken"}},
+        Item={"pk": {"S": "RUN#broken"}, "sk": {"S": RUN_SK}, "id": {"S": "broken"}},
     )
     event = wake_event(wake("good-1"), wake("broken"), wake("good-2"), arn=aws.wake_arn)
     answer = worker.handler(event, FakeContext())
@@ -125,7 +126,7 @@ def test_a_failed_record_leaves_its_run_free_for_the_retry(
     """A record that fails releases the run's lease, so its retry is not refused as busy (a
     batch whose every record failed is retried whole by Lambda)."""
     make_runtime(TIMERS)
-    key = {"pk": {"S": "RUN#broken"}, "sk": {"S": "S"}}
+    key = {"pk": {"S": "RUN#broken"}, "sk": {"S": RUN_SK}}
     aws.dynamodb.put_item(TableName=aws.table, Item={**key, "id": {"S": "broken"}})
     event = wake_event(wake("broken"), wake("broken"), arn=aws.wake_arn)
     with pytest.raises(BatchProcessingError, match="All records failed"):

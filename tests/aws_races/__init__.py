@@ -31,7 +31,7 @@ from runtime.aws.config import AwsConfig
 from runtime.aws.runtime import AwsRuntime, Clients
 from runtime.clock import Clock, now_ms
 from runtime.journal import Entry
-from runtime.store.dynamodb import run_pk, table_definition
+from runtime.store.dynamodb import RUN_SK, run_pk, table_definition
 
 REGION = "eu-west-1"
 ACCOUNT = "123456789012"  # moto's default account
@@ -115,7 +115,7 @@ class World:
 
     def run_item(self, run_id: str) -> dict[str, Any]:
         item = self.client("dynamodb").get_item(
-            TableName=self.table, Key={"pk": {"S": run_pk(run_id)}, "sk": {"S": "S"}}, ConsistentRead=True
+            TableName=self.table, Key={"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}}, ConsistentRead=True
         )
         return dict(item.get("Item") or {})
 

@@ -204,11 +204,6 @@ def test_a_duplicate_start_sends_a_new_wake_only_while_the_run_has_not_begun(wor
     assert player.postman.due(now_ms(player.clock)) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: AwsRuntime.advance keeps the lease of a run it finds ended, so a duplicate "
-    "on another container is 'busy' and re-sends itself every 2s until the 16-minute lease expires",
-)
 def test_duplicate_deliveries_after_the_end_die_out(world: World) -> None:
     """Duplicates of a finished run's wake are dropped: none of them sends another wake."""
     player = Player(world, None)

@@ -12,6 +12,7 @@ from botocore.exceptions import ClientError
 
 from runtime.aws.runtime import BUSY_RETRY_S, LEASE_MS, AwsRuntime
 from runtime.clock import FakeClock, now_ms
+from runtime.store.dynamodb import RUN_SK
 from tests.aws_races import PROJECTS, World, aws_world
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -66,7 +67,7 @@ def last_write(calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     return next(
         i["Update"]
         for i in writes[-1]["TransactItems"]
-        if "Update" in i and i["Update"]["Key"]["sk"]["S"] == "S"
+        if "Update" in i and i["Update"]["Key"]["sk"]["S"] == RUN_SK
     )
 
 
@@ -231,7 +232,7 @@ def test_an_advance_that_fails_midway_releases_the_lease(world: World, clock: Fa
     rt.platform.start("once", {"x": 1}, id="r1")
 
     def throttle(model: Any, **_: Any) -> None:
-        if model.name == "TransactWriteItems":
+        if model.name in ("TransactWriteItems", "PutItem"):
             raise ClientError(
                 {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}},
                 "TransactWriteItems",
@@ -293,11 +294,6 @@ def test_a_lease_left_by_a_crashed_invocation_expires(world: World, clock: FakeC
     assert ledger(world, "r1") == {"r1/first/1/1": 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: AwsRuntime.advance keeps the lease when the executor finds the run already "
-    "ended or failed (no write releases it), so other containers get 'busy' for 16 minutes",
-)
 def test_a_wake_for_an_ended_run_leaves_its_lease_free(world: World, clock: FakeClock) -> None:
     """A late or repeated wake for a completed run is harmless: it takes the lease, finds
     the run ended, and must not keep the run held."""
@@ -314,11 +310,6 @@ def test_a_wake_for_an_ended_run_leaves_its_lease_free(world: World, clock: Fake
     assert sqs_calls == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: a wake that finds a run failed keeps its lease (no write releases it), and "
-    "resume does not clear it, so the resumed run is 'busy' on other containers for 16 minutes",
-)
 def test_a_resumed_run_is_not_kept_busy_by_a_wake_that_found_it_failed(
     world: World, clock: FakeClock
 ) -> None:

@@ -9,6 +9,7 @@ the first in the table.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -43,8 +44,8 @@ def world(endpoint: str) -> World:
 
 
 class JournalWrites:
-    """Successful journal slot writes ((run pk, sk) of every J# Put in a committed
-    TransactWriteItems), seen from the clients of every worker."""
+    """Successful journal slot writes: every entry of every journal chunk (sk J#...) in a
+    committed PutItem or TransactWriteItems, seen from the clients of every worker."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -57,14 +58,19 @@ class JournalWrites:
         def count(http_response: Any, context: dict[str, Any], **_: Any) -> None:
             if http_response.status_code >= 300:
                 return
+            params = context["lf_params"]
+            puts = [i.get("Put", {}).get("Item") for i in params.get("TransactItems", [])]
+            if "Item" in params:
+                puts.append(params["Item"])
             with self.lock:
-                for item in context["lf_params"]["TransactItems"]:
-                    put = item.get("Put", {}).get("Item")
+                for put in puts:
                     if put and put["sk"]["S"].startswith("J#"):
-                        self.slots[(put["pk"]["S"], put["sk"]["S"])] += 1
+                        for entry in json.loads(put["entries"]["S"]):
+                            self.slots[(put["pk"]["S"], f"J#{entry[0]:010d}")] += 1
 
-        client.meta.events.register("before-parameter-build.dynamodb.TransactWriteItems", keep)
-        client.meta.events.register("after-call.dynamodb.TransactWriteItems", count)
+        for op in ("TransactWriteItems", "PutItem"):
+            client.meta.events.register(f"before-parameter-build.dynamodb.{op}", keep)
+            client.meta.events.register(f"after-call.dynamodb.{op}", count)
 
     def of(self, run_id: str) -> dict[int, int]:
         """seq -> how many committed writes put that slot."""

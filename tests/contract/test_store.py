@@ -204,10 +204,13 @@ def test_load_reads_the_run_its_pending_signals_and_optionally_its_journal(store
     store.create_run(new_run(), started())
     store.append("r1", 1, [entry(2)], update=RunUpdate("awaiting", "await 'x'"))
     sid, _ = store.add_signal("r1", "x", {"n": 1}, 101.0)
-    full = store.load("r1", journal=True)
+    full = store.load("r1")
     assert full is not None and full.run.journal_len == 2 and full.run.status == "awaiting"
     assert [(s.id, s.name, s.payload) for s in full.signals] == [(sid, "x", {"n": 1})]
     assert full.journal == store.journal("r1")
-    light = store.load("r1", journal=False)
-    assert light is not None and light.journal is None and light.signals == full.signals
-    assert store.load("missing", journal=True) is None
+    light = store.load("r1", after=2)
+    assert light is not None and light.journal == [] and light.signals == full.signals
+    assert light.run.journal_len == 2
+    newer = store.load("r1", after=1)
+    assert newer is not None and [e.seq for e in newer.journal] == [2]
+    assert store.load("missing") is None
