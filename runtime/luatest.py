@@ -26,6 +26,7 @@ from typing import Any, TextIO
 
 from runtime.errors import LunaflowError
 from runtime.platform import NotStubbed
+from runtime.project import ProjectSource
 from runtime.sandbox import Sandbox
 from runtime.testing import LocalPlatform
 
@@ -68,7 +69,8 @@ P.__index = P
 local names = { "start", "signal", "fetch", "advance", "settle", "get", "journal", "runs", "cancel",
   "resume", "stub_object", "stub_http" }
 for _, name in ipairs(names) do
-  P[name] = function(self, ...) return call(name, ...) end
+  -- Parenthesised, not a tail call: a refusal must point at the test's own line.
+  P[name] = function(self, ...) return (call(name, ...)) end
 end
 return setmetatable({}, P)
 """
@@ -238,7 +240,8 @@ def run_tests(project: str | Path, *, pattern: str | None = None, out: TextIO | 
 def _run_file(
     project: Path, path: Path, pattern: str | None, report: Report, write: Callable[[str], None]
 ) -> None:
-    sandbox = Sandbox()
+    limits = ProjectSource.read(project).limits
+    sandbox = Sandbox(max_memory=limits.memory_bytes, instructions=limits.instructions)
     current: dict[str, _Session] = {}
 
     def host_call(name: str, *args: Any) -> Any:

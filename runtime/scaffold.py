@@ -3,6 +3,7 @@ a fetch route, a migration, a Lua test, editor types and a .gitignore for the da
 
 from __future__ import annotations
 
+import json
 from importlib.resources import files
 from pathlib import Path
 
@@ -80,7 +81,7 @@ LUARC = """{
 
 GITIGNORE = ".lunaflow/\n"
 
-TOML = 'name = "{name}"\n'
+TOML = "name = {name}\n"  # the name as a JSON string, which TOML reads as a basic string
 
 
 def scaffold(target: Path) -> list[Path]:
@@ -98,7 +99,7 @@ def scaffold(target: Path) -> list[Path]:
         "types/lunaflow.lua": types,
         ".luarc.json": LUARC,
         ".gitignore": GITIGNORE,
-        "lunaflow.toml": TOML.format(name=name),
+        "lunaflow.toml": TOML.format(name=json.dumps(name, ensure_ascii=False)),
     }
     created = []
     for relative, text in content.items():

@@ -118,13 +118,16 @@ class AwsRuntime:
                 self.store.release_lease(run_id, self.owner)
         return "done"
 
-    def reconcile(self, older_than_s: float = 60.0) -> list[str]:
-        """Re-send wakes for runs whose wake-up has waited too long (a lost SQS message, a
-        crash between the store write and the send)."""
-        stale = self.store.wakeups_older_than(self.clock.now() - older_than_s)
-        for run_id in stale:
+    def reconcile(self, older_than_s: float = 60.0, running_for_s: float = 300.0) -> list[str]:
+        """Heal what a lost message or a dead invocation left behind: wakes that waited too
+        long, timers that fell due without firing, and runs left running with no lease."""
+        now = self.clock.now()
+        stale = set(self.store.wakeups_older_than(now - older_than_s))
+        stale.update(self.store.fire_due_timers(now_ms(self.clock) - int(older_than_s * 1000)))
+        stale.update(self.store.stale_running(now - running_for_s))
+        for run_id in sorted(stale):
             self.waker.wake(run_id)
-        return stale
+        return sorted(stale)
 
     # --- requests and user queues ------------------------------------------------------
 

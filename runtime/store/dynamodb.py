@@ -123,6 +123,12 @@ def _signal_sk(signal_id: int) -> str:
     return f"S#{signal_id:010d}"
 
 
+def _started_from(item: dict[str, Any]) -> Entry:
+    """Journal entry 1, kept on the run item."""
+    started = json.loads(item["started"]["S"])
+    return Entry(1, Kind.STARTED, started["workflow"], started["data"], float(started["at"]))
+
+
 def _run_from(item: dict[str, Any], journal_len: int = 0) -> RunRecord:
     result = _str(item.get("result"))
     return RunRecord(
@@ -221,7 +227,7 @@ class DynamoDBStore:
             return None
         chunk = next((i for i in items if i["sk"]["S"].startswith("J#")), None)
         if chunk is None:
-            return _run_from(run_item, 0)
+            return _run_from(run_item, 1)
         run = _run_from(run_item, _int(chunk["last"]))
         last = _entries_from(chunk)[-1]
         if run.status == "running" and last.kind == Kind.STEP_INTENT:
@@ -242,7 +248,9 @@ class DynamoDBStore:
         if run_item is None:
             return None
         entries = [e for i in items if i["sk"]["S"].startswith("J#") for e in _entries_from(i)]
-        length = entries[-1].seq if entries else (after or 0)
+        if not after:
+            entries.insert(0, _started_from(run_item))
+        length = entries[-1].seq if entries else after or 0
         run = _run_from(run_item, length)
         consumed = _consumed(entries)
         ended = run.status in ENDED
@@ -254,7 +262,8 @@ class DynamoDBStore:
         return Snapshot(run, pending, entries)
 
     def journal(self, run_id: str) -> list[Entry]:
-        return [e for i in self._partition(run_id, "J#") for e in _entries_from(i)]
+        snap = self.load(run_id)
+        return [] if snap is None else snap.journal
 
     def list_runs(
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 1000
@@ -357,16 +366,19 @@ class DynamoDBStore:
             raise LunaflowError(f"the journal of run '{run_id}' could not be written: {e}") from e
 
     def create_run(self, run: RunRecord, started: Entry) -> tuple[RunRecord, bool]:
-        put_run = {
-            "Put": {
-                "TableName": self.table,
-                "Item": self._run_item(run),
-                "ConditionExpression": "attribute_not_exists(pk)",  # the run id is free
-            }
-        }
+        # The run item is journal entry 1 as well (it carries run.started's data), so a
+        # start is one write; chunks begin at entry 2.
+        item = self._run_item(run)
+        item["started"] = _s(_dumps({"workflow": started.name, "data": started.data, "at": started.at}))
         try:
-            self._transact([put_run, self._chunk_put(run.id, [started])], run.id, 1)
-        except JournalConflict:
+            self._db.put_item(
+                TableName=self.table,
+                Item=item,
+                ConditionExpression="attribute_not_exists(pk)",  # the id is free
+            )
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
             existing = self.get_run(run.id)
             if existing is None:
                 raise EngineBug(f"run '{run.id}' was refused as existing but cannot be read") from None
@@ -455,18 +467,28 @@ class DynamoDBStore:
             run_update["ExpressionAttributeNames"] = names
         if values:
             run_update["ExpressionAttributeValues"] = values
-        if entries:
-            first = self._chunk_put(run_id, entries)
-        else:
+        if not entries:
             # No entries, but the update must still lose to anyone who appended meanwhile.
-            first = {
+            check = {
                 "ConditionCheck": {
                     "TableName": self.table,
                     "Key": {"pk": _s(run_pk(run_id)), "sk": _s(_journal_sk(slot))},
                     "ConditionExpression": "attribute_not_exists(pk)",
                 }
             }
-        self._transact([first, {"Update": run_update}], run_id, slot)
+            self._transact([check, {"Update": run_update}], run_id, slot)
+            return
+        # The journal first, then the run item: the journal is the truth and the run item a
+        # summary of it. Two plain writes cost half a transaction; if the process dies between
+        # them, the run stays "running" and the reconciler wakes it, and replay writes the
+        # summary again.
+        try:
+            self._db.put_item(**self._chunk_put(run_id, entries)["Put"])
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                raise JournalConflict(run_id, slot) from e
+            raise
+        self._db.update_item(**run_update)
 
     # --- signals -----------------------------------------------------------------------
 
@@ -582,6 +604,23 @@ class DynamoDBStore:
             ExpressionAttributeValues={":p": _s(WAKE_PK)},
         )
         return [(i["id"]["S"], _int(i["wake_token"])) for i in items]
+
+    def stale_running(self, before: float) -> list[str]:
+        """Runs left running since before ``before`` (epoch seconds) with no live lease: an
+        activation died between its journal write and its summary, or before it parked."""
+        now_ms = int(time.time() * 1000)
+        out = []
+        for run in self.list_runs(status="running", limit=10_000):
+            if run.updated_at >= before:
+                continue
+            item = self._db.get_item(
+                TableName=self.table,
+                Key={"pk": _s(run_pk(run.id)), "sk": _s(RUN_SK)},
+                ProjectionExpression="lease_until",
+            ).get("Item", {})
+            if "lease_until" not in item or _int(item["lease_until"]) < now_ms:
+                out.append(run.id)
+        return out
 
     def wakeups_older_than(self, at: float) -> list[str]:
         """Runs whose wake-up has waited since before ``at`` (epoch seconds): the reconciler's list."""

@@ -61,14 +61,17 @@ def releases(calls: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
 
 
 def last_write(calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    """The run item's update in the last journal write (TransactWriteItems) among the calls."""
-    writes = [params for op, params in calls if op == "TransactWriteItems"]
+    """The run item's summary update of the last append among the calls: the UpdateItem that
+    follows the journal chunk's PutItem and sets the status."""
+    writes = [
+        params
+        for op, params in calls
+        if op == "UpdateItem"
+        and params["Key"]["sk"]["S"] == RUN_SK
+        and "#st = :st" in params.get("UpdateExpression", "")
+    ]
     assert writes, [op for op, _ in calls]
-    return next(
-        i["Update"]
-        for i in writes[-1]["TransactItems"]
-        if "Update" in i and i["Update"]["Key"]["sk"]["S"] == RUN_SK
-    )
+    return writes[-1]
 
 
 def ledger(world: World, run_id: str) -> dict[str, int]:

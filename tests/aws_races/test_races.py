@@ -45,7 +45,8 @@ def world(endpoint: str) -> World:
 
 class JournalWrites:
     """Successful journal slot writes: every entry of every journal chunk (sk J#...) in a
-    committed PutItem or TransactWriteItems, seen from the clients of every worker."""
+    committed PutItem or TransactWriteItems, and entry 1 (the run item's creation), seen
+    from the clients of every worker."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -64,6 +65,8 @@ class JournalWrites:
                 puts.append(params["Item"])
             with self.lock:
                 for put in puts:
+                    if put and "started" in put:  # the run item doubles as entry 1
+                        self.slots[(put["pk"]["S"], "J#0000000001")] += 1
                     if put and put["sk"]["S"].startswith("J#"):
                         for entry in json.loads(put["entries"]["S"]):
                             self.slots[(put["pk"]["S"], f"J#{entry[0]:010d}")] += 1

@@ -25,7 +25,17 @@ ROOT = Path(__file__).resolve().parents[2]
 TYPES = ROOT / "runtime" / "lua" / "types" / "lunaflow.lua"
 
 # SPEC 2, "Globals of a script": the globals that are functions, and the tables of functions.
-SPEC_FUNCTIONS = ["workflow", "workflows", "database", "object", "objects", "kv", "secret", "queue", "on"]
+SPEC_FUNCTIONS = {  # name -> its one parameter
+    "workflow": "name",
+    "workflows": "name",
+    "database": "name",
+    "object": "name",
+    "objects": "name",
+    "kv": "namespace",
+    "secret": "name",
+    "queue": "name",
+    "on": "event",
+}
 SPEC_TABLES = {
     "json": ["parse", "encode"],
     "uuid": ["v4"],
@@ -115,7 +125,8 @@ def test_each_global_function_of_the_spec_is_declared(types: Types, name: str) -
     """SPEC 2: `workflow`, `workflows`, `database`, `object`, `objects`, `kv`, `secret`,
     `queue`, `on` are globals of a script."""
     assert name in types.functions
-    assert types.functions[name].params == ["name"] or name == "kv" or name == "on"
+    assert types.functions[name].params == [SPEC_FUNCTIONS[name]]
+    assert types.functions[name].returns, f"{name} has no ---@return"
 
 
 @pytest.mark.parametrize("table", list(SPEC_TABLES))
@@ -211,7 +222,8 @@ def test_fetch_requests_responses_and_http_have_the_specs_fields(types: Types) -
 
 def test_every_lunaflow_type_the_file_names_is_declared(types: Types) -> None:
     """An undeclared type would show as unknown in the editor."""
-    named = set(re.findall(r"lunaflow\.\w+", "\n".join(l for l in TYPES.read_text().splitlines() if l.startswith("---"))))
+    annotations = "\n".join(line for line in TYPES.read_text().splitlines() if line.startswith("---"))
+    named = set(re.findall(r"lunaflow\.\w+", annotations))
     assert named - set(types.classes) - set(types.aliases) == set()
 
 
@@ -220,7 +232,11 @@ def test_every_param_annotation_names_a_parameter_of_its_function(types: Types) 
     fns = list(types.functions.items()) + [
         (f"{cls}.{name}", fn) for cls, methods in types.methods.items() for name, fn in methods.items()
     ]
-    wrong = {name: sorted(set(fn.annotated) - set(fn.params)) for name, fn in fns if set(fn.annotated) - set(fn.params)}
+    wrong = {
+        name: sorted(set(fn.annotated) - set(fn.params))
+        for name, fn in fns
+        if set(fn.annotated) - set(fn.params)
+    }
     assert wrong == {}
 
 
@@ -241,7 +257,9 @@ def test_the_test_platform_declares_every_call_lunaflow_test_gives_p(types: Type
 def test_the_annotations_compile_and_run_in_a_plain_lua_54_state() -> None:
     """The file must be valid Lua 5.4; run, it defines each global it describes."""
     lua = lupa.LuaRuntime()
-    compile = lua.eval("function(source) local fn, err = load(source, '@lunaflow.lua', 't') return fn, err end")
+    compile = lua.eval(
+        "function(source) local fn, err = load(source, '@lunaflow.lua', 't') return fn, err end"
+    )
     fn, err = compile(TYPES.read_text(encoding="utf-8"))
     assert fn is not None, err
     fn()
@@ -253,15 +271,27 @@ def test_the_annotations_compile_and_run_in_a_plain_lua_54_state() -> None:
             assert lupa.lua_type(g[table][name]) == "function", f"{table}.{name}"
 
 
-def test_a_real_script_has_every_global_and_handle_method_the_annotations_describe(
+def test_a_real_script_has_every_global_and_handle_member_the_annotations_describe(
     types: Types, tmp_path: Path
 ) -> None:
     """The annotations describe the runtime, not a wish: each annotated global function,
-    table function, and handle method exists in a script (tables in handler code, where
-    http, crypto and Jwt are present)."""
+    table function, handle method and handle field exists in a script (the tables in
+    handler code, where http, crypto and Jwt are present; wf.step_id in a step body)."""
     paths = [f"{t}.{n}" for t, cls in types.tables.items() for n in types.methods[cls]]
+
+    def probe(label: str, var: str, cls: str) -> str:
+        methods, fields = lua_list(sorted(types.methods[cls])), lua_list(sorted(types.classes[cls]))
+        return (
+            f"    for _, m in ipairs({methods}) do out['{label}:' .. m] = type({var}[m]) end\n"
+            f"    for _, f in ipairs({fields}) do out['{label}.' .. f] = type({var}[f]) end"
+        )
+
     project = tmp_path / "probe"
-    project.mkdir()
+    (project / "migrations" / "probe").mkdir(parents=True)
+    (project / "migrations" / "probe" / "001_t.sql").write_text(
+        "CREATE TABLE t (x TEXT);\n", encoding="utf-8"
+    )
+    wf_fields = sorted(set(types.classes["lunaflow.Wf"]) - {"step_id"})
     (project / "main.lua").write_text(
         f"""
 local db = database "probe" {{ migrations = "migrations/probe" }}
@@ -270,39 +300,42 @@ local q = queue "probe"
 local w = workflow "probe" (function(wf)
     local out = {{}}
     for _, m in ipairs({lua_list(sorted(types.methods["lunaflow.Wf"]))}) do out["wf:" .. m] = type(wf[m]) end
-    for _, f in ipairs({{ "id", "workflow" }}) do out["wf." .. f] = type(wf[f]) end
+    for _, f in ipairs({lua_list(wf_fields)}) do out["wf." .. f] = type(wf[f]) end
+    out["wf.step_id"] = wf:step("probe", function() return type(wf.step_id) end)
     return out
 end)
 on "fetch" (function(request)
     local out = {{}}
-    for _, name in ipairs({lua_list(SPEC_FUNCTIONS)}) do out[name] = type(_G[name]) end
+    for _, name in ipairs({lua_list(list(SPEC_FUNCTIONS))}) do out[name] = type(_G[name]) end
     for _, path in ipairs({lua_list(paths)}) do
-        local t, f = path:match("^(%w+)%.(%w[%w_]*)$")
+        local t, f = path:match("^(%w+)%.([%w_]+)$")
         out[path] = type(_G[t]) == "table" and type(_G[t][f]) or "nil"
     end
     local run = w:get("nobody")
-    for _, m in ipairs({lua_list(sorted(types.methods["lunaflow.Run"]))}) do out["run:" .. m] = type(run[m]) end
-    out["run.id"] = type(run.id)
-    for _, m in ipairs({lua_list(sorted(types.methods["lunaflow.Workflow"]))}) do out["workflow:" .. m] = type(w[m]) end
-    for _, m in ipairs({lua_list(sorted(types.methods["lunaflow.Database"]))}) do out["database:" .. m] = type(db[m]) end
-    for _, m in ipairs({lua_list(sorted(types.methods["lunaflow.Kv"]))}) do out["kv:" .. m] = type(store[m]) end
-    for _, m in ipairs({lua_list(sorted(types.methods["lunaflow.Queue"]))}) do out["queue:" .. m] = type(q[m]) end
+{probe("run", "run", "lunaflow.Run")}
+{probe("workflow", "w", "lunaflow.Workflow")}
+{probe("database", "db", "lunaflow.Database")}
+{probe("kv", "store", "lunaflow.Kv")}
+{probe("queue", "q", "lunaflow.Queue")}
     return {{ status_code = 200, body = json.encode(out) }}
 end)
 """,
         encoding="utf-8",
     )
-    (project / "migrations" / "probe").mkdir(parents=True)
-    (project / "migrations" / "probe" / "001_t.sql").write_text("CREATE TABLE t (x TEXT);\n", encoding="utf-8")
     with LocalPlatform(project, data_dir=tmp_path / "data") as p:
         seen = json.loads(p.fetch("GET", "/").body)
         in_run = p.start("probe", None, id="r").result
-    missing = {k: v for k, v in {**seen, **in_run}.items() if v not in ("function", "string")}
-    assert missing == {}
-    assert seen["run.id"] == "string" and in_run["wf.id"] == "string" and in_run["wf.workflow"] == "string"
-    assert len(seen) == len(SPEC_FUNCTIONS) + len(paths) + 1 + sum(
-        len(types.methods[c]) for c in ("lunaflow.Run", "lunaflow.Workflow", "lunaflow.Database", "lunaflow.Kv", "lunaflow.Queue")
+    handles = ("lunaflow.Run", "lunaflow.Workflow", "lunaflow.Database", "lunaflow.Kv", "lunaflow.Queue")
+    expected = (
+        len(SPEC_FUNCTIONS) + len(paths) + sum(len(types.methods[c]) + len(types.classes[c]) for c in handles)
     )
+    assert len(seen) == expected
+    assert len(in_run) == len(types.methods["lunaflow.Wf"]) + len(types.classes["lunaflow.Wf"])
+    every = {**seen, **in_run}
+    functions = {k for k in every if ":" in k or k in SPEC_FUNCTIONS or k in paths}
+    assert {k: v for k, v in every.items() if k in functions and v != "function"} == {}
+    # The fields (run.id, run.workflow, workflow.name, wf.id, wf.workflow, wf.step_id) are strings.
+    assert {k: v for k, v in every.items() if k not in functions and v != "string"} == {}
 
 
 # --- lunaflow new installs it ---------------------------------------------------------------------
@@ -318,5 +351,5 @@ def test_lunaflow_new_installs_the_annotations_and_a_luarc_that_points_at_them(t
     luarc = json.loads((target / ".luarc.json").read_text(encoding="utf-8"))
     assert luarc["runtime.version"] == "Lua 5.4"
     libraries = luarc["workspace.library"]
-    assert any((target / lib / "lunaflow.lua").resolve() == installed.resolve() or
-               (target / lib).resolve() == installed.resolve() for lib in libraries), libraries
+    pointed = {(target / lib).resolve() for lib in libraries}
+    assert installed.resolve() in pointed or installed.parent.resolve() in pointed, libraries
