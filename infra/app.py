@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
-# Run as a script, Python would put infra/ first on the path; the repository root is wanted.
-sys.path[0] = str(Path(__file__).resolve().parent.parent)
+if __name__ == "__main__":
+    # Run as a script, Python puts infra/ first on the path; the repository root is wanted.
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from aws_cdk import App, Environment  # noqa: E402
 
@@ -16,11 +18,17 @@ from infra.nag import check  # noqa: E402
 from infra.stack import LunaflowStack  # noqa: E402
 
 
+def stack_name(project: Path) -> str:
+    """lunaflow-<folder>, with what CloudFormation refuses in a stack name made '-'."""
+    cleaned = re.sub(r"[^A-Za-z0-9-]", "-", project.name).strip("-") or "project"
+    return f"lunaflow-{cleaned}"[:128]
+
+
 def build(app: App) -> LunaflowStack:
     project = Path(str(app.node.try_get_context("project") or constants.DEFAULT_PROJECT))
     if not project.is_absolute():
         project = constants.REPO_ROOT / project
-    name = str(app.node.try_get_context("stack") or f"lunaflow-{project.name}")
+    name = str(app.node.try_get_context("stack") or stack_name(project))
     env = Environment(
         account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=os.environ.get("CDK_DEFAULT_REGION")
     )

@@ -37,6 +37,9 @@ def bundle(out: Path, project: Path, requirements: list[str]) -> None:
             "install",
             "--quiet",
             "--disable-pip-version-check",
+            # Byte code from this machine's Python would change the asset hash on every synth,
+            # and Lambda's Python 3.12 would not read it anyway.
+            "--no-compile",
             "--platform",
             constants.PIP_PLATFORM,
             "--implementation",

@@ -30,6 +30,10 @@ NO_AUTHORIZER = (
     'the API is the project\'s public HTTP surface; its on "fetch" handler decides who may do what '
     "(e.g. with Jwt.verify), as a Cloudflare Worker's fetch handler would"
 )
+SECRET_SUFFIX = (
+    "Secrets Manager appends six random characters to every secret's ARN, so a grant on one named "
+    "secret must end in '-*'; the wildcard matches only that secret's own versions"
+)
 NO_ROTATION = (
     "the Aurora credentials are used only by the RDS Data API from Lambda; rotating them needs a "
     "rotation function in the VPC, which a project adds with cluster.add_rotation_single_user() when it "
@@ -54,6 +58,12 @@ def accepted(stack: LunaflowStack) -> dict[str, str]:
     }
     if stack.database is not None:
         rules["AwsSolutions::AwsSolutions-SMG4"] = NO_ROTATION
+    for name in stack.secrets:
+        arn = (
+            "arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:"
+            f"{stack.stack_name}/{name}-*"
+        )
+        rules[f"AwsSolutions::AwsSolutions-IAM5[Resource::{arn}]"] = SECRET_SUFFIX
     return rules
 
 

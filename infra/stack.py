@@ -28,6 +28,7 @@ class LunaflowStack(Stack):
     def __init__(self, scope: Construct, id: str, *, project: Path, **kwargs: object) -> None:
         super().__init__(scope, id, **kwargs)  # type: ignore[arg-type]
         needs = describe(project)
+        self.secrets = needs.secrets
         if len(needs.databases) > 1:
             raise ProjectError(
                 f"project {needs.name} declares databases {', '.join(needs.databases)}; a deployment "
@@ -46,6 +47,7 @@ class LunaflowStack(Stack):
             queues=self.queues,
             secrets=needs.secrets,
             database=self.database,
+            handled_queues=needs.queues,
         )
         self.api = HttpApi(self, "Http", self.functions.fetch)
         events.Rule(

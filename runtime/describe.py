@@ -15,6 +15,8 @@ from typing import Any
 from runtime.project import ProjectSource, load
 from runtime.sandbox import Sandbox
 
+# queue "name" — but not the event name in on "queue" ("name", fn).
+_QUEUE = re.compile(r"""(?<!["'])\bqueue\s*\(?\s*["']([^"'\\]+)["']""")
 _SECRET = re.compile(r"""\bsecret\s*\(?\s*["']([^"'\\]+)["']""")
 
 
@@ -43,7 +45,7 @@ def describe(project: str | Path) -> ProjectNeeds:
     declarations = load(source, sandbox)
     texts = list(source.scripts.values()) + [text for _, text in source.modules.values()]
     secrets = sorted({m for text in texts for m in _SECRET.findall(text)})
-    sent = sorted({m for text in texts for m in re.findall(r"""\bqueue\s*\(?\s*["']([^"'\\]+)["']""", text)})
+    sent = sorted({m for text in texts for m in _QUEUE.findall(text)})
     return ProjectNeeds(
         name=source.name,
         root=source.root,

@@ -59,6 +59,7 @@ class Functions(Construct):
         queues: UserQueues,
         secrets: list[str],
         database: Database | None,
+        handled_queues: list[str],
     ) -> None:
         super().__init__(scope, id)
         stack = Stack.of(self)
@@ -104,6 +105,8 @@ class Functions(Construct):
             journal.table.grant_read_write_data(fn)
             wake.queue.grant_send_messages(fn)
             self._grant_timers(fn, wake)
+            if role is CONSOLE:
+                continue  # the console lists, resumes and cancels runs; it runs no project code
             self._grant_secrets(fn, secrets)
             for queue in queues.queues.values():
                 queue.grant_send_messages(fn)
@@ -117,9 +120,9 @@ class Functions(Construct):
         self.worker.add_event_source(
             sources.SqsEventSource(wake.queue, batch_size=10, report_batch_item_failures=True)
         )
-        for queue in queues.queues.values():
+        for name in handled_queues:  # a send-only queue has no handler to deliver to
             self.queue.add_event_source(
-                sources.SqsEventSource(queue, batch_size=10, report_batch_item_failures=True)
+                sources.SqsEventSource(queues.queues[name], batch_size=10, report_batch_item_failures=True)
             )
 
     @staticmethod

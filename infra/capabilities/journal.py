@@ -6,7 +6,7 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
-from runtime.store.dynamodb import INDEXES
+from runtime.store.dynamodb import INDEXES, PROJECTED
 
 
 class JournalTable(Construct):
@@ -31,4 +31,6 @@ class JournalTable(Construct):
                 index_name=name,
                 partition_key=dynamodb.Attribute(name=pk, type=string),
                 sort_key=dynamodb.Attribute(name=sk, type=string),
+                projection_type=dynamodb.ProjectionType.INCLUDE,
+                non_key_attributes=PROJECTED,
             )

@@ -261,22 +261,12 @@ def test_changing_a_pinned_dependency_changes_the_asset_hash(bundles: dict[str, 
     assert (bundles["base"] / "six-1.16.0.dist-info").is_dir()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="infra: bundling.bundle runs pip without --no-compile; pip writes cpython-311 .pyc files "
-    "stamped with install-time mtimes, so every synth gives a new asset hash",
-)
 def test_bundling_the_same_inputs_twice_gives_the_same_asset_hash(bundles: dict[str, Path]) -> None:
     """An unchanged project must keep its asset hash, or every `cdk deploy` re-uploads the
     bundle and updates all four functions."""
     assert FileSystem.fingerprint(str(bundles["base"])) == FileSystem.fingerprint(str(bundles["again"]))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="infra: bundling.bundle lets pip byte-compile with this machine's Python; the asset "
-    "ships hundreds of cpython-311 .pyc files that Lambda's Python 3.12 never reads",
-)
 def test_asset_holds_no_bytecode_compiled_for_another_python(asset: Path) -> None:
     """Bytecode in the bundle can only be for Lambda's CPython 3.12; anything else is dead
     weight in every cold start's download."""

@@ -86,12 +86,6 @@ def test_acknowledged_wildcards_cover_only_what_their_reasons_describe(auction: 
         assert set(props.get("ManagedPolicyArns", [])) <= {BASIC_EXECUTION}, logical
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="infra: the secrets grant's resource `<stack>/<name>-*` (Secrets Manager's version "
-    "suffix) is an IAM5 finding infra/nag.py does not acknowledge, so a project with a secret "
-    "cannot synth",
-)
 def test_a_project_with_a_secret_synthesizes_under_cdk_nag(queue_project: Synth) -> None:
     """`cdk synth` of a project that reads `secret "api-key"` must pass the AwsSolutions checks."""
     assert queue_project.error is None
