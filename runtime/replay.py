@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime.bounds import MAX_JOURNAL_ENTRIES
 from runtime.errors import EngineBug
 from runtime.ids import step_id
 from runtime.journal import MARKERS, Entry, Kind, Status, describe, describe_wait
@@ -122,6 +123,7 @@ class Replay:
     journal: Sequence[Entry]
     now_ms: int
     signals: Sequence[Signal] = ()
+    max_entries: int = MAX_JOURNAL_ENTRIES
     entries: list[Entry] = field(init=False)
     pos: int = field(init=False)
     passes: Counter[str] = field(init=False, default_factory=Counter)
@@ -167,6 +169,14 @@ class Replay:
 
     # --- commands --------------------------------------------------------------------
 
+    def _full(self, needed: int) -> Fail | None:
+        if len(self.entries) + needed <= self.max_entries:
+            return None
+        return Fail(
+            f"run '{self.run_id}' reached the limit of {self.max_entries} journal entries; a run this "
+            "long should hand its state to a fresh run (start a new run with it as input) and return"
+        )
+
     def step(self, cmd: StepCmd) -> Decision:
         self._parked = None
         self.passes[cmd.name] += 1
@@ -201,7 +211,7 @@ class Replay:
                 )
             self.pos += 1
         if expect_intent and last_failure is None:
-            return self._new_attempt()
+            return self._full(2) or self._new_attempt()
         if last_failure is None:
             # An intent with no outcome: the process stopped while the body ran. Run the
             # same attempt again; its step id is unchanged so the effect can be recognised.
@@ -238,6 +248,9 @@ class Replay:
         self.current = wanted
         head = self._peek()
         if head is None:
+            full = self._full(2)
+            if full is not None:
+                return full
             due = None if cmd.timeout_ms is None else self.now_ms + cmd.timeout_ms
             data = {"names": list(cmd.names), "timeout_ms": cmd.timeout_ms, "due_at": due}
             wait_entry = self._record(Kind.WAIT, cmd.op, data)
@@ -260,7 +273,7 @@ class Replay:
         self._parked = None
         head = self._peek()
         if head is None:
-            return NeedValue(cmd.call)
+            return self._full(1) or NeedValue(cmd.call)
         if head.kind != Kind.VALUE or head.name != cmd.call:
             return Fail(divergence(describe(head), f"{cmd.call}()"))
         self.pos += 1

@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 from runtime import values
+from runtime.bounds import MAX_SIGNAL_BACKLOG
 from runtime.clock import Clock
 from runtime.errors import InvalidInput, InvalidTransition, JournalConflict, NoSuchRun, RunIdTaken
 from runtime.ids import check_run_id
@@ -81,6 +82,11 @@ class Runs:
             raise InvalidInput(f'a signal name must be a non-empty string (got {name!r}), e.g. "paid"')
         self.get(run_id, workflow)
         encoded = values.encode(payload, f"the payload of signal '{name}' for run '{run_id}'")
+        if self.store.signal_backlog(run_id) >= MAX_SIGNAL_BACKLOG:
+            raise InvalidInput(
+                f"run '{run_id}' already has {MAX_SIGNAL_BACKLOG} unconsumed signals, the most a run keeps; "
+                "its code is not waiting for what is sent — consume them with waits, or send fewer"
+            )
         _, live = self.store.add_signal(run_id, name, values.decode(encoded), self.clock.now())
         if live:
             self.waker.wake(run_id)

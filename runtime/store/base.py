@@ -115,6 +115,10 @@ class Store(Protocol):
 
     def pending_signals(self, run_id: str) -> list[Signal]: ...
 
+    def signal_backlog(self, run_id: str) -> int:
+        """How many signals wait unconsumed; a backend may answer an upper bound, exact when
+        it nears ``runtime.runs.MAX_SIGNAL_BACKLOG``."""
+
     def signals(self, run_id: str) -> list[SignalRecord]: ...
 
     def fire_due_timers(self, now_ms: int) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from runtime.bounds import MAX_SIGNAL_BACKLOG
 from runtime.errors import EngineBug, JournalConflict, LunaflowError
 from runtime.journal import ENDED, Entry, Kind
 from runtime.replay import Signal
@@ -533,6 +534,19 @@ class DynamoDBStore:
         consumed = _consumed(snap.journal or [])
         ended = snap.run.status in ENDED
         return [_signal_from(i, consumed, ended) for i in self._partition(run_id, "S#")]
+
+    def signal_backlog(self, run_id: str) -> int:
+        # Signals ever sent bound the backlog; only near the limit is it counted exactly.
+        item = self._db.get_item(
+            TableName=self.table,
+            Key={"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
+            ProjectionExpression="signal_seq",
+            ConsistentRead=True,
+        ).get("Item", {})
+        sent = _int(item.get("signal_seq"))
+        if sent < MAX_SIGNAL_BACKLOG:
+            return sent
+        return len(self.pending_signals(run_id))
 
     def pending_signals(self, run_id: str) -> list[Signal]:
         snap = self.load(run_id)

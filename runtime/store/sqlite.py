@@ -297,6 +297,10 @@ class SQLiteStore:
                 self._wake(db, run_id)
             return int(cur.lastrowid or 0), live
 
+    def signal_backlog(self, run_id: str) -> int:
+        rows = self._read("SELECT COUNT(*) FROM signals WHERE run_id = ? AND state = 'pending'", (run_id,))
+        return int(rows[0][0])
+
     def pending_signals(self, run_id: str) -> list[Signal]:
         rows = self._read(
             "SELECT id, name, payload, at FROM signals WHERE run_id = ? AND state = 'pending' ORDER BY id",

@@ -1,0 +1,66 @@
+"""Per-run bounds fail clearly and lose nothing already journaled."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import runtime.runs
+from runtime.errors import InvalidInput
+from runtime.journal import Entry, Kind
+from runtime.replay import Fail, Replay, StepCmd, ValueCmd, WaitCmd
+from runtime.testing import LocalPlatform
+
+MakeProject = Callable[[dict[str, str]], Path]
+
+
+def started() -> list[Entry]:
+    return [Entry(1, Kind.STARTED, "w", {"format": 1, "input": None}, 0.0)]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [StepCmd("s", 1, 0, None), WaitCmd("await", ("x",), None), ValueCmd("os.time")],
+    ids=["step", "wait", "value"],
+)
+def test_a_run_at_its_journal_limit_fails_naming_the_limit_and_the_way_out(command: object) -> None:
+    replay = Replay("long", started(), 0, max_entries=1)
+    if isinstance(command, StepCmd):
+        decision = replay.step(command)
+    elif isinstance(command, WaitCmd):
+        decision = replay.wait(command)
+    else:
+        assert isinstance(command, ValueCmd)
+        decision = replay.value(command)
+    assert isinstance(decision, Fail)
+    assert decision.error.startswith("run 'long' reached the limit of 1 journal entries;")
+    assert "start a new run" in decision.error
+    assert replay.take_unsaved() == []
+
+
+def test_a_run_replaying_a_journal_at_the_limit_still_replays(tmp_path: Path) -> None:
+    entries = started() + [
+        Entry(2, Kind.STEP_INTENT, "s", {"pass": 1, "attempt": 1, "step_id": "long/s/1/1"}, 0.0),
+        Entry(3, Kind.STEP_RESULT, "s", {"n": 0, "values": []}, 0.0),
+    ]
+    replay = Replay("long", entries, 0, max_entries=3)
+    assert not isinstance(replay.step(StepCmd("s", 1, 0, None)), Fail)
+
+
+def test_a_signal_beyond_the_backlog_limit_is_refused_and_the_run_keeps_the_rest(
+    make_project: MakeProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runtime.runs, "MAX_SIGNAL_BACKLOG", 3)
+    project = make_project({"main.lua": 'workflow "w" (function(wf) return wf:await("go") end)'})
+    with LocalPlatform(project) as p:
+        p.start("w", id="r")
+        for i in range(3):
+            assert p.signal("r", "noise", i)
+        with pytest.raises(InvalidInput, match="already has 3 unconsumed signals"):
+            p.signal("r", "noise", 3)
+        assert len(p.platform.store.pending_signals("r")) == 3
+        p.platform.store.add_signal("r", "go", "ok", p.now)  # below the API: the run still works
+        p.settle()
+        assert p.get("r").result == "ok"
