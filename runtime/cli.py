@@ -46,18 +46,7 @@ def _emit(value: Any) -> None:
 
 
 def _run_dict(run: RunRecord) -> dict[str, Any]:
-    return {
-        "id": run.id,
-        "workflow": run.workflow,
-        "status": run.status,
-        "current_step": run.current_step,
-        "input": run.input,
-        "result": run.result,
-        "error": run.error,
-        "parent_id": run.parent_id,
-        "created_at": run.created_at,
-        "updated_at": run.updated_at,
-    }
+    return run.summary()
 
 
 class Usage(Exception):

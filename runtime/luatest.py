@@ -28,6 +28,7 @@ from runtime.errors import LunaflowError
 from runtime.platform import NotStubbed
 from runtime.project import ProjectSource
 from runtime.sandbox import Sandbox
+from runtime.store.base import RunRecord
 from runtime.testing import LocalPlatform
 
 RUNNER = """
@@ -196,17 +197,8 @@ class _Session:
         raise LunaflowError(f"p:{name} is not part of the test platform")
 
 
-def _run(run: Any) -> dict[str, Any]:
-    return {
-        "id": run.id,
-        "workflow": run.workflow,
-        "status": run.status,
-        "current_step": run.current_step,
-        "input": run.input,
-        "result": run.result,
-        "error": run.error,
-        "parent_id": run.parent_id,
-    }
+def _run(run: RunRecord) -> dict[str, Any]:
+    return run.summary()
 
 
 def _from_lua(value: Any) -> Any:

@@ -1047,14 +1047,17 @@ function engine.run_body(session, fn, info, limit, deadline)
 end
 
 -- Call the fetch handler (or a queue handler) with a request table built by the host.
--- Call a function user code handed over (a Lua test, a stub) as handler code. Returns
--- true, "json of its results" or false, error, traceback.
-function engine.call_function(fn, args, limit)
+-- Run `fn(...)` as handler code (a fetch or queue handler, an object method, a Lua test or a
+-- stub), in its own guarded coroutine. Nested in another call (an object called from a step
+-- body) it shares that call's budget. Returns true and a table of the results (with n), or
+-- false, the error and its traceback.
+local function run_handler_code(fn, ctx_fields, limit, ...)
   local saved = ctx
-  ctx = { mode = "handler" }
+  ctx = ctx_fields
   local outer = depth > 0
   if not outer then begin_call(limit) end
   depth = depth + 1
+  local args = pack(...)
   local co = raw_create(function()
     return pack(raw_xpcall(fn, function(e)
       return { message = error_text(e), traceback = safe_text(traceback(nil, 2)) }
@@ -1071,13 +1074,23 @@ function engine.call_function(fn, args, limit)
     return false, killed, nil
   end
   if not ok then return false, error_text(r), nil end
-  if raw_status(co) == "suspended" then return false, "the function yielded outside a coroutine of its own", nil end
+  if raw_status(co) == "suspended" then
+    return false, "the code yielded outside a coroutine of its own (coroutine.yield belongs inside coroutine.create/wrap)", nil
+  end
   if not r[1] then
     if type_(r[2]) ~= "table" then return false, error_text(r[2]), nil end
     return false, r[2].message, r[2].traceback
   end
   local out = { n = r.n - 1 }
   for i = 2, r.n do out[i - 1] = r[i] end
+  return true, out, nil
+end
+
+-- Call a function user code handed over (a Lua test, a stub). Returns true, "json of its
+-- results" or false, error, traceback.
+function engine.call_function(fn, args, limit)
+  local ok, out, tb = run_handler_code(fn, { mode = "handler" }, limit, unpack(args, 1, args.n))
+  if not ok then return false, out, tb end
   local json, problem = encode_list(out, "the returned values")
   if not json then return false, problem, nil end
   return true, json, nil
@@ -1086,35 +1099,18 @@ end
 function engine.call_handler(kind, name, arg, limit)
   local fn = kind == "fetch" and handlers.fetch or handlers.queue[name]
   if not fn then return { ok = false, error = "no handler" } end
-  local saved = ctx
-  ctx = { mode = "handler" }
-  begin_call(limit)
-  local co = raw_create(function()
-    return pack(raw_xpcall(fn, function(e)
-      return { message = error_text(e), traceback = safe_text(traceback(nil, 2)) }
-    end, arg))
-  end)
-  guard(co)
-  local ok, r = raw_resume(co)
-  sethook(co)
-  ctx = saved
-  local killed = budget.killed
-  budget.killed = nil
-  if killed then return { ok = false, error = killed } end
-  if not ok then return { ok = false, error = error_text(r) } end
-  if raw_status(co) == "suspended" then return { ok = false, error = "the handler yielded outside a coroutine of its own" } end
-  if not r[1] then
-    if type_(r[2]) ~= "table" then return { ok = false, error = error_text(r[2]) } end
-    return { ok = false, error = r[2].message, traceback = r[2].traceback }
-  end
-  local json, problem = encode(r[2], "response")
+  local ok, out, tb = run_handler_code(fn, { mode = "handler" }, limit, arg)
+  if not ok then return { ok = false, error = out, traceback = tb } end
+  local json, problem = encode(out[1], "response")
   if not json then return { ok = false, error = "the handler returned a value that holds " .. problem } end
   return { ok = true, json = json }
 end
 
 -- Run an object's method. `state` is the key's persisted state (a Lua table). Returns
--- { ok = true, json = "[...results]", state = "{...}" } or { ok = false, error }.
--- Called from inside another call (a step body, a handler) it shares that call's budget.
+-- true, "[...results]", "{...state}" or false, error. It answers with plain values, not a
+-- table: it is called from Python code that itself runs inside a Lua coroutine (a step
+-- body calling an object), where lupa 2.8 misreads table fields (it reads the
+-- coroutine's stack), while calling a function bound beforehand works.
 function engine.call_object(cls, key, method, state, args, limit)
   local methods = object_classes[cls]
   if not methods then return false, sfmt("no object \"%s\" is declared in this project", cls) end
@@ -1122,36 +1118,10 @@ function engine.call_object(cls, key, method, state, args, limit)
   if type_(fn) ~= "function" then
     return false, sfmt("object \"%s\" has no method '%s'", cls, method)
   end
-  local saved = ctx
-  ctx = { mode = "handler", object = cls, key = key }
-  local outer = depth > 0
-  if not outer then begin_call(limit) end
-  depth = depth + 1
   local self = { key = key, state = state }
-  local r
-  local co = raw_create(function()
-    return pack(raw_xpcall(fn, function(e)
-      return { message = error_text(e), traceback = safe_text(traceback(nil, 2)) }
-    end, self, unpack(args, 1, args.n)))
-  end)
-  guard(co)
-  local ok, res = raw_resume(co)
-  sethook(co)
-  depth = depth - 1
-  ctx = saved
-  local killed = budget.killed
-  if killed then
-    if not outer then budget.killed = nil end
-    return false, killed
-  end
-  if not ok then return false, error_text(res) end
-  if raw_status(co) == "suspended" then return false, "the object method yielded outside a coroutine of its own" end
-  if not res[1] then
-    if type_(res[2]) ~= "table" then return false, error_text(res[2]) end
-    return false, res[2].message
-  end
-  local out = { n = res.n - 1 }
-  for i = 2, res.n do out[i - 1] = res[i] end
+  local ok, out = run_handler_code(fn, { mode = "handler", object = cls, key = key }, limit,
+    self, unpack(args, 1, args.n))
+  if not ok then return false, out end
   local json, problem = encode_list(out, sfmt("the result of %s(%q):%s", cls, key, method))
   if not json then return false, problem end
   local st, sproblem = encode(self.state, "state")

@@ -28,6 +28,21 @@ class RunRecord:
     updated_at: float = 0.0
     journal_len: int = 0
 
+    def summary(self) -> dict[str, Any]:
+        """The run as the console's JSON and the Lua test platform show it."""
+        return {
+            "id": self.id,
+            "workflow": self.workflow,
+            "status": self.status,
+            "current_step": self.current_step,
+            "input": self.input,
+            "result": self.result,
+            "error": self.error,
+            "parent_id": self.parent_id,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
 
 @dataclass(frozen=True)
 class RunUpdate:

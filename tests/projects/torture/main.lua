@@ -1,0 +1,34 @@
+-- The crash torture project (bench/torture.py, tests/reliability/). Every step body first
+-- reports wf.step_id to the Ledger object, which posts it to a ledger server outside
+-- lunaflow (the driver's, on loopback): that is the effect the invariant checker counts.
+-- Results depend only on inputs, step attempts and signal payloads, so the driver can
+-- compute each run's expected result on its own.
+
+object "Ledger" {
+    -- Record one body run: POST the step id to the ledger; it answers 200 once the entry
+    -- is on disk.
+    record = function(self, url, step_id)
+        local r = http.post(url .. "/effect", step_id, { timeout = "20s" })
+        if r.status ~= 200 then
+            error("the ledger refused " .. step_id .. " with status " .. tostring(r.status), 0)
+        end
+        return true
+    end,
+}
+
+on "fetch" (function(request)
+    local q = request.body ~= "" and json.parse(request.body) or {}
+    if request.method == "POST" and request.path == "/t/start" then
+        local run = workflows(q.workflow):start(q.input, { id = q.id })
+        return { status_code = 200, body = json.encode({ id = run.id }) }
+    end
+    if request.method == "POST" and request.path == "/t/signal" then
+        local live = workflows(q.workflow):get(q.id):signal(q.name, q.payload)
+        return { status_code = 200, body = json.encode({ live = live }) }
+    end
+    if request.method == "GET" and request.path == "/t/run" then
+        local run = workflows(request.query.workflow):get(request.query.id)
+        return { status_code = 200, body = json.encode({ status = run:status(), result = run:result() }) }
+    end
+    return { status_code = 404, body = "no route " .. request.method .. " " .. request.path }
+end)

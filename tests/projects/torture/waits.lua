@@ -1,0 +1,32 @@
+-- Waits: await, race then await of the loser, all, and an await that times out. The
+-- driver sends each signal once or twice, before or after the run reaches its wait.
+local effect = require "lib.effect"
+
+workflow "waits" (function(wf, input)
+    local base = wf:step("prepare", function()
+        effect(wf, input)
+        return input.k
+    end)
+    local go = wf:await("go", { timeout = "1h" })
+    wf:step("after-go", function()
+        effect(wf, input)
+    end)
+    local first, winner = wf:race({ "left", "right" }, { timeout = "1h" })
+    local second = wf:await(winner == "left" and "right" or "left", { timeout = "1h" })
+    local x, y = wf:all({ "x", "y" }, { timeout = "1h" })
+    local never = wf:await("never", { timeout = "200ms" })
+    local sum = wf:step("finish", function()
+        effect(wf, input)
+        return base + go.v + first.v + second.v + x.v + y.v
+    end)
+    return {
+        go = go.v,
+        winner = winner,
+        first = first.v,
+        second = second.v,
+        x = x.v,
+        y = y.v,
+        timed_out = never == nil,
+        sum = sum,
+    }
+end)
