@@ -93,7 +93,9 @@ CREATE TABLE IF NOT EXISTS kills (
 # does) logs once; a second INSERT of a position, INSERT OR REPLACE, UPDATE or DELETE of a
 # journal row would log again.
 AUDIT_SQL = """
-CREATE TABLE IF NOT EXISTS torture_journal_writes (run_id TEXT NOT NULL, seq INTEGER NOT NULL, op TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS torture_journal_writes (
+    run_id TEXT NOT NULL, seq INTEGER NOT NULL, op TEXT NOT NULL
+);
 CREATE TRIGGER IF NOT EXISTS torture_journal_insert AFTER INSERT ON journal BEGIN
     INSERT INTO torture_journal_writes VALUES (NEW.run_id, NEW.seq, 'insert');
 END;
@@ -156,6 +158,7 @@ class Report:
     recorded_failures: int = 0
     body_runs: int = 0  # ledger rows
     crash_window_repeats: int = 0  # same step id, a later generation, outcome not yet recorded
+    runs_across_kills: int = 0  # runs with journal entries on both sides of a SIGKILL
     signals_sent: int = 0  # logical signals the driver sent
     signal_copies_acked: int = 0
     signals_stored: int = 0
@@ -203,6 +206,7 @@ class Report:
             f"  recorded step failures             {self.recorded_failures}",
             f"  step bodies run (ledger)           {self.body_runs}",
             f"  repeats in a crash window          {self.crash_window_repeats}",
+            f"  runs alive across a SIGKILL        {self.runs_across_kills}",
             f"  signals sent (logical)             {self.signals_sent}",
             f"  signal copies acknowledged         {self.signal_copies_acked}",
             f"  signals stored                     {self.signals_stored}",
@@ -259,8 +263,7 @@ def check(
 
 def _check(r: Report, db: sqlite3.Connection, ledger: sqlite3.Connection) -> None:
     runs = {
-        row[0]: row
-        for row in db.execute("SELECT id, workflow, status, result, error, journal_len FROM runs")
+        row[0]: row for row in db.execute("SELECT id, workflow, status, result, error, journal_len FROM runs")
     }
     entries: dict[str, list[tuple[int, str, str | None, dict[str, Any], float]]] = defaultdict(list)
     for run_id, seq, kind, name, data, at in db.execute(
@@ -275,6 +278,11 @@ def _check(r: Report, db: sqlite3.Connection, ledger: sqlite3.Connection) -> Non
     gens = {row[0]: row for row in ledger.execute("SELECT gen, spawned_at, ended_at, ended_by FROM gens")}
     r.generations = len(gens)
     r.sigkills = sum(1 for g in gens.values() if g[3] == "sigkill")
+    kill_times = sorted(g[2] for g in gens.values() if g[3] == "sigkill")
+    for es in entries.values():
+        first, last = es[0][4], es[-1][4]
+        if any(first < t < last for t in kill_times):
+            r.runs_across_kills += 1
 
     # --- runs and their results ------------------------------------------------------
     r.runs_planned = len(plans)
@@ -343,9 +351,7 @@ def _check(r: Report, db: sqlite3.Connection, ledger: sqlite3.Connection) -> Non
     for sig_id, n in consumed_by.items():
         if n > 1:
             r.note("signals_consumed_twice", f"signal {sig_id} consumed by {n} waits")
-    acked = Counter(
-        row[0] for row in ledger.execute("SELECT nonce FROM acks")
-    )
+    acked = Counter(row[0] for row in ledger.execute("SELECT nonce FROM acks"))
     r.signal_copies_acked = sum(acked.values())
     for nonce, run_id, name, _copies in ledger.execute("SELECT * FROM logical_signals"):
         r.signals_sent += 1

@@ -8,7 +8,6 @@ Python types of ``runtime.replay``: commands come out as ``StepCmd``/``WaitCmd``
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,7 +82,7 @@ class Code:
             return Raised(self._explain("not enough memory"))
         kind = out.kind
         if kind == "returned":
-            return Returned(json.loads(out.json))
+            return Returned(values.loads_bounded(out.json, "the workflow's result"))
         if kind == "error":
             return Raised(self._explain(str(out.message)), out.traceback)
         return self._command(out.cmd)
@@ -171,7 +170,7 @@ class Code:
             values.check_size(encoded, f"the result of step '{name}'")
         except InvalidInput as e:
             return BodyOutcome(False, error=str(e))
-        return BodyOutcome(True, values=json.loads(encoded))
+        return BodyOutcome(True, values=values.loads_bounded(encoded, f"the result of step '{name}'"))
 
     # --- handlers ----------------------------------------------------------------------
 
@@ -191,4 +190,4 @@ class Code:
             return False, self._explain("not enough memory"), None
         if not out.ok:
             return False, self._explain(str(out.error)), out.traceback
-        return True, json.loads(out.json), None
+        return True, values.loads_bounded(out.json, "the handler's response"), None

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
 import signal
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -41,6 +43,7 @@ log = logging.getLogger("lunaflow.dev")
 
 STORE_FILE = "lunaflow.sqlite"
 POLL_S = 0.25  # how often the dispatcher looks for work written by other processes (the CLI)
+LEASE_MS = 60 * 60 * 1000  # a run's lease; a live owner (heartbeat) keeps it as long as it needs
 DRAIN_LIMIT = 64 * 1024 * 1024  # an oversized body up to this is read and dropped before the 413
 DRAIN_SECONDS = 5.0
 
@@ -95,6 +98,7 @@ class DevServer:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.owner = f"dev-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.httpd = _Server((host, port), _Handler, self)
 
     @property
@@ -105,6 +109,7 @@ class DevServer:
     # --- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> None:
+        self.store.heartbeat(self.owner, now_ms(self.platform.clock))
         self.platform.recover()
         specs = [("dispatcher", self._dispatch_loop)] + [
             (f"worker-{i}", self._work_loop) for i in range(self.workers)
@@ -154,6 +159,7 @@ class DevServer:
     def _dispatch_loop(self) -> None:
         while not self._stop.is_set():
             try:
+                self.store.heartbeat(self.owner, now_ms(self.platform.clock))
                 self.store.fire_due_timers(now_ms(self.platform.clock))
                 for run_id, token in self.store.wakeups():
                     with self._claim_lock:
@@ -187,8 +193,15 @@ class DevServer:
                 return
             run_id, token = item
             try:
-                with self.pool.borrow() as worker:
-                    worker.executor.advance(run_id, worker.code)
+                lease = self.store.acquire_lease(run_id, self.owner, now_ms(self.platform.clock), LEASE_MS)
+                if lease == "busy":
+                    continue  # another process on this data folder is advancing it
+                if lease == "ok":
+                    try:
+                        with self.pool.borrow() as worker:
+                            worker.executor.advance(run_id, worker.code)
+                    finally:
+                        self.store.release_lease(run_id, self.owner)
                 self.store.clear_wakeup(run_id, token)
             except Exception:
                 log.exception("advancing run %s failed; it stays woken and will be retried", run_id)
@@ -233,6 +246,9 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; with Nagle on, a kept-alive client's delayed
+    # ACK holds the body back ~40 ms.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)

@@ -8,8 +8,8 @@ import re
 from runtime.errors import InvalidInput
 
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_WHOLE = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+")
+_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)")
+_WHOLE = re.compile(r"(?:[0-9]+(?:\.[0-9]+)?(?:ms|s|m|h|d))+")
 # A century bounds every duration so due times stay far inside 64-bit milliseconds.
 MAX_MS = 100 * 365 * _UNIT_MS["d"]
 

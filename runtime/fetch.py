@@ -63,6 +63,10 @@ def shape_response(out: Any) -> Response | None:
     headers = out.get("headers") or {}
     if not isinstance(headers, dict):
         return None
+    for name, value in headers.items():
+        # A CR or LF would end the header early and let a value write headers of its own.
+        if any(c in str(name) + str(value) for c in "\r\n\0") or not str(name).strip():
+            return None
     body = out.get("body")
     if body is None:
         body = ""

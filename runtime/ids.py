@@ -7,17 +7,26 @@ from runtime.errors import InvalidInput
 MAX_RUN_ID_BYTES = 200
 
 
+def _utf8_len(value: str) -> int:
+    try:
+        return len(value.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate: not text a run id can be
+        return MAX_RUN_ID_BYTES + 1
+
+
 def check_run_id(value: object) -> str:
     """Return the run id, or raise with the SPEC's message naming the bad value."""
     if (
         isinstance(value, str)
         and value
         and "/" not in value
-        and len(value.encode("utf-8")) <= MAX_RUN_ID_BYTES
-        and not any(ord(c) < 0x20 or ord(c) == 0x7F for c in value)
+        and _utf8_len(value) <= MAX_RUN_ID_BYTES
+        and not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in value)
     ):
         return value
-    shown = value if isinstance(value, str) else repr(value)
+    shown = (
+        value.encode("utf-8", "backslashreplace").decode("utf-8") if isinstance(value, str) else repr(value)
+    )
     if isinstance(shown, str) and len(shown) > 60:
         shown = shown[:60] + "..."
     raise InvalidInput(f"run id must be a non-empty string without '/' (got \"{shown}\")")

@@ -1,4 +1,4 @@
-"""Every limit the platform enforces, in one place (docs/reliability.md has the table)."""
+"""Every limit the platform enforces, in one place (docs/reliability_limits.md has the table)."""
 
 from __future__ import annotations
 

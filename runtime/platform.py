@@ -225,6 +225,10 @@ class Platform(Runs):
                 value = json.loads(text, parse_constant=_refuse_constant)
             except json.JSONDecodeError as e:
                 raise InvalidInput(f"json.parse: the text is not valid JSON ({e})") from e
+            except RecursionError as e:
+                raise InvalidInput(
+                    "json.parse: the text is nested too deeply; keep it under 100 levels"
+                ) from e
             return lua(values.check_lua_value(value, "json.parse"))
 
         def log_line(level: str, message: str, fields: str, mode: str | None = None) -> None:

@@ -163,8 +163,8 @@ class LocalPlatform:
         self.platform.run_until_idle()
 
     def deploy(self, project: str | Path) -> None:
+        self.platform.deploy(project)  # refused projects raise here and change nothing
         self.project = Path(project)
-        self.platform.deploy(project)
         self.settle()
 
     def restart(self) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from runtime.errors import InvalidInput
 
 MAX_VALUE_BYTES = 256 * 1024
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 JSONValue = Any  # None | bool | int | float | str | list[JSONValue] | dict[str, JSONValue]
 
@@ -27,8 +28,21 @@ def check_size(encoded: str, what: str) -> None:
         )
 
 
-def _find_problem(value: object, path: str, seen: set[int]) -> str | None:
-    if value is None or isinstance(value, bool | int | str):
+MAX_DEPTH = 100  # tables nested deeper are refused (Lua and JSON both recurse per level)
+
+
+def _find_problem(value: object, path: str, seen: set[int], depth: int = 0) -> str | None:
+    if depth > MAX_DEPTH:
+        return f"tables nested deeper than {MAX_DEPTH} levels at {path}"
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return None if INT64_MIN <= value <= INT64_MAX else f"an integer beyond 64 bits at {path}"
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"a string that is not valid UTF-8 at {path}"
         return None
     if isinstance(value, float):
         return None if math.isfinite(value) else f"a non-finite number at {path}"
@@ -37,7 +51,7 @@ def _find_problem(value: object, path: str, seen: set[int]) -> str | None:
             return f"a cycle at {path}"
         seen.add(id(value))
         for i, item in enumerate(value):
-            problem = _find_problem(item, f"{path}[{i + 1}]", seen)
+            problem = _find_problem(item, f"{path}[{i + 1}]", seen, depth + 1)
             if problem:
                 return problem
         seen.discard(id(value))
@@ -49,7 +63,7 @@ def _find_problem(value: object, path: str, seen: set[int]) -> str | None:
         for key, item in value.items():
             if not isinstance(key, str):
                 return f"a non-string key {key!r} at {path}"
-            problem = _find_problem(item, f"{path}.{key}", seen)
+            problem = _find_problem(item, f"{path}.{key}", seen, depth + 1)
             if problem:
                 return problem
         seen.discard(id(value))
@@ -74,7 +88,14 @@ def decode(encoded: str) -> JSONValue:
     return json.loads(encoded)
 
 
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+def loads_bounded(text: str, what: str) -> JSONValue:
+    """json.loads, with nesting too deep for Python's parser refused by name."""
+    try:
+        return json.loads(text)
+    except RecursionError as e:
+        raise InvalidInput(
+            f"{what} is nested too deeply to read; keep values under {MAX_DEPTH} levels"
+        ) from e
 
 
 def check_lua_value(value: JSONValue, what: str) -> JSONValue:

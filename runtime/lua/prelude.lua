@@ -92,12 +92,8 @@ end
 local function error_text(e)
   if type_(e) == "string" then return safe_text(e) end
   if type_(e) == "table" then
-    local mt = getmt(e)
-    if mt and mt.__tostring then
-      local ok, s = raw_pcall(tostring_, e)
-      if ok then return safe_text(s) end
-    end
-    if type_(rawget_(e, "message")) == "string" then return safe_text(e.message) end
+    -- No __tostring: it is user code, and this may run where no budget can stop it.
+    if type_(rawget_(e, "message")) == "string" then return safe_text(rawget_(e, "message")) end
   end
   if e == nil then return "nil" end
   return "(error object is a " .. type_(e) .. " value)"
@@ -119,7 +115,11 @@ local function encode_string(s, path)
   return '"' .. sgsub(s, '[%c"\\]', escapes) .. '"'
 end
 
-local function encode_value(v, path, seen, out)
+local MAX_DEPTH = 100  -- as runtime/values.py: deeper tables are refused
+
+local function encode_value(v, path, seen, out, depth)
+  depth = depth or 0
+  if depth > MAX_DEPTH then return "tables nested deeper than " .. MAX_DEPTH .. " levels at " .. path end
   local t = type_(v)
   if t == "nil" then out[#out + 1] = "null"
   elseif t == "boolean" then out[#out + 1] = v and "true" or "false"
@@ -161,7 +161,7 @@ local function encode_value(v, path, seen, out)
         if not ks then return err end
         out[#out + 1] = ks
         out[#out + 1] = ":"
-        local problem = encode_value(rawget_(v, k), path .. "." .. k, seen, out)
+        local problem = encode_value(rawget_(v, k), path .. "." .. k, seen, out, depth + 1)
         if problem then return problem end
       end
       out[#out + 1] = "}"
@@ -171,7 +171,7 @@ local function encode_value(v, path, seen, out)
       out[#out + 1] = "["
       for i = 1, n do
         if i > 1 then out[#out + 1] = "," end
-        local problem = encode_value(rawget_(v, i), path .. "[" .. i .. "]", seen, out)
+        local problem = encode_value(rawget_(v, i), path .. "[" .. i .. "]", seen, out, depth + 1)
         if problem then return problem end
       end
       out[#out + 1] = "]"
@@ -202,12 +202,14 @@ local function encode_or_raise(v, what, level)
 end
 
 -- Encode a list of n values ({n=.., ...}) as a JSON array.
-local function encode_list(t, what)
+local function encode_list(t, what, from)
+  from = from or 1
   local parts = {}
-  for i = 1, t.n do
-    local s, problem = encode(t[i], "[" .. i .. "]")
+  for i = from, t.n do
+    local k = i - from + 1
+    local s, problem = encode(t[i], "[" .. k .. "]")
     if not s then return nil, what .. " holds " .. problem .. "; " .. VALUE_RULE end
-    parts[i] = s
+    parts[k] = s
   end
   return "[" .. tconcat(parts, ",") .. "]"
 end
@@ -264,11 +266,21 @@ local function own_thread(co, what)
   end
 end
 
+-- User coroutines parked inside an engine command (a step or wait waiting for its
+-- answer): only the engine may resume them, or a handler could forge a wait's answer.
+local engine_parked = setmt({}, { __mode = "k" })
+
 local function sb_resume(co, ...)
   own_thread(co, "coroutine.resume")
+  if engine_parked[co] then
+    raw_error("coroutine.resume: this coroutine is waiting for a workflow step or wait; "
+      .. "only the engine resumes it", 2)
+  end
   local r = pack(raw_resume(co, ...))
   while r[1] and r[2] == ENGINE and raw_status(co) == "suspended" do
+    engine_parked[co] = true
     local reply = pack(raw_yield(ENGINE, r[3]))
+    engine_parked[co] = nil
     r = pack(raw_resume(co, unpack(reply, 1, reply.n)))
   end
   check_killed()
@@ -711,7 +723,20 @@ local sb_log = { info = log_fn("info"), warn = log_fn("warn"), error = log_fn("e
 local base = {
   assert = assert, error = raw_error, ipairs = ipairs, next = next_, pairs = sb_pairs,
   pcall = sb_pcall, xpcall = sb_xpcall, rawequal = rawequal, rawget = rawget_, rawlen = rawlen,
-  rawset = rawset_, select = select_, setmetatable = setmt, getmetatable = getmt,
+  rawset = rawset_, select = select_, getmetatable = getmt,
+  setmetatable = function(t, mt)
+    -- Finalizers run with hooks off, where no budget could stop them.
+    if type_(mt) == "table" and rawget_(mt, "__gc") ~= nil then
+      raw_error("setmetatable: __gc finalizers are not allowed in lunaflow scripts; release "
+        .. "resources explicitly instead", 2)
+    end
+    local current = type_(t) == "table" and real_getmt(t) or nil
+    if current ~= nil and rawget_(current, "__metatable") ~= nil then
+      raw_error("cannot change a protected metatable", 2)
+    end
+    local r = setmt(t, mt)
+    return r
+  end,
   tonumber = tonumber, tostring = tostring_, type = type_, _VERSION = _VERSION,
   print = function(...)
     local parts = {}
@@ -1049,8 +1074,8 @@ end
 -- Call the fetch handler (or a queue handler) with a request table built by the host.
 -- Run `fn(...)` as handler code (a fetch or queue handler, an object method, a Lua test or a
 -- stub), in its own guarded coroutine. Nested in another call (an object called from a step
--- body) it shares that call's budget. Returns true and a table of the results (with n), or
--- false, the error and its traceback.
+-- body) it shares that call's budget. Returns true and the packed xpcall outcome (the
+-- results are [2..n]), or false, the error and its traceback.
 local function run_handler_code(fn, ctx_fields, limit, ...)
   local saved = ctx
   ctx = ctx_fields
@@ -1081,9 +1106,9 @@ local function run_handler_code(fn, ctx_fields, limit, ...)
     if type_(r[2]) ~= "table" then return false, error_text(r[2]), nil end
     return false, r[2].message, r[2].traceback
   end
-  local out = { n = r.n - 1 }
-  for i = 2, r.n do out[i - 1] = r[i] end
-  return true, out, nil
+  -- The results are r[2..n]: handed on as they are, since a state at its memory limit may
+  -- have no room for a copy.
+  return true, r, nil
 end
 
 -- Call a function user code handed over (a Lua test, a stub). Returns true, "json of its
@@ -1091,7 +1116,7 @@ end
 function engine.call_function(fn, args, limit)
   local ok, out, tb = run_handler_code(fn, { mode = "handler" }, limit, unpack(args, 1, args.n))
   if not ok then return false, out, tb end
-  local json, problem = encode_list(out, "the returned values")
+  local json, problem = encode_list(out, "the returned values", 2)
   if not json then return false, problem, nil end
   return true, json, nil
 end
@@ -1101,7 +1126,7 @@ function engine.call_handler(kind, name, arg, limit)
   if not fn then return { ok = false, error = "no handler" } end
   local ok, out, tb = run_handler_code(fn, { mode = "handler" }, limit, arg)
   if not ok then return { ok = false, error = out, traceback = tb } end
-  local json, problem = encode(out[1], "response")
+  local json, problem = encode(out[2], "response")
   if not json then return { ok = false, error = "the handler returned a value that holds " .. problem } end
   return { ok = true, json = json }
 end
@@ -1122,7 +1147,7 @@ function engine.call_object(cls, key, method, state, args, limit)
   local ok, out = run_handler_code(fn, { mode = "handler", object = cls, key = key }, limit,
     self, unpack(args, 1, args.n))
   if not ok then return false, out end
-  local json, problem = encode_list(out, sfmt("the result of %s(%q):%s", cls, key, method))
+  local json, problem = encode_list(out, sfmt("the result of %s(%q):%s", cls, key, method), 2)
   if not json then return false, problem end
   local st, sproblem = encode(self.state, "state")
   if not st then return false, sfmt("%s(%q).state holds %s; %s", cls, key, sproblem, VALUE_RULE) end

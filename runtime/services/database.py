@@ -30,6 +30,9 @@ class Database:
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS _lunaflow_migrations (file TEXT PRIMARY KEY, applied_at TEXT)"
         )
+        # User SQL stays inside its own database file: no ATTACH (which VACUUM INTO uses too),
+        # no pragmas that name files or change settings.
+        self._db.set_authorizer(_authorize)
 
     def migrate(self, folder: Path) -> list[str]:
         """Apply the folder's migrations not applied yet; returns the files applied."""
@@ -94,6 +97,19 @@ class Database:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+_READ_PRAGMAS = {"table_info", "table_xinfo", "index_list", "index_info", "foreign_key_list", "user_version"}
+
+
+def _authorize(
+    action: int, arg1: str | None, arg2: str | None, db_name: str | None, source: str | None
+) -> int:
+    if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH):
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_PRAGMA and (arg1 not in _READ_PRAGMAS or arg2 is not None):
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
 
 
 def _row(db: str, row: sqlite3.Row) -> dict[str, Any]:

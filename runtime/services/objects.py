@@ -4,9 +4,13 @@ serialized (a lock per key in this process, and a version check in the table).""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
-from collections.abc import Callable
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from runtime.services.base import ObjectRunner, ServiceError
@@ -16,7 +20,14 @@ CREATE TABLE IF NOT EXISTS objects (
     cls TEXT NOT NULL, key TEXT NOT NULL, state TEXT NOT NULL, version INTEGER NOT NULL,
     PRIMARY KEY (cls, key)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS object_locks (
+    cls TEXT NOT NULL, key TEXT NOT NULL, owner TEXT NOT NULL, until REAL NOT NULL,
+    PRIMARY KEY (cls, key)
+) WITHOUT ROWID;
 """
+
+LOCK_S = 60.0  # a crashed holder's lock frees itself after this
+WAIT_S = 30.0  # how long a call waits for another process's call on the same key
 
 
 class Objects:
@@ -29,8 +40,57 @@ class Objects:
         with self._guard:
             return self._locks.setdefault((cls, key), threading.RLock())
 
+    @contextmanager
+    def _process_lock(self, cls: str, key: str, what: str) -> Iterator[None]:
+        """Serialize calls to one key across processes sharing the data folder."""
+        me = f"{os.getpid()}:{uuid.uuid4().hex}"
+        give_up = time.monotonic() + WAIT_S
+        pause = 0.005
+        while True:
+            now = time.time()
+            cur = self._db().execute(
+                "INSERT INTO object_locks VALUES (?,?,?,?) ON CONFLICT (cls, key) DO UPDATE SET "
+                "owner = excluded.owner, until = excluded.until WHERE object_locks.until < ?",
+                (cls, key, me, now + LOCK_S, now),
+            )
+            if cur.rowcount == 1:
+                break
+            if self._holder_dead(cls, key):
+                # Its process was killed mid-call (the data folder is on this machine).
+                self._db().execute("DELETE FROM object_locks WHERE cls = ? AND key = ?", (cls, key))
+                continue
+            if time.monotonic() > give_up:
+                raise ServiceError(f"{what}: the object is busy with another call for over {WAIT_S:.0f}s")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
+        try:
+            yield
+        finally:
+            self._db().execute(
+                "DELETE FROM object_locks WHERE cls = ? AND key = ? AND owner = ?", (cls, key, me)
+            )
+
+    def _holder_dead(self, cls: str, key: str) -> bool:
+        row = (
+            self._db()
+            .execute("SELECT owner FROM object_locks WHERE cls = ? AND key = ?", (cls, key))
+            .fetchone()
+        )
+        if row is None:
+            return False
+        pid = int(str(row[0]).split(":", 1)[0] or 0)
+        if pid == os.getpid():
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+
     def call(self, runner: ObjectRunner, cls: str, key: str, method: str, args: list[Any]) -> list[Any]:
-        with self._lock(cls, key):
+        with self._lock(cls, key), self._process_lock(cls, key, f"{cls}('{key}'):{method}"):
             row = (
                 self._db()
                 .execute("SELECT state, version FROM objects WHERE cls = ? AND key = ?", (cls, key))

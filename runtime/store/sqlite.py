@@ -71,6 +71,8 @@ CREATE TABLE IF NOT EXISTS secrets (
     value TEXT NOT NULL,
     PRIMARY KEY (name, version)
 );
+CREATE TABLE IF NOT EXISTS leases (run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, until_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS owners (owner TEXT PRIMARY KEY, beat_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS secret_pins (
     run_id TEXT NOT NULL,
     name TEXT NOT NULL,
@@ -358,6 +360,45 @@ class SQLiteStore:
     def running_runs(self) -> list[str]:
         """Runs left ``running``: after a crash, each needs advancing again."""
         return [r[0] for r in self._read("SELECT id FROM runs WHERE status = 'running' ORDER BY created_at")]
+
+    # --- leases: one process advances a run at a time ---------------------------------
+    # Several `lunaflow dev` processes may share a data folder. A run is advanced under a
+    # lease whose owner proves it is alive with a heartbeat; a lease of an owner whose
+    # heartbeat stopped (a SIGKILL) is free, so a restarted server continues at once.
+
+    def heartbeat(self, owner: str, now_ms: int) -> None:
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO owners VALUES (?, ?) ON CONFLICT (owner) DO UPDATE SET beat_ms = excluded.beat_ms",  # noqa: E501
+                (owner, now_ms),
+            )
+
+    def acquire_lease(
+        self, run_id: str, owner: str, now_ms: int, lease_ms: int, dead_after_ms: int = 5000
+    ) -> str:
+        """ "ok", "busy" (a live owner holds it) or "missing"."""
+        with self._write() as db:
+            if db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+                return "missing"
+            row = db.execute(
+                "SELECT l.owner, l.until_ms, o.beat_ms FROM leases l LEFT JOIN owners o ON o.owner = l.owner "
+                "WHERE l.run_id = ?",
+                (run_id,),
+            ).fetchone()
+            if row is not None and row[0] != owner:
+                holder_alive = row[2] is not None and row[2] >= now_ms - dead_after_ms
+                if holder_alive and row[1] >= now_ms:
+                    return "busy"
+            db.execute(
+                "INSERT INTO leases VALUES (?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+                "owner = excluded.owner, until_ms = excluded.until_ms",
+                (run_id, owner, now_ms + lease_ms),
+            )
+            return "ok"
+
+    def release_lease(self, run_id: str, owner: str) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM leases WHERE run_id = ? AND owner = ?", (run_id, owner))
 
     # --- secrets -----------------------------------------------------------------------
 

@@ -1,0 +1,641 @@
+#!/usr/bin/env python3
+"""Crash torture: a ``lunaflow dev`` process serving tests/projects/torture, killed with
+SIGKILL at random instants and started again on the same data folder, while a driver
+starts runs and sends signals over HTTP (some duplicated, some before the run waits).
+At the end an invariant checker (bench/torture_check.py) reads the journal and the
+effects ledger and prints what it counted; every bad count must be 0.
+
+    python3 bench/torture.py                 # defaults: 500 runs, a SIGKILL every 0.05-2 s
+    python3 bench/torture.py --runs 50 --seed 7 --keep
+    python3 bench/torture.py --servers 2 --no-kills   # two dev servers on one data folder
+
+The effects ledger is a separate SQLite file written by a small HTTP server this script
+runs on loopback: every step body calls the project's ``Ledger`` object, whose method
+POSTs ``wf.step_id`` to it and succeeds once the row is on disk. Each row carries the
+server generation that posted it (a generation is one dev server process between two
+kills; the next starts only after the ledger has answered every request of the one
+before). The script exits 0 when every bad count is 0, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import queue
+import random
+import select
+import shutil
+import signal
+import sqlite3
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.torture_check import STORE_FILE, Report, check, install_audit, open_ledger  # noqa: E402
+from tests.e2e.devserver_helpers import DevServer  # noqa: E402
+
+PROJECT = ROOT / "tests" / "projects" / "torture"
+
+CALL_S = 180.0  # bound on one driver call getting an answer, restarts included
+ENDED_OR_FAILED = ("completed", "failed", "cancelled")
+
+
+# --- the effects ledger ----------------------------------------------------------------
+
+
+class Ledger:
+    """The SQLite file outside lunaflow and the loopback HTTP server step bodies post to."""
+
+    def __init__(self, path: Path, effect_ms: float = 0.0) -> None:
+        self.path = path
+        self.effect_ms = effect_ms
+        self.rng = random.Random(2)
+        self.db = open_ledger(path)
+        self.lock = threading.Lock()
+        self.gen = 0
+        self.answers_lost = 0  # effects done whose poster died before reading the answer
+        self._inflight = 0
+        self._inflight_lock = threading.Lock()
+        ledger = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                gen = ledger.gen  # requests of a dead generation are all handled before it moves
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else b""
+                if self.path != "/effect" or not body or len(body) != length:
+                    self._answer(400, "want POST /effect with the step id as the body")
+                    return
+                ledger.effect(body.decode("utf-8"), gen)
+                if ledger.effect_ms:  # the effect is done; its answer takes a while, as over a network
+                    time.sleep(ledger.rng.uniform(0, 2 * ledger.effect_ms) / 1000)
+                self._answer(200, "ok")
+
+            def _answer(self, status: int, text: str) -> None:
+                payload = text.encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("content-type", "text/plain")
+                    self.send_header("content-length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except OSError:  # the dev server was killed while it waited for the answer
+                    ledger.answers_lost += 1
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 256
+
+            def process_request(self, request: Any, client_address: Any) -> None:
+                with ledger._inflight_lock:
+                    ledger._inflight += 1
+                try:
+                    super().process_request(request, client_address)
+                except BaseException:
+                    ledger._done()
+                    raise
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                if not isinstance(sys.exc_info()[1], OSError):  # a dead client is expected here
+                    super().handle_error(request, client_address)
+
+            def process_request_thread(self, request: Any, client_address: Any) -> None:
+                try:
+                    super().process_request_thread(request, client_address)
+                finally:
+                    ledger._done()
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, name="ledger", daemon=True)
+        self.thread.start()
+
+    def _done(self) -> None:
+        with self._inflight_lock:
+            self._inflight -= 1
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def write(self, sql: str, args: tuple[Any, ...]) -> None:
+        with self.lock:
+            self.db.execute(sql, args)
+
+    def effect(self, step_id: str, gen: int) -> None:
+        self.write("INSERT INTO effects (step_id, gen, at) VALUES (?,?,?)", (step_id, gen, time.time()))
+
+    def quiesce(self, timeout: float = 30.0) -> None:
+        """Return once no request is being handled or waiting to be accepted (three looks
+        in a row): after a SIGKILL, every effect the dead process posted is in."""
+        deadline = time.monotonic() + timeout
+        quiet = 0
+        while quiet < 3:
+            pending, _, _ = select.select([self.server.socket], [], [], 0)
+            with self._inflight_lock:
+                busy = self._inflight
+            quiet = 0 if (busy or pending) else quiet + 1
+            if time.monotonic() > deadline:
+                raise RuntimeError("the ledger did not go quiet")
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        with self.lock:
+            self.db.close()
+
+
+# --- the dev server, killed and started again --------------------------------------------
+
+
+class Fleet:
+    """The ``lunaflow dev`` processes of the moment (one; two on one data folder for the
+    race tests), their generations and their kills."""
+
+    def __init__(self, project: Path, data: Path, logs: Path, ledger: Ledger, size: int = 1) -> None:
+        self.project, self.data, self.logs, self.ledger = project, data, logs, ledger
+        self.size = size
+        self.cond = threading.Condition()
+        self.servers: list[DevServer] = []
+        self.rng = random.Random(0)
+        self.gen = 0
+        self.all: list[DevServer] = []
+        self.kills = 0
+        self.failed: str | None = None
+
+    def spawn(self) -> None:
+        self.gen += 1
+        self.ledger.gen = self.gen
+        self.ledger.write("INSERT INTO gens (gen, spawned_at) VALUES (?,?)", (self.gen, time.time()))
+        started = []
+        try:
+            for i in range(self.size):
+                name = f"gen{self.gen:03d}" + ("" if self.size == 1 else f"-{i + 1}")
+                started.append(DevServer(self.project, self.data, self.logs, name))
+        except AssertionError as e:
+            with self.cond:
+                self.failed = str(e)
+                self.cond.notify_all()
+            raise
+        finally:
+            self.all += started
+        with self.cond:
+            self.servers = started
+            self.cond.notify_all()
+
+    def _end(self, how: str, stop: Callable[[DevServer], Any]) -> None:
+        with self.cond:
+            servers, self.servers = self.servers, []
+        if not servers:
+            return
+        for server in servers:
+            stop(server)
+        self.ledger.quiesce()
+        self.ledger.write(
+            "UPDATE gens SET ended_at = ?, ended_by = ? WHERE gen = ?", (time.time(), how, self.gen)
+        )
+
+    def kill(self, after_s: float) -> None:
+        self._end("sigkill", lambda s: s.kill())
+        self.kills += 1
+        self.ledger.write("INSERT INTO kills (gen, after_s) VALUES (?,?)", (self.gen, after_s))
+
+    def stop(self) -> None:
+        self._end("stop", lambda s: s.stop(signal.SIGTERM))
+
+    def current(self) -> DevServer:
+        with self.cond:
+            ok = self.cond.wait_for(lambda: self.servers or self.failed, timeout=CALL_S)
+            if self.failed:
+                raise RuntimeError(f"the dev server could not start: {self.failed}")
+            if not ok or not self.servers:
+                raise RuntimeError(f"no dev server came up within {CALL_S}s")
+            return self.servers[0] if self.size == 1 else self.rng.choice(self.servers)
+
+    def close(self) -> None:
+        for server in self.all:
+            if server.proc.poll() is None:
+                server.proc.kill()
+                with contextlib.suppress(Exception):
+                    server.proc.wait(timeout=20)
+
+
+# --- what the driver plans ------------------------------------------------------------------
+
+
+@dataclass
+class Sig:
+    name: str
+    value: int
+    nonce: str
+    copies: int
+    wait: str | None  # send once the run waits here (its current step); None: at once
+
+
+@dataclass
+class Plan:
+    run_id: str
+    workflow: str
+    input: dict[str, Any]
+    expected: Any
+    signals: list[Sig] = field(default_factory=list)
+    children: list[tuple[str, str, Any]] = field(default_factory=list)  # (id, workflow, expected)
+
+
+def make_plans(n: int, rng: random.Random, ledger_url: str, dup: float) -> list[Plan]:
+    plans = []
+    nonces = 0
+    expected: dict[str, Any]
+
+    def sig(name: str, wait: str | None) -> Sig:
+        nonlocal nonces
+        nonces += 1
+        copies = 2 if rng.random() < dup else 1
+        return Sig(name, rng.randint(1, 100), f"s{nonces}", copies, wait)
+
+    def timing(wait: str) -> str | None:
+        return wait if rng.random() < 0.5 else None
+
+    for i in range(1, n + 1):
+        kind = rng.choices(["chain", "waits", "parent"], weights=[40, 35, 25])[0]
+        run_id = f"{kind}-{i:04d}"
+        k = rng.randint(1, 9)
+        if kind == "chain":
+            steps, fails = rng.randint(2, 5), rng.choice([0, 0, 1, 2])
+            nap = rng.choice(["100ms", "250ms", "400ms"])
+            total = k * steps * (steps + 1) // 2
+            expected = {"total": total, "flaky": fails + 1, "ticks": 2, "last": total + fails + 1 + 2}
+            inp = {"ledger": ledger_url, "n": steps, "k": k, "fails": fails, "nap": nap}
+            plans.append(Plan(run_id, "chain", inp, expected))
+        elif kind == "waits":
+            go = sig("go", timing("await 'go'"))
+            first_name = rng.choice(["left", "right"])
+            second_name = "right" if first_name == "left" else "left"
+            first = sig(first_name, timing("race ('left', 'right')"))
+            second = sig(second_name, timing(f"await '{second_name}'"))
+            x = sig("x", timing("all 'x'"))
+            y = sig("y", timing("all 'y'"))
+            if rng.random() < 0.5:
+                xy = [x, y]
+            else:
+                y.wait = None  # sent before x, so it cannot wait for its own turn
+                xy = [y, x]
+            expected = {
+                "go": go.value,
+                "winner": first_name,
+                "first": first.value,
+                "second": second.value,
+                "x": x.value,
+                "y": y.value,
+                "timed_out": True,
+                "sum": k + go.value + first.value + second.value + x.value + y.value,
+            }
+            inp = {"ledger": ledger_url, "k": k}
+            plans.append(Plan(run_id, "waits", inp, expected, [go, first, second, *xy]))
+        else:
+            s = 6 * k
+            expected = {"child": f"{run_id}-c", "v": s, "doubled": 2 * s}
+            inp = {"ledger": ledger_url, "k": k}
+            plans.append(Plan(run_id, "parent", inp, expected, children=[(f"{run_id}-c", "child", {"s": s})]))
+    return plans
+
+
+# --- watching the store ---------------------------------------------------------------------
+
+
+class Watch:
+    """Every run's status and current step, read from the store file every 100 ms."""
+
+    def __init__(self, store: Path) -> None:
+        self.store = store
+        self.cond = threading.Condition()
+        self.state: dict[str, tuple[str, str | None]] = {}
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="watch", daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        db = sqlite3.connect(str(self.store), timeout=30.0)
+        try:
+            while not self.stopping.is_set():
+                try:
+                    rows = db.execute("SELECT id, status, current_step FROM runs").fetchall()
+                except sqlite3.Error:
+                    rows = None
+                if rows is not None:
+                    with self.cond:
+                        self.state = {r[0]: (r[1], r[2]) for r in rows}
+                        self.cond.notify_all()
+                self.stopping.wait(0.1)
+        finally:
+            db.close()
+
+    def wait(
+        self, run_id: str, pred: Callable[[tuple[str, str | None] | None], bool], timeout: float
+    ) -> bool:
+        with self.cond:
+            return self.cond.wait_for(lambda: pred(self.state.get(run_id)), timeout=timeout)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(timeout=10)
+
+
+def at_wait(wait: str) -> Callable[[tuple[str, str | None] | None], bool]:
+    """The run waits at ``wait`` (its current step), or can no longer reach it."""
+
+    def reached(st: tuple[str, str | None] | None) -> bool:
+        return st is not None and (st == ("awaiting", wait) or st[0] in ENDED_OR_FAILED)
+
+    return reached
+
+
+# --- the driver -------------------------------------------------------------------------------
+
+
+class Driver:
+    def __init__(self, fleet: Fleet, ledger: Ledger, watch: Watch, wait_s: float) -> None:
+        self.fleet, self.ledger, self.watch = fleet, ledger, watch
+        self.wait_s = wait_s  # bound on a run reaching a wait or its end
+        self.stats: Counter[str] = Counter()
+        self.lock = threading.Lock()
+        self.errors: list[str] = []
+
+    def count(self, what: str, n: int = 1) -> None:
+        with self.lock:
+            self.stats[what] += n
+
+    def call(self, method: str, path: str, value: Any) -> Any:
+        """POST JSON to the dev server of the moment until it answers (below 500)."""
+        body = json.dumps(value)
+        deadline = time.monotonic() + CALL_S
+        while True:
+            server = self.fleet.current()
+            reply = server.try_request(
+                method, path, body, headers={"content-type": "application/json"}, timeout=30.0
+            )
+            if reply is not None and reply.status < 500:
+                if reply.status != 200:
+                    raise RuntimeError(f"{method} {path} {body}: {reply.status} {reply.body[:300]}")
+                return reply.json()
+            self.count("calls retried (server killed or 5xx)")
+            if reply is not None:
+                self.count("5xx answers")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{method} {path} got no answer within {CALL_S}s")
+            time.sleep(0.02)
+
+    def drive(self, plan: Plan) -> None:
+        self.call("POST", "/t/start", {"workflow": plan.workflow, "id": plan.run_id, "input": plan.input})
+        self.count("runs started")
+        for s in plan.signals:
+            if s.wait is not None:
+                reached = self.watch.wait(plan.run_id, at_wait(s.wait), self.wait_s)
+                self.count("signals sent after the run waited" if reached else "waits not reached in time")
+            self.ledger.write(
+                "INSERT INTO logical_signals VALUES (?,?,?,?)", (s.nonce, plan.run_id, s.name, s.copies)
+            )
+            for copy in range(s.copies):
+                payload = {"v": s.value, "n": s.nonce, "c": copy + 1}
+                answer = self.call(
+                    "POST",
+                    "/t/signal",
+                    {"workflow": plan.workflow, "id": plan.run_id, "name": s.name, "payload": payload},
+                )
+                self.ledger.write(
+                    "INSERT INTO acks (nonce, live, at) VALUES (?,?,?)",
+                    (s.nonce, 1 if answer.get("live") else 0, time.time()),
+                )
+                self.count("signal copies acknowledged")
+        ended = self.watch.wait(
+            plan.run_id, lambda st: st is not None and st[0] in ENDED_OR_FAILED, self.wait_s
+        )
+        self.count("runs ended" if ended else "runs not ended in time")
+
+    def worker(self, plans: queue.Queue[Plan], pace: Callable[[], None]) -> None:
+        while True:
+            try:
+                plan = plans.get_nowait()
+            except queue.Empty:
+                return
+            pace()
+            try:
+                self.drive(plan)
+            except Exception as e:  # the checker will count the run; keep driving the others
+                with self.lock:
+                    self.errors.append(f"{plan.run_id}: {e}")
+
+
+@dataclass
+class Settings:
+    runs: int = 500
+    rate: float = 6.0  # runs started per second at most, so the load spans the kills
+    clients: int = 12
+    seed: int = 1
+    kills: bool = True
+    max_kills: int | None = None  # stop killing after this many (the small test's 3-4)
+    kill_min: float = 0.3  # seconds a server lives before its SIGKILL, most of the time
+    kill_max: float = 2.0
+    early: float = 0.25  # share of kills within 0.05-0.6 s of the server coming up (recovery)
+    dup: float = 0.3  # share of signals sent twice
+    effect_ms: float = 10.0  # mean delay between an effect's commit and the ledger's answer
+    servers: int = 1  # dev servers on the one data folder (2: the race tests)
+    wait_s: float = 120.0  # bound on one run reaching a wait, or its end
+    settle_s: float = 60.0  # bound on every run ending once the driver is done
+    work: Path | None = None  # default: a fresh temporary folder
+    keep: bool = False
+
+
+@dataclass
+class Outcome:
+    report: Report
+    text: str
+    kills: int
+    seconds: float
+    work: Path
+    driver_errors: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return self.report.ok and not self.driver_errors
+
+
+def run(settings: Settings, out: Callable[[str], None] = print) -> Outcome:
+    rng = random.Random(settings.seed)
+    work = Path(tempfile.mkdtemp(prefix="lunaflow-torture-")) if settings.work is None else settings.work
+    work.mkdir(parents=True, exist_ok=True)
+    data = work / "data"
+    install_audit(data)
+    ledger = Ledger(work / "ledger.sqlite", settings.effect_ms)
+    fleet = Fleet(PROJECT, data, work, ledger, settings.servers)
+    plans = make_plans(settings.runs, rng, ledger.url, settings.dup)
+    for p in plans:
+        ledger.write("INSERT INTO plans VALUES (?,?,?)", (p.run_id, p.workflow, json.dumps(p.expected)))
+        for child_id, wf, expected in p.children:
+            ledger.write("INSERT INTO plans VALUES (?,?,?)", (child_id, wf, json.dumps(expected)))
+    began = time.monotonic()
+    watch: Watch | None = None
+    stop_killing = threading.Event()
+    driver: Driver | None = None
+    try:
+        fleet.spawn()
+        watch = Watch(data / STORE_FILE)
+        driver = Driver(fleet, ledger, watch, settings.wait_s)
+
+        def kill_loop() -> None:
+            krng = random.Random(settings.seed + 1)
+            while not stop_killing.is_set():
+                if settings.max_kills is not None and fleet.kills >= settings.max_kills:
+                    return
+                if krng.random() < settings.early:
+                    delay = krng.uniform(0.05, 0.6)
+                else:
+                    delay = krng.uniform(settings.kill_min, settings.kill_max)
+                if stop_killing.wait(delay):
+                    return
+                fleet.kill(delay)
+                fleet.spawn()
+
+        killer = threading.Thread(target=kill_loop, name="killer", daemon=True)
+        if settings.kills:
+            killer.start()
+        todo: queue.Queue[Plan] = queue.Queue()
+        for p in plans:
+            todo.put(p)
+        slots = iter(range(len(plans)))
+        slot_lock = threading.Lock()
+        first = time.monotonic()
+
+        def pace() -> None:
+            with slot_lock:
+                slot = next(slots)
+            delay = first + slot / settings.rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+
+        clients = [
+            threading.Thread(target=driver.worker, args=(todo, pace), name=f"client-{i}", daemon=True)
+            for i in range(settings.clients)
+        ]
+        for c in clients:
+            c.start()
+        for c in clients:
+            c.join()
+        stop_killing.set()
+        if killer.is_alive():
+            killer.join(timeout=60)
+        # The last generation lives on until every planned run (children too) has ended.
+        all_ids = [p.run_id for p in plans] + [c[0] for p in plans for c in p.children]
+        settle_by = time.monotonic() + settings.settle_s
+        for run_id in all_ids:
+            watch.wait(
+                run_id,
+                lambda st: st is not None and st[0] in ENDED_OR_FAILED,
+                max(0.0, settle_by - time.monotonic()),
+            )
+        fleet.stop()
+    finally:
+        stop_killing.set()
+        if watch is not None:
+            watch.stop()
+        fleet.close()
+        with contextlib.suppress(Exception):
+            ledger.quiesce(timeout=5)
+        ledger.close()
+    seconds = time.monotonic() - began
+    report = check(PROJECT, data, work / "ledger.sqlite", logs=[s.output() for s in fleet.all])
+    assert driver is not None
+    what = (
+        f"{settings.servers} dev servers on one data folder, no kills"
+        if settings.servers > 1 and not settings.kills
+        else f"{settings.servers} dev server(s)"
+    )
+    lines = [
+        f"lunaflow crash torture: {settings.runs} runs started at most {settings.rate:g}/s by "
+        f"{settings.clients} clients (seed {settings.seed}, "
+        f"{int(settings.dup * 100)}% of signals sent twice), {what}, project {PROJECT.relative_to(ROOT)}",
+    ]
+    if settings.kills:
+        lines.append(
+            f"SIGKILLs: {fleet.kills}, at random instants: {int(settings.early * 100)}% within 0.05-0.6 s "
+            f"of a start, the others {settings.kill_min:g}-{settings.kill_max:g} s after it"
+        )
+    if ledger.answers_lost:
+        driver.stats["ledger answers cut by a SIGKILL"] = ledger.answers_lost
+    lines += [f"wall time: {seconds:.1f} s", "driver"]
+    for name, n in sorted(driver.stats.items()):
+        lines.append(f"  {name:<40}{n}")
+    lines.append(f"  {'driver errors':<40}{len(driver.errors)}")
+    for e in driver.errors[:5]:
+        lines.append(f"      e.g. {e}")
+    lines.append(report.format())
+    if driver.errors:
+        lines.append("verdict: FAILED (driver errors)")
+    text = "\n".join(lines)
+    out(text)
+    outcome = Outcome(report, text, fleet.kills, seconds, work, list(driver.errors))
+    if not settings.keep and settings.work is None and outcome.ok:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        out(f"data folder, ledger and server logs kept in {work}")
+    return outcome
+
+
+def main(argv: list[str] | None = None) -> int:
+    d = Settings()
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=d.runs, help="runs the driver starts (children come on top)")
+    ap.add_argument("--rate", type=float, default=d.rate, help="runs started per second at most")
+    ap.add_argument("--clients", type=int, default=d.clients, help="driver threads, one run at a time each")
+    ap.add_argument("--seed", type=int, default=d.seed)
+    ap.add_argument("--kill-min", type=float, default=d.kill_min)
+    ap.add_argument("--kill-max", type=float, default=d.kill_max)
+    ap.add_argument("--early", type=float, default=d.early)
+    ap.add_argument("--no-kills", action="store_true", help="no SIGKILLs (a baseline)")
+    ap.add_argument("--servers", type=int, default=d.servers, help="dev servers on the one data folder")
+    ap.add_argument("--dup", type=float, default=d.dup)
+    ap.add_argument(
+        "--effect-ms",
+        type=float,
+        default=d.effect_ms,
+        help="mean ms the ledger takes to answer, after its write",
+    )
+    ap.add_argument("--dir", type=Path, default=None, help="work folder (default: a temporary one)")
+    ap.add_argument("--keep", action="store_true", help="keep the work folder even when all is well")
+    a = ap.parse_args(argv)
+    settings = Settings(
+        runs=a.runs,
+        rate=a.rate,
+        clients=a.clients,
+        seed=a.seed,
+        kills=not a.no_kills,
+        kill_min=a.kill_min,
+        kill_max=a.kill_max,
+        early=a.early,
+        dup=a.dup,
+        effect_ms=a.effect_ms,
+        servers=a.servers,
+        work=a.dir,
+        keep=a.keep,
+    )
+    return 0 if run(settings).ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

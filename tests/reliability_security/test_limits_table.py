@@ -1,0 +1,369 @@
+"""docs/reliability_limits.md cannot drift from the code: every limit in ``runtime.limits``
+has a row, every value in the table is the constant's value, and every message in the
+table is the one the engine gives when the limit is met.
+
+Issue: "Limits with clear errors, documented in one table: payload and result sizes,
+journal length per run, steps per run, signal backlog per run, memory and instructions per
+Lua call, request body size."
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import re
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import runtime.limits as limits
+from runtime import values
+from runtime.errors import LunaflowError
+from runtime.ids import check_run_id
+from runtime.journal import Entry, Kind
+from runtime.replay import Fail, Replay, ValueCmd
+from runtime.sandbox import Sandbox
+from runtime.services.base import ServiceError
+from runtime.services.local import LocalServices
+from runtime.testing import LocalPlatform
+
+from .test_escape_corpus import CORPUS
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "reliability_limits.md"
+PRELUDE = ROOT / "runtime" / "lua" / "prelude.lua"
+VALUES = ROOT / "tests" / "projects" / "escape_values"
+HTTP = ROOT / "tests" / "projects" / "escape_http"
+
+STEPS_PER_RUN = "Steps per run"
+
+
+def section(title: str) -> str:
+    text = DOC.read_text(encoding="utf-8")
+    start = text.index(f"\n{title}\n")
+    end = text.find("\n#", start + len(title) + 2)
+    return text[start : end if end != -1 else len(text)]
+
+
+def table(title: str) -> list[dict[str, str]]:
+    """The first pipe table under ``title``, as dicts keyed by its header cells."""
+    rows = [line for line in section(title).splitlines() if line.startswith("|")]
+    header = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert set(rows[1].replace("|", "").strip()) <= {"-", ":"}, "the second row must be the rule"
+    return [
+        dict(zip(header, (c.strip() for c in row.strip("|").split("|")), strict=True)) for row in rows[2:]
+    ]
+
+
+LIMITS = table("## Limits")
+GUARDS = table("### Engine guards")
+
+
+def first_number(cell: str) -> int:
+    m = re.search(r"\d[\d,]*", cell)
+    assert m, f"no number in {cell!r}"
+    return int(m.group(0).replace(",", ""))
+
+
+def constant_name(cell: str) -> str:
+    m = re.fullmatch(r"`([\w.]+)`", cell)
+    assert m, f"the Constant cell must name one dotted constant in backticks: {cell!r}"
+    return m.group(1)
+
+
+def constant_value(dotted: str) -> Any:
+    module, _, name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def row(label: str) -> dict[str, str]:
+    (found,) = [r for r in LIMITS if r["Limit"] == label]
+    return found
+
+
+def template(label: str) -> str:
+    m = re.match(r"`([^`]+)`", row(label)["What the user sees"])
+    assert m, f"row {label!r} quotes no message"
+    return m.group(1)
+
+
+def matches(template_text: str, message: str) -> bool:
+    """``{placeholders}`` in the template stand for any text; the rest is verbatim."""
+    pattern = re.sub(r"\\\{\w+\\\}", ".+?", re.escape(template_text))
+    return re.fullmatch(pattern, message) is not None
+
+
+# --- values ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", limits.__all__)
+def test_every_limit_in_runtime_limits_has_a_row_with_its_value(name: str) -> None:
+    """Issue: limits "documented in one table" — each constant of runtime.limits appears,
+    with its value."""
+    rows = [r for r in LIMITS if r["Constant"] == f"`runtime.limits.{name}`"]
+    assert rows, f"docs/reliability_limits.md has no row for runtime.limits.{name}"
+    for r in rows:
+        if r["Limit"] != STEPS_PER_RUN:
+            assert first_number(r["Value"]) == getattr(limits, name), r
+
+
+def test_steps_per_run_follow_from_the_journal_bound() -> None:
+    """Issue: "steps per run" — each attempt journals an intent and an outcome after
+    run.started, so the journal bound allows this many attempts."""
+    r = row(STEPS_PER_RUN)
+    assert constant_name(r["Constant"]) == "runtime.limits.MAX_JOURNAL_ENTRIES"
+    assert first_number(r["Value"]) == (limits.MAX_JOURNAL_ENTRIES - 1) // 2
+
+
+@pytest.mark.parametrize(
+    "r", [r for r in LIMITS if r["Constant"].startswith("`runtime.")], ids=lambda r: r["Limit"]
+)
+def test_every_constant_the_table_names_exists_with_that_value(r: dict[str, str]) -> None:
+    if r["Limit"] == STEPS_PER_RUN:
+        return
+    assert first_number(r["Value"]) == constant_value(constant_name(r["Constant"]))
+
+
+def test_the_random_bytes_bound_is_the_preludes() -> None:
+    r = row("`crypto.random_bytes` length")
+    source = PRELUDE.read_text(encoding="utf-8")
+    bound = re.search(r"random_bytes = function\(n\).*?n > (\d+)", source, re.S)
+    assert bound and first_number(r["Value"]) == int(bound.group(1))
+
+
+@pytest.mark.parametrize("g", GUARDS, ids=lambda g: g["Guard"])
+def test_engine_guards_have_their_values_and_their_words(g: dict[str, str]) -> None:
+    dotted = constant_name(g["Constant"])
+    assert first_number(g["Value"]) == constant_value(dotted)
+    module = importlib.import_module(dotted.rpartition(".")[0])
+    quoted = re.findall(r"`([^`]+)`", g["What happens"])
+    for text in quoted[1:] if quoted and quoted[0] == "EngineBug" else quoted:
+        assert text in inspect.getsource(module), f"{text!r} is not in {module.__name__}"
+
+
+# --- messages: what the engine says when each limit is met ---------------------------------------
+
+
+def _refusal(fn: Callable[[], Any]) -> str:
+    with pytest.raises((LunaflowError, ServiceError)) as e:
+        fn()
+    return str(e.value)
+
+
+def value_size() -> str:
+    return _refusal(lambda: values.encode("x" * (300 * 1024), "the input of run 'r'"))
+
+
+def journal_entries() -> str:
+    journal = [Entry(1, Kind.STARTED, "w", {"format": 1, "input": None}, 0.0)]
+    journal += [
+        Entry(i, Kind.VALUE, "os.time", {"value": i}, 0.0) for i in range(2, limits.MAX_JOURNAL_ENTRIES + 1)
+    ]
+    replay = Replay("r", journal, 0)
+    for _ in range(limits.MAX_JOURNAL_ENTRIES - 1):
+        replay.value(ValueCmd("os.time"))
+    decision = replay.value(ValueCmd("os.time"))
+    assert isinstance(decision, Fail)
+    return decision.error
+
+
+def signal_backlog() -> str:
+    with LocalPlatform(VALUES) as p:
+        p.start("echo", 1, id="r")
+        p.platform.store.signal_backlog = lambda run_id: limits.MAX_SIGNAL_BACKLOG  # type: ignore[method-assign]
+        return _refusal(lambda: p.signal("r", "go", 1))
+
+
+def memory() -> str:
+    return Sandbox(max_memory=limits.DEFAULT_MEMORY_BYTES).explain("not enough memory")
+
+
+def instructions() -> str:
+    small = 20_000  # the message at the default bound, without spending 200M instructions
+    ok, message = Sandbox().engine.load_script("x.lua", "while true do end", small)
+    assert not ok
+    return str(message).replace(f"budget of {small} Lua", f"budget of {limits.DEFAULT_INSTRUCTIONS} Lua")
+
+
+def dev_body(tmp_path: Path) -> str:
+    from runtime.devserver import DevServer
+
+    server = DevServer(HTTP, data=tmp_path / "data", port=0)
+    server.start()
+    try:
+        size = limits.MAX_BODY_BYTES + 1
+        with socket.create_connection(server.address, timeout=10) as sock:
+            sock.sendall(f"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: {size}\r\n\r\n".encode())
+            sock.shutdown(socket.SHUT_WR)
+            raw = b""
+            while chunk := sock.recv(65536):
+                raw += chunk
+    finally:
+        server.stop()
+    head, body = raw.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 413 ")
+    return body.decode("utf-8")
+
+
+def aws_body() -> str:
+    from runtime.aws.http import BadRequest, request_from_event
+
+    with pytest.raises(BadRequest) as e:
+        request_from_event({"body": "x" * (limits.MAX_BODY_BYTES + 1)})
+    assert e.value.response.status_code == 413
+    return e.value.response.body
+
+
+def run_id() -> str:
+    return _refusal(lambda: check_run_id("a/b"))
+
+
+def duration() -> str:
+    from runtime.durations import parse_ms
+
+    return _refusal(lambda: parse_ms(f"{limits.MAX_MS // 86_400_000 + 1}d", "wf:sleep"))
+
+
+@pytest.fixture
+def big_http_answer() -> Iterator[str]:
+    from runtime.services.builtins import MAX_HTTP_BODY
+
+    class Big(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("content-length", str(MAX_HTTP_BODY + 1))
+            self.end_headers()
+            self.wfile.write(b"x" * (MAX_HTTP_BODY + 1))
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Big)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/big"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def outbound_http(url: str) -> str:
+    from runtime.services.builtins import http_request
+
+    return _refusal(lambda: http_request(json.dumps({"method": "GET", "url": url}), None, lambda v: v))
+
+
+def service(tmp_path: Path, kind: str, name: str, method: str, args: list[Any]) -> str:
+    services = LocalServices(tmp_path / "svc", lambda: 0.0)
+    try:
+        return _refusal(lambda: services.call(kind, name, method, args))
+    finally:
+        services.close()
+
+
+def random_bytes() -> str:
+    ok, message = Sandbox().engine.load_script("x.lua", "crypto.random_bytes(65537)", 100_000)
+    assert not ok
+    return re.sub(r"^x\.lua:1: ", "", str(message))
+
+
+def test_the_value_size_message(tmp_path: Path) -> None:
+    """SPEC 3: "Each recorded value is at most 256 KiB encoded; larger is refused with the
+    size and the limit."""
+    assert matches(
+        template("Size of one value (run input, step result, run result, signal payload)"), value_size()
+    )
+
+
+def test_the_journal_message() -> None:
+    assert matches(template("Journal entries per run"), journal_entries())
+
+
+def test_the_signal_backlog_message() -> None:
+    assert matches(template("Signal backlog per run"), signal_backlog())
+
+
+def test_the_memory_message() -> None:
+    """SPEC 6: "Memory per Lua state ... bounded; past the bound the call fails with a
+    clear error"."""
+    assert matches(template("Memory per Lua state"), memory())
+
+
+def test_the_instruction_budget_message() -> None:
+    """SPEC 6: instructions per call are bounded; past the bound the call fails with a
+    clear error."""
+    assert matches(template("Instructions per Lua call"), instructions())
+
+
+def test_the_dev_request_body_message(tmp_path: Path) -> None:
+    assert matches(template("Request body (`lunaflow dev`)"), dev_body(tmp_path))
+
+
+def test_the_aws_request_body_message() -> None:
+    assert matches(template("Request body (AWS)"), aws_body())
+
+
+def test_the_run_id_message() -> None:
+    """SPEC 3: "Anything else is refused: run id must be a non-empty string without '/'
+    (got "a/b")"."""
+    assert matches(template("Run id length"), run_id())
+
+
+def test_the_duration_message() -> None:
+    assert matches(template("Longest duration"), duration())
+
+
+def test_the_outbound_http_message(big_http_answer: str) -> None:
+    assert matches(template("Outbound HTTP response body"), outbound_http(big_http_answer))
+
+
+def test_the_kv_list_message(tmp_path: Path) -> None:
+    assert matches(template("kv list page"), service(tmp_path, "kv", "ns", "list", [{"limit": 5000}]))
+
+
+def test_the_queue_delay_message(tmp_path: Path) -> None:
+    message = service(tmp_path, "queue", "jobs", "send", [1, {"delay": "16m"}])
+    assert matches(template("Queue send delay"), message)
+
+
+def test_the_random_bytes_message() -> None:
+    assert matches(template("`crypto.random_bytes` length"), random_bytes())
+
+
+def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
+    checked = {
+        "Size of one value (run input, step result, run result, signal payload)",
+        "Journal entries per run",
+        STEPS_PER_RUN,  # points at the journal's message
+        "Signal backlog per run",
+        "Memory per Lua state",
+        "Instructions per Lua call",
+        "Request body (`lunaflow dev`)",
+        "Request body (AWS)",
+        "Run id length",
+        "Longest duration",
+        "Outbound HTTP response body",
+        "kv list page",
+        "Queue send delay",
+        "`crypto.random_bytes` length",
+    }
+    assert {r["Limit"] for r in LIMITS} == checked
+
+
+# --- the escape corpus section ---------------------------------------------------------------------
+
+
+def test_the_escape_corpus_section_lists_every_case_and_its_state() -> None:
+    """Issue: 'plus an "Escape corpus" section listing the cases'."""
+    rows = {r["Case"].strip("`"): r for r in table("## Escape corpus")}
+    assert set(rows) == {c.name for c in CORPUS}
+    for case in CORPUS:
+        bug = rows[case.name]["Today"].startswith("**engine bug**")
+        assert bug == (case.xfail is not None), f"{case.name}: the Today column is stale"
