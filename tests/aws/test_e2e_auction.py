@@ -1,11 +1,6 @@
 """The seed's auction, end to end through the Lambda handlers on moto.
 
-The project is tests/projects/aws_auction: a copy of examples/auction whose only change is
-the comment at the top of migrations/sales/001_init.sql, which no longer holds a semicolon
-(the Data API migration runner splits the file at every ";", comments included, so the
-example's own migration fails on AWS: see
-``test_example_migration_with_a_semicolon_in_a_comment_applies_on_aws``). The workflows,
-routes and objects are the seed's, byte for byte.
+The project is examples/auction itself: the seed's workflow, routes and objects.
 
 The project declares ``database "sales"``, which on AWS is Aurora through the RDS Data API;
 moto cannot run SQL for that API, so the runtime's ``rds-data`` client is ``FakeRdsData``
@@ -31,12 +26,12 @@ from runtime.aws.runtime import AwsRuntime
 from runtime.clock import FakeClock
 from runtime.journal import Kind
 
-from . import AUCTION, PROJECTS, FakeRdsData, http_event
+from . import AUCTION, FakeRdsData, http_event
 from .timers import AwsWorld, FakeContext, at_seconds, fire_due_schedules, queued, run_due, schedules
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics")
 
-PROJECT = PROJECTS / "aws_auction"
+PROJECT = AUCTION
 
 
 @pytest.fixture
@@ -192,18 +187,6 @@ def test_migrations_ran_once_through_the_data_api(rt: AwsRuntime, rds: FakeRdsDa
     _lunaflow_migrations."""
     assert rds.rows("sales", "SELECT file FROM _lunaflow_migrations") == [("001_init.sql",)]
     assert rds.transactions == {}
-
-
-def test_the_copy_differs_from_the_example_only_in_the_migration_comment() -> None:
-    """Guards the substitution above: every script is the example's, byte for byte."""
-    scripts = sorted(p.name for p in AUCTION.glob("*.lua"))
-    assert scripts == sorted(p.name for p in PROJECT.glob("*.lua"))
-    for name in scripts:
-        assert (PROJECT / name).read_text() == (AUCTION / name).read_text(), name
-    ours = (PROJECT / "migrations/sales/001_init.sql").read_text()
-    theirs = (AUCTION / "migrations/sales/001_init.sql").read_text()
-    strip = lambda sql: [ln for ln in sql.splitlines() if not ln.lstrip().startswith("--")]  # noqa: E731
-    assert strip(ours) == strip(theirs)
 
 
 def test_example_migration_with_a_semicolon_in_a_comment_applies_on_aws(

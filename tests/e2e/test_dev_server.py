@@ -1,6 +1,6 @@
 """``lunaflow dev`` as a real process over real HTTP on loopback (SPEC section 5).
 
-The acceptance test drives tests/projects/e2e_auction (examples/auction with the race
+The acceptance test drives a copy of examples/auction made at import (the example with the race
 timeout cut to a few seconds) through 50 sales while the server is killed with SIGKILL
 three times and restarted on the same data folder; at the end every sale has the outcome
 its requests asked for, no paid sale is lost and no sale is charged twice.
@@ -10,11 +10,14 @@ Every wait is bounded (see devserver_helpers); the fixture kills leftover proces
 
 from __future__ import annotations
 
+import atexit
 import http.server
 import json
 import re
+import shutil
 import signal
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -30,12 +33,28 @@ from runtime.store.sqlite import SQLiteStore
 
 from .devserver_helpers import PROJECTS, DevServer, Reply, Servers, wait_for
 
-AUCTION = PROJECTS / "e2e_auction"
-AUCTION_2S = PROJECTS / "e2e_auction_2s"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "auction"
+_COPIES = Path(tempfile.mkdtemp(prefix="lunaflow-e2e-auction-"))
+atexit.register(shutil.rmtree, _COPIES, True)
+
+
+def _auction_with_timeout(timeout: str) -> Path:
+    """The example as it is, with only its 72h race timeout shortened for a test's clock."""
+    target = _COPIES / f"auction-{timeout}"
+    shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns(".lunaflow", "tests"))
+    sale = target / "sale.lua"
+    text = sale.read_text(encoding="utf-8")
+    assert text.count('{ timeout = "72h" }') == 1, "the example's race timeout moved"
+    sale.write_text(text.replace('{ timeout = "72h" }', f'{{ timeout = "{timeout}" }}'), encoding="utf-8")
+    return target
+
+
+AUCTION = _auction_with_timeout("8s")
+AUCTION_2S = _auction_with_timeout("2s")
 SLOW = PROJECTS / "e2e_slow"
 STORE_FILE = "lunaflow.sqlite"
 
-RACE_TIMEOUT_S = 8.0  # the race timeout in tests/projects/e2e_auction/sale.lua
+RACE_TIMEOUT_S = 8.0  # the race timeout of the AUCTION copy
 SETTLE_S = 30.0  # bound on every sale reaching its outcome after the last restart
 
 
