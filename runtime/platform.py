@@ -24,7 +24,6 @@ from runtime.errors import (
 from runtime.executor import Executor
 from runtime.fetch import Failure, Response
 from runtime.ids import check_run_id
-from runtime.journal import ENDED
 from runtime.observe import Observer
 from runtime.project import ProjectSource
 from runtime.runs import Runs
@@ -325,7 +324,3 @@ class Platform(Runs):
         self.store.close()
         if self.services is not None:
             self.services.close()
-
-
-def ended(status: str) -> bool:
-    return status in ENDED
