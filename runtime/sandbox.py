@@ -34,7 +34,14 @@ def _no_attributes(obj: object, name: object, is_setting: bool) -> object:
     raise AttributeError("Python attributes are not reachable from Lua")
 
 
-_PRELUDE = files("runtime").joinpath("lua/prelude.lua").read_text(encoding="utf-8")
+def _lua_source(name: str) -> str:
+    return files("runtime").joinpath(f"lua/{name}").read_text(encoding="utf-8")
+
+
+_PRELUDE = _lua_source("prelude.lua")
+# Lua ports of the C library functions whose loops the count hook cannot reach.
+_PATTERNS = _lua_source("patterns.lua")
+_GUARDS = _lua_source("guards.lua")
 
 
 class Sandbox:
@@ -62,7 +69,7 @@ class Sandbox:
         # The `python` table lupa installs is removed before any user code exists.
         g = self.lua.globals()
         g.python = None
-        self.engine = self.lua.execute(_PRELUDE, host)
+        self.engine = self.lua.execute(_PRELUDE, host, _PATTERNS, _GUARDS)
 
     def explain(self, message: str) -> str:
         """Turn Lua's bare memory error into one that names the limit and the fix."""

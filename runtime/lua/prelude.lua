@@ -10,7 +10,7 @@
 -- * Every call into user code runs under a count hook that enforces the instruction
 --   budget and step timeouts. Once a call is killed every hook and every sandboxed
 --   pcall/resume re-raises, so no amount of pcall nesting keeps the call alive.
-local host = ...
+local host, patterns_src, guards_src = ...
 
 local pack, unpack = table.pack, table.unpack
 local raw_yield, raw_resume, raw_create = coroutine.yield, coroutine.resume, coroutine.create
@@ -30,6 +30,60 @@ local setmt, getmt, rawget_, rawset_, next_, type_, tostring_, select_ =
 -- share the `string` table as their __index, so ("").dump would otherwise still work.
 string.dump = nil
 getmt("").__metatable = false
+
+---------------------------------------------------------------------------------------
+-- C library functions the count hook cannot reach: pattern matching (patterns.lua) and
+-- the string/table loops whose length the caller controls (guards.lua). Both raise their
+-- errors as the C functions would, positioned at the caller's line.
+---------------------------------------------------------------------------------------
+local PATTERNS_SOURCE, GUARDS_SOURCE = "=[lunaflow patterns]", "=[lunaflow guards]"
+local ENGINE_SOURCES = { [PRELUDE_SOURCE] = true, [PATTERNS_SOURCE] = true, [GUARDS_SOURCE] = true }
+local engine_c = {} -- C functions the guards call, which may call back into the engine
+
+-- The frame luaL_where would name, relative to the function calling this one: the
+-- first outside the engine's Lua and the C functions it calls on the user's behalf.
+local function library_caller()
+  local level = 3
+  while true do
+    local info = getinfo(level, "Sf")
+    if info == nil then return nil end
+    if not ENGINE_SOURCES[info.source] and not engine_c[info.func] then return level - 1, info end
+    level = level + 1
+  end
+end
+
+local function library_error(msg)
+  local level, info = library_caller()
+  if level == nil or info.what == "C" then raw_error(msg, 0) end
+  raw_error(msg, level)
+end
+
+local QUALIFIED = { find = "string.find", match = "string.match", gmatch = "string.gmatch",
+  gsub = "string.gsub", rep = "string.rep", insert = "table.insert", remove = "table.remove",
+  move = "table.move", sort = "table.sort" }
+
+-- luaL_argerror: the name is the one the caller used, found from how the guard the
+-- caller called (the frame just below the caller's) was called.
+local function library_argerror(arg, fname, extramsg)
+  local level = library_caller()
+  local called = level and getinfo(level - 1, "n")
+  local name = called and called.name
+  if called and called.namewhat == "method" then
+    arg = arg - 1
+    if arg == 0 then library_error(sfmt("calling '%s' on bad self (%s)", name, extramsg)) end
+  end
+  library_error(sfmt("bad argument #%d to '%s' (%s)", arg, name or QUALIFIED[fname] or fname, extramsg))
+end
+
+do
+  local lib_opts = { error = library_error, argerror = library_argerror }
+  local patterns = raw_load(patterns_src, PATTERNS_SOURCE, "t")(lib_opts)
+  local guards = raw_load(guards_src, GUARDS_SOURCE, "t")(lib_opts)
+  local routed = patterns.router(engine_c)
+  string.find, string.match, string.gmatch, string.gsub = routed.find, routed.match, routed.gmatch, routed.gsub
+  string.rep = guards.rep
+  table.insert, table.remove, table.move, table.sort = guards.insert, guards.remove, guards.move, guards.sort
+end
 
 local ENGINE = setmt({}, { __tostring = function() return "lunaflow engine yield" end, __metatable = false })
 local HOOK_EVERY = 10000

@@ -1,5 +1,4 @@
 -- escape: an exponential Lua pattern (string.find runs in C, where the instruction hook
--- xfail: engine: Lua pattern matching runs in C, where no instruction hook or step timeout reaches; a backtracking pattern holds the worker until it finishes
 -- never fires), in a step with a timeout that should stop it.
 -- where: run
 -- expect: contained

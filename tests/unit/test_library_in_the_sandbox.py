@@ -1,0 +1,128 @@
+"""Pattern matching and the guarded table/string functions, as user code meets them.
+
+SPEC 6: "instructions per call are bounded; past the bound the call fails with a clear
+error and the platform keeps serving." Lua's C pattern matcher and C library loops run
+where the instruction hook cannot reach, so the sandbox routes long or risky calls
+through Lua ports (runtime/lua/patterns.lua, runtime/lua/guards.lua). What a user sees
+must not change: same results, errors worded as Lua words them and placed at the user's
+line; and the worst cases are now stopped by budgets and step timeouts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from runtime.testing import LocalPlatform
+
+MakeProject = Callable[[dict[str, str]], Path]
+
+# The probe evaluates input.code as a step body (line 1 of chunk "=probe") and returns
+# "ok <results>" or "error <message>".
+PROBE = """
+workflow "probe" (function(wf, input)
+    return wf:step("probe", { timeout = "1s" }, function()
+        local f = assert(load(input.code, "=probe"))
+        local r = table.pack(pcall(f))
+        for i = 2, r.n do r[i] = tostring(r[i]) end
+        return (r[1] and "ok " or "error ") .. table.concat(r, ",", 2, r.n)
+    end)
+end)
+"""
+
+
+@pytest.fixture
+def probe(make_project: MakeProject) -> Iterator[LocalPlatform]:
+    with LocalPlatform(make_project({"main.lua": PROBE})) as p:
+        yield p
+
+
+def run(p: LocalPlatform, code: str) -> str:
+    record = p.start("probe", {"code": code})
+    assert record.status == "completed", record.error
+    return str(record.result)
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        # Short calls take the C matcher; long subjects or many quantifiers take the port.
+        ('return ("key = value"):match("^(%w+)%s*=%s*(.-)%s*$")', "ok key,value"),
+        (
+            'return (("x"):rep(5000) .. "key = value"):match("(%w+)%s*=%s*(%w+)$")',
+            "ok " + "x" * 5000 + "key,value",
+        ),
+        ('return select(2, ("a,b,,c"):rep(2000):gsub(",", ";"))', "ok 6000"),
+        ('local n = 0 for w in (("ab "):rep(3000)):gmatch("%a+") do n = n + 1 end return n', "ok 3000"),
+        ('return ("hello"):find("l+")', "ok 3,4"),
+        ('return ("THE (quick) fox"):find("%f[%a]%a+", 5)', "ok 6,10"),
+    ],
+)
+def test_patterns_give_the_results_lua_gives(probe: LocalPlatform, code: str, expected: str) -> None:
+    assert run(probe, code) == expected
+
+
+BAD_FIND = "bad argument #1 to 'find' (string expected, got nil)"
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        ('local x = ("abc"):find("%") return x', "error probe:1: malformed pattern (ends with '%')"),
+        (
+            'local x = ("a"):rep(5000):find("a*%") return x',
+            "error probe:1: malformed pattern (ends with '%')",
+        ),
+        ('local x = string.find(nil, "a") return x', f"error probe:1: {BAD_FIND}"),
+        ('local x = ("abc"):find(nil) return x', f"error probe:1: {BAD_FIND}"),
+        (
+            'local x = ("abc"):gsub("a", function() return {} end) return x',
+            "error probe:1: invalid replacement value (a table)",
+        ),
+        (
+            'local x = ("a"):rep(5000):gsub("a", function() return {} end) return x',
+            "error probe:1: invalid replacement value (a table)",
+        ),
+        (
+            "local t = {} for i = 1, 50 do t[i] = i % 7 end\ntable.sort(t, function() return true end)",
+            "error probe:2: invalid order function for sorting",
+        ),
+        (
+            "local t = setmetatable({1, 2}, {})\nlocal x = table.insert(t, 5, 1) return x",
+            "error probe:2: bad argument #2 to 'insert' (position out of bounds)",
+        ),
+        ('local x = string.rep("x", 2^40) return x', "error probe:1: resulting string too large"),
+    ],
+)
+def test_errors_read_as_lua_words_them_at_the_callers_line(
+    probe: LocalPlatform, code: str, expected: str
+) -> None:
+    assert run(probe, code) == expected
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        'return string.find(string.rep("a", 40), string.rep("a*", 20) .. "b")',
+        'return string.find(string.rep("a", 200000), "a*b")',
+        'return (string.rep("(", 200000):gsub("%b()", ""))',
+        "return table.move({}, 1, 2^40, 1, {}) ~= nil",
+        "return table.remove(setmetatable({}, { __len = function() return 2^40 // 1 end }), 1)",
+    ],
+)
+def test_a_step_timeout_stops_what_c_would_run_for_hours(make_project: MakeProject, body: str) -> None:
+    source = f"""
+workflow "w" (function(wf)
+    return wf:step("long", {{ timeout = "200ms" }}, function() {body} end)
+end)
+workflow "ok" (function(wf) return wf:step("s", function() return 1 end) end)
+"""
+    with LocalPlatform(make_project({"main.lua": source})) as p:
+        started = time.monotonic()
+        record = p.start("w")
+        assert record.error == "step 'long' failed after 1 attempts: step 'long' timed out after 200ms"
+        assert time.monotonic() - started < 5
+        assert p.start("ok").result == 1
