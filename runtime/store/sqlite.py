@@ -9,6 +9,7 @@ one writer can win a slot.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -22,6 +23,11 @@ from runtime.replay import Signal
 from runtime.store.base import RunRecord, RunUpdate, SignalRecord, Snapshot, TimerSet
 
 SCHEMA_VERSION = 1
+
+# Pages the WAL may hold before the committing connection copies it back (a checkpoint),
+# and the size the WAL file is given when the store opens (see _preallocate_wal).
+WAL_CHECKPOINT_PAGES = 256
+WAL_PREALLOCATE_PAGES = 300
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -119,7 +125,10 @@ class SQLiteStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={synchronous}")
         self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
         self._migrate()
+        if synchronous.upper() in ("FULL", "EXTRA"):
+            self._preallocate_wal()
 
     def _migrate(self) -> None:
         with self._lock:
@@ -133,6 +142,44 @@ class SQLiteStore:
                         f"the data in {self.path} has schema version {row[0]}, newer than this "
                         f"lunaflow's {SCHEMA_VERSION}; upgrade lunaflow to open it"
                     )
+
+    def _preallocate_wal(self) -> None:
+        """Give a new WAL file its working size before the first commit.
+
+        After a checkpoint SQLite rewrites the WAL from its start, and syncing a write
+        that overwrites a file is several times cheaper on ext4 than syncing one that
+        grows it (no extent or size to journal): 0.1 ms against 0.3-1 ms here. A fresh
+        WAL would grow through its first few hundred commits; this grows it at once, with
+        SQLite's own frames: a transaction too big for a tiny page cache spills its pages
+        into the WAL and is rolled back, which leaves the file its size and the database
+        untouched. The file is then synced once, so no commit pays for the spill.
+        """
+        wal = self.path.with_name(self.path.name + "-wal")
+        page = self._db.execute("PRAGMA page_size").fetchone()[0]
+        target = WAL_PREALLOCATE_PAGES * (page + 24)
+        if not wal.exists() or wal.stat().st_size >= target:
+            return
+        with self._lock:
+            cache = self._db.execute("PRAGMA cache_size").fetchone()[0]
+            self._db.execute("PRAGMA cache_size=16")
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    self._db.execute("CREATE TABLE lunaflow_wal_padding (b BLOB)")
+                    self._db.execute(
+                        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) "
+                        "INSERT INTO lunaflow_wal_padding SELECT zeroblob(?) FROM n",
+                        (WAL_PREALLOCATE_PAGES, page - 100),
+                    )
+                finally:
+                    self._db.execute("ROLLBACK")
+            finally:
+                self._db.execute(f"PRAGMA cache_size={cache}")
+            fd = os.open(wal, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
