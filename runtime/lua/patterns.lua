@@ -601,12 +601,22 @@ local function shape(p, anchored)
   return entry
 end
 
--- Worst-case work of matching p over n bytes: every start (once if anchored) times
--- every way the quantifiers can split the rest.
-local function cheap(entry, n, starts, plen)
+-- C(a, b) as a float (inf when huge).
+local function choose(a, b)
+  local r = 1.0
+  for i = 1, b do r = r * (a - b + i) / i end
+  return r
+end
+
+-- An upper bound on the work of matching p over n bytes. The backtracking search gives
+-- its k multiplying items lengths whose sum is at most n, so it visits at most
+-- (k + 1) * C(n + k, k) nodes from one start, each costing about the pattern's length;
+-- over every start of an unanchored search the sum is C(n + k + 1, k + 1).
+local function cheap(entry, n, anchored, plen)
   if not entry then return false end
-  local cost = starts * (n + 2.0) ^ entry.k * 2.0 ^ entry.kopt * (plen + 2)
-  return cost <= C_BUDGET
+  local k = entry.k
+  local ways = anchored and choose(n + k, k) or choose(n + k + 1, k + 1)
+  return (k + 1) * ways * 2.0 ^ entry.kopt * (plen + 2) <= C_BUDGET
 end
 
 local function remaining(s, init)
@@ -621,7 +631,7 @@ local function c_ok_find(s, p, init, plain, find)
   if n < 0 then return true end -- starts past the end: nothing to match
   if find and (plain or not has_specials(p)) then return n * #p <= C_BUDGET * 8 end
   local anchored = sbyte(p, 1) == B_CARET
-  return cheap(shape(p, anchored), n, anchored and 1 or n + 1, #p)
+  return cheap(shape(p, anchored), n, anchored, #p)
 end
 
 local function repl_ok(repl, level)
@@ -663,7 +673,7 @@ function M.router(skip)
     local s, p, init = ...
     if type_(s) == "string" and type_(p) == "string" and (init == nil or mtype(init) == "integer") then
       local n = remaining(s, init)
-      if n < 0 or cheap(shape(p, false), n, n + 1, #p) then return c_gmatch(s, p, init) end
+      if n < 0 or cheap(shape(p, false), n, false, #p) then return c_gmatch(s, p, init) end
     end
     return pass(gmatch(...))
   end
@@ -672,7 +682,7 @@ function M.router(skip)
     if type_(s) == "string" and type_(p) == "string" and (max_s == nil or mtype(max_s) == "integer") then
       local anchored = sbyte(p, 1) == B_CARET
       local entry = shape(p, anchored)
-      if entry and cheap(entry, #s, anchored and 1 or #s + 1, #p) and repl_ok(repl, entry.level or 0) then
+      if entry and cheap(entry, #s, anchored, #p) and repl_ok(repl, entry.level or 0) then
         local t = type_(repl)
         if t == "function" or t == "table" then
           -- C would raise "invalid replacement value" at the engine's line: check here.
