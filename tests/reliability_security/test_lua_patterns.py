@@ -814,3 +814,55 @@ def test_catastrophic_pattern_in_the_port_stops_at_the_count_hook(kind: str) -> 
     result = json.loads(done.stdout)
     assert result["ok"] is False and result["err"] == "stopped", result
     assert result["elapsed"] < 2.0, result
+
+
+# --- the router: what the sandbox installs as string.find/match/gmatch/gsub ---------------
+
+_ROUTER_ORACLE: Oracle | None = None
+
+
+def router_oracle() -> Oracle:
+    """The same comparison with the router in the port's place: each call goes to C or to
+    the port by its estimated cost, and a gsub replacement function or table sent to C is
+    wrapped to check its values."""
+    global _ROUTER_ORACLE
+    if _ROUTER_ORACLE is None:
+        o = Oracle()
+        o.port = o.lua.eval("function(M) return M.router({}) end")(o.port)
+        o.compare = o.lua.execute(HELPER.encode(), o.port, GMATCH_LIMIT, PORT_BUDGET)
+        _ROUTER_ORACLE = o
+    return _ROUTER_ORACLE
+
+
+# Subjects long enough that patterns with a few quantifiers go to the port.
+long_subjects = st.lists(st.sampled_from(SUBJECT_BYTES), min_size=0, max_size=48).map(b"".join)
+
+
+def check_router(kind: str, args: Sequence[Any]) -> None:
+    c, r = router_oracle().outcomes(kind, args)
+    if b"budget" in r:
+        event("router over budget (discarded)")
+        assume(False)
+    assert r == c, f"router string.{kind}{tuple(args)!r}: C={c!r} router={r!r}"
+
+
+@PROPS
+@given(kind=st.sampled_from(["find", "match", "gmatch"]), s=long_subjects, p=any_pattern, init=inits)
+def test_the_router_answers_as_c_does(kind: str, s: bytes, p: bytes, init: Any) -> None:
+    """Whichever way the router sends a call, the caller sees C's answer."""
+    check_router(kind, arglist(S(s), S(p), init))
+
+
+@PROPS
+@given(s=long_subjects, p=any_pattern, repl=repls, max_n=max_ns)
+@example(s=b"ab", p=b"a", repl=(b"rtable", [[S(b"a"), (b"tbl",)]]), max_n=ABSENT)
+@example(s=b"ab", p=b"(a)(b)", repl=(b"rfunc", [TRUE]), max_n=ABSENT)
+@example(s=b"abab", p=b"a", repl=(b"rfunc", [I(7), F(2.5), FALSE]), max_n=ABSENT)
+@example(s=b"abab", p=b"(a)", repl=(b"rtable", [[S(b"a"), I(3)]]), max_n=ABSENT)
+@example(s=b"abab", p=b"()b", repl=(b"rtable", [[I(2), F(0.5)]], S(b"Q")), max_n=ABSENT)
+@example(s=b"ab" * 24, p=b"a*b*a*b", repl=(b"rfunc", [I(7), (b"none",), S(b"x")]), max_n=ABSENT)
+@example(s=b"ab" * 24, p=b"(a*)b*a*b", repl=(b"rtable", [[S(b"a"), I(1)]], NIL), max_n=I(3))
+def test_the_router_gsub_answers_as_c_does(s: bytes, p: bytes, repl: Any, max_n: Any) -> None:
+    """gsub through the router, including replacement functions and tables it wraps to
+    check their values when it keeps the call in C."""
+    check_router("gsub", arglist(S(s), S(p), repl, max_n))
