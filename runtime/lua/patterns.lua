@@ -67,9 +67,22 @@ end
 -- The matcher. `ms` holds one call's state; positions are 1-based, `src_end` and `p_end`
 -- are one past the last byte, as in C.
 ---------------------------------------------------------------------------------------
-local function pbyte(ms, i) return sbyte(ms.p, i) or 0 end
+local function pbyte(ms, i) return ms.pb[i] or 0 end
+
+-- What a pattern position always gives, kept per pattern (see `compiled`): where the
+-- class at p ends, and per bracket class which bytes it matches. Errors are not kept:
+-- they are raised again each time the matcher reaches them, as C raises them.
+local class_end_of
 
 local function class_end(ms, p)
+  local known = ms.ce[p]
+  if known then return known end
+  local e = class_end_of(ms, p)
+  ms.ce[p] = e
+  return e
+end
+
+class_end_of = function(ms, p)
   local c = pbyte(ms, p)
   p = p + 1
   if c == L_ESC then
@@ -117,7 +130,18 @@ local function single_match(ms, s, p, ep)
   local pc = pbyte(ms, p)
   if pc == B_DOT then return true
   elseif pc == L_ESC then return match_class(c, pbyte(ms, p + 1))
-  elseif pc == B_LBRACKET then return match_bracket_class(ms, c, p, ep - 1)
+  elseif pc == B_LBRACKET then
+    local set = ms.sets[p]
+    if not set then
+      set = {}
+      ms.sets[p] = set
+    end
+    local r = set[c]
+    if r == nil then
+      r = match_bracket_class(ms, c, p, ep - 1)
+      set[c] = r
+    end
+    return r
   end
   return pc == c
 end
@@ -143,9 +167,33 @@ end
 
 local do_match
 
+-- How many bytes from s on the single-byte item at p matches: single_match in a loop,
+-- with the item's kind decided once.
+local function run_length(ms, s, p, ep)
+  local src, src_end = ms.src, ms.src_end
+  if s >= src_end then return 0 end
+  local pc = pbyte(ms, p)
+  local i = s
+  if pc == B_DOT then
+    return src_end - s
+  elseif pc == L_ESC then
+    local cl = pbyte(ms, p + 1)
+    local set = CLASS[cl]
+    if set then
+      while i < src_end and set[sbyte(src, i)] do i = i + 1 end
+    else
+      while i < src_end and sbyte(src, i) == cl do i = i + 1 end
+    end
+  elseif pc == B_LBRACKET then
+    while i < src_end and single_match(ms, i, p, ep) do i = i + 1 end
+  else
+    while i < src_end and sbyte(src, i) == pc do i = i + 1 end
+  end
+  return i - s
+end
+
 local function max_expand(ms, s, p, ep)
-  local i = 0
-  while single_match(ms, s + i, p, ep) do i = i + 1 end
+  local i = run_length(ms, s, p, ep)
   while i >= 0 do
     local res = do_match(ms, s + i, ep + 1)
     if res then return res end
@@ -281,9 +329,29 @@ do_match = function(ms, s, p)
   return s
 end
 
+-- A pattern's bytes and memo tables, shared by the calls that use the same pattern.
+local programs, program_count = {}, 0
+
+local function compiled(p)
+  local prog = programs[p]
+  if prog then return prog end
+  if program_count >= 256 then programs, program_count = {}, 0 end
+  local pb = {}
+  -- Pattern strings are short; a long one is read in slices so no call passes too many
+  -- values at once.
+  for i = 1, #p, 4096 do
+    local chunk = { sbyte(p, i, i + 4095) }
+    for j = 1, #chunk do pb[i + j - 1] = chunk[j] end
+  end
+  prog = { pb = pb, ce = {}, sets = {} }
+  programs[p], program_count = prog, program_count + 1
+  return prog
+end
+
 local function new_state(src, p)
+  local prog = compiled(p)
   return { src = src, src_end = #src + 1, p = p, p_end = #p + 1, level = 0,
-    matchdepth = MAXCCALLS, cinit = {}, clen = {} }
+    matchdepth = MAXCCALLS, cinit = {}, clen = {}, pb = prog.pb, ce = prog.ce, sets = prog.sets }
 end
 
 -- C resets only the capture level between attempts: the depth count is restored by
