@@ -72,8 +72,8 @@ def measure(base: Path, signals: int, log: Any = print) -> dict[str, Any]:
         db = sqlite3.connect(f"file:{data / STORE_FILE}?mode=ro", uri=True, isolation_level=None)
 
         def journal_len() -> int:
-            row = db.execute("SELECT journal_len FROM runs WHERE id = ?", (RUN,)).fetchone()
-            return int(row[0]) if row else 0
+            row = db.execute("SELECT MAX(seq) FROM journal WHERE run_id = ?", (RUN,)).fetchone()
+            return int(row[0] or 0)
 
         deadline = time.time() + 30
         while journal_len() < 2:

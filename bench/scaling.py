@@ -467,7 +467,9 @@ def _count_resumed(data: Path, ids: list[str]) -> int:
     try:
         marks = ",".join("?" * len(ids))
         row = db.execute(
-            f"SELECT COUNT(*) FROM runs WHERE journal_len >= 4 AND id IN ({marks})", ids
+            f"SELECT COUNT(*) FROM runs r WHERE id IN ({marks}) "
+            "AND (SELECT MAX(seq) FROM journal WHERE run_id = r.id) >= 4",
+            ids,
         ).fetchone()
         return int(row[0])
     finally:

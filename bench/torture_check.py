@@ -263,7 +263,11 @@ def check(
 
 def _check(r: Report, db: sqlite3.Connection, ledger: sqlite3.Connection) -> None:
     runs = {
-        row[0]: row for row in db.execute("SELECT id, workflow, status, result, error, journal_len FROM runs")
+        row[0]: row
+        for row in db.execute(
+            "SELECT id, workflow, status, result, error, "
+            "(SELECT MAX(seq) FROM journal WHERE run_id = runs.id) FROM runs"
+        )
     }
     entries: dict[str, list[tuple[int, str, str | None, dict[str, Any], float]]] = defaultdict(list)
     for run_id, seq, kind, name, data, at in db.execute(
@@ -321,7 +325,7 @@ def _check(r: Report, db: sqlite3.Connection, ledger: sqlite3.Connection) -> Non
     for run_id, row in runs.items():
         seqs = [e[0] for e in entries.get(run_id, [])]
         if seqs != list(range(1, len(seqs) + 1)) or row[5] != len(seqs):
-            missing = sorted(set(range(1, max(seqs + [row[5]]) + 1)) - set(seqs))
+            missing = sorted(set(range(1, max(seqs + [row[5] or 0]) + 1)) - set(seqs))
             r.note(
                 "positions_written_twice",
                 f"{run_id}: journal_len {row[5]}, seqs not 1..n (missing {missing[:5]})",

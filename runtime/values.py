@@ -18,6 +18,11 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 JSONValue = Any  # None | bool | int | float | str | list[JSONValue] | dict[str, JSONValue]
 
+# Built once: json.dumps with options builds an encoder per call, a cost every journal
+# entry would pay.
+compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+"""The compact JSON text of a value (UTF-8 kept as is), as the journal stores it."""
+
 
 def check_size(encoded: str, what: str) -> None:
     size = len(encoded.encode("utf-8"))

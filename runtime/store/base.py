@@ -55,6 +55,15 @@ class RunUpdate:
     progress_only: bool = False
 
 
+def current_step(status: str, stored: str | None, last: Entry) -> str | None:
+    """A run's current step, as the console shows it. Steps of a running run are progress,
+    which backends need not write to the run's record (``RunUpdate.progress_only``): its
+    last journal entry, an intent, says which step it is in."""
+    if status == "running" and last.kind == "step.intent":
+        return f"step '{last.name}'"
+    return stored
+
+
 @dataclass(frozen=True)
 class TimerSet:
     """Set the run's timer to ``due_ms`` (or clear it with ``due_ms=None``)."""

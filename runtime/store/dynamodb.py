@@ -20,7 +20,8 @@ from runtime.bounds import MAX_SIGNAL_BACKLOG
 from runtime.errors import EngineBug, JournalConflict, LunaflowError
 from runtime.journal import ENDED, Entry, Kind
 from runtime.replay import Signal
-from runtime.store.base import RunRecord, RunUpdate, SignalRecord, Snapshot, TimerSet
+from runtime.store.base import RunRecord, RunUpdate, SignalRecord, Snapshot, TimerSet, current_step
+from runtime.values import compact
 
 # Sort keys within a run's partition: journal chunks "J#<first seq>" < the run item "K" <
 # secret pins "P#..." < signals "S#...". So "sk >= J#<n+1>" reads what was appended after
@@ -104,8 +105,9 @@ def _str(attr: dict[str, str] | None) -> str | None:
     return attr["S"] if attr else None
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+def _with_current_step(run: RunRecord, last: Entry) -> RunRecord:
+    current = current_step(run.status, run.current_step, last)
+    return run if current == run.current_step else RunRecord(**{**run.__dict__, "current_step": current})
 
 
 def run_pk(run_id: str) -> str:
@@ -152,8 +154,8 @@ def _entries_from(chunk: dict[str, Any]) -> list[Entry]:
     return [Entry(int(e[0]), str(e[1]), e[2], e[3], float(e[4])) for e in json.loads(chunk["entries"]["S"])]
 
 
-def _chunk_dumps(entries: Sequence[Entry]) -> str:
-    return _dumps([[e.seq, e.kind, e.name, e.data, e.at] for e in entries])
+def _chunkcompact(entries: Sequence[Entry]) -> str:
+    return compact([[e.seq, e.kind, e.name, e.data, e.at] for e in entries])
 
 
 def _signal_from(item: dict[str, Any], consumed: dict[int, int], ended: bool) -> SignalRecord:
@@ -230,11 +232,7 @@ class DynamoDBStore:
         if chunk is None:
             return _run_from(run_item, 1)
         run = _run_from(run_item, _int(chunk["last"]))
-        last = _entries_from(chunk)[-1]
-        if run.status == "running" and last.kind == Kind.STEP_INTENT:
-            # Steps of a running run are not written to the run item; the journal says which.
-            run = RunRecord(**{**run.__dict__, "current_step": f"step '{last.name}'"})
-        return run
+        return _with_current_step(run, _entries_from(chunk)[-1])
 
     def load(self, run_id: str, *, after: int | None = None) -> Snapshot | None:
         start = _journal_sk((after or 0) + 1)
@@ -253,6 +251,8 @@ class DynamoDBStore:
             entries.insert(0, _started_from(run_item))
         length = entries[-1].seq if entries else after or 0
         run = _run_from(run_item, length)
+        if entries:
+            run = _with_current_step(run, entries[-1])
         consumed = _consumed(entries)
         ended = run.status in ENDED
         pending = [
@@ -314,7 +314,7 @@ class DynamoDBStore:
             "id": _s(run.id),
             "workflow": _s(run.workflow),
             "status": _s(run.status),
-            "input": _s(_dumps(run.input)),
+            "input": _s(compact(run.input)),
             "created_at": _n(run.created_at),
             "updated_at": _n(run.updated_at),
             "signal_seq": _n(0),
@@ -336,7 +336,7 @@ class DynamoDBStore:
             "pk": _s(run_pk(run_id)),
             "sk": _s(_journal_sk(entries[0].seq)),
             "last": _n(entries[-1].seq),
-            "entries": _s(_chunk_dumps(entries)),
+            "entries": _s(_chunkcompact(entries)),
         }
         # The rule: a journal slot is written once. Every writer starts its chunk right after
         # the last chunk it read, so two writers with the same view claim the same key.
@@ -370,7 +370,7 @@ class DynamoDBStore:
         # The run item is journal entry 1 as well (it carries run.started's data), so a
         # start is one write; chunks begin at entry 2.
         item = self._run_item(run)
-        item["started"] = _s(_dumps({"workflow": started.name, "data": started.data, "at": started.at}))
+        item["started"] = _s(compact({"workflow": started.name, "data": started.data, "at": started.at}))
         try:
             self._db.put_item(
                 TableName=self.table,
@@ -434,7 +434,7 @@ class DynamoDBStore:
                 removes.append("#res")
             else:
                 sets.append("#res = :res")
-                values[":res"] = _s(_dumps(update.result))
+                values[":res"] = _s(compact(update.result))
             if update.status != "running":
                 # A lease is held only while a run is running: parking or ending releases it.
                 removes += ["lease_owner", "lease_until"]
@@ -520,7 +520,7 @@ class DynamoDBStore:
                 "signal_id": _n(signal_id),
                 "run_id": _s(run_id),
                 "name": _s(name),
-                "payload": _s(_dumps(payload)),
+                "payload": _s(compact(payload)),
                 "at": _n(at),
                 "state": _s("pending" if live else "set_aside"),
             },

@@ -1,13 +1,18 @@
 """The store on one SQLite file: WAL, ``synchronous=FULL`` by default, a schema version.
 
 One connection, guarded by a lock, so one process may share the store across threads.
-Several processes may open the same file: every write is one ``BEGIN IMMEDIATE``
-transaction, and a journal append is conditional on the run's journal length, so only
-one writer can win a slot.
+Several processes may open the same file: every write is one transaction, and a journal
+append is conditional on the run's journal length, so only one writer can win a slot.
+
+A run's journal length, last change and current step are read from its last journal
+entry rather than kept on its row: a step's commit (its result and the next intent) then
+writes nothing but journal rows, one WAL page where a row update would add two (the run's
+page and its status index), and the fsync that every commit pays covers less.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
@@ -20,9 +25,10 @@ from typing import Any
 from runtime.errors import EngineBug, JournalConflict, LunaflowError
 from runtime.journal import ENDED, Entry, Kind
 from runtime.replay import Signal
-from runtime.store.base import RunRecord, RunUpdate, SignalRecord, Snapshot, TimerSet
+from runtime.store.base import RunRecord, RunUpdate, SignalRecord, Snapshot, TimerSet, current_step
+from runtime.values import compact
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Pages the WAL may hold before the committing connection copies it back (a checkpoint),
 # and the size the WAL file is given when the store opens (see _preallocate_wal).
@@ -40,9 +46,7 @@ CREATE TABLE IF NOT EXISTS runs (
     error TEXT,
     parent_id TEXT,
     current_step TEXT,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    journal_len INTEGER NOT NULL
+    created_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status, workflow, created_at);
 CREATE INDEX IF NOT EXISTS runs_by_parent ON runs (parent_id);
@@ -87,16 +91,23 @@ CREATE TABLE IF NOT EXISTS secret_pins (
 );
 """
 
-_RUN_COLUMNS = (
-    "id, workflow, status, input, result, error, parent_id, current_step, created_at, updated_at, journal_len"
+_RUN_COLUMNS = "id, workflow, status, input, result, error, parent_id, current_step, created_at"
+# A run's row beside its last journal entry (every run has entry 1): `r` is the runs table
+# or a subquery of it.
+_LAST_ENTRY = (
+    "JOIN journal j ON j.run_id = r.id AND j.seq = (SELECT MAX(seq) FROM journal WHERE run_id = r.id)"
 )
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+_RUN_SELECT = (
+    "SELECT r.id, r.workflow, r.status, r.input, r.result, r.error, r.parent_id, r.current_step, "
+    "r.created_at, j.at, j.seq, j.kind, j.name"
+)
+# Schema 1 kept the journal's length and the last change on the run's row.
+_MIGRATE_FROM_1 = ("ALTER TABLE runs DROP COLUMN updated_at", "ALTER TABLE runs DROP COLUMN journal_len")
 
 
 def _run(row: sqlite3.Row) -> RunRecord:
+    """A row of ``_RUN_SELECT``: the run's row and its last journal entry."""
+    last = Entry(row[10], row[11], row[12], {}, row[9])
     return RunRecord(
         id=row[0],
         workflow=row[1],
@@ -105,10 +116,20 @@ def _run(row: sqlite3.Row) -> RunRecord:
         result=None if row[4] is None else json.loads(row[4]),
         error=row[5],
         parent_id=row[6],
-        current_step=row[7],
+        current_step=current_step(row[2], row[7], last),
         created_at=row[8],
         updated_at=row[9],
         journal_len=row[10],
+    )
+
+
+@functools.lru_cache(maxsize=16)
+def _append_sql(count: int) -> str:
+    rows = ",".join(["(?,?,?,?,?,?)"] * count)
+    return (
+        "INSERT INTO journal (run_id, seq, kind, name, data, at) "
+        f"SELECT column1, column2, column3, column4, column5, column6 FROM (VALUES {rows}) "
+        "WHERE (SELECT MAX(seq) FROM journal WHERE run_id = ?) = ?"
     )
 
 
@@ -142,6 +163,10 @@ class SQLiteStore:
                         f"the data in {self.path} has schema version {row[0]}, newer than this "
                         f"lunaflow's {SCHEMA_VERSION}; upgrade lunaflow to open it"
                     )
+                elif row[0] == 1:
+                    for statement in _MIGRATE_FROM_1:
+                        db.execute(statement)
+                    db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
 
     def _preallocate_wal(self) -> None:
         """Give a new WAL file its working size before the first commit.
@@ -200,31 +225,29 @@ class SQLiteStore:
 
     def create_run(self, run: RunRecord, started: Entry) -> tuple[RunRecord, bool]:
         with self._write() as db:
-            row = db.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run.id,)).fetchone()
+            row = db.execute(f"{_RUN_SELECT} FROM runs r {_LAST_ENTRY} WHERE r.id = ?", (run.id,)).fetchone()
             if row is not None:
                 return _run(row), False
             db.execute(
-                f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
                 (
                     run.id,
                     run.workflow,
                     run.status,
-                    _dumps(run.input),
+                    compact(run.input),
                     None,
                     None,
                     run.parent_id,
                     None,
                     run.created_at,
-                    run.updated_at,
-                    1,
                 ),
             )
             self._insert_entries(db, run.id, [started])
             self._wake(db, run.id)
-        return RunRecord(**{**run.__dict__, "journal_len": 1}), True
+        return RunRecord(**{**run.__dict__, "journal_len": 1, "updated_at": started.at}), True
 
     def get_run(self, run_id: str) -> RunRecord | None:
-        rows = self._read(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
+        rows = self._read(f"{_RUN_SELECT} FROM runs r {_LAST_ENTRY} WHERE r.id = ?", (run_id,))
         return _run(rows[0]) if rows else None
 
     def load(self, run_id: str, *, after: int | None = None) -> Snapshot | None:
@@ -251,8 +274,10 @@ class SQLiteStore:
             where.append("workflow = ?")
             args.append(workflow)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
+        # The page first, then each of its runs' last entry (not every run's).
+        page = f"SELECT *, rowid AS rid FROM runs {clause} ORDER BY created_at DESC, rowid DESC LIMIT ?"
         rows = self._read(
-            f"SELECT {_RUN_COLUMNS} FROM runs {clause} ORDER BY created_at DESC, rowid DESC LIMIT ?",
+            f"{_RUN_SELECT} FROM ({page}) r {_LAST_ENTRY} ORDER BY r.created_at DESC, r.rid DESC",
             (*args, limit),
         )
         return [_run(r) for r in rows]
@@ -273,10 +298,26 @@ class SQLiteStore:
         try:
             db.executemany(
                 "INSERT INTO journal (run_id, seq, kind, name, data, at) VALUES (?,?,?,?,?,?)",
-                [(run_id, e.seq, e.kind, e.name, _dumps(e.data), e.at) for e in entries],
+                [(run_id, e.seq, e.kind, e.name, compact(e.data), e.at) for e in entries],
             )
         except sqlite3.IntegrityError as e:
             raise JournalConflict(run_id, entries[0].seq) from e
+
+    def _append_entries(self, run_id: str, expected_len: int, entries: Sequence[Entry]) -> None:
+        """Entries alone, in one statement (its own transaction): inserted only while the
+        journal is ``expected_len`` long. The length is read once per statement, before any
+        row goes in; a slot already taken fails the primary key."""
+        args: list[Any] = []
+        for e in entries:
+            args += (run_id, e.seq, e.kind, e.name, compact(e.data), e.at)
+        args += (run_id, expected_len)
+        with self._lock:
+            try:
+                cur = self._db.execute(_append_sql(len(entries)), args)
+            except sqlite3.IntegrityError as e:
+                raise JournalConflict(run_id, expected_len + 1) from e
+        if cur.rowcount != len(entries):
+            raise JournalConflict(run_id, expected_len + 1)
 
     def append(
         self,
@@ -290,31 +331,35 @@ class SQLiteStore:
         for offset, entry in enumerate(entries):
             if entry.seq != expected_len + offset + 1:
                 raise EngineBug(f"entry {entry.seq} of run '{run_id}' is out of order")
-        new_len = expected_len + len(entries)
-        with self._write() as db:
-            sets: list[str] = ["journal_len = ?"]
-            args: list[Any] = [new_len]
-            if update is not None:
-                sets += ["status = ?", "current_step = ?", "result = ?", "error = ?"]
-                result = None if update.result is None else _dumps(update.result)
-                args += [update.status, update.current_step, result, update.error]
+        if update is not None and update.progress_only:
+            update = None
+        consumes = [e for e in entries if e.kind == Kind.WAIT_DONE and e.data.get("signal_id") is not None]
+        if update is None and timer is None and not consumes:
             if entries:
-                sets.append("updated_at = ?")
-                args.append(entries[-1].at)
-            cur = db.execute(
-                f"UPDATE runs SET {', '.join(sets)} WHERE id = ? AND journal_len = ?",
-                (*args, run_id, expected_len),
-            )
-            if cur.rowcount != 1:
+                self._append_entries(run_id, expected_len, entries)
+            return
+        with self._write() as db:
+            length = db.execute("SELECT MAX(seq) FROM journal WHERE run_id = ?", (run_id,)).fetchone()[0]
+            if length != expected_len:
                 raise JournalConflict(run_id, expected_len + 1)
+            if update is not None:
+                db.execute(
+                    "UPDATE runs SET status = ?, current_step = ?, result = ?, error = ? WHERE id = ?",
+                    (
+                        update.status,
+                        update.current_step,
+                        None if update.result is None else compact(update.result),
+                        update.error,
+                        run_id,
+                    ),
+                )
             if entries:
                 self._insert_entries(db, run_id, entries)
-            for e in entries:
-                if e.kind == Kind.WAIT_DONE and e.data.get("signal_id") is not None:
-                    db.execute(
-                        "UPDATE signals SET state = 'consumed', consumed_seq = ? WHERE id = ?",
-                        (e.seq, e.data["signal_id"]),
-                    )
+            for e in consumes:
+                db.execute(
+                    "UPDATE signals SET state = 'consumed', consumed_seq = ? WHERE id = ?",
+                    (e.seq, e.data["signal_id"]),
+                )
             ended = update is not None and update.status in ENDED
             if ended:
                 db.execute(
@@ -340,7 +385,7 @@ class SQLiteStore:
             live = row[0] not in ENDED
             cur = db.execute(
                 "INSERT INTO signals (run_id, name, payload, at, state) VALUES (?,?,?,?,?)",
-                (run_id, name, _dumps(payload), at, "pending" if live else "set_aside"),
+                (run_id, name, compact(payload), at, "pending" if live else "set_aside"),
             )
             if live:
                 self._wake(db, run_id)

@@ -214,3 +214,43 @@ def test_load_reads_the_run_its_pending_signals_and_optionally_its_journal(store
     newer = store.load("r1", after=1)
     assert newer is not None and [e.seq for e in newer.journal] == [2]
     assert store.load("missing") is None
+
+
+def intent(seq: int, name: str = "charge") -> Entry:
+    return Entry(
+        seq, Kind.STEP_INTENT, name, {"pass": 1, "attempt": 1, "step_id": f"r1/{name}/1/1"}, 100.0 + seq
+    )
+
+
+def test_a_running_runs_current_step_is_its_last_intent_when_steps_are_progress(store: Store) -> None:
+    store.create_run(new_run(), started())
+    store.append("r1", 1, [intent(2, "notify")], update=RunUpdate("running", "step 'notify'"))
+    store.append(
+        "r1",
+        2,
+        [Entry(3, Kind.STEP_RESULT, "notify", {"n": 0, "values": []}, 103.0), intent(4)],
+        update=RunUpdate("running", "step 'charge'", progress_only=True),
+    )
+    run = store.get_run("r1")
+    assert run is not None and run.status == "running" and run.current_step == "step 'charge'"
+    assert run.journal_len == 4
+    snap = store.load("r1")
+    assert snap is not None and snap.run.current_step == "step 'charge'" and snap.run.journal_len == 4
+
+
+def test_a_progress_only_append_is_still_conditional_on_the_length(store: Store) -> None:
+    store.create_run(new_run(), started())
+    store.append("r1", 1, [intent(2)], update=RunUpdate("running", "step 'charge'", progress_only=True))
+    with pytest.raises(JournalConflict):
+        store.append("r1", 1, [intent(2, "other")], update=RunUpdate("running", "x", progress_only=True))
+    assert [e.name for e in store.journal("r1")] == ["wf", "charge"]
+
+
+def test_a_multi_entry_append_lands_whole_or_not_at_all(store: Store) -> None:
+    store.create_run(new_run(), started())
+    store.append("r1", 1, [entry(2)])
+    with pytest.raises(JournalConflict):  # entry 3 is free but entry 2 is taken
+        store.append("r1", 1, [entry(2, data={"value": "x"}), entry(3)])
+    assert [e.seq for e in store.journal("r1")] == [1, 2]
+    store.append("r1", 2, [entry(3), entry(4), entry(5)])
+    assert [e.seq for e in store.journal("r1")] == [1, 2, 3, 4, 5]
