@@ -80,36 +80,39 @@ class Code:
             out = self.engine.drive(session, reply, self.source.limits.instructions)
         except LuaMemoryError:
             return Raised(self._explain("not enough memory"))
-        kind = out.kind
+        kind = out[0]
+        if kind == "step":
+            return self._step(*out[1:])
+        if kind == "command":
+            return self._command(out[1])
         if kind == "returned":
-            return Returned(values.loads_bounded(out.json, "the workflow's result"))
-        if kind == "error":
-            return Raised(self._explain(str(out.message)), out.traceback)
-        return self._command(out.cmd)
+            return Returned(values.loads_bounded(out[1], "the workflow's result"))
+        return Raised(self._explain(str(out[1])), out[2] if len(out) > 2 else None)
+
+    @staticmethod
+    def _step(name: Any, retries: Any, backoff: Any, timeout: Any, fn: Any) -> Issued:
+        name = str(name)
+        try:
+            if retries is None:
+                retries = 1
+            if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+                raise InvalidInput(
+                    f"step '{name}': retries must be a whole number of total attempts, 1 or more "
+                    f"(got {retries!r}); write retries = 3 for three attempts in all"
+                )
+            backoff_ms = 2000 if backoff is None else parse_ms(backoff, f"the backoff of step '{name}'")
+            timeout_ms = None if timeout is None else parse_ms(timeout, f"the timeout of step '{name}'")
+        except InvalidInput as e:
+            return Issued(None, refusal=str(e))
+        return Issued(StepCmd(name, max(retries, 1), backoff_ms, timeout_ms), fn=fn)
 
     def _command(self, cmd: Any) -> Issued:
         op = cmd.op
         try:
-            if op == "step":
-                name = str(cmd.name)
-                retries = cmd.retries
-                if retries is None:
-                    retries = 1
-                if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-                    raise InvalidInput(
-                        f"step '{name}': retries must be a whole number of total attempts, 1 or more "
-                        f"(got {retries!r}); write retries = 3 for three attempts in all"
-                    )
-                backoff = (
-                    2000 if cmd.backoff is None else parse_ms(cmd.backoff, f"the backoff of step '{name}'")
-                )
-                timeout = (
-                    None if cmd.timeout is None else parse_ms(cmd.timeout, f"the timeout of step '{name}'")
-                )
-                return Issued(StepCmd(name, max(retries, 1), backoff, timeout), fn=cmd.fn)
             if op == "wait":
                 wait_kind = str(cmd.kind)
                 names = tuple(str(n) for n in cmd.names.values())
+                timeout: int | None
                 if wait_kind == "sleep":
                     if cmd.timeout is None:
                         raise InvalidInput('wf:sleep needs a duration, e.g. wf:sleep("24h")')
@@ -148,24 +151,25 @@ class Code:
         self, session: Any, fn: Any, *, name: str, step_id: str, now_s: float, timeout_ms: int | None
     ) -> BodyOutcome:
         digest = hashlib.sha256(step_id.encode("utf-8")).digest()
-        seed1 = int.from_bytes(digest[:7], "big")
-        seed2 = int.from_bytes(digest[7:14], "big")
-        info = self.sandbox.table(
-            name=name,
-            step_id=step_id,
-            now_s=int(now_s),
-            seed1=seed1,
-            seed2=seed2,
-            timeout_msg=f"step '{name}' timed out after {timeout_ms}ms",
-        )
         deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
         try:
-            out = self.engine.run_body(session, fn, info, self.source.limits.instructions, deadline)
+            ok, out = self.engine.run_body(
+                session,
+                fn,
+                name,
+                step_id,
+                int(now_s),
+                int.from_bytes(digest[:7], "big"),
+                int.from_bytes(digest[7:14], "big"),
+                None if timeout_ms is None else f"step '{name}' timed out after {timeout_ms}ms",
+                self.source.limits.instructions,
+                deadline,
+            )
         except LuaMemoryError:
             return BodyOutcome(False, error=self._explain("not enough memory"))
-        if not out.ok:
-            return BodyOutcome(False, error=self._explain(str(out.error)))
-        encoded = str(out.json)
+        if not ok:
+            return BodyOutcome(False, error=self._explain(str(out)))
+        encoded = str(out)
         try:
             values.check_size(encoded, f"the result of step '{name}'")
         except InvalidInput as e:

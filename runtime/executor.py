@@ -10,7 +10,6 @@ only repeats the last body, with the same step id.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import time
@@ -206,10 +205,7 @@ class Executor:
 
     def _complete(self, s: Session, result: Any) -> Decision:
         try:
-            values.check_size(
-                json.dumps(result, ensure_ascii=False, separators=(",", ":")),
-                f"the result of run '{s.run.id}'",
-            )
+            values.check_size(values.compact(result), f"the result of run '{s.run.id}'")
         except InvalidInput as e:
             return Fail(str(e))
         return s.replay.complete(result)

@@ -255,18 +255,22 @@ local function encode_or_raise(v, what, level)
   return s
 end
 
--- Encode a list of n values ({n=.., ...}) as a JSON array.
-local function encode_list(t, what, from)
+-- Encode a list of n values ({n=.., ...}) as a JSON array. On a bad value, nil and what
+-- is wrong; `holds` turns that into the refusal (callers name the list only then, so a
+-- good list costs no message).
+local function encode_list(t, from)
   from = from or 1
   local parts = {}
   for i = from, t.n do
     local k = i - from + 1
     local s, problem = encode(t[i], "[" .. k .. "]")
-    if not s then return nil, what .. " holds " .. problem .. "; " .. VALUE_RULE end
+    if not s then return nil, problem end
     parts[k] = s
   end
   return "[" .. tconcat(parts, ",") .. "]"
 end
+
+local function holds(what, problem) return what .. " holds " .. problem .. "; " .. VALUE_RULE end
 
 ---------------------------------------------------------------------------------------
 -- Host calls: Python returns (true, value) or (false, message); we raise the message at
@@ -520,8 +524,8 @@ local function service(kind, name, methods)
     h[m] = function(self, ...)
       effect_guard(what)
       local args = pack(...)
-      local json, problem = encode_list(args, what .. " arguments")
-      if not json then raw_error(problem, 2) end
+      local json, problem = encode_list(args)
+      if not json then raw_error(holds(what .. " arguments", problem), 2) end
       local r = call_host("service", kind, name, m, json)
       return unpack(r, 1, r.n)
     end
@@ -956,8 +960,8 @@ base.objects = function(name)
       return setmt({}, { __metatable = false, __index = function(_, method)
         return function(_, ...)
           effect_guard(sfmt("%s:%s", name, method))
-          local json, problem = encode_list(pack(...), sfmt("%s(%q):%s arguments", name, key, method))
-          if not json then raw_error(problem, 2) end
+          local json, problem = encode_list(pack(...))
+          if not json then raw_error(holds(sfmt("%s(%q):%s arguments", name, key, method), problem), 2) end
           local r = call_host("object_call", name, key, method, json)
           return unpack(r, 1, r.n)
         end
@@ -1059,70 +1063,72 @@ function engine.new_run(run_id, workflow, input)
   return { co = co, wf = wf, run = run_id, workflow = workflow }
 end
 
-local function describe_command(cmd)
-  if type_(cmd) ~= "table" then return nil end
-  return cmd
-end
-
--- Resume a run's coroutine with `reply`. Returns one of
---   { kind = "command", cmd = {...} }     the code issued an engine command
---   { kind = "returned", json = "..." }   the function returned (JSON of its first value)
---   { kind = "error", message, traceback }
+-- Resume a run's coroutine with `reply`. Returns flat values, so the host reads them in
+-- one crossing instead of a field at a time:
+--   "step", name, retries, backoff, timeout, fn   the code called wf:step
+--   "command", cmd                                another engine command (a table)
+--   "returned", json                              the function returned (JSON of its first value)
+--   "error", message, traceback
 function engine.drive(session, reply, limit)
   local co = session.co
   local saved = ctx
   ctx = { mode = "run", run = session.run, wf = session.wf, workflow = session.workflow }
   begin_call(limit)
   guard(co)
-  local r = pack(raw_resume(co, reply))
+  local ok, a, b = raw_resume(co, reply)
   sethook(co)
   ctx = saved
   local killed = budget.killed
   budget.killed = nil
-  if killed then return { kind = "error", message = killed } end
-  if not r[1] then return { kind = "error", message = error_text(r[2]) } end
+  if killed then return "error", killed end
+  if not ok then return "error", error_text(a) end
   if raw_status(co) == "suspended" then
-    if r[2] == ENGINE and describe_command(r[3]) then return { kind = "command", cmd = r[3] } end
-    return { kind = "error", message = "the workflow function yielded outside a coroutine of its own; "
-      .. "coroutine.yield belongs inside coroutine.create/wrap" }
+    if a == ENGINE and type_(b) == "table" then
+      if b.op == "step" then return "step", b.name, b.retries, b.backoff, b.timeout, b.fn end
+      return "command", b
+    end
+    return "error", "the workflow function yielded outside a coroutine of its own; "
+      .. "coroutine.yield belongs inside coroutine.create/wrap"
   end
-  local outcome = r[2]
+  local outcome = a
   if not outcome[1] then
     local e = outcome[2]
     -- Memory errors skip the message handler, so the error may be a bare string.
-    if type_(e) ~= "table" then return { kind = "error", message = error_text(e) } end
-    return { kind = "error", message = e.message, traceback = e.traceback }
+    if type_(e) ~= "table" then return "error", error_text(e) end
+    return "error", e.message, e.traceback
   end
   local json, problem = encode(outcome[2], "result")
   if not json then
-    return { kind = "error", message = sfmt("workflow '%s' returned a value that holds %s; %s",
-      session.workflow, problem, VALUE_RULE) }
+    return "error", sfmt("workflow '%s' returned a value that holds %s; %s",
+      session.workflow, problem, VALUE_RULE)
   end
-  return { kind = "returned", json = json }
+  return "returned", json
 end
 
--- Run a step body to completion. Returns { ok = true, json = "[...]" } or { ok = false, error }.
-function engine.run_body(session, fn, info, limit, deadline)
+-- Run a step body to completion. Returns true and the JSON array of its values, or false
+-- and the error. `seed1`, `seed2` seed math.random from the step id, so a body run again
+-- after a crash draws the same numbers.
+function engine.run_body(session, fn, name, step_id, now_s, seed1, seed2, timeout_msg, limit, deadline)
   local saved = ctx
   ctx = { mode = "body", run = session.run, wf = session.wf, workflow = session.workflow,
-    step = info.name, step_id = info.step_id, now_s = info.now_s }
-  raw_randomseed(info.seed1, info.seed2)
-  begin_call(limit, deadline, info.timeout_msg)
+    step = name, step_id = step_id, now_s = now_s }
+  raw_randomseed(seed1, seed2)
+  begin_call(limit, deadline, timeout_msg)
   local co = raw_create(function() return pack(fn()) end)
   guard(co)
   local ok, r = raw_resume(co)
   if ok and raw_status(co) == "suspended" then
     ok, r = false, sfmt("step '%s' yielded; a step body runs to completion (coroutine.yield belongs "
-      .. "inside coroutine.create/wrap)", info.name)
+      .. "inside coroutine.create/wrap)", name)
   end
   sethook(co)
   ctx = saved
-  raw_randomseed(info.seed2, info.seed1 + 1)
+  raw_randomseed(seed2, seed1 + 1)
   local good, err = finish_call(ok, r)
-  if not good then return { ok = false, error = err } end
-  local json, problem = encode_list(r, sfmt("the result of step '%s'", info.name))
-  if not json then return { ok = false, error = problem } end
-  return { ok = true, json = json, n = r.n }
+  if not good then return false, err end
+  local json, problem = encode_list(r)
+  if not json then return false, holds(sfmt("the result of step '%s'", name), problem) end
+  return true, json
 end
 
 -- Call the fetch handler (or a queue handler) with a request table built by the host.
@@ -1170,8 +1176,8 @@ end
 function engine.call_function(fn, args, limit)
   local ok, out, tb = run_handler_code(fn, { mode = "handler" }, limit, unpack(args, 1, args.n))
   if not ok then return false, out, tb end
-  local json, problem = encode_list(out, "the returned values", 2)
-  if not json then return false, problem, nil end
+  local json, problem = encode_list(out, 2)
+  if not json then return false, holds("the returned values", problem), nil end
   return true, json, nil
 end
 
@@ -1201,8 +1207,8 @@ function engine.call_object(cls, key, method, state, args, limit)
   local ok, out = run_handler_code(fn, { mode = "handler", object = cls, key = key }, limit,
     self, unpack(args, 1, args.n))
   if not ok then return false, out end
-  local json, problem = encode_list(out, sfmt("the result of %s(%q):%s", cls, key, method), 2)
-  if not json then return false, problem end
+  local json, problem = encode_list(out, 2)
+  if not json then return false, holds(sfmt("the result of %s(%q):%s", cls, key, method), problem) end
   local st, sproblem = encode(self.state, "state")
   if not st then return false, sfmt("%s(%q).state holds %s; %s", cls, key, sproblem, VALUE_RULE) end
   return true, json, st
