@@ -260,14 +260,14 @@ end
 -- good list costs no message).
 local function encode_list(t, from)
   from = from or 1
-  local parts = {}
+  local out, seen = { "[" }, {}
   for i = from, t.n do
-    local k = i - from + 1
-    local s, problem = encode(t[i], "[" .. k .. "]")
-    if not s then return nil, problem end
-    parts[k] = s
+    if i > from then out[#out + 1] = "," end
+    local problem = encode_value(t[i], "[" .. (i - from + 1) .. "]", seen, out)
+    if problem then return nil, problem end
   end
-  return "[" .. tconcat(parts, ",") .. "]"
+  out[#out + 1] = "]"
+  return tconcat(out)
 end
 
 local function holds(what, problem) return what .. " holds " .. problem .. "; " .. VALUE_RULE end
