@@ -54,7 +54,11 @@ class BodyOutcome:
 class Code:
     def __init__(self, source: ProjectSource, host_functions: dict[str, Callable[..., Any]]) -> None:
         self.source = source
-        self.sandbox = Sandbox(max_memory=source.limits.memory_bytes, instructions=source.limits.instructions)
+        self.sandbox = Sandbox(
+            max_memory=source.limits.memory_bytes,
+            instructions=source.limits.instructions,
+            cpu_seconds=source.limits.cpu_seconds,
+        )
         for name, fn in host_functions.items():
             self.sandbox.register(name, fn)
         self.engine = self.sandbox.engine

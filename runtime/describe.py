@@ -34,7 +34,11 @@ class ProjectNeeds:
 
 def describe(project: str | Path) -> ProjectNeeds:
     source = ProjectSource.read(project)
-    sandbox = Sandbox(max_memory=source.limits.memory_bytes, instructions=source.limits.instructions)
+    sandbox = Sandbox(
+        max_memory=source.limits.memory_bytes,
+        instructions=source.limits.instructions,
+        cpu_seconds=source.limits.cpu_seconds,
+    )
     databases: list[str] = []
 
     def declare(kind: str, name: str, opts: Any) -> None:

@@ -233,7 +233,9 @@ def _run_file(
     project: Path, path: Path, pattern: str | None, report: Report, write: Callable[[str], None]
 ) -> None:
     limits = ProjectSource.read(project).limits
-    sandbox = Sandbox(max_memory=limits.memory_bytes, instructions=limits.instructions)
+    sandbox = Sandbox(
+        max_memory=limits.memory_bytes, instructions=limits.instructions, cpu_seconds=limits.cpu_seconds
+    )
     current: dict[str, _Session] = {}
 
     def host_call(name: str, *args: Any) -> Any:

@@ -16,7 +16,13 @@ from typing import Any
 
 from runtime.durations import parse_ms
 from runtime.errors import ProjectLoadError
-from runtime.sandbox import DEFAULT_INSTRUCTIONS, DEFAULT_MEMORY_BYTES, LuaMemoryError, Sandbox
+from runtime.sandbox import (
+    DEFAULT_CPU_SECONDS,
+    DEFAULT_INSTRUCTIONS,
+    DEFAULT_MEMORY_BYTES,
+    LuaMemoryError,
+    Sandbox,
+)
 from runtime.services.queues import QueueSettings
 
 # wf:version("change-id") with a literal id: runs record the ids their starting code knew.
@@ -27,6 +33,7 @@ _VERSION = re.compile(r"""[:.]version\s*\(\s*["']([^"'\\]+)["']\s*\)""")
 class Limits:
     memory_bytes: int = DEFAULT_MEMORY_BYTES
     instructions: int = DEFAULT_INSTRUCTIONS
+    cpu_seconds: float = DEFAULT_CPU_SECONDS
 
 
 @dataclass(frozen=True)
@@ -69,9 +76,16 @@ class ProjectSource:
             dotted = ".".join((*rel.parts[:-1], rel.stem))
             modules[dotted] = (rel.as_posix(), p.read_text(encoding="utf-8"))
         limits_cfg = settings.get("limits", {})
+        cpu_seconds = limits_cfg.get("cpu_seconds", DEFAULT_CPU_SECONDS)
+        if isinstance(cpu_seconds, bool) or not isinstance(cpu_seconds, int | float) or not cpu_seconds > 0:
+            raise ProjectLoadError(
+                f"lunaflow.toml in {root}: limits.cpu_seconds must be a number of seconds above 0 "
+                f"(got {cpu_seconds!r}); write, for example, cpu_seconds = 60"
+            )
         limits = Limits(
             memory_bytes=int(limits_cfg.get("memory_mb", DEFAULT_MEMORY_BYTES // 2**20)) * 2**20,
             instructions=int(limits_cfg.get("instructions", DEFAULT_INSTRUCTIONS)),
+            cpu_seconds=float(cpu_seconds),
         )
         name = str(settings.get("name", root.name))
         queues = {}

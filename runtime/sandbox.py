@@ -23,6 +23,9 @@ log = logging.getLogger("lunaflow.sandbox")
 
 DEFAULT_MEMORY_BYTES = 256 * 1024 * 1024
 DEFAULT_INSTRUCTIONS = 200_000_000
+# CPU time one call may use. Instructions bound loops; this bounds the rest: instructions
+# and library calls that cost milliseconds each on values of many megabytes.
+DEFAULT_CPU_SECONDS = 30.0
 
 HostFn = Callable[..., Any]
 LuaMemoryError = lua54.LuaMemoryError
@@ -52,9 +55,11 @@ class Sandbox:
         *,
         max_memory: int = DEFAULT_MEMORY_BYTES,
         instructions: int = DEFAULT_INSTRUCTIONS,
+        cpu_seconds: float = DEFAULT_CPU_SECONDS,
     ) -> None:
         self.instructions = instructions
         self.max_memory = max_memory
+        self.cpu_seconds = cpu_seconds
         # Set after a call ran out of memory: the state may hold garbage a user kept alive.
         self.tainted = False
         self.lua = lua54.LuaRuntime(
@@ -65,7 +70,15 @@ class Sandbox:
             attribute_filter=_no_attributes,
         )
         self._host_fns: dict[str, HostFn] = {}
-        host = self.lua.table_from({"call": self._dispatch, "monotonic": time.monotonic})
+        host = self.lua.table_from(
+            {
+                "call": self._dispatch,
+                "monotonic": time.monotonic,
+                # This thread's CPU: other threads' work (a second worker) is not this call's.
+                "cpu_time": time.thread_time,
+                "cpu_limit": float(cpu_seconds),
+            }
+        )
         # The `python` table lupa installs is removed before any user code exists.
         g = self.lua.globals()
         g.python = None

@@ -8,7 +8,10 @@
 --                                           shift #t elements, and #t is whatever a
 --                                           __len says
 --   table.sort(t)                           with a __len and C metamethods (__index =
---                                           type) sorts 2^31 elements
+--                                           type) sorts 2^31 elements; or sorts long
+--                                           strings, each comparison reading megabytes
+--   table.concat(t, "", 1, math.maxinteger) with a C function as __index joins 2^63
+--                                           empty strings
 -- Each guard keeps the C function for calls whose loop is short and whose arguments
 -- cannot raise (a C error would name the engine's line, not the caller's), and runs a
 -- line-by-line Lua port of ltablib.c otherwise, where the hook counts every iteration.
@@ -23,6 +26,8 @@ local argerror = opts.argerror or function(arg, fname, extramsg)
   error(sfmt("bad argument #%d to '%s' (%s)", arg, fname, extramsg), 0)
 end
 local c_rep, c_insert, c_remove, c_move, c_sort = string.rep, table.insert, table.remove, table.move, table.sort
+local c_concat = table.concat
+local spent = opts.spent or function() end
 local type_, select_, rawget_, tostring_ = type, select, rawget, tostring
 local tointeger, mtype, ult, maxinteger = math.tointeger, math.type, math.ult, math.maxinteger
 -- lstrlib's MAXSIZE: string.rep refuses results over INT_MAX bytes.
@@ -173,9 +178,17 @@ end
 
 -- ltablib's auxsort and partition, with the pivot always in the middle (C picks a
 -- random one for badly split ranges, which would also make replays disagree).
+local function lt(a, b) return a < b end
+
 local function sort_lt(cmp, a, b)
   if cmp then return not not cmp(a, b) end
-  return a < b
+  if type_(a) == type_(b) and (type_(a) == "number" or type_(a) == "string") then return a < b end
+  -- Anything else may raise "attempt to compare ...": without this file's position, as
+  -- from C's sort.
+  local ok, r = pcall(lt, a, b)
+  if ok then return r end
+  if type_(r) == "string" then r = r:gsub("^%[lunaflow guards%]:%d+: ", "", 1) end
+  error(r, 0)
 end
 
 local function partition(t, cmp, lo, up)
@@ -231,11 +244,28 @@ local function sorted(ok, e)
   error(e, 0)
 end
 
+-- Bytes C's sort may compare without the hook: n log n comparisons of strings as long as
+-- the longest (strcoll reads them through).
+local SORT_BYTES = 1e8
+
+local function long_strings(t, n)
+  if type_(rawget_(t, 1)) ~= "string" then return false end
+  local longest = 0
+  for i = 1, n do
+    local v = rawget_(t, i)
+    if type_(v) == "string" and #v > longest then longest = #v end
+  end
+  local log = 1
+  while (1 << log) < n do log = log + 1 end
+  return n * log * longest > SORT_BYTES
+end
+
 function guards.sort(...)
   local t, cmp = ...
   -- Without a metatable #t only counts what the table holds (or stops at the first
   -- nil it compares), so C's loop is bounded by memory.
-  if plain(t) and (cmp == nil or type_(cmp) == "function") and #t < 0x7fffffff then
+  if plain(t) and (cmp == nil or type_(cmp) == "function") and #t < 0x7fffffff
+    and (cmp ~= nil or not long_strings(t, #t)) then
     return sorted(pcall(c_sort, t, cmp))
   end
   local nargs = select_("#", ...)
@@ -248,6 +278,62 @@ function guards.sort(...)
     end
     auxsort(t, cmp, 1, n)
   end
+end
+
+-- C's words for a bad element, whichever Lua 5.4 release this is: later ones name the
+-- value's type ("invalid value (table) at index 2 ..."), earlier ones do not.
+local CONCAT_TYPED = (select_(2, pcall(c_concat, { {} })) or ""):find("(table)", 1, true) ~= nil
+
+local function bad_element(v, k)
+  if CONCAT_TYPED then raise(sfmt("invalid value (%s) at index %d in table for 'concat'", type_(v), k)) end
+  raise(sfmt("invalid value (at index %d) in table for 'concat'", k))
+end
+
+-- ltablib's tconcat: C when the table has no metatable (a missing element raises, so the
+-- loop is bounded by what the table holds), this port otherwise, where __index and __len
+-- are called from Lua and the hook counts every element.
+function guards.concat(...)
+  local nargs = select_("#", ...)
+  local t, sep, i, j = ...
+  if plain(t) and (sep == nil or type_(sep) == "string")
+    and (i == nil or mtype(i) == "integer") and (j == nil or mtype(j) == "integer") then
+    local ok, r = pcall(c_concat, t, sep, i, j)
+    if ok then
+      spent(#r)
+      return r
+    end
+    -- "invalid value (at index n) in table for 'concat'": C's message, at the caller's
+    -- line. Anything else (out of memory) passes unchanged.
+    if type_(r) == "string" and r:find("^invalid value .* in table for 'concat'$") then
+      raise(r)
+    end
+    error(r, 0)
+  end
+  check_table(t, 1, TAB_R | TAB_L, "concat", nargs)
+  if sep == nil then
+    sep = ""
+  elseif type_(sep) == "number" then
+    sep = tostring_(sep)
+  elseif type_(sep) ~= "string" then
+    argerror(2, "concat", sfmt("string expected, got %s", typename(sep, 2 <= nargs)))
+  end
+  if i == nil then i = 1 else i = check_integer(i, 3, "concat", nargs) end
+  if j == nil then j = length(t) else j = check_integer(j, 4, "concat", nargs) end
+  local out, n = {}, 0
+  local k = i
+  while k <= j do
+    local v = t[k]
+    if type_(v) == "number" then
+      v = tostring_(v)
+    elseif type_(v) ~= "string" then
+      bad_element(v, k)
+    end
+    n = n + 1
+    out[n] = v
+    if k == j then break end -- j may be math.maxinteger
+    k = k + 1
+  end
+  return c_concat(out, sep)
 end
 
 return guards

@@ -18,6 +18,8 @@
 --   opts.argerror(arg, fname, extramsg)  raises an argument error
 --   opts.skip                            C functions (set by the router) whose frames an
 --                                        error's position should look past
+--   opts.spent(units)                    told the worst-case work of each call the router
+--                                        sends to C (so the caller can read its clocks)
 local opts = ... or {}
 
 local sbyte, ssub, schar, sfmt, srep = string.byte, string.sub, string.char, string.format, string.rep
@@ -28,6 +30,7 @@ local tointeger, mtype = math.tointeger, math.type
 local raw_getmt = (debug and debug.getmetatable) or getmetatable
 
 local raise = opts.error or function(msg) error(msg, 0) end
+local spent = opts.spent or function() end
 local argerror = opts.argerror or function(arg, fname, extramsg)
   error(sfmt("bad argument #%d to '%s' (%s)", arg, fname, extramsg), 0)
 end
@@ -332,10 +335,15 @@ end
 -- A pattern's bytes and memo tables, shared by the calls that use the same pattern.
 local programs, program_count = {}, 0
 
+-- Only short patterns are kept: a table entry per byte of a long one would hold memory
+-- long after its call.
+local CACHED_PATTERN = 4096
+
 local function compiled(p)
   local prog = programs[p]
   if prog then return prog end
-  if program_count >= 256 then programs, program_count = {}, 0 end
+  local keep = #p <= CACHED_PATTERN
+  if keep and program_count >= 256 then programs, program_count = {}, 0 end
   local pb = {}
   -- Pattern strings are short; a long one is read in slices so no call passes too many
   -- values at once.
@@ -344,7 +352,7 @@ local function compiled(p)
     for j = 1, #chunk do pb[i + j - 1] = chunk[j] end
   end
   prog = { pb = pb, ce = {}, sets = {} }
-  programs[p], program_count = prog, program_count + 1
+  if keep then programs[p], program_count = prog, program_count + 1 end
   return prog
 end
 
@@ -583,10 +591,10 @@ end
 -- the port everywhere else.
 ---------------------------------------------------------------------------------------
 
--- Work the C matcher may do without the hook. Measured here, one unit of the estimate
--- below costs C at most about 3 ns (a one-class scan; backtracking costs far less per
--- unit), so a call sent to C ends within about 30 ms.
-local C_BUDGET = 1e7
+-- Work the C matcher may do without the hook. One unit of the estimate below has cost C
+-- up to about 11 ns (a many-capture pattern; a one-class scan costs about 3 ns, and
+-- backtracking less), so a call sent to C ends within about 35 ms.
+local C_BUDGET = 3e6
 
 -- What a pattern costs and whether it can raise: walks the items as do_match reads
 -- them. A quantifier (* + -) multiplies the work by the subject's length unless only
@@ -659,6 +667,7 @@ end
 local cache, cached = {}, 0
 
 local function shape(p, anchored)
+  if #p > CACHED_PATTERN then return analyse(p, anchored and 2 or 1) or false end
   local key = anchored and p or "\0" .. p
   local entry = cache[key]
   if entry == nil then
@@ -680,11 +689,18 @@ end
 -- its k multiplying items lengths whose sum is at most n, so it visits at most
 -- (k + 1) * C(n + k, k) nodes from one start, each costing about the pattern's length;
 -- over every start of an unanchored search the sum is C(n + k + 1, k + 1).
-local function cheap(entry, n, anchored, plen)
-  if not entry then return false end
+local function work(entry, n, anchored, plen)
   local k = entry.k
   local ways = anchored and choose(n + k, k) or choose(n + k + 1, k + 1)
-  return (k + 1) * ways * 2.0 ^ entry.kopt * (plen + 2) <= C_BUDGET
+  return (k + 1) * ways * 2.0 ^ entry.kopt * (plen + 2)
+end
+
+-- The worst-case work of a call C may run (told to `spent`), or nil when the port must.
+local function cheap(entry, n, anchored, plen, extra)
+  if not entry then return nil end
+  local w = work(entry, n, anchored, plen) + (extra or 0)
+  if w <= C_BUDGET then return w end
+  return nil
 end
 
 local function remaining(s, init)
@@ -692,12 +708,18 @@ local function remaining(s, init)
   return #s - start_at(init, #s) + 1
 end
 
+-- The worst-case work of a find or match C may run, or nil.
 local function c_ok_find(s, p, init, plain, find)
-  if type_(s) ~= "string" or type_(p) ~= "string" then return false end
-  if init ~= nil and mtype(init) ~= "integer" then return false end
+  if type_(s) ~= "string" or type_(p) ~= "string" then return nil end
+  if init ~= nil and mtype(init) ~= "integer" then return nil end
   local n = remaining(s, init)
-  if n < 0 then return true end -- starts past the end: nothing to match
-  if find and (plain or not has_specials(p)) then return n * #p <= C_BUDGET * 8 end
+  if n < 0 then return 0 end -- starts past the end: nothing to match
+  if find and (plain or not has_specials(p)) then
+    -- memchr and memcmp: about 8 times cheaper a unit than the matcher.
+    local w = n * #p / 8
+    if w <= C_BUDGET then return w end
+    return nil
+  end
   local anchored = sbyte(p, 1) == B_CARET
   return cheap(shape(p, anchored), n, anchored, #p)
 end
@@ -726,22 +748,35 @@ function M.router(skip)
   local find, match, gmatch, gsub = M.find, M.match, M.gmatch, M.gsub
   skip[c_find], skip[c_match], skip[c_gmatch], skip[c_gsub] = true, true, true, true
 
+  -- Each call C runs reports its worst case once it returns (a gmatch iterator, at each
+  -- step), so a loop of calls that are each allowed is still seen adding up.
+  local function after(w, ...)
+    spent(w)
+    return ...
+  end
+
   local routed = {}
   function routed.find(...)
     local s, p, init, plain = ...
-    if c_ok_find(s, p, init, plain, true) then return c_find(s, p, init, plain) end
+    local w = c_ok_find(s, p, init, plain, true)
+    if w then return after(w, c_find(s, p, init, plain)) end
     return pass(find(...))
   end
   function routed.match(...)
     local s, p, init = ...
-    if c_ok_find(s, p, init, nil, false) then return c_match(s, p, init) end
+    local w = c_ok_find(s, p, init, nil, false)
+    if w then return after(w, c_match(s, p, init)) end
     return pass(match(...))
   end
   function routed.gmatch(...)
     local s, p, init = ...
     if type_(s) == "string" and type_(p) == "string" and (init == nil or mtype(init) == "integer") then
       local n = remaining(s, init)
-      if n < 0 or cheap(shape(p, false), n, false, #p) then return c_gmatch(s, p, init) end
+      local w = n < 0 and 0 or cheap(shape(p, false), n, false, #p)
+      if w then
+        local step = c_gmatch(s, p, init)
+        return function() return after(w, step()) end
+      end
     end
     return pass(gmatch(...))
   end
@@ -750,7 +785,9 @@ function M.router(skip)
     if type_(s) == "string" and type_(p) == "string" and (max_s == nil or mtype(max_s) == "integer") then
       local anchored = sbyte(p, 1) == B_CARET
       local entry = shape(p, anchored)
-      if entry and cheap(entry, #s, anchored, #p) and repl_ok(repl, entry.level or 0) then
+      -- A replacement string is read again at every match (at most one a byte, and one more).
+      local w = entry and cheap(entry, #s, anchored, #p, type_(repl) == "string" and (#s + 1) * #repl or 0)
+      if w and repl_ok(repl, entry.level or 0) then
         local t = type_(repl)
         if t == "function" or t == "table" then
           -- C would raise "invalid replacement value" at the engine's line: check here.
@@ -764,7 +801,7 @@ function M.router(skip)
             return v
           end
         end
-        return c_gsub(s, p, repl, max_s)
+        return after(w, c_gsub(s, p, repl, max_s))
       end
     end
     return pass(gsub(...))

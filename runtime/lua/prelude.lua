@@ -60,7 +60,7 @@ end
 
 local QUALIFIED = { find = "string.find", match = "string.match", gmatch = "string.gmatch",
   gsub = "string.gsub", rep = "string.rep", insert = "table.insert", remove = "table.remove",
-  move = "table.move", sort = "table.sort" }
+  move = "table.move", sort = "table.sort", concat = "table.concat" }
 
 -- luaL_argerror: the name is the one the caller used, found from how the guard the
 -- caller called (the frame just below the caller's) was called.
@@ -75,18 +75,131 @@ local function library_argerror(arg, fname, extramsg)
   library_error(sfmt("bad argument #%d to '%s' (%s)", arg, name or QUALIFIED[fname] or fname, extramsg))
 end
 
+---------------------------------------------------------------------------------------
+-- Budget: instructions, CPU time and deadlines for the current call.
+--
+-- A count hook fires every HOOK_EVERY Lua instructions (the count includes the hook's own
+-- few instructions). Counting instructions bounds loops but not time: one instruction can
+-- take milliseconds (comparing or joining strings of many megabytes), and so can one
+-- library call. So the hook also reads the clocks (CPU time, and a step's deadline), at a
+-- gap of instructions that adapts to what they cost: it starts short, doubles while the
+-- readings find little time between them, up to CLOCK_EVERY, and halves, down to
+-- HOOK_MIN (the hook then fires that often), when they find a lot. Cheap code reads the
+-- clocks every CLOCK_EVERY instructions; code whose instructions cost milliseconds is
+-- caught within HOOK_MIN of them. The library wrappers (patterns.lua, guards.lua) read
+-- the clocks after C calls whose worst cases add up (see `spent`).
+--
+-- The process CPU clock (os.clock, no call into Python) paces the readings; the thread's
+-- own CPU time, which other threads' work does not inflate, decides the limit, read only
+-- once the process clock has passed it.
+---------------------------------------------------------------------------------------
+local HOOK_EVERY, HOOK_MIN, CLOCK_EVERY = 1000, 100, 10000
+local SLOW, FAST = 0.002, 0.0005 -- CPU seconds between two readings: shorten the gap above, lengthen below
+local CPU_LIMIT = host.cpu_limit
+local proc_clock = os.clock
+local budget = {
+  left = 0, deadline = nil, timeout_msg = nil, killed = nil,
+  cpu_start = nil, thread_start = nil, cpu_last = 0, unclocked = 0, gap = HOOK_MIN, c_work = 0,
+}
+local hook
+local every_of = setmt({}, { __mode = "k" }) -- the count each guarded coroutine's hook has
+
+local function set_every(co, n)
+  every_of[co] = n
+  sethook(co, hook, "", n)
+end
+
+local function kill(msg)
+  budget.killed = msg
+  -- Fire on every instruction from now on, so whatever catches this error is stopped at
+  -- its next instruction.
+  local co = raw_running()
+  if co then set_every(co, 1) end
+  raw_error(msg, 0)
+end
+
+local function over_cpu()
+  kill(sfmt("call stopped: it used more than %g s of CPU time; look for work that grows with "
+    .. "its input (a long string searched, compared or rebuilt in a loop), or raise "
+    .. "limits.cpu_seconds in lunaflow.toml", CPU_LIMIT))
+end
+
+local function check_clocks()
+  budget.unclocked = 0
+  if budget.deadline and host.monotonic() > budget.deadline then kill(budget.timeout_msg) end
+  local now = proc_clock()
+  local start = budget.cpu_start
+  if start == nil then
+    budget.cpu_start, budget.cpu_last = now, now
+    return
+  end
+  -- The thread's clock (a call into Python) from the second reading on: a call that reads
+  -- the clocks once, most calls, never pays for it.
+  if budget.thread_start == nil then budget.thread_start = host.cpu_time() end
+  local gap, spent_s = budget.gap, now - budget.cpu_last
+  budget.cpu_last = now
+  if now - start > CPU_LIMIT and host.cpu_time() - budget.thread_start > CPU_LIMIT then over_cpu() end
+  if spent_s > SLOW then
+    gap = gap // 2
+    if gap < HOOK_MIN then gap = HOOK_MIN end
+  elseif spent_s < FAST and gap < CLOCK_EVERY then
+    gap = gap * 2
+  end
+  budget.gap = gap
+end
+
+hook = function()
+  if budget.killed then raw_error(budget.killed, 0) end
+  local co = raw_running()
+  local n = every_of[co]
+  local left = budget.left - n
+  budget.left = left
+  if left <= 0 then
+    kill(sfmt("call stopped: it ran past its budget of %d Lua instructions; look for an endless "
+      .. "loop, or raise limits.instructions in lunaflow.toml", budget.limit))
+  end
+  local u = budget.unclocked + n
+  if u < budget.gap then
+    budget.unclocked = u
+    return
+  end
+  check_clocks()
+  local m = budget.gap
+  if m > HOOK_EVERY then m = HOOK_EVERY end
+  if m ~= n then set_every(co, m) end
+end
+
+-- Library calls report their worst-case work here (in the units of patterns.lua's
+-- C_BUDGET, about 3-11 ns each); the clocks are read once C_CLOCK of it has added up.
+local C_CLOCK = 1e6
+local function spent(units)
+  local w = budget.c_work + units
+  if w >= C_CLOCK then
+    budget.c_work = 0
+    check_clocks()
+  else
+    budget.c_work = w
+  end
+end
+
+local function guard(co)
+  local n = budget.gap
+  if n > HOOK_EVERY then n = HOOK_EVERY end
+  set_every(co, n)
+end
+
 do
-  local lib_opts = { error = library_error, argerror = library_argerror }
+  local lib_opts = { error = library_error, argerror = library_argerror, spent = spent }
   local patterns = raw_load(patterns_src, PATTERNS_SOURCE, "t")(lib_opts)
   local guards = raw_load(guards_src, GUARDS_SOURCE, "t")(lib_opts)
   local routed = patterns.router(engine_c)
   string.find, string.match, string.gmatch, string.gsub = routed.find, routed.match, routed.gmatch, routed.gsub
   string.rep = guards.rep
   table.insert, table.remove, table.move, table.sort = guards.insert, guards.remove, guards.move, guards.sort
+  table.concat = guards.concat
 end
 
 local ENGINE = setmt({}, { __tostring = function() return "lunaflow engine yield" end, __metatable = false })
-local HOOK_EVERY = 10000
 
 ---------------------------------------------------------------------------------------
 -- Context: what kind of code is running now.
@@ -97,32 +210,6 @@ local ctx = { mode = "load" }
 
 local function in_run_code() return ctx.mode == "run" or ctx.mode == "body" end
 
----------------------------------------------------------------------------------------
--- Budget: instructions and deadlines for the current call.
----------------------------------------------------------------------------------------
-local budget = { left = 0, deadline = nil, timeout_msg = nil, killed = nil }
-local hook
-
-local function kill(msg)
-  budget.killed = msg
-  -- Fire on every instruction from now on, so whatever catches this error is stopped at
-  -- its next instruction.
-  sethook(hook, "", 1)
-  raw_error(msg, 0)
-end
-
-hook = function()
-  if budget.killed then raw_error(budget.killed, 0) end
-  budget.left = budget.left - HOOK_EVERY
-  if budget.left <= 0 then
-    kill(sfmt("call stopped: it ran past its budget of %d Lua instructions; look for an endless "
-      .. "loop, or raise limits.instructions in lunaflow.toml", budget.limit))
-  end
-  if budget.deadline and host.monotonic() > budget.deadline then kill(budget.timeout_msg) end
-end
-
-local function guard(co) sethook(co, hook, "", HOOK_EVERY) end
-
 -- How deep calls into user code are nested (an object method called from a step body):
 -- only the outermost call starts a budget.
 local depth = 0
@@ -132,6 +219,7 @@ local function check_killed() if budget.killed then raw_error(budget.killed, 0) 
 local function begin_call(limit, deadline, timeout_msg)
   budget.left, budget.limit, budget.killed = limit, limit, nil
   budget.deadline, budget.timeout_msg = deadline, timeout_msg
+  budget.cpu_start, budget.thread_start, budget.unclocked, budget.gap, budget.c_work = nil, nil, 0, HOOK_MIN, 0
 end
 
 ---------------------------------------------------------------------------------------

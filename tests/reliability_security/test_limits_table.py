@@ -191,6 +191,16 @@ def instructions() -> str:
     return str(message).replace(f"budget of {small} Lua", f"budget of {limits.DEFAULT_INSTRUCTIONS} Lua")
 
 
+def cpu_time() -> str:
+    # The message at the default bound, from a call stopped at a small one: 200 upper-cased
+    # copies of a megabyte cost a second or more.
+    ok, message = Sandbox(cpu_seconds=0.05).engine.load_script(
+        "x.lua", "local s = ('x'):rep(1e6) while true do local t = s:upper() end", 10**15
+    )
+    assert not ok
+    return str(message).replace("more than 0.05 s", f"more than {limits.DEFAULT_CPU_SECONDS:g} s")
+
+
 def dev_body(tmp_path: Path) -> str:
     from runtime.devserver import DevServer
 
@@ -302,6 +312,12 @@ def test_the_instruction_budget_message() -> None:
     assert matches(template("Instructions per Lua call"), instructions())
 
 
+def test_the_cpu_time_message() -> None:
+    """What the instruction budget cannot bound (instructions on megabytes) stops at the
+    CPU time limit, with a clear error."""
+    assert matches(template("CPU time per Lua call"), cpu_time())
+
+
 def test_the_dev_request_body_message(tmp_path: Path) -> None:
     assert matches(template("Request body (`lunaflow dev`)"), dev_body(tmp_path))
 
@@ -345,6 +361,7 @@ def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
         "Signal backlog per run",
         "Memory per Lua state",
         "Instructions per Lua call",
+        "CPU time per Lua call",
         "Request body (`lunaflow dev`)",
         "Request body (AWS)",
         "Run id length",

@@ -59,6 +59,16 @@ def run(p: LocalPlatform, code: str) -> str:
         ('local n = 0 for w in (("ab "):rep(3000)):gmatch("%a+") do n = n + 1 end return n', "ok 3000"),
         ('return ("hello"):find("l+")', "ok 3,4"),
         ('return ("THE (quick) fox"):find("%f[%a]%a+", 5)', "ok 6,10"),
+        # table.concat: C for plain tables, the port through __index and __len.
+        ('return table.concat({1, 2.5, "z"}, 7)', "ok 172.57z"),
+        ('return table.concat({1, 2, 3}, ", ", 2)', "ok 2, 3"),
+        ('return table.concat({}, "x", 3, 2)', "ok "),
+        (
+            "return table.concat(setmetatable({}, {__index = function(_, i) return i end, "
+            '__len = function() return 3 end}), "-")',
+            "ok 1-2-3",
+        ),
+        ('local t = {} for i = 1, 3000 do t[i] = ("s"):rep(40000) end table.sort(t) return #t', "ok 3000"),
     ],
 )
 def test_patterns_give_the_results_lua_gives(probe: LocalPlatform, code: str, expected: str) -> None:
@@ -95,6 +105,33 @@ BAD_FIND = "bad argument #1 to 'find' (string expected, got nil)"
             "error probe:2: bad argument #2 to 'insert' (position out of bounds)",
         ),
         ('local x = string.rep("x", 2^40) return x', "error probe:1: resulting string too large"),
+        (
+            "local x = table.concat({1, {}, 3}) return x",
+            "error probe:1: invalid value (table) at index 2 in table for 'concat'",
+        ),
+        (
+            "local t = setmetatable({1, {}}, {__len = function() return 2 end})\n"
+            "local x = table.concat(t) return x",
+            "error probe:2: invalid value (table) at index 2 in table for 'concat'",
+        ),
+        (
+            "local x = table.concat({}, {}) return x",
+            "error probe:1: bad argument #2 to 'concat' (string expected, got table)",
+        ),
+        (
+            "local x = table.concat(nil) return x",
+            "error probe:1: bad argument #1 to 'concat' (table expected, got nil)",
+        ),
+        (
+            'local x = table.concat({1, 2}, "", 1.5) return x',
+            "error probe:1: bad argument #3 to 'concat' (number has no integer representation)",
+        ),
+        # C's sort raises its comparison errors without a position; so does the port.
+        ('table.sort({"a", 1})', "error attempt to compare number with string"),
+        (
+            'table.sort(setmetatable({"a", 1}, {__len = function() return 2 end}))',
+            "error attempt to compare number with string",
+        ),
     ],
 )
 def test_errors_read_as_lua_words_them_at_the_callers_line(
@@ -126,3 +163,27 @@ workflow "ok" (function(wf) return wf:step("s", function() return 1 end) end)
         assert record.error == "step 'long' failed after 1 attempts: step 'long' timed out after 200ms"
         assert time.monotonic() - started < 5
         assert p.start("ok").result == 1
+
+
+def test_long_patterns_leave_no_memory_behind(make_project: MakeProject) -> None:
+    """A pattern's per-byte tables are cached for short patterns only: eight long ones, each
+    searched once, must not keep megabytes that a later call of the same state then lacks."""
+    source = """
+workflow "w" (function(wf, input)
+    return wf:step("s", function()
+        for i = 1, 8 do
+            local p = string.rep(string.char(96 + i) .. ".", 100000)
+            assert(("x"):find(p) == nil)
+        end
+        return 1
+    end)
+end)
+"""
+    with LocalPlatform(make_project({"main.lua": source})) as p:
+        lua = p.platform.worker.code.sandbox.lua
+        lua.execute("collectgarbage('collect')")
+        before = lua.eval("collectgarbage('count')")
+        assert p.start("w").result == 1
+        lua.execute("collectgarbage('collect')")
+        after = lua.eval("collectgarbage('count')")
+        assert after - before < 2048, f"{after - before:.0f} KiB stayed behind"

@@ -64,3 +64,43 @@ def test_a_signal_beyond_the_backlog_limit_is_refused_and_the_run_keeps_the_rest
         p.platform.store.add_signal("r", "go", "ok", p.now)  # below the API: the run still works
         p.settle()
         assert p.get("r").result == "ok"
+
+
+def test_the_cpu_time_limit_comes_from_lunaflow_toml_and_stops_slow_instructions(
+    make_project: MakeProject,
+) -> None:
+    """What instructions cannot bound (each one a copy of megabytes) stops at the project's
+    CPU time limit; the next call of the same state runs as usual."""
+    project = make_project(
+        {
+            "lunaflow.toml": "[limits]\ncpu_seconds = 0.2\n",
+            "main.lua": """
+workflow "slow" (function(wf)
+    return wf:step("s", function()
+        local s = string.rep("x", 5000000)
+        for i = 1, 1e9 do local t = s:upper() end
+    end)
+end)
+workflow "ok" (function(wf) return wf:step("s", function() return 1 end) end)
+""",
+        }
+    )
+    with LocalPlatform(project) as p:
+        run = p.start("slow")
+        assert run.status == "failed"
+        assert "call stopped: it used more than 0.2 s of CPU time" in (run.error or "")
+        assert "raise limits.cpu_seconds in lunaflow.toml" in (run.error or "")
+        assert p.start("ok").result == 1
+
+
+@pytest.mark.parametrize("value", ["0", "-1", '"fast"', "true"])
+def test_a_cpu_time_limit_that_is_not_a_positive_number_refuses_the_project(
+    make_project: MakeProject, value: str
+) -> None:
+    from runtime.errors import ProjectLoadError
+
+    project = make_project(
+        {"lunaflow.toml": f"[limits]\ncpu_seconds = {value}\n", "main.lua": 'workflow "w" (function() end)'}
+    )
+    with pytest.raises(ProjectLoadError, match=r"limits\.cpu_seconds must be a number of seconds above 0"):
+        LocalPlatform(project)
