@@ -84,10 +84,12 @@ end
 -- library call. So the hook also reads the clocks (CPU time, and a step's deadline), at a
 -- gap of instructions that adapts to what they cost: it starts short, doubles while the
 -- readings find little time between them, up to CLOCK_EVERY, and halves, down to
--- HOOK_MIN (the hook then fires that often), when they find a lot. Cheap code reads the
--- clocks every CLOCK_EVERY instructions; code whose instructions cost milliseconds is
--- caught within HOOK_MIN of them. The library wrappers (patterns.lua, guards.lua) read
--- the clocks after C calls whose worst cases add up (see `spent`).
+-- HOOK_MIN (the hook then fires that often), when they find a lot. Only big values make
+-- an instruction slow, and they take memory, so the gap is also kept under GAP_BYTES
+-- divided by the bytes the state holds: code that ran cheaply for a while and then turns
+-- to megabytes is read again within a few seconds at worst. The library wrappers
+-- (patterns.lua, guards.lua) read the clocks after C calls whose worst cases add up (see
+-- `spent`).
 --
 -- The process CPU clock (os.clock, no call into Python) paces the readings; the thread's
 -- own CPU time, which other threads' work does not inflate, decides the limit, read only
@@ -95,6 +97,10 @@ end
 ---------------------------------------------------------------------------------------
 local HOOK_EVERY, HOOK_MIN, CLOCK_EVERY = 1000, 100, 10000
 local SLOW, FAST = 0.002, 0.0005 -- CPU seconds between two readings: shorten the gap above, lengthen below
+-- Instructions between readings, times bytes held: at 0.3 ns a byte (comparing or joining
+-- strings) about 6 s of the slowest instructions a state of that size allows.
+local GAP_BYTES = 2e10
+local raw_gc = collectgarbage
 local CPU_LIMIT = host.cpu_limit
 local proc_clock = os.clock
 local budget = {
@@ -107,6 +113,15 @@ local every_of = setmt({}, { __mode = "k" }) -- the count each guarded coroutine
 local function set_every(co, n)
   every_of[co] = n
   sethook(co, hook, "", n)
+end
+
+-- The hook's count for at most `limit` instructions between readings, from a few fixed
+-- steps: setting a hook walks the whole call stack, so it changes seldom.
+local function every_for(limit)
+  if limit >= HOOK_EVERY then return HOOK_EVERY end
+  if limit >= 500 then return 500 end
+  if limit >= 250 then return 250 end
+  return HOOK_MIN
 end
 
 local function kill(msg)
@@ -158,14 +173,19 @@ hook = function()
     kill(sfmt("call stopped: it ran past its budget of %d Lua instructions; look for an endless "
       .. "loop, or raise limits.instructions in lunaflow.toml", budget.limit))
   end
+  local cap = GAP_BYTES // (raw_gc("count") * 1024)
   local u = budget.unclocked + n
-  if u < budget.gap then
+  if u < budget.gap and u < cap then
     budget.unclocked = u
+    if cap < n then
+      local m = every_for(cap)
+      if m ~= n then set_every(co, m) end
+    end
     return
   end
   check_clocks()
-  local m = budget.gap
-  if m > HOOK_EVERY then m = HOOK_EVERY end
+  local gap = budget.gap
+  local m = every_for(cap < gap and cap or gap)
   if m ~= n then set_every(co, m) end
 end
 
@@ -183,9 +203,7 @@ local function spent(units)
 end
 
 local function guard(co)
-  local n = budget.gap
-  if n > HOOK_EVERY then n = HOOK_EVERY end
-  set_every(co, n)
+  set_every(co, every_for(budget.gap))
 end
 
 do
