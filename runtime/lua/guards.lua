@@ -26,9 +26,11 @@ local argerror = opts.argerror or function(arg, fname, extramsg)
   error(sfmt("bad argument #%d to '%s' (%s)", arg, fname, extramsg), 0)
 end
 local c_rep, c_insert, c_remove, c_move, c_sort = string.rep, table.insert, table.remove, table.move, table.sort
-local c_concat = table.concat
+local c_concat, c_unpack = table.concat, table.unpack
+local getinfo = debug.getinfo
 local spent = opts.spent or function() end
 local type_, select_, rawget_, tostring_ = type, select, rawget, tostring
+local pack, unpack_ = table.pack, table.unpack
 local tointeger, mtype, ult, maxinteger = math.tointeger, math.type, math.ult, math.maxinteger
 -- lstrlib's MAXSIZE: string.rep refuses results over INT_MAX bytes.
 local MAXSIZE = 0x7fffffff
@@ -262,6 +264,12 @@ end
 
 function guards.sort(...)
   local t, cmp = ...
+  if type_(cmp) == "function" and getinfo(cmp, "S").what == "C" then
+    -- A C comparator (rawequal, say) would let C's sort run without one Lua instruction
+    -- between comparisons, out of the hook's reach: call it from Lua.
+    local c = cmp
+    cmp = function(a, b) return c(a, b) end
+  end
   -- Without a metatable #t only counts what the table holds (or stops at the first
   -- nil it compares), so C's loop is bounded by memory.
   if plain(t) and (cmp == nil or type_(cmp) == "function") and #t < 0x7fffffff
@@ -278,6 +286,48 @@ function guards.sort(...)
     end
     auxsort(t, cmp, 1, n)
   end
+end
+
+-- ltablib's tunpack: C for a table without a metatable (each element a plain read), this
+-- port when __index or __len may run, where each element is read by a Lua instruction.
+-- More results than a Lua stack can hold is C's error.
+local MAX_RESULTS = 1000000
+local SHORT_UNPACK = 8192
+
+function guards.unpack(...)
+  local nargs = select_("#", ...)
+  local t, i, j = ...
+  if plain(t) and (i == nil or mtype(i) == "integer") and (j == nil or mtype(j) == "integer") then
+    local first, last = i or 1, j or #t
+    -- The count as C takes it, unsigned: mininteger to maxinteger is too many, not none.
+    if first > last or ult(last - first, SHORT_UNPACK) then return c_unpack(t, i, j) end
+    if not ult(last - first, MAX_RESULTS) then raise("too many results to unpack") end
+    local r = pack(pcall(c_unpack, t, i, j))
+    if not r[1] then raise(r[2]) end
+    return unpack_(r, 2, r.n)
+  end
+  if i == nil then i = 1 else i = check_integer(i, 2, "unpack", nargs) end
+  local mt = raw_getmt(t)
+  if j == nil then
+    -- luaL_len, raising as lua_len does from C: without a position.
+    if type_(t) ~= "table" and type_(t) ~= "string" and not (mt and rawget_(mt, "__len")) then
+      error(sfmt("attempt to get length of a %s value", typename(t, true)), 0)
+    end
+    j = length(t)
+  else
+    j = check_integer(j, 3, "unpack", nargs)
+  end
+  if i > j then return end
+  if not ult(j - i, MAX_RESULTS) then raise("too many results to unpack") end
+  if type_(t) ~= "table" and type_(t) ~= "string" and not (mt and rawget_(mt, "__index")) then
+    error(sfmt("attempt to index a %s value", typename(t, true)), 0)
+  end
+  local r, n = {}, 0
+  for k = i, j do
+    n = n + 1
+    r[n] = t[k]
+  end
+  return c_unpack(r, 1, n)
 end
 
 -- C's words for a bad element, whichever Lua 5.4 release this is: later ones name the

@@ -593,8 +593,10 @@ end
 
 -- Work the C matcher may do without the hook. One unit of the estimate below has cost C
 -- up to about 11 ns (a many-capture pattern; a one-class scan costs about 3 ns, and
--- backtracking less), so a call sent to C ends within about 35 ms.
-local C_BUDGET = 3e6
+-- backtracking less), so a call sent to C ends within about 0.3 s: each call reports its
+-- worst case (`spent`), so a loop of them is stopped by the CPU time limit, and the port,
+-- 30-60 times slower, takes only calls that would run longer.
+local C_BUDGET = 3e7
 
 -- What a pattern costs and whether it can raise: walks the items as do_match reads
 -- them. A quantifier (* + -) multiplies the work by the subject's length unless only

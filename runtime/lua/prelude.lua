@@ -60,7 +60,7 @@ end
 
 local QUALIFIED = { find = "string.find", match = "string.match", gmatch = "string.gmatch",
   gsub = "string.gsub", rep = "string.rep", insert = "table.insert", remove = "table.remove",
-  move = "table.move", sort = "table.sort", concat = "table.concat" }
+  move = "table.move", sort = "table.sort", concat = "table.concat", unpack = "table.unpack" }
 
 -- luaL_argerror: the name is the one the caller used, found from how the guard the
 -- caller called (the frame just below the caller's) was called.
@@ -97,9 +97,11 @@ end
 ---------------------------------------------------------------------------------------
 local HOOK_EVERY, HOOK_MIN, CLOCK_EVERY = 1000, 100, 10000
 local SLOW, FAST = 0.002, 0.0005 -- CPU seconds between two readings: shorten the gap above, lengthen below
--- Instructions between readings, times bytes held: at 0.3 ns a byte (comparing or joining
--- strings) about 6 s of the slowest instructions a state of that size allows.
-local GAP_BYTES = 2e10
+-- Instructions between readings, times bytes held: at 0.1-0.3 ns a byte (comparing or
+-- joining strings) 5-15 s of the slowest instructions a state of that size allows; below
+-- 50 MB the hook still fires every 1,000 instructions, and above it costs code that is
+-- in fact cheap up to a third more.
+local GAP_BYTES = 5e10
 local raw_gc = collectgarbage
 local CPU_LIMIT = host.cpu_limit
 local proc_clock = os.clock
@@ -159,6 +161,7 @@ local function check_clocks()
     if gap < HOOK_MIN then gap = HOOK_MIN end
   elseif spent_s < FAST and gap < CLOCK_EVERY then
     gap = gap * 2
+    if gap > CLOCK_EVERY then gap = CLOCK_EVERY end
   end
   budget.gap = gap
 end
@@ -214,7 +217,7 @@ do
   string.find, string.match, string.gmatch, string.gsub = routed.find, routed.match, routed.gmatch, routed.gsub
   string.rep = guards.rep
   table.insert, table.remove, table.move, table.sort = guards.insert, guards.remove, guards.move, guards.sort
-  table.concat = guards.concat
+  table.concat, table.unpack = guards.concat, guards.unpack
 end
 
 local ENGINE = setmt({}, { __tostring = function() return "lunaflow engine yield" end, __metatable = false })
@@ -270,33 +273,51 @@ for i = 0, 31 do
 end
 escapes["\127"] = "\\u007f"
 
-local function encode_string(s, path)
-  if not utf8len(s) then return nil, "a string that is not valid UTF-8 at " .. path end
+-- Where in a value the encoder is: path[0] names the value, path[1..depth] the keys and
+-- indices below it. The text ("value.items[2].cb") is built only for a refusal, so a
+-- value with a key of megabytes is not copied once per element.
+local function path_text(path, depth)
+  local parts = { path[0] }
+  for d = 1, depth do
+    local k = path[d]
+    parts[d + 1] = mtype(k) == "integer" and "[" .. k .. "]" or "." .. k
+  end
+  return tconcat(parts)
+end
+
+-- A long string is escaped by one C call: it reports its work (about 20 ns a byte) so the
+-- budget's CPU clock is read after it.
+local LONG_STRING = 65536
+
+local function encode_string(s, path, depth)
+  if not utf8len(s) then return nil, "a string that is not valid UTF-8 at " .. path_text(path, depth) end
+  if #s >= LONG_STRING then spent(#s * 8) end
   return '"' .. sgsub(s, '[%c"\\]', escapes) .. '"'
 end
 
 local MAX_DEPTH = 100  -- as runtime/values.py: deeper tables are refused
 
 local function encode_value(v, path, seen, out, depth)
-  depth = depth or 0
-  if depth > MAX_DEPTH then return "tables nested deeper than " .. MAX_DEPTH .. " levels at " .. path end
+  if depth > MAX_DEPTH then
+    return "tables nested deeper than " .. MAX_DEPTH .. " levels at " .. path_text(path, depth - 1)
+  end
   local t = type_(v)
   if t == "nil" then out[#out + 1] = "null"
   elseif t == "boolean" then out[#out + 1] = v and "true" or "false"
   elseif t == "number" then
     if mtype(v) == "integer" then out[#out + 1] = sfmt("%d", v)
-    elseif v ~= v or v == mhuge or v == -mhuge then return "a non-finite number at " .. path
+    elseif v ~= v or v == mhuge or v == -mhuge then return "a non-finite number at " .. path_text(path, depth)
     else
       local s = sfmt("%.17g", v)
       if not s:find("[%.eEn]") then s = s .. ".0" end
       out[#out + 1] = s
     end
   elseif t == "string" then
-    local s, err = encode_string(v, path)
+    local s, err = encode_string(v, path, depth)
     if not s then return err end
     out[#out + 1] = s
   elseif t == "table" then
-    if seen[v] then return "a cycle at " .. path end
+    if seen[v] then return "a cycle at " .. path_text(path, depth) end
     seen[v] = true
     local n, count, has_string, bad_key = rawlen(v), 0, false, nil
     for k in next_, v do
@@ -306,10 +327,12 @@ local function encode_value(v, path, seen, out, depth)
     end
     if bad_key ~= nil then
       return sfmt("a table with a key %s that is neither a string nor part of a 1..n array at %s",
-        type_(bad_key) == "number" and tostring_(bad_key) or "of type " .. type_(bad_key), path)
+        type_(bad_key) == "number" and tostring_(bad_key) or "of type " .. type_(bad_key), path_text(path, depth))
     end
-    if has_string and count > 0 and n > 0 then return "a table mixing string keys and array items at " .. path end
-    if not has_string and count ~= n then return "an array with holes at " .. path end
+    if has_string and count > 0 and n > 0 then
+      return "a table mixing string keys and array items at " .. path_text(path, depth)
+    end
+    if not has_string and count ~= n then return "an array with holes at " .. path_text(path, depth) end
     if has_string then
       local keys = {}
       for k in next_, v do keys[#keys + 1] = k end
@@ -317,11 +340,12 @@ local function encode_value(v, path, seen, out, depth)
       out[#out + 1] = "{"
       for i, k in ipairs(keys) do
         if i > 1 then out[#out + 1] = "," end
-        local ks, err = encode_string(k, path)
+        local ks, err = encode_string(k, path, depth)
         if not ks then return err end
         out[#out + 1] = ks
         out[#out + 1] = ":"
-        local problem = encode_value(rawget_(v, k), path .. "." .. k, seen, out, depth + 1)
+        path[depth + 1] = k
+        local problem = encode_value(rawget_(v, k), path, seen, out, depth + 1)
         if problem then return problem end
       end
       out[#out + 1] = "}"
@@ -331,22 +355,23 @@ local function encode_value(v, path, seen, out, depth)
       out[#out + 1] = "["
       for i = 1, n do
         if i > 1 then out[#out + 1] = "," end
-        local problem = encode_value(rawget_(v, i), path .. "[" .. i .. "]", seen, out, depth + 1)
+        path[depth + 1] = i
+        local problem = encode_value(rawget_(v, i), path, seen, out, depth + 1)
         if problem then return problem end
       end
       out[#out + 1] = "]"
     end
     seen[v] = nil
   else
-    return "a " .. t .. " at " .. path
+    return "a " .. t .. " at " .. path_text(path, depth)
   end
   return nil
 end
 
 -- Returns the JSON text, or nil and what is wrong ("a function at value.cb").
-local function encode(v, path)
+local function encode(v, name)
   local out = {}
-  local problem = encode_value(v, path or "value", {}, out)
+  local problem = encode_value(v, { [0] = name or "value" }, {}, out, 0)
   if problem then return nil, problem end
   return tconcat(out)
 end
@@ -366,10 +391,11 @@ end
 -- good list costs no message).
 local function encode_list(t, from)
   from = from or 1
-  local out, seen = { "[" }, {}
+  local out, seen, path = { "[" }, {}, {}
   for i = from, t.n do
     if i > from then out[#out + 1] = "," end
-    local problem = encode_value(t[i], "[" .. (i - from + 1) .. "]", seen, out)
+    path[0] = "[" .. (i - from + 1) .. "]"
+    local problem = encode_value(t[i], path, seen, out, 0)
     if problem then return nil, problem end
   end
   out[#out + 1] = "]"
@@ -845,6 +871,7 @@ sb_math.random = sb_random
 sb_math.randomseed = function() raw_error("math.randomseed is refused: the platform seeds randomness "
   .. "so replay stays deterministic; call math.random without seeding", 2) end
 
+local MAX_DATE_FORMAT = 4096
 local sb_os = {
   time = sb_time,
   clock = sb_clock,
@@ -852,6 +879,11 @@ local sb_os = {
     if in_run_code() then
       raw_error("os.date is refused in run code: its result depends on when replay happens; "
         .. "format os.time() yourself, or call os.date in a handler", 2)
+    end
+    -- strftime works through the format in C, up to a tenth of a microsecond a byte.
+    if type_(fmt) == "string" and #fmt > MAX_DATE_FORMAT then
+      raw_error(sfmt("os.date format is %d bytes, over the limit of %d; format fewer fields "
+        .. "per call and join the results", #fmt, MAX_DATE_FORMAT), 2)
     end
     return os.date(fmt or "%c", t or call_host("now"))
   end,
@@ -1164,6 +1196,8 @@ function engine.new_run(run_id, workflow, input)
     local r = pack(raw_xpcall(fn, function(e)
       return { message = error_text(e), traceback = safe_text(traceback(nil, 2)) }
     end, wf, input))
+    -- Encoded here, where the hook still runs: a result can take as long as any code.
+    if r[1] then r.json, r.problem = encode(r[2], "result") end
     return r
   end)
   return { co = co, wf = wf, run = run_id, workflow = workflow }
@@ -1203,12 +1237,11 @@ function engine.drive(session, reply, limit)
     if type_(e) ~= "table" then return "error", error_text(e) end
     return "error", e.message, e.traceback
   end
-  local json, problem = encode(outcome[2], "result")
-  if not json then
+  if not outcome.json then
     return "error", sfmt("workflow '%s' returned a value that holds %s; %s",
-      session.workflow, problem, VALUE_RULE)
+      session.workflow, outcome.problem, VALUE_RULE)
   end
-  return "returned", json
+  return "returned", outcome.json
 end
 
 -- Run a step body to completion. Returns true and the JSON array of its values, or false
@@ -1220,19 +1253,19 @@ function engine.run_body(session, fn, name, step_id, now_s, seed1, seed2, timeou
     step = name, step_id = step_id, now_s = now_s }
   raw_randomseed(seed1, seed2)
   begin_call(limit, deadline, timeout_msg)
-  local co = raw_create(function() return pack(fn()) end)
+  -- The values are encoded inside, where the hook still runs.
+  local co = raw_create(function() return encode_list(pack(fn())) end)
   guard(co)
-  local ok, r = raw_resume(co)
+  local ok, json, problem = raw_resume(co)
   if ok and raw_status(co) == "suspended" then
-    ok, r = false, sfmt("step '%s' yielded; a step body runs to completion (coroutine.yield belongs "
+    ok, json = false, sfmt("step '%s' yielded; a step body runs to completion (coroutine.yield belongs "
       .. "inside coroutine.create/wrap)", name)
   end
   sethook(co)
   ctx = saved
   raw_randomseed(seed2, seed1 + 1)
-  local good, err = finish_call(ok, r)
+  local good, err = finish_call(ok, json)
   if not good then return false, err end
-  local json, problem = encode_list(r)
   if not json then return false, holds(sfmt("the result of step '%s'", name), problem) end
   return true, json
 end
@@ -1242,7 +1275,7 @@ end
 -- stub), in its own guarded coroutine. Nested in another call (an object called from a step
 -- body) it shares that call's budget. Returns true and the packed xpcall outcome (the
 -- results are [2..n]), or false, the error and its traceback.
-local function run_handler_code(fn, ctx_fields, limit, ...)
+local function run_handler_code(fn, ctx_fields, limit, finish, ...)
   local saved = ctx
   ctx = ctx_fields
   local outer = depth > 0
@@ -1250,9 +1283,12 @@ local function run_handler_code(fn, ctx_fields, limit, ...)
   depth = depth + 1
   local args = pack(...)
   local co = raw_create(function()
-    return pack(raw_xpcall(fn, function(e)
+    local r = pack(raw_xpcall(fn, function(e)
       return { message = error_text(e), traceback = safe_text(traceback(nil, 2)) }
     end, unpack(args, 1, args.n)))
+    -- `finish` encodes what the caller hands back, here where the hook still runs.
+    if r[1] then r.done = pack(finish(r)) end
+    return r
   end)
   guard(co)
   local ok, r = raw_resume(co)
@@ -1272,17 +1308,20 @@ local function run_handler_code(fn, ctx_fields, limit, ...)
     if type_(r[2]) ~= "table" then return false, error_text(r[2]), nil end
     return false, r[2].message, r[2].traceback
   end
-  -- The results are r[2..n]: handed on as they are, since a state at its memory limit may
-  -- have no room for a copy.
-  return true, r, nil
+  return true, r.done, nil
 end
 
 -- Call a function user code handed over (a Lua test, a stub). Returns true, "json of its
 -- results" or false, error, traceback.
+-- What run_handler_code's callers hand back: the results (r[2..n]) as one JSON array, or
+-- the first result alone.
+local function results_json(r) return encode_list(r, 2) end
+local function response_json(r) return encode(r[2], "response") end
+
 function engine.call_function(fn, args, limit)
-  local ok, out, tb = run_handler_code(fn, { mode = "handler" }, limit, unpack(args, 1, args.n))
+  local ok, out, tb = run_handler_code(fn, { mode = "handler" }, limit, results_json, unpack(args, 1, args.n))
   if not ok then return false, out, tb end
-  local json, problem = encode_list(out, 2)
+  local json, problem = out[1], out[2]
   if not json then return false, holds("the returned values", problem), nil end
   return true, json, nil
 end
@@ -1290,9 +1329,9 @@ end
 function engine.call_handler(kind, name, arg, limit)
   local fn = kind == "fetch" and handlers.fetch or handlers.queue[name]
   if not fn then return { ok = false, error = "no handler" } end
-  local ok, out, tb = run_handler_code(fn, { mode = "handler" }, limit, arg)
+  local ok, out, tb = run_handler_code(fn, { mode = "handler" }, limit, response_json, arg)
   if not ok then return { ok = false, error = out, traceback = tb } end
-  local json, problem = encode(out[2], "response")
+  local json, problem = out[1], out[2]
   if not json then return { ok = false, error = "the handler returned a value that holds " .. problem } end
   return { ok = true, json = json }
 end
@@ -1310,14 +1349,18 @@ function engine.call_object(cls, key, method, state, args, limit)
     return false, sfmt("object \"%s\" has no method '%s'", cls, method)
   end
   local self = { key = key, state = state }
+  local function finish(r)
+    local json, problem = encode_list(r, 2)
+    if not json then return nil, holds(sfmt("the result of %s(%q):%s", cls, key, method), problem) end
+    local st, sproblem = encode(self.state, "state")
+    if not st then return nil, sfmt("%s(%q).state holds %s; %s", cls, key, sproblem, VALUE_RULE) end
+    return json, st
+  end
   local ok, out = run_handler_code(fn, { mode = "handler", object = cls, key = key }, limit,
-    self, unpack(args, 1, args.n))
+    finish, self, unpack(args, 1, args.n))
   if not ok then return false, out end
-  local json, problem = encode_list(out, 2)
-  if not json then return false, holds(sfmt("the result of %s(%q):%s", cls, key, method), problem) end
-  local st, sproblem = encode(self.state, "state")
-  if not st then return false, sfmt("%s(%q).state holds %s; %s", cls, key, sproblem, VALUE_RULE) end
-  return true, json, st
+  if not out[1] then return false, out[2] end
+  return true, out[1], out[2]
 end
 
 function engine.has_handler(kind, name)

@@ -137,6 +137,12 @@ def test_the_random_bytes_bound_is_the_preludes() -> None:
     assert bound and first_number(r["Value"]) == int(bound.group(1))
 
 
+def test_the_date_format_bound_is_the_preludes() -> None:
+    r = row("`os.date` format length")
+    bound = re.search(r"local MAX_DATE_FORMAT = (\d+)", PRELUDE.read_text(encoding="utf-8"))
+    assert bound and first_number(r["Value"]) == int(bound.group(1))
+
+
 @pytest.mark.parametrize("g", GUARDS, ids=lambda g: g["Guard"])
 def test_engine_guards_have_their_values_and_their_words(g: dict[str, str]) -> None:
     dotted = constant_name(g["Constant"])
@@ -278,6 +284,12 @@ def service(tmp_path: Path, kind: str, name: str, method: str, args: list[Any]) 
         services.close()
 
 
+def date_format() -> str:
+    ok, message = Sandbox().engine.load_script("x.lua", "os.date(string.rep('%Y', 3000))", 100_000)
+    assert not ok
+    return re.sub(r"^x\.lua:1: ", "", str(message))
+
+
 def random_bytes() -> str:
     ok, message = Sandbox().engine.load_script("x.lua", "crypto.random_bytes(65537)", 100_000)
     assert not ok
@@ -349,6 +361,10 @@ def test_the_queue_delay_message(tmp_path: Path) -> None:
     assert matches(template("Queue send delay"), message)
 
 
+def test_the_date_format_message() -> None:
+    assert matches(template("`os.date` format length"), date_format())
+
+
 def test_the_random_bytes_message() -> None:
     assert matches(template("`crypto.random_bytes` length"), random_bytes())
 
@@ -370,6 +386,7 @@ def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
         "kv list page",
         "Queue send delay",
         "`crypto.random_bytes` length",
+        "`os.date` format length",
     }
     assert {r["Limit"] for r in LIMITS} == checked
 

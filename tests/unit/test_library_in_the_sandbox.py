@@ -69,6 +69,22 @@ def run(p: LocalPlatform, code: str) -> str:
             "ok 1-2-3",
         ),
         ('local t = {} for i = 1, 3000 do t[i] = ("s"):rep(40000) end table.sort(t) return #t', "ok 3000"),
+        # table.unpack: C for plain tables, the port through __index and __len.
+        ("return table.unpack({1,2,3}, 2)", "ok 2,3"),
+        ("return table.unpack({1,2,3}, -1, 1)", "ok nil,nil,1"),
+        (
+            "return table.unpack(setmetatable({}, {__index=function(_, k) return k * 2 end}), 1, 3)",
+            "ok 2,4,6",
+        ),
+        (
+            "return table.unpack(setmetatable({}, {__len=function() return 2 end, "
+            "__index=function(_, k) return k end}))",
+            "ok 1,2",
+        ),
+        ('return table.unpack("abc")', "ok nil,nil,nil"),
+        ('return select("#", table.unpack({}, 1, 20000))', "ok 20000"),
+        # A C comparator is called from Lua, with the same order.
+        ("local t = {3, 1, 2} table.sort(t, math.ult) return table.concat(t, ',')", "ok 1,2,3"),
     ],
 )
 def test_patterns_give_the_results_lua_gives(probe: LocalPlatform, code: str, expected: str) -> None:
@@ -126,6 +142,21 @@ BAD_FIND = "bad argument #1 to 'find' (string expected, got nil)"
             'local x = table.concat({1, 2}, "", 1.5) return x',
             "error probe:1: bad argument #3 to 'concat' (number has no integer representation)",
         ),
+        ("local x = table.unpack({}, 1, 1e7) return x", "error probe:1: too many results to unpack"),
+        (
+            "local x = table.unpack({}, math.mininteger, math.maxinteger) return x",
+            "error probe:1: too many results to unpack",
+        ),
+        (
+            "local x = table.unpack(setmetatable({}, {__index=function() end}), 1, 2e6) return x",
+            "error probe:1: too many results to unpack",
+        ),
+        (
+            "local x = table.unpack({}, 1.5) return x",
+            "error probe:1: bad argument #2 to 'unpack' (number has no integer representation)",
+        ),
+        ("local x = table.unpack(nil) return x", "error attempt to get length of a nil value"),
+        ("local x = table.unpack(5, 1, 2) return x", "error attempt to index a number value"),
         # C's sort raises its comparison errors without a position; so does the port.
         ('table.sort({"a", 1})', "error attempt to compare number with string"),
         (
