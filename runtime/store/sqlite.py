@@ -75,6 +75,9 @@ CREATE TABLE IF NOT EXISTS timers (
 );
 CREATE INDEX IF NOT EXISTS timers_by_due ON timers (due_ms);
 CREATE TABLE IF NOT EXISTS wakeups (run_id TEXT PRIMARY KEY, token INTEGER NOT NULL);
+-- One counter for every wake token: a token never repeats, even after its wake-up row is
+-- deleted, so a worker clearing the wake-up it read late cannot clear a newer one.
+CREATE TABLE IF NOT EXISTS wake_tokens (last INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS secrets (
     name TEXT NOT NULL,
     version INTEGER NOT NULL,
@@ -163,7 +166,11 @@ class SQLiteStore:
                         f"the data in {self.path} has schema version {row[0]}, newer than this "
                         f"lunaflow's {SCHEMA_VERSION}; upgrade lunaflow to open it"
                     )
-                elif row[0] == 1:
+                db.execute(
+                    "INSERT INTO wake_tokens SELECT COALESCE(MAX(token), 0) FROM wakeups "
+                    "WHERE NOT EXISTS (SELECT 1 FROM wake_tokens)"
+                )
+                if row is not None and row[0] == 1:
                     for statement in _MIGRATE_FROM_1:
                         db.execute(statement)
                     db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
@@ -433,8 +440,10 @@ class SQLiteStore:
     @staticmethod
     def _wake(db: sqlite3.Connection, run_id: str) -> None:
         # A new token per wake, so a worker clearing an older wake-up leaves this one.
+        db.execute("UPDATE wake_tokens SET last = last + 1")
         db.execute(
-            "INSERT INTO wakeups VALUES (?, 1) ON CONFLICT (run_id) DO UPDATE SET token = token + 1",
+            "INSERT INTO wakeups VALUES (?, (SELECT last FROM wake_tokens)) "
+            "ON CONFLICT (run_id) DO UPDATE SET token = excluded.token",
             (run_id,),
         )
 

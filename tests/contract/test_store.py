@@ -149,6 +149,20 @@ def test_clearing_an_old_wakeup_token_keeps_a_newer_wake(store: Store) -> None:
     assert [w[0] for w in store.wakeups()] == ["r1"]
 
 
+def test_a_wake_after_a_cleared_one_never_reuses_its_token(store: Store) -> None:
+    """A worker that read a wake-up and cleared it late (after the run's next wake had
+    arrived) must not clear the newer one: tokens never repeat, even once a wake-up's row
+    is gone. Reusing them lost a sleeping run's timer in the two-server race test."""
+    store.create_run(new_run(), started())
+    [(_, first)] = store.wakeups()
+    store.clear_wakeup("r1", first)
+    assert store.wakeups() == []
+    store.wake("r1")  # the run's timer fires while the worker still holds `first`
+    store.clear_wakeup("r1", first)  # that worker, late
+    [(run_id, second)] = store.wakeups()
+    assert run_id == "r1" and second != first
+
+
 def test_due_timers_fire_once_into_wakeups_earliest_first(store: Store) -> None:
     for rid, due in (("a", 3_000), ("b", 1_000), ("c", 9_000)):
         store.create_run(new_run(rid), started())

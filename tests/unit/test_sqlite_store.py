@@ -113,3 +113,26 @@ def test_a_newer_schema_is_refused_with_what_to_do(tmp_path: Path) -> None:
     db.close()
     with pytest.raises(LunaflowError, match="newer than this lunaflow's .*; upgrade lunaflow to open it"):
         SQLiteStore(path)
+
+
+def test_a_data_folder_from_before_the_token_counter_issues_tokens_above_its_wakeups(
+    tmp_path: Path,
+) -> None:
+    """A folder written before `wake_tokens` existed holds wake-ups with per-run tokens;
+    the counter starts above all of them, so no token a worker may hold is issued again."""
+    path = tmp_path / "store.sqlite"
+    store = SQLiteStore(path)
+    for rid in ("a", "b"):
+        run = RunRecord(rid, "wf", "running", {}, created_at=1.0, updated_at=1.0)
+        store.create_run(run, Entry(1, Kind.STARTED, "wf", {"format": 1}, 1.0))
+    store.close()
+    db = sqlite3.connect(str(path))
+    db.executescript("DROP TABLE wake_tokens; UPDATE wakeups SET token = 5 WHERE run_id = 'a';")
+    db.commit()
+    db.close()
+    store = SQLiteStore(path)
+    store.wake("b")
+    store.wake("a")
+    tokens = dict(store.wakeups())
+    assert tokens["b"] > 5 and tokens["a"] > tokens["b"]
+    store.close()
