@@ -167,7 +167,7 @@ class SQLiteStore:
                         f"lunaflow's {SCHEMA_VERSION}; upgrade lunaflow to open it"
                     )
                 db.execute(
-                    "INSERT INTO wake_tokens SELECT COALESCE(MAX(token), 0) FROM wakeups "
+                    "INSERT INTO wake_tokens SELECT COALESCE((SELECT MAX(token) FROM wakeups), 0) "
                     "WHERE NOT EXISTS (SELECT 1 FROM wake_tokens)"
                 )
                 if row is not None and row[0] == 1:

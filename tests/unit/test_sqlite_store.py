@@ -136,3 +136,9 @@ def test_a_data_folder_from_before_the_token_counter_issues_tokens_above_its_wak
     tokens = dict(store.wakeups())
     assert tokens["b"] > 5 and tokens["a"] > tokens["b"]
     store.close()
+    SQLiteStore(path).close()  # opening again adds no second counter
+    db = sqlite3.connect(str(path))
+    try:
+        assert db.execute("SELECT last FROM wake_tokens").fetchall() == [(tokens["a"],)]
+    finally:
+        db.close()
