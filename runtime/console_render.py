@@ -48,8 +48,7 @@ def when(at: float | None) -> str:
 
 
 def short(value: Any, limit: int = 120) -> str:
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return timeline.short(value, limit)
 
 
 def status(value: str) -> str:

@@ -4,12 +4,12 @@ due time and how it resolved; signals are listed as consumed or set aside."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from runtime.journal import Entry, Kind, describe_wait
 from runtime.store.base import SignalRecord
+from runtime.values import compact
 
 
 @dataclass
@@ -41,7 +41,7 @@ def build(entries: list[Entry]) -> list[Item]:
     open_step: Item | None = None
     for e in entries:
         if e.kind == Kind.STARTED:
-            items.append(Item(e.seq, e.at, "start", "started", _short(e.data.get("input"))))
+            items.append(Item(e.seq, e.at, "start", "started", short(e.data.get("input"))))
         elif e.kind == Kind.STEP_INTENT:
             if open_step is None or open_step.title != f"step '{e.name}'" or _step_done(open_step):
                 open_step = Item(e.seq, e.at, "step", f"step '{e.name}'", f"pass {e.data['pass']}")
@@ -56,7 +56,7 @@ def build(entries: list[Entry]) -> list[Item]:
                 open_step.detail = (
                     "returned nothing"
                     if not vals
-                    else f"returned {_short(vals if len(vals) > 1 else vals[0])}"
+                    else f"returned {short(vals if len(vals) > 1 else vals[0])}"
                 )
             else:
                 last.outcome = "failed"
@@ -75,11 +75,11 @@ def build(entries: list[Entry]) -> list[Item]:
                 wait.resolved_at = e.at
                 by = e.data.get("by")
                 if by == "signal":
-                    wait.resolution = f"signal '{e.data.get('signal')}' {_short(e.data.get('payload'))}"
+                    wait.resolution = f"signal '{e.data.get('signal')}' {short(e.data.get('payload'))}"
                 else:
                     wait.resolution = "timer fired" if by == "timer" else "timed out"
         elif e.kind == Kind.VALUE:
-            items.append(Item(e.seq, e.at, "value", f"{e.name}()", _short(e.data.get("value"))))
+            items.append(Item(e.seq, e.at, "value", f"{e.name}()", short(e.data.get("value"))))
         elif e.kind == Kind.RESUMED:
             items.append(Item(e.seq, e.at, "resumed", "resumed"))
             open_step = None  # attempts the resume allowed are listed after it
@@ -87,7 +87,7 @@ def build(entries: list[Entry]) -> list[Item]:
             items.append(Item(e.seq, e.at, "cancelled", "cancelled"))
         elif e.kind == Kind.COMPLETED:
             items.append(
-                Item(e.seq, e.at, "completed", "completed", f"returned {_short(e.data.get('result'))}")
+                Item(e.seq, e.at, "completed", "completed", f"returned {short(e.data.get('result'))}")
             )
     return items
 
@@ -97,8 +97,9 @@ def _step_done(item: Item) -> bool:
     return last.outcome == "ok"
 
 
-def _short(value: Any, limit: int = 80) -> str:
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+def short(value: Any, limit: int = 80) -> str:
+    """A value's compact JSON, cut to ``limit`` characters."""
+    text = compact(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

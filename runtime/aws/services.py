@@ -17,6 +17,7 @@ from runtime.durations import parse_ms
 from runtime.services.base import ObjectRunner, QueueRunner, ServiceError
 from runtime.services.kv import MAX_LIST
 from runtime.services.queues import MAX_DELAY_S
+from runtime.values import compact
 
 OBJECT_LOCK_MS = 60_000
 OBJECT_WAIT_S = 10.0
@@ -28,10 +29,6 @@ def _s(value: str) -> dict[str, str]:
 
 def _n(value: float | int) -> dict[str, str]:
     return {"N": str(value)}
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 class DynamoKV:
@@ -60,7 +57,7 @@ class DynamoKV:
             if value is None:
                 self._db.delete_item(TableName=self.table, Key=key)
                 return []
-            item = {**key, "value": _s(_dumps(value))}
+            item = {**key, "value": _s(compact(value))}
             if opts.get("ttl") is not None:
                 item["expires_at"] = _n(
                     math.ceil(now + parse_ms(opts["ttl"], f"the ttl of kv '{ns}':put") / 1000)
@@ -165,7 +162,7 @@ class DynamoObjects:
         if state is not None:
             request["UpdateExpression"] = "SET #state = :state ADD version :one REMOVE lock_owner, lock_until"
             request["ExpressionAttributeNames"] = {"#state": "state"}
-            request["ExpressionAttributeValues"].update({":state": _s(_dumps(state)), ":one": _n(1)})
+            request["ExpressionAttributeValues"].update({":state": _s(compact(state)), ":one": _n(1)})
         self._db.update_item(**request)
 
 
@@ -191,7 +188,7 @@ class SqsQueues:
             if delay > MAX_DELAY_S:
                 raise ServiceError(f"queue '{name}':send delay is over the limit of 15m")
         sent = self._sqs.send_message(
-            QueueUrl=url, MessageBody=_dumps(args[0] if args else None), DelaySeconds=delay
+            QueueUrl=url, MessageBody=compact(args[0] if args else None), DelaySeconds=delay
         )
         return [sent["MessageId"]]
 

@@ -1270,11 +1270,10 @@ function engine.run_body(session, fn, name, step_id, now_s, seed1, seed2, timeou
   return true, json
 end
 
--- Call the fetch handler (or a queue handler) with a request table built by the host.
 -- Run `fn(...)` as handler code (a fetch or queue handler, an object method, a Lua test or a
 -- stub), in its own guarded coroutine. Nested in another call (an object called from a step
--- body) it shares that call's budget. Returns true and the packed xpcall outcome (the
--- results are [2..n]), or false, the error and its traceback.
+-- body) it shares that call's budget. Returns true and, packed, what `finish` made of the
+-- xpcall outcome (whose results are [2..n]), or false, the error and its traceback.
 local function run_handler_code(fn, ctx_fields, limit, finish, ...)
   local saved = ctx
   ctx = ctx_fields
@@ -1311,13 +1310,13 @@ local function run_handler_code(fn, ctx_fields, limit, finish, ...)
   return true, r.done, nil
 end
 
--- Call a function user code handed over (a Lua test, a stub). Returns true, "json of its
--- results" or false, error, traceback.
 -- What run_handler_code's callers hand back: the results (r[2..n]) as one JSON array, or
 -- the first result alone.
 local function results_json(r) return encode_list(r, 2) end
 local function response_json(r) return encode(r[2], "response") end
 
+-- Call a function user code handed over (a Lua test, a stub). Returns true, "json of its
+-- results" or false, error, traceback.
 function engine.call_function(fn, args, limit)
   local ok, out, tb = run_handler_code(fn, { mode = "handler" }, limit, results_json, unpack(args, 1, args.n))
   if not ok then return false, out, tb end
@@ -1326,6 +1325,7 @@ function engine.call_function(fn, args, limit)
   return true, json, nil
 end
 
+-- Call the fetch handler (or a queue handler) with a request table built by the host.
 function engine.call_handler(kind, name, arg, limit)
   local fn = kind == "fetch" and handlers.fetch or handlers.queue[name]
   if not fn then return { ok = false, error = "no handler" } end

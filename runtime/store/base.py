@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from runtime.journal import Entry
+from runtime.journal import Entry, Kind
 from runtime.replay import Signal
 
 
@@ -59,7 +59,7 @@ def current_step(status: str, stored: str | None, last: Entry) -> str | None:
     """A run's current step, as the console shows it. Steps of a running run are progress,
     which backends need not write to the run's record (``RunUpdate.progress_only``): its
     last journal entry, an intent, says which step it is in."""
-    if status == "running" and last.kind == "step.intent":
+    if status == "running" and last.kind == Kind.STEP_INTENT:
         return f"step '{last.name}'"
     return stored
 

@@ -154,7 +154,7 @@ def _entries_from(chunk: dict[str, Any]) -> list[Entry]:
     return [Entry(int(e[0]), str(e[1]), e[2], e[3], float(e[4])) for e in json.loads(chunk["entries"]["S"])]
 
 
-def _chunkcompact(entries: Sequence[Entry]) -> str:
+def _chunk_text(entries: Sequence[Entry]) -> str:
     return compact([[e.seq, e.kind, e.name, e.data, e.at] for e in entries])
 
 
@@ -336,7 +336,7 @@ class DynamoDBStore:
             "pk": _s(run_pk(run_id)),
             "sk": _s(_journal_sk(entries[0].seq)),
             "last": _n(entries[-1].seq),
-            "entries": _s(_chunkcompact(entries)),
+            "entries": _s(_chunk_text(entries)),
         }
         # The rule: a journal slot is written once. Every writer starts its chunk right after
         # the last chunk it read, so two writers with the same view claim the same key.
