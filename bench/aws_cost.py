@@ -338,7 +338,7 @@ class Deployment:
         import boto3
 
         from runtime.aws.config import AwsConfig
-        from runtime.clock import FakeClock
+        from runtime.core.clock import FakeClock
         from runtime.store.dynamodb import INDEXES, table_definition
 
         self.boto3 = boto3
@@ -402,7 +402,7 @@ class Deployment:
     def settle(self, cold: bool = False) -> int:
         """Deliver every wake due by the fake clock to the worker (a fresh container per wake
         when ``cold``); returns how many were delivered."""
-        from runtime.clock import now_ms
+        from runtime.core.clock import now_ms
 
         n = 0
         for _ in range(10_000):
@@ -480,7 +480,7 @@ def timers_run(n: int, every_s: int, cold: bool) -> Sums:
 
 
 def auction() -> Deployment:
-    from runtime.fetch import make_request
+    from runtime.platform.fetch import make_request
 
     with deployment(AUCTION_PROJECT) as d:
 
@@ -506,7 +506,7 @@ def auction() -> Deployment:
                 raise SystemExit(f"{run_id} ended {run.status}: {run.error or run.result}")
         if d.run("pay-lot-1").status != "completed":
             raise SystemExit("pay-lot-1 did not complete")
-        from runtime.journal import Kind
+        from runtime.core.journal import Kind
 
         intents = sum(
             1

@@ -69,7 +69,7 @@ def child() -> None:
     from runtime.aws.config import AwsConfig
     from runtime.aws.observe import PowertoolsObserver
     from runtime.aws.runtime import AwsRuntime, Clients
-    from runtime.platform import Platform
+    from runtime.platform.platform import Platform
 
     spans = {"project": 0.0}
     original = Platform.__init__

@@ -33,11 +33,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from runtime import console_page  # noqa: E402
-from runtime import console_render as render  # noqa: E402
-from runtime.clock import SystemClock  # noqa: E402
-from runtime.journal import Entry, Kind  # noqa: E402
-from runtime.runs import Runs  # noqa: E402
+from runtime.console import page as console_page  # noqa: E402
+from runtime.console import render  # noqa: E402
+from runtime.core.clock import SystemClock  # noqa: E402
+from runtime.core.journal import Entry, Kind  # noqa: E402
+from runtime.platform.runs import Runs  # noqa: E402
 from runtime.store.base import RunRecord  # noqa: E402
 from runtime.store.sqlite import SQLiteStore  # noqa: E402
 

@@ -3,7 +3,7 @@
     python3 bench/patterns.py [--repeat 5]
 
 The sandbox sends a `string.find`/`match`/`gmatch`/`gsub` call to a Lua port of the
-matcher (runtime/lua/patterns.lua) when its worst case is long, so that instruction
+matcher (runtime/engine/lua/patterns.lua) when its worst case is long, so that instruction
 budgets and step timeouts reach it. This prints, for typical calls, which way the router
 sends each and the time of the C matcher, the port and the router, so the price of
 safety is a figure rather than a guess. Not a test: it asserts nothing and exits 0.
@@ -40,7 +40,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5, help="runs of each call; the best is kept")
     args = ap.parse_args()
-    source = files("runtime").joinpath("lua/patterns.lua").read_text(encoding="utf-8")
+    source = files("runtime.engine").joinpath("lua/patterns.lua").read_text(encoding="utf-8")
     lua = lua54.LuaRuntime()
     timer = lua.execute(
         """

@@ -8,7 +8,7 @@
    entries. In a fresh Python process (the cold case), ``LocalPlatform`` opens a copy of
    that data folder (``synchronous=FULL``) and signal "go" is sent: the run is replayed
    through all L entries and parks at ``wf:await("go2")``. Its coroutine is now cached, and
-   signal "go2" is the warm wake. Counters, taken by wrapping ``runtime.executor.Replay``,
+   signal "go2" is the warm wake. Counters, taken by wrapping ``runtime.engine.executor.Replay``,
    ``Code.new_run``, ``Code.drive`` and the store's journal reads in that process, show
    what each wake did: the cold one builds a Replay, a new coroutine, and drives it through
    every step; the warm one builds none, reads no journal entry and drives the cached
@@ -47,6 +47,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from runtime.store.sqlite import STORE_FILE
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -56,7 +58,6 @@ DEV_PROJECT = ROOT / "bench" / "projects" / "perf_dev"
 RUN = "parked-run"
 TARGET_US_PER_ENTRY = 50.0
 TARGET_RSS_MB = 300.0
-STORE_FILE = "lunaflow.sqlite"
 
 
 # --- 1. resume against journal length ------------------------------------------------------
@@ -80,10 +81,10 @@ def make_parked(base: Path, entries: int) -> Path:
 def resume_child(data: Path) -> None:
     """In a fresh process: open, signal 'go' (cold), then 'go2' (warm); print JSON."""
     t_proc = time.perf_counter()
-    import runtime.executor as executor_module
-    from runtime.code import Code
-    from runtime.executor import Executor
-    from runtime.replay import Replay
+    import runtime.engine.executor as executor_module
+    from runtime.core.replay import Replay
+    from runtime.engine.code import Code
+    from runtime.engine.executor import Executor
     from runtime.store.sqlite import SQLiteStore
     from runtime.testing import LocalPlatform
 
@@ -362,7 +363,7 @@ def populate(data: Path, start: int, stop: int) -> None:
     """Write runs pk-<start>..pk-<stop - 1>, each parked at its first await, into the store."""
     from dataclasses import replace
 
-    from runtime.journal import Status
+    from runtime.core.journal import Status
     from runtime.store.base import RunRecord, RunUpdate
     from runtime.store.sqlite import SQLiteStore
 

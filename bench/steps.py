@@ -88,7 +88,7 @@ def make_parked(base: Path, n: int) -> tuple[Path, int]:
 def resume_child(data: Path) -> None:
     """In a fresh process: open, signal, run to completion; print timings as JSON."""
     t_proc = time.perf_counter()
-    from runtime.executor import Executor
+    from runtime.engine.executor import Executor
     from runtime.store.sqlite import SQLiteStore
     from runtime.testing import LocalPlatform
 

@@ -35,7 +35,7 @@ Bad counts (each must be 0):
 - ``malformed_entries``: journal entries out of the grammar (an intent not followed by
   its outcome, a wait.done without its wait, step ids whose pass or attempt skip).
 - ``divergences``: runs failed with a journal divergence, and runs whose journal does not
-  replay cleanly against the project's code (``runtime.check.check_run``).
+  replay cleanly against the project's code (``runtime.dev.check.check_run``).
 - ``engine_bug_reports``: "lunaflow engine bug" lines in the servers' logs.
 """
 
@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-STORE_FILE = "lunaflow.sqlite"
+from runtime.store.sqlite import STORE_FILE
 
 LEDGER_SCHEMA = """
 CREATE TABLE IF NOT EXISTS effects (
@@ -479,9 +479,9 @@ def _grammar(
 
 def _check_replay(r: Report, project: str | Path, store_path: Path) -> None:
     """Replay every run's journal against the project's code, running no effects."""
-    from runtime.check import check_run
-    from runtime.clock import SystemClock
-    from runtime.platform import Platform
+    from runtime.core.clock import SystemClock
+    from runtime.dev.check import check_run
+    from runtime.platform.platform import Platform
     from runtime.store.sqlite import SQLiteStore
 
     platform = Platform(project, SQLiteStore(store_path), SystemClock(), read_only=True)

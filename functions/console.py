@@ -11,7 +11,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions._runtime import logger, runtime
-from runtime import console_render as render
+from runtime.console import render
 from runtime.errors import LunaflowError
 
 

@@ -17,7 +17,7 @@ from infra.capabilities.functions import Functions
 from infra.capabilities.journal import JournalTable
 from infra.capabilities.queues import UserQueues
 from infra.capabilities.wake import WakePath
-from runtime.describe import describe
+from runtime.platform.describe import describe
 
 
 class ProjectError(Exception):

@@ -21,13 +21,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from runtime import __version__, timeline
-from runtime.clock import SystemClock
-from runtime.devserver import STORE_FILE, DevServer, data_folder
+from runtime import __version__
+from runtime.console import timeline
+from runtime.core.clock import SystemClock
+from runtime.dev.server import DevServer, data_folder
 from runtime.errors import LunaflowError, UnknownWorkflow
-from runtime.runs import Runs
+from runtime.platform.runs import Runs
 from runtime.store.base import RunRecord
-from runtime.store.sqlite import SQLiteStore
+from runtime.store.sqlite import STORE_FILE, SQLiteStore
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_SET_ASIDE = 0, 1, 2, 3
 
@@ -229,8 +230,8 @@ def cmd_signal(args: argparse.Namespace) -> int:
 
 
 def cmd_start(args: argparse.Namespace) -> int:
-    from runtime.platform import Platform
-    from runtime.project import ProjectSource
+    from runtime.engine.project import ProjectSource
+    from runtime.platform.platform import Platform
     from runtime.services.local import LocalServices
 
     if args.aws:
@@ -282,9 +283,9 @@ def cmd_secret_set(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from runtime.check import check_runs
-    from runtime.platform import Platform
-    from runtime.project import ProjectSource
+    from runtime.dev.check import check_runs
+    from runtime.engine.project import ProjectSource
+    from runtime.platform.platform import Platform
     from runtime.services.local import LocalServices
 
     if args.aws:
@@ -328,7 +329,7 @@ def _report_check(args: argparse.Namespace, verdicts: list[Any]) -> int:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    from runtime.luatest import run_tests
+    from runtime.dev.luatest import run_tests
 
     project = Path(args.project)
     if not (project / "tests").is_dir():
@@ -338,7 +339,7 @@ def cmd_test(args: argparse.Namespace) -> int:
 
 
 def cmd_new(args: argparse.Namespace) -> int:
-    from runtime.scaffold import scaffold
+    from runtime.dev.scaffold import scaffold
 
     created = scaffold(Path(args.name))
     for path in created:

@@ -26,7 +26,7 @@ class Database(Construct):
             self,
             "Cluster",
             engine=rds.DatabaseClusterEngine.aurora_postgres(
-                version=rds.AuroraPostgresEngineVersion.VER_16_4
+                version=rds.AuroraPostgresEngineVersion.VER_17_9
             ),
             writer=rds.ClusterInstance.serverless_v2("writer"),
             serverless_v2_min_capacity=0.5,

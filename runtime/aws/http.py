@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from runtime.fetch import MAX_BODY_BYTES, Response, make_request
+from runtime.platform.fetch import MAX_BODY_BYTES, Response, make_request
 
 
 class BadRequest(Exception):

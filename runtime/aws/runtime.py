@@ -19,10 +19,10 @@ from runtime.aws.database import DataApiDatabases
 from runtime.aws.secrets import SecretsManagerSecrets
 from runtime.aws.services import AwsServices
 from runtime.aws.wake import AwsWaker
-from runtime.clock import Clock, SystemClock, now_ms
-from runtime.fetch import Failure, Response
-from runtime.observe import Observer
-from runtime.platform import Platform
+from runtime.core.clock import Clock, SystemClock, now_ms
+from runtime.engine.observe import Observer
+from runtime.platform.fetch import Failure, Response
+from runtime.platform.platform import Platform
 from runtime.store.dynamodb import DynamoDBStore
 
 log = logging.getLogger("lunaflow.aws")

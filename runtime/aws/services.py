@@ -12,12 +12,12 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from runtime.clock import Clock
-from runtime.durations import parse_ms
+from runtime.core.clock import Clock
+from runtime.core.durations import parse_ms
+from runtime.core.values import compact
 from runtime.services.base import ObjectRunner, QueueRunner, ServiceError
 from runtime.services.kv import MAX_LIST
 from runtime.services.queues import MAX_DELAY_S
-from runtime.values import compact
 
 OBJECT_LOCK_MS = 60_000
 OBJECT_WAIT_S = 10.0

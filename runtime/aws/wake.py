@@ -13,7 +13,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from runtime.clock import Clock
+from runtime.core.clock import Clock
 
 MAX_SQS_DELAY_S = 900
 

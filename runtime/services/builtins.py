@@ -16,7 +16,7 @@ from typing import Any
 
 import jwt
 
-from runtime.durations import parse_ms
+from runtime.core.durations import parse_ms
 from runtime.services.base import ServiceError
 
 DEFAULT_HTTP_TIMEOUT_S = 30.0

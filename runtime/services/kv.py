@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from runtime.durations import parse_ms
+from runtime.core.durations import parse_ms
 from runtime.services.base import ServiceError
 
 SCHEMA = """

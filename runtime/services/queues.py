@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.durations import parse_ms
+from runtime.core.durations import parse_ms
 from runtime.services.base import QueueRunner, ServiceError
 
 SCHEMA = """

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from runtime.journal import Entry, Kind
-from runtime.replay import Signal
+from runtime.core.journal import Entry, Kind
+from runtime.core.replay import Signal
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ class Store(Protocol):
 
     def signal_backlog(self, run_id: str) -> int:
         """How many signals wait unconsumed; a backend may answer an upper bound, exact when
-        it nears ``runtime.runs.MAX_SIGNAL_BACKLOG``."""
+        it nears ``runtime.platform.runs.MAX_SIGNAL_BACKLOG``."""
 
     def signals(self, run_id: str) -> list[SignalRecord]: ...
 

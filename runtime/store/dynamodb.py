@@ -16,12 +16,12 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from runtime.bounds import MAX_SIGNAL_BACKLOG
+from runtime.core.bounds import MAX_SIGNAL_BACKLOG
+from runtime.core.journal import ENDED, Entry, Kind
+from runtime.core.replay import Signal
+from runtime.core.values import compact
 from runtime.errors import EngineBug, JournalConflict, LunaflowError
-from runtime.journal import ENDED, Entry, Kind
-from runtime.replay import Signal
 from runtime.store.base import RunRecord, RunUpdate, SignalRecord, Snapshot, TimerSet, current_step
-from runtime.values import compact
 
 # Sort keys within a run's partition: journal chunks "J#<first seq>" < the run item "K" <
 # secret pins "P#..." < signals "S#...". So "sk >= J#<n+1>" reads what was appended after

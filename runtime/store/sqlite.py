@@ -22,13 +22,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from runtime.core.journal import ENDED, Entry, Kind
+from runtime.core.replay import Signal
+from runtime.core.values import compact
 from runtime.errors import EngineBug, JournalConflict, LunaflowError
-from runtime.journal import ENDED, Entry, Kind
-from runtime.replay import Signal
 from runtime.store.base import RunRecord, RunUpdate, SignalRecord, Snapshot, TimerSet, current_step
-from runtime.values import compact
 
 SCHEMA_VERSION = 2
+# The store's file in a data folder (`lunaflow dev`, the CLI and the harness share it).
+STORE_FILE = "lunaflow.sqlite"
 
 # Pages the WAL may hold before the committing connection copies it back (a checkpoint),
 # and the size the WAL file is given when the store opens (see _preallocate_wal).

@@ -21,7 +21,7 @@ import functions._runtime as container
 from runtime.aws.config import AwsConfig
 from runtime.aws.observe import PowertoolsObserver
 from runtime.aws.runtime import AwsRuntime, Clients
-from runtime.clock import FakeClock
+from runtime.core.clock import FakeClock
 from runtime.store.dynamodb import table_definition
 
 from . import GROUP, ROLE_ARN, TABLE, USER_QUEUES, WAKE_QUEUE, FakeRdsData

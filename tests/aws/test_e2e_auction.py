@@ -23,8 +23,8 @@ import pytest
 
 from functions import fetch, worker
 from runtime.aws.runtime import AwsRuntime
-from runtime.clock import FakeClock
-from runtime.journal import Kind
+from runtime.core.clock import FakeClock
+from runtime.core.journal import Kind
 
 from . import AUCTION, FakeRdsData, http_event
 from .timers import AwsWorld, FakeContext, at_seconds, fire_due_schedules, queued, run_due, schedules

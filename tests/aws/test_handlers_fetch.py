@@ -14,7 +14,7 @@ import pytest
 import functions._runtime as container
 from functions import fetch
 from runtime.aws.runtime import AwsRuntime
-from runtime.fetch import MAX_BODY_BYTES
+from runtime.platform.fetch import MAX_BODY_BYTES
 
 from . import PROJECTS, http_event, load_event
 from .timers import AwsWorld, FakeContext

@@ -16,8 +16,8 @@ from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingErro
 import functions._runtime as container
 from functions import worker
 from runtime.aws.runtime import BUSY_RETRY_S, SAFETY_S, AwsRuntime
-from runtime.clock import FakeClock, now_ms
-from runtime.journal import Kind
+from runtime.core.clock import FakeClock, now_ms
+from runtime.core.journal import Kind
 from runtime.store.dynamodb import RUN_SK
 
 from . import PROJECTS, load_event

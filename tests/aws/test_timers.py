@@ -14,7 +14,7 @@ import pytest
 from functions import fetch, worker
 from runtime.aws.runtime import AwsRuntime
 from runtime.aws.wake import MAX_SQS_DELAY_S, schedule_name
-from runtime.clock import FakeClock, now_ms
+from runtime.core.clock import FakeClock, now_ms
 
 from . import PROJECTS, http_event, load_event
 from .timers import (

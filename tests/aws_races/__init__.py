@@ -29,8 +29,8 @@ import boto3
 
 from runtime.aws.config import AwsConfig
 from runtime.aws.runtime import AwsRuntime, Clients
-from runtime.clock import Clock, now_ms
-from runtime.journal import Entry
+from runtime.core.clock import Clock, now_ms
+from runtime.core.journal import Entry
 from runtime.store.dynamodb import RUN_SK, run_pk, table_definition
 
 REGION = "eu-west-1"

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from runtime.clock import FakeClock, now_ms
+from runtime.core.clock import FakeClock, now_ms
 from tests.aws_races import PROJECTS, Delivery, Postman, World, aws_world, deliver, journal_dicts
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

@@ -11,7 +11,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from runtime.aws.runtime import BUSY_RETRY_S, LEASE_MS, AwsRuntime
-from runtime.clock import FakeClock, now_ms
+from runtime.core.clock import FakeClock, now_ms
 from runtime.store.dynamodb import RUN_SK
 from tests.aws_races import PROJECTS, World, aws_world
 

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from runtime.aws.runtime import AwsRuntime
+from runtime.core.journal import Entry, Kind
 from runtime.errors import JournalConflict
-from runtime.journal import Entry, Kind
 from runtime.store.base import RunUpdate
 from tests.aws_races import PROJECTS, World, moto_server
 

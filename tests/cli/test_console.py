@@ -30,8 +30,8 @@ import pytest
 from rich.console import Console
 
 from runtime import cli
-from runtime.store.sqlite import SQLiteStore
-from runtime.testing import STORE_FILE, LocalPlatform
+from runtime.store.sqlite import STORE_FILE, SQLiteStore
+from runtime.testing import LocalPlatform
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "cli_console"
 T0 = 1_767_225_600.0  # LocalPlatform's fake clock at start: 2026-01-01 00:00:00 UTC

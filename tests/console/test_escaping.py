@@ -27,11 +27,11 @@ from urllib.parse import quote, unquote, urlsplit
 import pytest
 
 from functions import console, worker
-from runtime import console_page
-from runtime import console_render as render
 from runtime.aws.runtime import AwsRuntime
-from runtime.clock import FakeClock
-from runtime.runs import Runs
+from runtime.console import page as console_page
+from runtime.console import render
+from runtime.core.clock import FakeClock
+from runtime.platform.runs import Runs
 from runtime.testing import LocalPlatform
 from tests.aws.timers import AwsWorld, FakeContext, run_due
 

@@ -9,7 +9,7 @@ Runs of tests/projects/console_demo's "review" workflow are built with LocalPlat
 data folder (a sleep its timer ends, an await a signal ends or that times out, a step whose
 first attempt fails, a step that fails for good), the folder is closed, and then read twice
 as a user would: ``lunaflow show RUN_ID`` (runtime.cli.main) and GET
-``/_console/runs/RUN_ID`` (runtime.console_page over the same folder). What each shows is
+``/_console/runs/RUN_ID`` (runtime.console.page over the same folder). What each shows is
 compared with what the journal recorded, in order: every attempt (number, outcome, step id,
 start time), every attempt's error, every wait's resolution and the run's error.
 """
@@ -26,12 +26,13 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from runtime import cli, console_page
-from runtime.clock import SystemClock
-from runtime.journal import Entry, Kind
-from runtime.runs import Runs
-from runtime.store.sqlite import SQLiteStore
-from runtime.testing import STORE_FILE, LocalPlatform
+from runtime import cli
+from runtime.console import page as console_page
+from runtime.core.clock import SystemClock
+from runtime.core.journal import Entry, Kind
+from runtime.platform.runs import Runs
+from runtime.store.sqlite import STORE_FILE, SQLiteStore
+from runtime.testing import LocalPlatform
 
 from . import PROJECT, Html, Tag
 

@@ -27,9 +27,9 @@ from typing import Any
 import pytest
 
 from functions import console, worker
-from runtime import console_render as render
 from runtime.aws.runtime import AwsRuntime
-from runtime.clock import FakeClock
+from runtime.console import render
+from runtime.core.clock import FakeClock
 from tests.aws.timers import AwsWorld, FakeContext, run_due
 
 from . import EVENTS, PROJECT, Html

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from runtime.core.journal import Entry, Kind
 from runtime.errors import JournalConflict
-from runtime.journal import Entry, Kind
 from runtime.store.base import RunRecord, RunUpdate, Store, TimerSet
 
 

@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runtime.journal import Kind
-from runtime.store.sqlite import SQLiteStore
-from runtime.testing import STORE_FILE
+from runtime.core.journal import Kind
+from runtime.store.sqlite import STORE_FILE, SQLiteStore
 
 DRIVER = Path(__file__).resolve().parent / "crash_driver.py"
 ROOT = DRIVER.parents[2]

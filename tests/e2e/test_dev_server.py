@@ -28,8 +28,8 @@ from urllib.parse import quote
 
 import pytest
 
-from runtime.journal import Kind
-from runtime.store.sqlite import SQLiteStore
+from runtime.core.journal import Kind
+from runtime.store.sqlite import STORE_FILE, SQLiteStore
 
 from .devserver_helpers import PROJECTS, DevServer, Reply, Servers, wait_for
 
@@ -52,7 +52,6 @@ def _auction_with_timeout(timeout: str) -> Path:
 AUCTION = _auction_with_timeout("8s")
 AUCTION_2S = _auction_with_timeout("2s")
 SLOW = PROJECTS / "e2e_slow"
-STORE_FILE = "lunaflow.sqlite"
 
 RACE_TIMEOUT_S = 8.0  # the race timeout of the AUCTION copy
 SETTLE_S = 30.0  # bound on every sale reaching its outcome after the last restart

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from runtime.journal import Kind
+from runtime.core.journal import Kind
 from runtime.testing import LocalPlatform
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "auction"

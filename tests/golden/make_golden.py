@@ -10,7 +10,7 @@ with what a test needs to load it into a fresh store (the run row, its signals a
 timer) and, for mid-flight runs, the actions that finish it and what they produce.
 
 Regenerating changes the goldens on purpose: do it only when the journal format changes
-(and bump ``runtime.journal.FORMAT_VERSION``), never to make tests/golden/test_golden.py pass.
+(and bump ``runtime.core.journal.FORMAT_VERSION``), never to make tests/golden/test_golden.py pass.
 
 ``Warehouse`` is also the stand-in test_golden.py uses, so both see the same object.
 """

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from runtime.code import Code, Issued, Raised, Returned
-from runtime.journal import FORMAT_VERSION, Entry, Kind
-from runtime.replay import Complete, Replay, Resume, StepCmd, ValueCmd, WaitCmd
+from runtime.core.journal import FORMAT_VERSION, Entry, Kind
+from runtime.core.replay import Complete, Replay, Resume, StepCmd, ValueCmd, WaitCmd
+from runtime.engine.code import Code, Issued, Raised, Returned
 from runtime.store.base import RunRecord, RunUpdate, TimerSet
-from runtime.store.sqlite import SQLiteStore
-from runtime.testing import STORE_FILE, LocalPlatform
+from runtime.store.sqlite import STORE_FILE, SQLiteStore
+from runtime.testing import LocalPlatform
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -104,7 +104,7 @@ def catch_up_clock(p: LocalPlatform, doc: dict[str, Any]) -> None:
 
 
 def drive_with_code(code: Code, doc: dict[str, Any]) -> tuple[Any, Replay, list[Any]]:
-    """Replay the golden journal through the pure core (runtime.replay.Replay), driven by
+    """Replay the golden journal through the pure core (runtime.core.replay.Replay), driven by
     the real workflow code. Returns the code's return value, the core, and every decision
     that was not a plain Resume (a body to run, a value to produce, a park, a failure)."""
     entries = entries_of(doc["entries"])

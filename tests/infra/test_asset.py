@@ -21,7 +21,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from infra import bundling, constants
-from runtime.describe import describe
+from runtime.platform.describe import describe
 
 EM_AARCH64 = 183
 NOT_SHIPPED = {"__pycache__", ".lunaflow", "tests"}
@@ -107,7 +107,7 @@ def test_asset_holds_the_engine_and_handlers_as_in_the_repository(asset: Path) -
         assert sorted(bundled) == sorted(repo), package
         changed = [name for name in repo if bundled[name] != repo[name]]
         assert changed == [], package
-    assert (asset / "runtime" / "lua" / "prelude.lua").is_file()
+    assert (asset / "runtime" / "engine" / "lua" / "prelude.lua").is_file()
 
 
 def test_asset_holds_the_project_scripts_where_the_functions_look(auction: Synth, asset: Path) -> None:
@@ -140,7 +140,7 @@ for name in sys.argv[2:]:
         out["modules"][name] = {"file": module.__file__, "handler": handler}
     except Exception as e:
         out["modules"][name] = {"error": f"{type(e).__name__}: {e}"}
-from runtime.describe import describe
+from runtime.platform.describe import describe
 needs = describe(asset / "project")
 out["workflows"] = needs.workflows
 out["databases"] = needs.databases

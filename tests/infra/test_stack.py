@@ -23,8 +23,8 @@ from infra import constants
 from infra.app import build
 from runtime.aws.config import AwsConfig
 from runtime.aws.wake import AwsWaker
-from runtime.clock import FakeClock
-from runtime.journal import Status
+from runtime.core.clock import FakeClock
+from runtime.core.journal import Status
 from runtime.store.dynamodb import table_definition
 
 XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}

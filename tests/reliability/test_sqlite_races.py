@@ -32,7 +32,7 @@ if str(ROOT) not in sys.path:
 
 from bench.torture import Outcome, Settings, run  # noqa: E402
 from bench.torture_check import STORE_FILE, install_audit  # noqa: E402
-from runtime.journal import FORMAT_VERSION, Entry, Kind, Status  # noqa: E402
+from runtime.core.journal import FORMAT_VERSION, Entry, Kind, Status  # noqa: E402
 from runtime.store.base import RunRecord  # noqa: E402
 from runtime.store.sqlite import SQLiteStore  # noqa: E402
 
@@ -103,7 +103,7 @@ APPENDER = r"""
 import json, random, sys, time
 sys.path.insert(0, sys.argv[1])
 from runtime.errors import JournalConflict
-from runtime.journal import Entry, Kind
+from runtime.core.journal import Entry, Kind
 from runtime.store.sqlite import SQLiteStore
 
 path, tag, rounds, go = sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]

@@ -1,4 +1,4 @@
-"""docs/reliability_limits.md cannot drift from the code: every limit in ``runtime.limits``
+"""docs/reliability_limits.md cannot drift from the code: every limit in ``runtime.platform.limits``
 has a row, every value in the table is the constant's value, and every message in the
 table is the one the engine gives when the limit is met.
 
@@ -22,13 +22,13 @@ from typing import Any
 
 import pytest
 
-import runtime.limits as limits
-from runtime import values
+import runtime.platform.limits as limits
+from runtime.core import values
+from runtime.core.ids import check_run_id
+from runtime.core.journal import Entry, Kind
+from runtime.core.replay import Fail, Replay, ValueCmd
+from runtime.engine.sandbox import Sandbox
 from runtime.errors import LunaflowError
-from runtime.ids import check_run_id
-from runtime.journal import Entry, Kind
-from runtime.replay import Fail, Replay, ValueCmd
-from runtime.sandbox import Sandbox
 from runtime.services.base import ServiceError
 from runtime.services.local import LocalServices
 from runtime.testing import LocalPlatform
@@ -37,7 +37,7 @@ from .test_escape_corpus import CORPUS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "reliability_limits.md"
-PRELUDE = ROOT / "runtime" / "lua" / "prelude.lua"
+PRELUDE = ROOT / "runtime" / "engine" / "lua" / "prelude.lua"
 VALUES = ROOT / "tests" / "projects" / "escape_values"
 HTTP = ROOT / "tests" / "projects" / "escape_http"
 
@@ -104,10 +104,10 @@ def matches(template_text: str, message: str) -> bool:
 
 @pytest.mark.parametrize("name", limits.__all__)
 def test_every_limit_in_runtime_limits_has_a_row_with_its_value(name: str) -> None:
-    """Issue: limits "documented in one table" — each constant of runtime.limits appears,
+    """Issue: limits "documented in one table" — each constant of runtime.platform.limits appears,
     with its value."""
-    rows = [r for r in LIMITS if r["Constant"] == f"`runtime.limits.{name}`"]
-    assert rows, f"docs/reliability_limits.md has no row for runtime.limits.{name}"
+    rows = [r for r in LIMITS if r["Constant"] == f"`runtime.platform.limits.{name}`"]
+    assert rows, f"docs/reliability_limits.md has no row for runtime.platform.limits.{name}"
     for r in rows:
         if r["Limit"] != STEPS_PER_RUN:
             assert first_number(r["Value"]) == getattr(limits, name), r
@@ -117,7 +117,7 @@ def test_steps_per_run_follow_from_the_journal_bound() -> None:
     """Issue: "steps per run" — each attempt journals an intent and an outcome after
     run.started, so the journal bound allows this many attempts."""
     r = row(STEPS_PER_RUN)
-    assert constant_name(r["Constant"]) == "runtime.limits.MAX_JOURNAL_ENTRIES"
+    assert constant_name(r["Constant"]) == "runtime.platform.limits.MAX_JOURNAL_ENTRIES"
     assert first_number(r["Value"]) == (limits.MAX_JOURNAL_ENTRIES - 1) // 2
 
 
@@ -208,7 +208,7 @@ def cpu_time() -> str:
 
 
 def dev_body(tmp_path: Path) -> str:
-    from runtime.devserver import DevServer
+    from runtime.dev.server import DevServer
 
     server = DevServer(HTTP, data=tmp_path / "data", port=0)
     server.start()
@@ -241,7 +241,7 @@ def run_id() -> str:
 
 
 def duration() -> str:
-    from runtime.durations import parse_ms
+    from runtime.core.durations import parse_ms
 
     return _refusal(lambda: parse_ms(f"{limits.MAX_MS // 86_400_000 + 1}d", "wf:sleep"))
 

@@ -1,4 +1,4 @@
-"""Differential tests: the pure-Lua pattern matcher (runtime/lua/patterns.lua) against the
+"""Differential tests: the pure-Lua pattern matcher (runtime/engine/lua/patterns.lua) against the
 C matcher (lstrlib.c) of the Lua 5.4 that lupa bundles.
 
 Why: the C matcher cannot be interrupted by the instruction-count hook, so the engine
@@ -89,7 +89,7 @@ PORT_BUDGET = 3_000_000  # instructions per port call before the example is disc
 
 
 def port_source() -> str:
-    return files("runtime").joinpath("lua/patterns.lua").read_text()
+    return files("runtime.engine").joinpath("lua/patterns.lua").read_text()
 
 
 HELPER = r"""
@@ -772,7 +772,7 @@ from importlib.resources import files
 import lupa.lua54 as lupa
 
 lua = lupa.LuaRuntime(encoding=None)
-port = lua.execute(files("runtime").joinpath("lua/patterns.lua").read_text().encode())
+port = lua.execute(files("runtime.engine").joinpath("lua/patterns.lua").read_text().encode())
 probe = lua.execute(b'''
 local port, kind = ...
 local s, p = string.rep("a", 40), string.rep("a*", 20) .. "b"

@@ -25,9 +25,9 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 
-from runtime.durations import MAX_MS, parse_ms
+from runtime.core.durations import MAX_MS, parse_ms
+from runtime.core.ids import MAX_RUN_ID_BYTES, check_run_id
 from runtime.errors import InvalidInput
-from runtime.ids import MAX_RUN_ID_BYTES, check_run_id
 from runtime.testing import LocalPlatform
 
 ROOT = Path(__file__).resolve().parents[2]

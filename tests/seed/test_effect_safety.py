@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from runtime.testing import STORE_FILE, LocalPlatform
+from runtime.store.sqlite import STORE_FILE
+from runtime.testing import LocalPlatform
 
 PROJECT = Path(__file__).resolve().parent.parent / "projects" / "seed_effects"
 

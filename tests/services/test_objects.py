@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from runtime.errors import ProjectLoadError
-from runtime.fetch import make_request
-from runtime.platform import Worker
+from runtime.platform.fetch import make_request
+from runtime.platform.platform import Worker
 from runtime.testing import LocalPlatform
 
 from . import call, error, loopback_server, project, value

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from runtime.core.journal import Kind
 from runtime.errors import InvalidInput, ProjectLoadError
-from runtime.journal import Kind
 from runtime.testing import LocalPlatform
 
 PROJECTS = Path(__file__).resolve().parents[1] / "projects"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from runtime.journal import Kind
+from runtime.core.journal import Kind
 from runtime.testing import LocalPlatform
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "spec_determinism"

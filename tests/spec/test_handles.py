@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from runtime.core.journal import Kind
 from runtime.errors import InvalidInput, InvalidTransition, NoSuchRun, RunIdTaken
-from runtime.journal import Kind
 from runtime.testing import LocalPlatform
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "spec_handles"

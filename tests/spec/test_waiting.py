@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.journal import Kind
+from runtime.core.journal import Kind
 from runtime.testing import LocalPlatform
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "spec_waiting"

@@ -1,4 +1,4 @@
-"""The editor annotations (runtime/lua/types/lunaflow.lua) describe every global of the SPEC.
+"""The editor annotations (runtime/engine/lua/types/lunaflow.lua) describe every global of the SPEC.
 
 Issue: "The annotations load in lua-language-server ... or checked by a test that parses
 them, and describe every global of the SPEC." lua-language-server is not available here, so
@@ -17,12 +17,12 @@ from pathlib import Path
 import lupa.lua54 as lupa
 import pytest
 
-from runtime import luatest
-from runtime.scaffold import scaffold
+from runtime.dev import luatest
+from runtime.dev.scaffold import scaffold
 from runtime.testing import LocalPlatform
 
 ROOT = Path(__file__).resolve().parents[2]
-TYPES = ROOT / "runtime" / "lua" / "types" / "lunaflow.lua"
+TYPES = ROOT / "runtime" / "engine" / "lua" / "types" / "lunaflow.lua"
 
 # SPEC 2, "Globals of a script": the globals that are functions, and the tables of functions.
 SPEC_FUNCTIONS = {  # name -> its one parameter

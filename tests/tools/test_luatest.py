@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.luatest import Outcome, Report, run_tests
+from runtime.dev.luatest import Outcome, Report, run_tests
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECTS = ROOT / "tests" / "projects"

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime.devserver import data_folder
+from runtime.dev.luatest import run_tests
+from runtime.dev.scaffold import scaffold
+from runtime.dev.server import data_folder
 from runtime.errors import InvalidInput
-from runtime.luatest import run_tests
-from runtime.scaffold import scaffold
 from runtime.testing import LocalPlatform
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,5 +196,5 @@ def test_the_editor_types_ship_with_the_package() -> None:
     """`lunaflow new` reads the types from the installed package (importlib.resources), so
     the package data must include them, or `lunaflow new` fails outside a clone."""
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    patterns = pyproject["tool"]["setuptools"]["package-data"]["runtime"]
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["runtime.engine"]
     assert any(fnmatch("lua/types/lunaflow.lua", pattern) for pattern in patterns), patterns

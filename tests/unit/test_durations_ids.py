@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.durations import parse_ms
+from runtime.core.durations import parse_ms
+from runtime.core.ids import check_run_id, step_id
 from runtime.errors import InvalidInput
-from runtime.ids import check_run_id, step_id
 
 
 @pytest.mark.parametrize(

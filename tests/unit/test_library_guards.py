@@ -1,4 +1,4 @@
-"""The guards around C library loops (runtime/lua/guards.lua) behave as the C functions.
+"""The guards around C library loops (runtime/engine/lua/guards.lua) behave as the C functions.
 
 SPEC 6: "Memory per Lua state and instructions per call are bounded; past the bound the
 call fails with a clear error and the platform keeps serving." A C function runs to its
@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-SOURCE = files("runtime").joinpath("lua/guards.lua").read_text(encoding="utf-8")
+SOURCE = files("runtime.engine").joinpath("lua/guards.lua").read_text(encoding="utf-8")
 
 # Runs `op` twice in one Lua state: on plain tables with the C function, and on tables
 # with an empty metatable (which sends every guard down its Lua path) with the guard.

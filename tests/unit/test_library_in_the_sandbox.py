@@ -3,7 +3,7 @@
 SPEC 6: "instructions per call are bounded; past the bound the call fails with a clear
 error and the platform keeps serving." Lua's C pattern matcher and C library loops run
 where the instruction hook cannot reach, so the sandbox routes long or risky calls
-through Lua ports (runtime/lua/patterns.lua, runtime/lua/guards.lua). What a user sees
+through Lua ports (runtime/engine/lua/patterns.lua, runtime/engine/lua/guards.lua). What a user sees
 must not change: same results, errors worded as Lua words them and placed at the user's
 line; and the worst cases are now stopped by budgets and step timeouts.
 """

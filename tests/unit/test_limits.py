@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-import runtime.runs
+import runtime.platform.runs
+from runtime.core.journal import Entry, Kind
+from runtime.core.replay import Fail, Replay, StepCmd, ValueCmd, WaitCmd
 from runtime.errors import InvalidInput
-from runtime.journal import Entry, Kind
-from runtime.replay import Fail, Replay, StepCmd, ValueCmd, WaitCmd
 from runtime.testing import LocalPlatform
 
 MakeProject = Callable[[dict[str, str]], Path]
@@ -52,7 +52,7 @@ def test_a_run_replaying_a_journal_at_the_limit_still_replays(tmp_path: Path) ->
 def test_a_signal_beyond_the_backlog_limit_is_refused_and_the_run_keeps_the_rest(
     make_project: MakeProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(runtime.runs, "MAX_SIGNAL_BACKLOG", 3)
+    monkeypatch.setattr(runtime.platform.runs, "MAX_SIGNAL_BACKLOG", 3)
     project = make_project({"main.lua": 'workflow "w" (function(wf) return wf:await("go") end)'})
     with LocalPlatform(project) as p:
         p.start("w", id="r")

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.errors import EngineBug
-from runtime.journal import Entry, Kind, Status
-from runtime.replay import (
+from runtime.core.journal import Entry, Kind, Status
+from runtime.core.replay import (
     Complete,
     Execute,
     Fail,
@@ -19,6 +18,7 @@ from runtime.replay import (
     ValueCmd,
     WaitCmd,
 )
+from runtime.errors import EngineBug
 
 T0 = 1_000_000
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from runtime.core.journal import Entry, Kind
 from runtime.errors import LunaflowError
-from runtime.journal import Entry, Kind
 from runtime.store.base import RunRecord, RunUpdate
 from runtime.store.sqlite import SCHEMA_VERSION, SQLiteStore
 

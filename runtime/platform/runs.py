@@ -9,15 +9,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from runtime import values
-from runtime.bounds import MAX_SIGNAL_BACKLOG
-from runtime.clock import Clock
+from runtime.core import values
+from runtime.core.bounds import MAX_SIGNAL_BACKLOG
+from runtime.core.clock import Clock
+from runtime.core.ids import check_run_id
+from runtime.core.journal import CANCELLABLE, FORMAT_VERSION, RESUMABLE, Entry, Kind, Status
+from runtime.engine.observe import Observer, Quiet
+from runtime.engine.wake import StoreOnly, Waker
 from runtime.errors import InvalidInput, InvalidTransition, JournalConflict, NoSuchRun, RunIdTaken
-from runtime.ids import check_run_id
-from runtime.journal import CANCELLABLE, FORMAT_VERSION, RESUMABLE, Entry, Kind, Status
-from runtime.observe import Observer, Quiet
 from runtime.store.base import RunRecord, RunUpdate, Store, TimerSet
-from runtime.wake import StoreOnly, Waker
 
 
 class Runs:

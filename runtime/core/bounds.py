@@ -1,4 +1,4 @@
-"""Per-run bounds, kept free of imports so any layer may use them (runtime.limits lists all)."""
+"""Per-run bounds, kept free of imports so any layer may use them (runtime.platform.limits lists all)."""
 
 MAX_JOURNAL_ENTRIES = 100_000  # per run; each step attempt takes two entries
 MAX_SIGNAL_BACKLOG = 10_000  # unconsumed signals per run

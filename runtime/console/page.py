@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
-from runtime import console_render as render
+from runtime.console import render
 from runtime.errors import LunaflowError, NoSuchRun
-from runtime.fetch import Response
-from runtime.runs import Runs
+from runtime.platform.fetch import Response
+from runtime.platform.runs import Runs
 
 ACTIONS = render.LocalActions()
 

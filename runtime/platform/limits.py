@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from runtime.bounds import MAX_JOURNAL_ENTRIES, MAX_SIGNAL_BACKLOG
-from runtime.durations import MAX_MS
-from runtime.fetch import MAX_BODY_BYTES
-from runtime.ids import MAX_RUN_ID_BYTES
-from runtime.sandbox import DEFAULT_CPU_SECONDS, DEFAULT_INSTRUCTIONS, DEFAULT_MEMORY_BYTES
-from runtime.values import MAX_VALUE_BYTES
+from runtime.core.bounds import MAX_JOURNAL_ENTRIES, MAX_SIGNAL_BACKLOG
+from runtime.core.durations import MAX_MS
+from runtime.core.ids import MAX_RUN_ID_BYTES
+from runtime.core.values import MAX_VALUE_BYTES
+from runtime.engine.sandbox import DEFAULT_CPU_SECONDS, DEFAULT_INSTRUCTIONS, DEFAULT_MEMORY_BYTES
+from runtime.platform.fetch import MAX_BODY_BYTES
 
 __all__ = [
     "DEFAULT_CPU_SECONDS",

@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.bounds import MAX_JOURNAL_ENTRIES
+from runtime.core.bounds import MAX_JOURNAL_ENTRIES
+from runtime.core.ids import step_id
+from runtime.core.journal import MARKERS, Entry, Kind, Status, describe, describe_wait
 from runtime.errors import EngineBug
-from runtime.ids import step_id
-from runtime.journal import MARKERS, Entry, Kind, Status, describe, describe_wait
 
 # --- commands the code yields -----------------------------------------------------------
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import lupa.lua54 as lua54
 
-from runtime import values
+from runtime.core import values
 from runtime.errors import LunaflowError
 
 log = logging.getLogger("lunaflow.sandbox")
@@ -38,7 +38,7 @@ def _no_attributes(obj: object, name: object, is_setting: bool) -> object:
 
 
 def _lua_source(name: str) -> str:
-    return files("runtime").joinpath(f"lua/{name}").read_text(encoding="utf-8")
+    return files("runtime.engine").joinpath(f"lua/{name}").read_text(encoding="utf-8")
 
 
 _PRELUDE = _lua_source("prelude.lua")

@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime.durations import parse_ms
-from runtime.errors import ProjectLoadError
-from runtime.sandbox import (
+from runtime.core.durations import parse_ms
+from runtime.engine.sandbox import (
     DEFAULT_CPU_SECONDS,
     DEFAULT_INSTRUCTIONS,
     DEFAULT_MEMORY_BYTES,
     LuaMemoryError,
     Sandbox,
 )
+from runtime.errors import ProjectLoadError
 from runtime.services.queues import QueueSettings
 
 # wf:version("change-id") with a literal id: runs record the ids their starting code knew.

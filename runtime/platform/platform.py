@@ -12,25 +12,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from runtime import fetch, values
-from runtime.clock import Clock, now_ms
-from runtime.code import Code
+from runtime.core import values
+from runtime.core.clock import Clock, now_ms
+from runtime.core.ids import check_run_id
+from runtime.engine.code import Code
+from runtime.engine.executor import Executor
+from runtime.engine.observe import Observer
+from runtime.engine.project import ProjectSource
+from runtime.engine.wake import Waker
 from runtime.errors import (
     EngineBug,
     InvalidInput,
     ServiceUnavailable,
     UnknownWorkflow,
 )
-from runtime.executor import Executor
-from runtime.fetch import Failure, Response
-from runtime.ids import check_run_id
-from runtime.observe import Observer
-from runtime.project import ProjectSource
-from runtime.runs import Runs
+from runtime.platform import fetch
+from runtime.platform.fetch import Failure, Response
+from runtime.platform.runs import Runs
 from runtime.services import builtins
 from runtime.services.base import ServiceError, Services
 from runtime.store.base import RunRecord, Store
-from runtime.wake import Waker
 
 log = logging.getLogger("lunaflow")
 lua_log = logging.getLogger("lunaflow.lua")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from runtime.code import Code
+from runtime.engine.code import Code
 
 MAX_BODY_BYTES = 1024 * 1024
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime.project import ProjectSource, load
-from runtime.sandbox import Sandbox
+from runtime.engine.project import ProjectSource, load
+from runtime.engine.sandbox import Sandbox
 
 # queue "name" — but not the event name in on "queue" ("name", fn).
 _QUEUE = re.compile(r"""(?<!["'])\bqueue\s*\(?\s*["']([^"'\\]+)["']""")

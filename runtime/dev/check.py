@@ -10,11 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime.code import Raised, Returned
-from runtime.executor import decide
-from runtime.journal import ENDED
-from runtime.platform import Worker
-from runtime.replay import (
+from runtime.core.journal import ENDED
+from runtime.core.replay import (
     Complete,
     Execute,
     Fail,
@@ -23,6 +20,9 @@ from runtime.replay import (
     Replay,
     Resume,
 )
+from runtime.engine.code import Raised, Returned
+from runtime.engine.executor import decide
+from runtime.platform.platform import Worker
 from runtime.store.base import RunRecord, Store
 
 MAX_COMMANDS = 1_000_000

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from runtime.journal import Entry, Kind, describe_wait
+from runtime.core.journal import Entry, Kind, describe_wait
+from runtime.core.values import compact
 from runtime.store.base import SignalRecord
-from runtime.values import compact
 
 
 @dataclass

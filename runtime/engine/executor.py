@@ -1,7 +1,7 @@
 """Advancing one run: the I/O side of replay.
 
 ``Executor.advance(run_id)`` reads the run's journal and signals, drives the workflow
-coroutine, asks ``runtime.replay`` what each command means, saves what the core
+coroutine, asks ``runtime.core.replay`` what each command means, saves what the core
 recorded, runs step bodies, and parks. Saving is grouped: a step's result is written
 together with the next step's intent (or the park), so a step costs one commit. That is
 safe because run code performs no effects outside step bodies: a crash before the write
@@ -18,13 +18,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from runtime import values
-from runtime.clock import Clock, now_ms
-from runtime.code import Code, Command, Issued, Raised, Returned
-from runtime.errors import InvalidInput, JournalConflict
-from runtime.journal import ENDED, Status
-from runtime.observe import Observer, Quiet
-from runtime.replay import (
+from runtime.core import values
+from runtime.core.clock import Clock, now_ms
+from runtime.core.journal import ENDED, Status
+from runtime.core.replay import (
     Complete,
     Decision,
     Execute,
@@ -37,8 +34,11 @@ from runtime.replay import (
     VersionCmd,
     WaitCmd,
 )
+from runtime.engine.code import Code, Command, Issued, Raised, Returned
+from runtime.engine.observe import Observer, Quiet
+from runtime.engine.wake import StoreOnly, Waker
+from runtime.errors import InvalidInput, JournalConflict
 from runtime.store.base import RunRecord, RunUpdate, Store, TimerSet
-from runtime.wake import StoreOnly, Waker
 
 log = logging.getLogger("lunaflow.executor")
 

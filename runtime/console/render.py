@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
 
-from runtime import timeline
-from runtime.journal import CANCELLABLE, RESUMABLE
-from runtime.runs import Runs
+from runtime.console import timeline
+from runtime.core.journal import CANCELLABLE, RESUMABLE
+from runtime.platform.runs import Runs
 from runtime.store.base import RunRecord
 
 PAGE_SIZE = 50

@@ -26,22 +26,22 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from runtime import console_page, fetch
-from runtime.clock import SystemClock, now_ms
-from runtime.fetch import (
+from runtime.console import page as console_page
+from runtime.core.clock import SystemClock, now_ms
+from runtime.engine.project import ProjectSource
+from runtime.platform import fetch
+from runtime.platform.fetch import (
     MAX_BODY_BYTES,
     Response,
     error_response,
     make_request,
 )
-from runtime.platform import Platform, Worker
-from runtime.project import ProjectSource
+from runtime.platform.platform import Platform, Worker
 from runtime.services.local import LocalServices
-from runtime.store.sqlite import SQLiteStore
+from runtime.store.sqlite import STORE_FILE, SQLiteStore
 
 log = logging.getLogger("lunaflow.dev")
 
-STORE_FILE = "lunaflow.sqlite"
 POLL_S = 0.25  # how often the dispatcher looks for work written by other processes (the CLI)
 LEASE_MS = 60 * 60 * 1000  # a run's lease; a live owner (heartbeat) keeps it as long as it needs
 DRAIN_LIMIT = 64 * 1024 * 1024  # an oversized body up to this is read and dropped before the 413

@@ -90,7 +90,7 @@ def scaffold(target: Path) -> list[Path]:
             f"{target} exists and is not empty; lunaflow new makes a fresh folder — pick another name"
         )
     name = target.name
-    types = files("runtime").joinpath("lua/types/lunaflow.lua").read_text(encoding="utf-8")
+    types = files("runtime.engine").joinpath("lua/types/lunaflow.lua").read_text(encoding="utf-8")
     content = {
         "main.lua": WORKFLOW.format(name=name),
         "routes.lua": ROUTES.format(),

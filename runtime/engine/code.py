@@ -1,7 +1,7 @@
 """A loaded project: one sandbox with the project's scripts run, ready to drive runs.
 
 ``Code`` is what a deploy replaces. It translates between the Lua engine table and the
-Python types of ``runtime.replay``: commands come out as ``StepCmd``/``WaitCmd``/
+Python types of ``runtime.core.replay``: commands come out as ``StepCmd``/``WaitCmd``/
 ``ValueCmd``, replies go in as Lua tables.
 """
 
@@ -13,12 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from runtime import values
-from runtime.durations import parse_ms
+from runtime.core import values
+from runtime.core.durations import parse_ms
+from runtime.core.replay import StepCmd, ValueCmd, VersionCmd, WaitCmd
+from runtime.engine.project import Declaration, ProjectSource, load
+from runtime.engine.sandbox import LuaMemoryError, Sandbox
 from runtime.errors import InvalidInput
-from runtime.project import Declaration, ProjectSource, load
-from runtime.replay import StepCmd, ValueCmd, VersionCmd, WaitCmd
-from runtime.sandbox import LuaMemoryError, Sandbox
 
 Command = StepCmd | WaitCmd | ValueCmd | VersionCmd
 

@@ -41,7 +41,7 @@ class Status(StrEnum):
 
 
 ENDED = frozenset({Status.COMPLETED, Status.CANCELLED})
-# Allowed transitions are data, checked in one place (runtime.platform).
+# Allowed transitions are data, checked in one place (runtime.platform.platform).
 CANCELLABLE = frozenset({Status.RUNNING, Status.SLEEPING, Status.AWAITING, Status.FAILED})
 RESUMABLE = frozenset({Status.FAILED})
 

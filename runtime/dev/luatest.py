@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from runtime.engine.project import ProjectSource
+from runtime.engine.sandbox import Sandbox
 from runtime.errors import LunaflowError
-from runtime.platform import NotStubbed
-from runtime.project import ProjectSource
-from runtime.sandbox import Sandbox
+from runtime.platform.platform import NotStubbed
 from runtime.store.base import RunRecord
 from runtime.testing import LocalPlatform
 
