@@ -487,7 +487,7 @@ def _check_replay(r: Report, project: str | Path, store_path: Path) -> None:
     platform = Platform(project, SQLiteStore(store_path), SystemClock(), read_only=True)
     try:
         for run in platform.store.list_runs(limit=10_000_000):
-            verdict = check_run(platform.worker, platform.store, run)
+            verdict = check_run(platform.worker, run)
             clean = not verdict.diverges and (
                 run.status != "completed" or verdict.message == "replays cleanly to its return"
             )

@@ -22,7 +22,8 @@ from runtime.aws.wake import AwsWaker
 from runtime.core.clock import Clock, SystemClock, now_ms
 from runtime.engine.observe import Observer
 from runtime.platform.fetch import Failure, Response
-from runtime.platform.platform import Platform
+from runtime.platform.platform import LeaseTerms, Platform
+from runtime.store.base import Lease
 from runtime.store.dynamodb import DynamoDBStore
 
 log = logging.getLogger("lunaflow.aws")
@@ -67,7 +68,7 @@ class AwsRuntime:
         secrets = SecretsManagerSecrets(
             clients.secretsmanager, clients.dynamodb, config.table, prefix=config.secrets_prefix
         )
-        self.store = DynamoDBStore(clients.dynamodb, config.table, secrets=secrets)
+        self.store = DynamoDBStore(clients.dynamodb, config.table, secrets=secrets, clock=self.clock)
         self.waker = AwsWaker(
             clients.sqs,
             clients.scheduler,
@@ -99,24 +100,14 @@ class AwsRuntime:
     def advance(self, run_id: str, *, remaining_ms: int | None = None) -> str:
         """Advance one run under its lease. Returns "done", "busy" (another invocation holds
         it; the wake comes back shortly) or "missing"."""
-        lease = self.store.acquire_lease(run_id, self.owner, now_ms(self.clock), LEASE_MS)
-        if lease == "busy":
-            self.waker.wake(run_id, delay_s=BUSY_RETRY_S)
-            return "busy"
-        if lease == "missing":
-            return "missing"
         deadline = (
             None if remaining_ms is None else time.monotonic() + max(0.0, remaining_ms / 1000 - SAFETY_S)
         )
-        worker = self.platform.worker = self.platform.fresh(self.platform.worker)
-        try:
-            worker.executor.advance(run_id, worker.code, deadline=deadline)
-        finally:
-            # Parking and ending release the lease in the same write; any other way out of
-            # the activation (out of time, a conflict, nothing to do, an error) releases it here.
-            if not worker.executor.parked_or_ended:
-                self.store.release_lease(run_id, self.owner)
-        return "done"
+        outcome = self.platform.advance(run_id, lease=LeaseTerms(self.owner, LEASE_MS), deadline=deadline)
+        if outcome == Lease.BUSY:
+            self.platform.wakes.prompt(run_id, delay_s=BUSY_RETRY_S)
+            return "busy"
+        return "missing" if outcome == Lease.MISSING else "done"
 
     def reconcile(self, older_than_s: float = 60.0, running_for_s: float = 300.0) -> list[str]:
         """Heal what a lost message or a dead invocation left behind: wakes that waited too
@@ -124,9 +115,9 @@ class AwsRuntime:
         now = self.clock.now()
         stale = set(self.store.wakeups_older_than(now - older_than_s))
         stale.update(self.store.fire_due_timers(now_ms(self.clock) - int(older_than_s * 1000)))
-        stale.update(self.store.stale_running(now - running_for_s))
+        stale.update(self.store.stale_running(now - running_for_s, now_ms(self.clock)))
         for run_id in sorted(stale):
-            self.waker.wake(run_id)
+            self.platform.wakes.prompt(run_id)
         return sorted(stale)
 
     # --- requests and user queues ------------------------------------------------------

@@ -15,20 +15,14 @@ from botocore.exceptions import ClientError
 from runtime.core.clock import Clock
 from runtime.core.durations import parse_ms
 from runtime.core.values import compact
+from runtime.services import builtins
 from runtime.services.base import ObjectRunner, QueueRunner, ServiceError
 from runtime.services.kv import MAX_LIST
 from runtime.services.queues import MAX_DELAY_S
+from runtime.store.items import n, s
 
 OBJECT_LOCK_MS = 60_000
 OBJECT_WAIT_S = 10.0
-
-
-def _s(value: str) -> dict[str, str]:
-    return {"S": value}
-
-
-def _n(value: float | int) -> dict[str, str]:
-    return {"N": str(value)}
 
 
 class DynamoKV:
@@ -43,7 +37,7 @@ class DynamoKV:
         if method in ("get", "put", "delete"):
             if not args or not isinstance(args[0], str) or not args[0]:
                 raise ServiceError(f"kv '{ns}':{method} expects a non-empty string key first")
-            key = {"pk": _s(f"KV#{ns}"), "sk": _s(args[0])}
+            key = {"pk": s(f"KV#{ns}"), "sk": s(args[0])}
         if method == "get":
             item = self._db.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
             if item is None or ("expires_at" in item and float(item["expires_at"]["N"]) <= now):
@@ -57,9 +51,9 @@ class DynamoKV:
             if value is None:
                 self._db.delete_item(TableName=self.table, Key=key)
                 return []
-            item = {**key, "value": _s(compact(value))}
+            item = {**key, "value": s(compact(value))}
             if opts.get("ttl") is not None:
-                item["expires_at"] = _n(
+                item["expires_at"] = n(
                     math.ceil(now + parse_ms(opts["ttl"], f"the ttl of kv '{ns}':put") / 1000)
                 )
             self._db.put_item(TableName=self.table, Item=item)
@@ -83,8 +77,8 @@ class DynamoKV:
                 "TableName": self.table,
                 "KeyConditionExpression": "pk = :p AND begins_with(sk, :prefix)",
                 "ExpressionAttributeValues": {
-                    ":p": _s(f"KV#{ns}"),
-                    ":prefix": _s(str(opts.get("prefix") or "")),
+                    ":p": s(f"KV#{ns}"),
+                    ":prefix": s(str(opts.get("prefix") or "")),
                 },
                 "ConsistentRead": True,
             }
@@ -110,7 +104,7 @@ class DynamoObjects:
         self._db, self.table, self._clock = db, table, clock
 
     def call(self, runner: ObjectRunner, cls: str, key: str, method: str, args: list[Any]) -> list[Any]:
-        item_key = {"pk": _s(f"OBJ#{cls}"), "sk": _s(key)}
+        item_key = {"pk": s(f"OBJ#{cls}"), "sk": s(key)}
         me = str(uuid.uuid4())
         state = self._lock(item_key, me, f"{cls}('{key}'):{method}")
         try:
@@ -133,9 +127,9 @@ class DynamoObjects:
                     UpdateExpression="SET lock_owner = :me, lock_until = :until",
                     ConditionExpression="attribute_not_exists(lock_until) OR lock_until < :now",
                     ExpressionAttributeValues={
-                        ":me": _s(me),
-                        ":until": _n(now + OBJECT_LOCK_MS),
-                        ":now": _n(now),
+                        ":me": s(me),
+                        ":until": n(now + OBJECT_LOCK_MS),
+                        ":now": n(now),
                     },
                     ReturnValues="ALL_NEW",
                 )["Attributes"]
@@ -157,12 +151,12 @@ class DynamoObjects:
             "Key": key,
             "UpdateExpression": "REMOVE lock_owner, lock_until",
             "ConditionExpression": "lock_owner = :me",
-            "ExpressionAttributeValues": {":me": _s(me)},
+            "ExpressionAttributeValues": {":me": s(me)},
         }
         if state is not None:
             request["UpdateExpression"] = "SET #state = :state ADD version :one REMOVE lock_owner, lock_until"
             request["ExpressionAttributeNames"] = {"#state": "state"}
-            request["ExpressionAttributeValues"].update({":state": _s(compact(state)), ":one": _n(1)})
+            request["ExpressionAttributeValues"].update({":state": s(compact(state)), ":one": n(1)})
         self._db.update_item(**request)
 
 
@@ -234,6 +228,9 @@ class AwsServices:
         self, runner: ObjectRunner, cls: str, key: str, method: str, args: list[Any]
     ) -> list[Any]:
         return self.objects.call(runner, cls, key, method, args)
+
+    def http(self, spec: dict[str, Any], data: bytes | None) -> dict[str, Any]:
+        return builtins.http_request(spec, data)
 
     def run_due(self, runner: QueueRunner) -> int:
         return 0  # SQS delivers user queues to the queue Lambda

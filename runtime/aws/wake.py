@@ -50,7 +50,7 @@ class AwsWaker:
         self.group = group
         self.role_arn = role_arn
 
-    def wake(self, run_id: str, delay_s: int = 0) -> None:
+    def prompt(self, run_id: str, delay_s: int = 0) -> None:
         self._sqs.send_message(
             QueueUrl=self.queue_url, MessageBody=wake_message(run_id, "wake"), DelaySeconds=delay_s
         )

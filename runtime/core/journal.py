@@ -49,13 +49,45 @@ RESUMABLE = frozenset({Status.FAILED})
 @dataclass(frozen=True)
 class Entry:
     seq: int
-    kind: str
+    kind: Kind
     name: str | None
     data: dict[str, Any] = field(default_factory=dict)
     at: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, "kind": self.kind, "name": self.name, "data": self.data, "at": self.at}
+        return {"seq": self.seq, "kind": self.kind.value, "name": self.name, "data": self.data, "at": self.at}
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A signal waiting in a run's inbox, as replay sees it: ids give arrival order."""
+
+    id: int
+    name: str
+    payload: Any
+    at: float
+
+
+@dataclass(frozen=True)
+class StepValues:
+    """What one step body returned: every value, nils included, so ``n`` may exceed the
+    values Lua would count. Journaled as ``step.result``'s data ``{"n": n, "values": [...]}``
+    and handed back to the body's caller as the same values."""
+
+    values: tuple[Any, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    def as_data(self) -> dict[str, Any]:
+        return {"n": self.n, "values": list(self.values)}
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> StepValues:
+        values = list(data.get("values") or [])
+        n = int(data.get("n", len(values)))
+        return cls(tuple(values[:n]) + (None,) * max(0, n - len(values)))
 
 
 def describe_wait(op: str, names: list[str]) -> str:

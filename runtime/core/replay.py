@@ -16,7 +16,7 @@ from typing import Any
 
 from runtime.core.bounds import MAX_JOURNAL_ENTRIES
 from runtime.core.ids import step_id
-from runtime.core.journal import MARKERS, Entry, Kind, Status, describe, describe_wait
+from runtime.core.journal import MARKERS, Entry, Kind, Signal, Status, StepValues, describe, describe_wait
 from runtime.errors import EngineBug
 
 # --- commands the code yields -----------------------------------------------------------
@@ -47,22 +47,15 @@ class VersionCmd:
     change: str  # the change id passed to wf:version
 
 
-@dataclass(frozen=True)
-class Signal:
-    id: int
-    name: str
-    payload: Any
-    at: float
-
-
 # --- decisions the core returns ---------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Resume:
-    """Send this outcome back into the coroutine."""
+    """Send this outcome back into the coroutine: a step's ``StepValues``, a wait's outcome
+    (the ``wait.done`` data), or a journaled value."""
 
-    value: Any
+    value: StepValues | Any
 
 
 @dataclass(frozen=True)
@@ -91,6 +84,19 @@ class Fail:
 
 
 @dataclass(frozen=True)
+class Diverged:
+    """The code reached a different command than the journal recorded at this point: the
+    run fails (``lunaflow check`` reports it), and resume after a fixing deploy replays."""
+
+    expected: str
+    reached: str
+
+    @property
+    def error(self) -> str:
+        return f"journal divergence: expected {self.expected}, code {self.reached}"
+
+
+@dataclass(frozen=True)
 class NeedValue:
     """The journal has no value for this call yet: produce one and ``record_value`` it."""
 
@@ -102,11 +108,7 @@ class Complete:
     result: Any
 
 
-Decision = Resume | Execute | Park | Fail | NeedValue | Complete
-
-
-def divergence(expected: str, reached: str) -> str:
-    return f"journal divergence: expected {expected}, code reached {reached}"
+Decision = Resume | Execute | Park | Fail | Diverged | NeedValue | Complete
 
 
 @dataclass
@@ -161,7 +163,7 @@ class Replay:
     def replaying(self) -> bool:
         return self._peek() is not None
 
-    def wake(self) -> Decision:
+    def redecide(self) -> Decision:
         """Re-decide the command the coroutine is parked on, with fresh inputs."""
         if self._parked is None:
             raise EngineBug(f"run '{self.run_id}' was woken but is not parked")
@@ -182,7 +184,7 @@ class Replay:
         self.passes[cmd.name] += 1
         head = self._peek()
         if head is not None and not (head.kind == Kind.STEP_INTENT and head.name == cmd.name):
-            return Fail(divergence(describe(head), f"step '{cmd.name}'"))
+            return Diverged(describe(head), f"reached step '{cmd.name}'")
         flight = _StepInFlight(cmd, self.passes[cmd.name], attempt=0, used=0)
         self._step = flight
         self.current = f"step '{cmd.name}'"
@@ -196,7 +198,7 @@ class Replay:
             elif not expect_intent and e.kind == Kind.STEP_RESULT and e.name == cmd.name:
                 self.pos += 1
                 self._step = None
-                return Resume(e.data)
+                return Resume(StepValues.from_data(e.data))
             elif not expect_intent and e.kind == Kind.STEP_FAILED and e.name == cmd.name:
                 last_failure, expect_intent = e, not e.data["final"]
             elif last_failure is not None and last_failure.data["final"] and e.kind == Kind.RESUMED:
@@ -220,10 +222,10 @@ class Replay:
             return Fail(str(last_failure.data["final_error"]))
         return self._retry_when_due(int(last_failure.data["retry_at"]))
 
-    def step_succeeded(self, result: dict[str, Any]) -> Resume:
-        """Record the body's values (``{"n": k, "values": [...]}``) and hand them back."""
+    def step_succeeded(self, result: StepValues) -> Resume:
+        """Record the body's values and hand them back."""
         flight = self._flight()
-        self._record(Kind.STEP_RESULT, flight.cmd.name, result)
+        self._record(Kind.STEP_RESULT, flight.cmd.name, result.as_data())
         self._step = None
         return Resume(result)
 
@@ -258,7 +260,7 @@ class Replay:
             if not (
                 head.kind == Kind.WAIT and head.name == cmd.op and list(head.data["names"]) == list(cmd.names)
             ):
-                return Fail(divergence(describe(head), wanted))
+                return Diverged(describe(head), f"reached {wanted}")
             wait_entry = head
             self.pos += 1
             done = self._peek()
@@ -275,7 +277,7 @@ class Replay:
         if head is None:
             return self._full(1) or NeedValue(cmd.call)
         if head.kind != Kind.VALUE or head.name != cmd.call:
-            return Fail(divergence(describe(head), f"{cmd.call}()"))
+            return Diverged(describe(head), f"reached {cmd.call}()")
         self.pos += 1
         return Resume(head.data["value"])
 
@@ -299,7 +301,7 @@ class Replay:
             self.current = None
             return Complete(head.data["result"])
         if head is not None:
-            return Fail(f"journal divergence: expected {describe(head)}, code returned")
+            return Diverged(describe(head), "returned")
         self._record(Kind.COMPLETED, None, {"result": result})
         self.current = None
         return Complete(result)
@@ -320,7 +322,7 @@ class Replay:
         return self._step
 
     def _record(self, kind: Kind, name: str | None, data: dict[str, Any]) -> Entry:
-        entry = Entry(len(self.entries) + 1, kind.value, name, data, self.now_ms / 1000)
+        entry = Entry(len(self.entries) + 1, kind, name, data, self.now_ms / 1000)
         self.entries.append(entry)
         self.unsaved.append(entry)
         self.pos = len(self.entries)

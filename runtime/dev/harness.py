@@ -15,9 +15,10 @@ from typing import Any
 from runtime.core.clock import FakeClock, now_ms
 from runtime.core.durations import parse_ms
 from runtime.core.journal import Entry
+from runtime.dev.standins import HttpFn, ObjectFn, ServiceFn, StandinServices
 from runtime.errors import InvalidInput
 from runtime.platform.fetch import Response, make_request
-from runtime.platform.platform import ObjectFn, Platform, ServiceFn
+from runtime.platform.platform import Platform
 from runtime.services.local import LocalServices
 from runtime.services.queues import QueueSettings
 from runtime.store.base import RunRecord
@@ -32,6 +33,7 @@ class LocalPlatform:
         *,
         services: dict[str, ServiceFn] | None = None,
         objects: ObjectFn | None = None,
+        http: HttpFn | None = None,
         synchronous: str = "FULL",
         cache_size: int = 256,
     ) -> None:
@@ -41,6 +43,7 @@ class LocalPlatform:
         self._clock = FakeClock()
         self._services = services
         self._objects = objects
+        self._http = http
         self._synchronous = synchronous
         self._cache_size = cache_size
         self.platform = self._open(self.project)
@@ -49,17 +52,15 @@ class LocalPlatform:
         return self.platform.source.queue_settings(name)
 
     def _open(self, project: Path) -> Platform:
-        store = SQLiteStore(self.data_dir / STORE_FILE, synchronous=self._synchronous)
-        services = LocalServices(self.data_dir, self._clock.now, self._queue_settings)
-        platform = Platform(
-            project,
-            store,
-            self._clock,
-            services=services,
-            standins=self._services,
+        store = SQLiteStore(self.data_dir / STORE_FILE, synchronous=self._synchronous, clock=self._clock)
+        self.services = LocalServices(self.data_dir, self._clock.now, self._queue_settings)
+        services = StandinServices(
+            self.services,
+            services=self._services,
             objects=self._objects,
-            cache_size=self._cache_size,
+            http=self._http,
         )
+        platform = Platform(project, store, self._clock, services=services, cache_size=self._cache_size)
         platform.recover()
         platform.run_until_idle()
         return platform

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from runtime.dev.standins import NotStubbed
 from runtime.engine.project import ProjectSource
 from runtime.engine.sandbox import Sandbox
 from runtime.errors import LunaflowError
-from runtime.platform.platform import NotStubbed
 from runtime.store.base import RunRecord
 from runtime.testing import LocalPlatform
 
@@ -109,17 +109,14 @@ class _Session:
         self.stubs: dict[tuple[str, str], Any] = {}
         self.http: Any = None
         self.dir = tempfile.TemporaryDirectory(prefix="lunaflow-test-")
-        self.p = LocalPlatform(project, self.dir.name, objects=self._object)
-        self.p.platform.http_stub = self._http
+        self.p = LocalPlatform(project, self.dir.name, objects=self._object, http=self._http)
 
     def close(self) -> None:
         self.p.close()
         self.dir.cleanup()
 
     def _call_lua(self, fn: Any, *args: Any) -> list[Any]:
-        values: dict[int | str, Any] = {i + 1: self.sandbox.to_lua(a) for i, a in enumerate(args)}
-        values["n"] = len(args)
-        ok, out, _tb = self.call_function(fn, self.sandbox.lua.table_from(values), self.sandbox.instructions)
+        ok, out, _tb = self.call_function(fn, self.sandbox.pack(args), self.sandbox.instructions)
         if not ok:
             raise LunaflowError(str(out))
         result: list[Any] = json.loads(out)

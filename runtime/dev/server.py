@@ -29,14 +29,14 @@ from typing import Any
 from runtime.console import page as console_page
 from runtime.core.clock import SystemClock, now_ms
 from runtime.engine.project import ProjectSource
-from runtime.platform import fetch
+from runtime.engine.worker import Worker
 from runtime.platform.fetch import (
     MAX_BODY_BYTES,
     Response,
     error_response,
     make_request,
 )
-from runtime.platform.platform import Platform, Worker
+from runtime.platform.platform import LeaseTerms, Platform
 from runtime.services.local import LocalServices
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
 
@@ -99,6 +99,7 @@ class DevServer:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.owner = f"dev-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.lease = LeaseTerms(self.owner, LEASE_MS)
         self.httpd = _Server((host, port), _Handler, self)
 
     @property
@@ -193,16 +194,9 @@ class DevServer:
                 return
             run_id, token = item
             try:
-                lease = self.store.acquire_lease(run_id, self.owner, now_ms(self.platform.clock), LEASE_MS)
-                if lease == "busy":
-                    continue  # another process on this data folder is advancing it
-                if lease == "ok":
-                    try:
-                        with self.pool.borrow() as worker:
-                            worker.executor.advance(run_id, worker.code)
-                    finally:
-                        self.store.release_lease(run_id, self.owner)
-                self.store.clear_wakeup(run_id, token)
+                # Busy: another process on this data folder is advancing it; its wake-up stays.
+                with self.pool.borrow() as worker:
+                    self.platform.advance(run_id, worker=worker, lease=self.lease, token=token)
             except Exception:
                 log.exception("advancing run %s failed; it stays woken and will be retried", run_id)
                 time.sleep(0.5)
@@ -215,7 +209,7 @@ class DevServer:
 
     def handle_fetch(self, request: dict[str, Any]) -> Response:
         with self.pool.borrow() as worker:
-            response, failure = fetch.handle(worker.code, request)
+            response, failure = self.platform.fetch(request, worker)
         self.poke()
         if failure is not None:
             log.error(

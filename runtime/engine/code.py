@@ -15,6 +15,7 @@ from typing import Any
 
 from runtime.core import values
 from runtime.core.durations import parse_ms
+from runtime.core.journal import StepValues
 from runtime.core.replay import StepCmd, ValueCmd, VersionCmd, WaitCmd
 from runtime.engine.project import Declaration, ProjectSource, load
 from runtime.engine.sandbox import LuaMemoryError, Sandbox
@@ -138,10 +139,8 @@ class Code:
 
     def reply(self, value: Any) -> Any:
         """The Lua table handed back into the coroutine for a decision's outcome."""
-        if isinstance(value, dict) and "values" in value:  # a step's recorded values
-            table: dict[int | str, Any] = {i + 1: v for i, v in enumerate(value["values"]) if v is not None}
-            table["n"] = value["n"]
-            return self.sandbox.lua.table_from({k: self.sandbox.to_lua(v) for k, v in table.items()})
+        if isinstance(value, StepValues):
+            return self.sandbox.pack(value.values)
         if isinstance(value, dict):  # a wait's outcome
             return self.sandbox.lua.table_from(
                 {k: self.sandbox.to_lua(v) for k, v in value.items() if v is not None}

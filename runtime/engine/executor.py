@@ -6,6 +6,10 @@ recorded, runs step bodies, and parks. Saving is grouped: a step's result is wri
 together with the next step's intent (or the park), so a step costs one commit. That is
 safe because run code performs no effects outside step bodies: a crash before the write
 only repeats the last body, with the same step id.
+
+``Executor.check(run)`` is the same loop in replay-only mode (``lunaflow check``, as
+Temporal's replayer is its worker): it answers from the journal alone and stops at the
+first command the journal does not answer, so it writes nothing and runs no effect.
 """
 
 from __future__ import annotations
@@ -15,15 +19,18 @@ import random
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from runtime.core import values
 from runtime.core.clock import Clock, now_ms
-from runtime.core.journal import ENDED, Status
+from runtime.core.journal import ENDED, Status, StepValues
 from runtime.core.replay import (
     Complete,
     Decision,
+    Diverged,
     Execute,
     Fail,
     NeedValue,
@@ -36,11 +43,13 @@ from runtime.core.replay import (
 )
 from runtime.engine.code import Code, Command, Issued, Raised, Returned
 from runtime.engine.observe import Observer, Quiet
-from runtime.engine.wake import StoreOnly, Waker
+from runtime.engine.wake import Wakes
 from runtime.errors import InvalidInput, JournalConflict
 from runtime.store.base import RunRecord, RunUpdate, Store, TimerSet
 
 log = logging.getLogger("lunaflow.executor")
+
+MAX_CHECKED_COMMANDS = 1_000_000  # commands one replay-only check answers before giving up
 
 
 @dataclass
@@ -52,8 +61,26 @@ class Session:
     lua: Any
     replay: Replay
     saved_len: int
-    status: str = Status.RUNNING  # as last read or saved
+    status: Status = Status.RUNNING  # as last read or saved
     step_fn: Any = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What replaying a run's journal on the current code found (``lunaflow check``)."""
+
+    run_id: str
+    workflow: str
+    status: Status
+    diverges: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class _Stopped:
+    """Replay-only mode reached what the journal does not answer."""
+
+    at: Decision | Raised | Issued
 
 
 class Executor:
@@ -63,20 +90,22 @@ class Executor:
         clock: Clock,
         *,
         cache_size: int = 256,
-        waker: Waker | None = None,
+        wakes: Wakes | None = None,
         observer: Observer | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
-        self.waker: Waker = waker or StoreOnly()
+        self.wakes = wakes or Wakes(store)
         self.observer: Observer = observer or Quiet()
         self.cache_size = cache_size
         self._cache: OrderedDict[str, Session] = OrderedDict()
-        self.current_run: str | None = None  # the run whose code is executing, for host calls
         self._active: Session | None = None
+        # The run whose code is executing, and its step while a body runs: host calls made
+        # from Lua read them (parents of started runs, secret pins, log tags).
+        self.current_run: str | None = None
+        self.current_step: str | None = None
         # Whether the last advance wrote a park or an end (which also drops a lease).
         self.parked_or_ended = False
-        self.current_step: str | None = None
 
     def replaying(self, run_id: str | None) -> bool:
         """Whether the run's code is re-running through recorded history right now."""
@@ -90,7 +119,18 @@ class Executor:
         else:
             self._cache.pop(run_id, None)
 
-    def advance(self, run_id: str, code: Code, *, deadline: float | None = None) -> str | None:
+    @contextmanager
+    def _running(self, run_id: str, step: str | None = None) -> Iterator[None]:
+        outer = self.current_run, self.current_step
+        self.current_run, self.current_step = run_id, step
+        try:
+            yield
+        finally:
+            self.current_run, self.current_step = outer
+
+    # --- live runs ---------------------------------------------------------------------
+
+    def advance(self, run_id: str, code: Code, *, deadline: float | None = None) -> Status | None:
         """Advance the run until it parks or ends; returns its status then (None: no such run).
         With ``deadline`` (a ``time.monotonic()`` value), stop before starting new work once it
         has passed, and wake the run again so a fresh invocation continues it."""
@@ -111,15 +151,14 @@ class Executor:
         ):
             session.replay.refresh(now, signals)
             session.status = run.status
-            decision = session.replay.wake()
+            decision = session.replay.redecide()
         else:
             if run.workflow not in code.workflows:
-                error = (
-                    f"run '{run_id}' is of workflow '{run.workflow}', which the current code does not "
-                    "declare; deploy code that declares it, then resume the run"
-                )
                 self.store.append(
-                    run_id, run.journal_len, [], update=RunUpdate(Status.FAILED, None, error=error)
+                    run_id,
+                    run.journal_len,
+                    [],
+                    update=RunUpdate(Status.FAILED, None, error=_undeclared(run)),
                 )
                 return Status.FAILED
             journal = snap.journal if session is None else self.store.journal(run_id)
@@ -129,79 +168,143 @@ class Executor:
         self.observer.activation(run_id, run.workflow)
         self._active = session
         try:
-            return self._activate(session, decision, deadline)
+            status = self._drive(session, decision, deadline, live=True)
+            assert isinstance(status, Status)
+            return status
         except JournalConflict:
             # Another writer (a cancel, another worker) moved the journal: our view is stale.
             log.info("run %s: journal moved under this worker; replaying afresh", run_id)
             self.forget(run_id)
             fresh = self.store.get_run(run_id)
             if fresh is not None and fresh.status not in ENDED and fresh.status != Status.FAILED:
-                self._rewake(run_id)
+                self.wakes.wake(run_id)
             return None if fresh is None else fresh.status
         finally:
-            self.current_run = None
-            self.current_step = None
             self._active = None
 
-    # --- the activation loop -----------------------------------------------------------
+    # --- replay only -------------------------------------------------------------------
 
-    def _rewake(self, run_id: str) -> None:
-        self.store.wake(run_id)
-        self.waker.wake(run_id)
+    def check(self, run: RunRecord, code: Code) -> Verdict:
+        """Replay the run's journal on ``code``, running nothing the journal does not answer.
+        Reads only: no signals and time zero, so a wait the journal has not resolved stops
+        the replay where the journal ends."""
 
-    def _activate(self, s: Session, decision: Decision | None, deadline: float | None) -> str:
+        def verdict(diverges: bool, message: str) -> Verdict:
+            return Verdict(run.id, run.workflow, run.status, diverges, message)
+
+        if run.workflow not in code.workflows:
+            return verdict(True, f"workflow '{run.workflow}' is no longer declared in this project")
+        replay = Replay(run.id, self.store.journal(run.id), 0, ())
+        session = Session(run, code, code.new_run(run.id, run.workflow, run.input), replay, replay.length)
+        self._active = session
+        try:
+            stopped = self._drive(session, None, None, live=False)
+        finally:
+            self._active = None
+        assert isinstance(stopped, _Stopped)
+        at = stopped.at
+        if isinstance(at, Raised):
+            return verdict(False, f"the code raises on replay: {at.message}")
+        if isinstance(at, Issued):
+            if at.command is None:
+                return verdict(False, f"the code makes a refused call on replay: {at.refusal}")
+            return verdict(False, "replay did not settle; the run may loop without end")
+        if isinstance(at, Diverged):
+            return verdict(True, at.error)
+        if isinstance(at, Fail):
+            return verdict(False, at.error)
+        if isinstance(at, Execute):
+            return verdict(False, f"replays cleanly; would run step '{at.name}' next")
+        if isinstance(at, Park):
+            return verdict(False, f"replays cleanly; parked at {at.current}")
+        if isinstance(at, NeedValue):
+            return verdict(False, f"replays cleanly; would record {at.call}() next")
+        return verdict(False, "replays cleanly to its return")
+
+    # --- the one loop ------------------------------------------------------------------
+
+    def _drive(
+        self, s: Session, decision: Decision | None, deadline: float | None, *, live: bool
+    ) -> Status | _Stopped:
+        """Drive the coroutine, answering its commands from the journal. Live, act on what
+        the journal does not answer (save, run the step, park) and go on until the run parks
+        or ends; replay only, stop there."""
         code, replay = s.code, s.replay
         reply: Any = None
+        commands = 0
         while True:
-            if decision is None and deadline is not None and time.monotonic() >= deadline:
-                # Out of time. The coroutine waits for a reply mid-command, which a cached
-                # session could not hand it later, so the next invocation replays to here.
-                self._save(s, RunUpdate(Status.RUNNING, replay.current))
-                self._rewake(s.run.id)
-                return Status.RUNNING
             if decision is None:
-                self.current_run = s.run.id
-                out = code.drive(s.lua, reply)
-                self.current_run = None
+                if live and deadline is not None and time.monotonic() >= deadline:
+                    # Out of time. The coroutine waits for a reply mid-command, which a cached
+                    # session could not hand it later, so the next invocation replays to here.
+                    self._save(s, RunUpdate(Status.RUNNING, replay.current))
+                    self.wakes.wake(s.run.id)
+                    return Status.RUNNING
+                with self._running(s.run.id):
+                    out = code.drive(s.lua, reply)
                 if isinstance(out, Returned):
-                    decision = self._complete(s, out.result)
+                    decision = self._complete(s, out.result) if live else replay.complete(out.result)
                 elif isinstance(out, Raised):
-                    if out.traceback:
-                        log.warning("run %s failed: %s\n%s", s.run.id, out.message, out.traceback)
-                    self._save(s, RunUpdate(Status.FAILED, replay.current, error=out.message))
-                    self.observer.ended(s.run.id, s.run.workflow, Status.FAILED)
-                    return Status.FAILED
+                    if not live:
+                        return _Stopped(out)
+                    return self._raised(s, out)
+                elif out.command is None:
+                    if not live:
+                        return _Stopped(out)
+                    reply = code.refusal(out.refusal or "")  # the code sees an error
+                    continue
                 else:
+                    commands += 1
+                    if not live and commands > MAX_CHECKED_COMMANDS:
+                        return _Stopped(out)
                     decision = self._decide(s, out)
-                    if decision is None:  # the command was refused: the code sees an error
-                        reply = code.refusal(out.refusal or "")
-                        continue
             if isinstance(decision, Resume):
-                self._note_signal(s, decision)
+                if live:
+                    self._note_signal(s, decision)
                 reply = code.reply(decision.value)
                 decision = None
-            elif isinstance(decision, NeedValue):
-                decision = replay.record_value(decision.call, _fresh_value(decision.call, self.clock))
-            elif isinstance(decision, Execute):
-                # Already running: the current step is progress a backend may skip writing.
-                progress = s.status == Status.RUNNING
-                self._save(s, RunUpdate(Status.RUNNING, replay.current, progress_only=progress))
-                decision = self._run_step(s, decision)
-            elif isinstance(decision, Park):
-                self._save(s, RunUpdate(decision.status, decision.current), TimerSet(decision.due_ms))
-                self.waker.timer(s.run.id, decision.due_ms)
-                self._remember(s)
-                return decision.status
-            elif isinstance(decision, Fail):
-                self._save(s, RunUpdate(Status.FAILED, replay.current, error=decision.error), TimerSet(None))
-                self.waker.timer(s.run.id, None)
-                self.observer.ended(s.run.id, s.run.workflow, Status.FAILED)
-                return Status.FAILED
-            elif isinstance(decision, Complete):
-                self._save(s, RunUpdate(Status.COMPLETED, None, result=decision.result))
-                self.waker.timer(s.run.id, None)
-                self.observer.ended(s.run.id, s.run.workflow, Status.COMPLETED)
-                return Status.COMPLETED
+                continue
+            if not live:
+                return _Stopped(decision)
+            outcome = self._act(s, decision)
+            if isinstance(outcome, Status):
+                return outcome
+            decision = outcome
+
+    def _act(self, s: Session, decision: Decision) -> Decision | Status:
+        """Do what the core decided the journal does not answer: the next decision, or the
+        status the run parked or ended in."""
+        replay = s.replay
+        if isinstance(decision, NeedValue):
+            return replay.record_value(decision.call, _fresh_value(decision.call, self.clock))
+        if isinstance(decision, Execute):
+            # Already running: the current step is progress a backend may skip writing.
+            progress = s.status == Status.RUNNING
+            self._save(s, RunUpdate(Status.RUNNING, replay.current, progress_only=progress))
+            return self._run_step(s, decision)
+        if isinstance(decision, Park):
+            self._save(s, RunUpdate(decision.status, decision.current), TimerSet(decision.due_ms))
+            self.wakes.timer(s.run.id, decision.due_ms)
+            self._remember(s)
+            return decision.status
+        if isinstance(decision, Fail | Diverged):
+            self._save(s, RunUpdate(Status.FAILED, replay.current, error=decision.error), TimerSet(None))
+            self.wakes.timer(s.run.id, None)
+            self.observer.ended(s.run.id, s.run.workflow, Status.FAILED)
+            return Status.FAILED
+        if isinstance(decision, Complete):
+            self._save(s, RunUpdate(Status.COMPLETED, None, result=decision.result))
+            self.wakes.timer(s.run.id, None)
+            self.observer.ended(s.run.id, s.run.workflow, Status.COMPLETED)
+            return Status.COMPLETED
+        raise AssertionError(decision)
+
+    def _raised(self, s: Session, out: Raised) -> Status:
+        if out.traceback:
+            log.warning("run %s failed: %s\n%s", s.run.id, out.message, out.traceback)
+        self._save(s, RunUpdate(Status.FAILED, s.replay.current, error=out.message))
+        self.observer.ended(s.run.id, s.run.workflow, Status.FAILED)
+        return Status.FAILED
 
     def _complete(self, s: Session, result: Any) -> Decision:
         try:
@@ -210,16 +313,14 @@ class Executor:
             return Fail(str(e))
         return s.replay.complete(result)
 
-    def _decide(self, s: Session, issued: Issued) -> Decision | None:
-        if issued.command is None:
-            return None
+    def _decide(self, s: Session, issued: Issued) -> Decision:
+        assert issued.command is not None
         if isinstance(issued.command, StepCmd):
             s.step_fn = issued.fn
         return decide(s.replay, issued.command)
 
     def _run_step(self, s: Session, ex: Execute) -> Decision:
-        self.current_run, self.current_step = s.run.id, ex.name
-        try:
+        with self._running(s.run.id, ex.name):
             outcome = s.code.run_body(
                 s.lua,
                 s.step_fn,
@@ -228,13 +329,10 @@ class Executor:
                 now_s=ex.started_at,
                 timeout_ms=ex.timeout_ms,
             )
-        finally:
-            self.current_run, self.current_step = None, None
         s.replay.refresh(now_ms(self.clock), s.replay.signals)
         self.observer.step(s.run.id, s.run.workflow, ex.name, ex.attempt, outcome.ok)
         if outcome.ok:
-            vals = outcome.values or []
-            return s.replay.step_succeeded({"n": len(vals), "values": vals})
+            return s.replay.step_succeeded(StepValues(tuple(outcome.values or ())))
         decision = s.replay.step_failed(outcome.error or "error")
         if not isinstance(decision, Fail):
             self.observer.retry(s.run.id, s.run.workflow, ex.name)
@@ -274,6 +372,13 @@ def decide(replay: Replay, cmd: Command) -> Decision:
     if isinstance(cmd, VersionCmd):
         return replay.version(cmd)
     return replay.value(cmd)
+
+
+def _undeclared(run: RunRecord) -> str:
+    return (
+        f"run '{run.id}' is of workflow '{run.workflow}', which the current code does not "
+        "declare; deploy code that declares it, then resume the run"
+    )
 
 
 def _fresh_value(call: str, clock: Clock) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib.resources import files
 from typing import Any
 
@@ -101,8 +101,12 @@ class Sandbox:
     def to_lua(self, value: values.JSONValue) -> Any:
         return values.to_lua(self.lua.table_from, value)
 
-    def table(self, **fields: Any) -> Any:
-        return self.lua.table_from(fields)
+    def pack(self, out: Sequence[Any]) -> Any:
+        """Values as a Lua table ``{n = #out, ...}``, for ``table.unpack(t, 1, t.n)``: every
+        value handed back, nils included (a step's values, a host function's results)."""
+        table: dict[int | str, Any] = {i + 1: self.to_lua(v) for i, v in enumerate(out) if v is not None}
+        table["n"] = len(out)
+        return self.lua.table_from(table)
 
     def _dispatch(self, name: str, *args: Any) -> tuple[bool, Any] | tuple[bool, Any, Any]:
         fn = self._host_fns.get(name)

@@ -1,19 +1,25 @@
-"""How a platform brings runs back to a worker.
+"""Waking a run: the one meaning of "wake".
 
-The store keeps the durable record (wake-ups and timers); a ``Waker`` is the prompt on top:
-locally nothing more is needed (the dev server's dispatcher reads the store), while on AWS
-``runtime.aws.wake.AwsWaker`` sends an SQS message and keeps an EventBridge Scheduler entry
-per parked run.
+A run that needs a worker (it was started, signalled, resumed, or its journal moved under
+a worker) is *woken*: the store records a wake-up (durable: a restarted process finds it)
+and the platform's ``Waker`` prompts a worker (fast: locally nothing more is needed, the
+dev server's dispatcher reads the store; on AWS ``runtime.aws.wake.AwsWaker`` sends an SQS
+message and keeps an EventBridge Scheduler entry per parked run). ``Wakes`` pairs the two
+so no caller does it by hand.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from runtime.store.base import Store
+
 
 class Waker(Protocol):
-    def wake(self, run_id: str) -> None:
-        """Bring the run to a worker soon (after a start, a signal, a resume...)."""
+    """A platform's transport for bringing runs to workers."""
+
+    def prompt(self, run_id: str, delay_s: int = 0) -> None:
+        """Bring the run to a worker soon (after ``delay_s``); the store already says why."""
 
     def timer(self, run_id: str, due_ms: int | None) -> None:
         """The run is parked until ``due_ms`` (epoch milliseconds), or has no timer (None)."""
@@ -22,8 +28,28 @@ class Waker(Protocol):
 class StoreOnly:
     """The store's own wake-ups and timers table are all a local platform needs."""
 
-    def wake(self, run_id: str) -> None:
+    def prompt(self, run_id: str, delay_s: int = 0) -> None:
         pass
 
     def timer(self, run_id: str, due_ms: int | None) -> None:
         pass
+
+
+class Wakes:
+    """Wake runs: a wake-up recorded in the store, then a prompt through the waker."""
+
+    def __init__(self, store: Store, waker: Waker | None = None) -> None:
+        self.store = store
+        self.waker: Waker = waker or StoreOnly()
+
+    def wake(self, run_id: str) -> None:
+        self.store.add_wakeup(run_id)
+        self.waker.prompt(run_id)
+
+    def prompt(self, run_id: str, delay_s: int = 0) -> None:
+        """The write that made the run need a worker (a start, a signal) recorded its
+        wake-up in the same transaction: only the prompt is left."""
+        self.waker.prompt(run_id, delay_s)
+
+    def timer(self, run_id: str, due_ms: int | None) -> None:
+        self.waker.timer(run_id, due_ms)

@@ -15,7 +15,7 @@ from runtime.core.clock import Clock
 from runtime.core.ids import check_run_id
 from runtime.core.journal import CANCELLABLE, FORMAT_VERSION, RESUMABLE, Entry, Kind, Status
 from runtime.engine.observe import Observer, Quiet
-from runtime.engine.wake import StoreOnly, Waker
+from runtime.engine.wake import Waker, Wakes
 from runtime.errors import InvalidInput, InvalidTransition, JournalConflict, NoSuchRun, RunIdTaken
 from runtime.store.base import RunRecord, RunUpdate, Store, TimerSet
 
@@ -26,7 +26,7 @@ class Runs:
     ) -> None:
         self.store = store
         self.clock = clock
-        self.waker: Waker = waker or StoreOnly()
+        self.wakes = Wakes(store, waker)
         self.observer: Observer = observer or Quiet()
 
     def start(
@@ -63,7 +63,7 @@ class Runs:
         if created or existing.journal_len == 1:
             # A repeated start of a run that never began prompts it again, in case the first
             # prompt was lost between the store write and the wake.
-            self.waker.wake(run_id)
+            self.wakes.prompt(run_id)
         return existing
 
     def get(self, run_id: str, workflow: str | None = None) -> RunRecord:
@@ -89,7 +89,7 @@ class Runs:
             )
         _, live = self.store.add_signal(run_id, name, values.decode(encoded), self.clock.now())
         if live:
-            self.waker.wake(run_id)
+            self.wakes.prompt(run_id)
         return live
 
     def cancel(self, run_id: str, *, workflow: str | None = None) -> None:
@@ -112,7 +112,7 @@ class Runs:
                 break
             except JournalConflict:
                 continue
-        self.waker.timer(run_id, None)
+        self.wakes.timer(run_id, None)
         for child in self.store.children(run_id):
             self._cancel_tree(child)
 
@@ -130,8 +130,7 @@ class Runs:
             update=RunUpdate(Status.RUNNING, run.current_step),
             timer=TimerSet(None),
         )
-        self.store.wake(run_id)
-        self.waker.wake(run_id)
+        self.wakes.wake(run_id)
 
     def runs(
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 1000

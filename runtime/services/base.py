@@ -40,6 +40,9 @@ class Services(Protocol):
     ) -> list[Any]:
         """Call one key's method, serialized per key, persisting its state afterwards."""
 
+    def http(self, spec: dict[str, Any], data: bytes | None) -> dict[str, Any]:
+        """``http.request``: the response as ``{status, headers, body}``."""
+
     def run_due(self, runner: QueueRunner) -> int:
         """Deliver due queue messages; returns how many handler calls were made."""
 

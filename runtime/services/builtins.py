@@ -72,8 +72,8 @@ def jwt_functions(
     return {"jwt_sign": sign, "jwt_verify": verify}
 
 
-def http_request(spec_json: str, body_hex: str | None, to_lua: Callable[[Any], Any]) -> Any:
-    spec = json.loads(spec_json)
+def http_request(spec: dict[str, Any], data: bytes | None) -> dict[str, Any]:
+    """``http.request``: the request Lua described, the response as ``{status, headers, body}``."""
     method = str(spec.get("method") or "GET").upper()
     url = spec.get("url")
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
@@ -84,7 +84,6 @@ def http_request(spec_json: str, body_hex: str | None, to_lua: Callable[[Any], A
     headers = spec.get("headers") or {}
     if not isinstance(headers, dict):
         raise ServiceError("http.request: headers must be a table of names to strings")
-    data = None if body_hex is None else _unhex(body_hex)
     request = urllib.request.Request(
         url, data=data, method=method, headers={str(k): str(v) for k, v in headers.items()}
     )
@@ -98,10 +97,4 @@ def http_request(spec_json: str, body_hex: str | None, to_lua: Callable[[Any], A
         raise ServiceError(f"http.request {method} {url} failed: {reason}") from e
     if len(payload) > MAX_HTTP_BODY:
         raise ServiceError(f"http.request {method} {url}: the response body is over {MAX_HTTP_BODY} bytes")
-    return to_lua(
-        {
-            "status": status,
-            "headers": {k.lower(): v for k, v in resp_headers.items()},
-            "body": payload,
-        }
-    )
+    return {"status": status, "headers": {k.lower(): v for k, v in resp_headers.items()}, "body": payload}

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from runtime.services import builtins
 from runtime.services import kv as kv_mod
 from runtime.services import objects as objects_mod
 from runtime.services import queues as queues_mod
@@ -99,6 +100,9 @@ class LocalServices:
         self, runner: ObjectRunner, cls: str, key: str, method: str, args: list[Any]
     ) -> list[Any]:
         return self.objects.call(runner, cls, key, method, args)
+
+    def http(self, spec: dict[str, Any], data: bytes | None) -> dict[str, Any]:
+        return builtins.http_request(spec, data)
 
     def run_due(self, runner: QueueRunner) -> int:
         return self.queues.run_due(runner)

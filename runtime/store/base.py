@@ -1,24 +1,39 @@
-"""The store contract every backend implements (SQLite now, DynamoDB later).
+"""The store contract every backend implements (``sqlite.SQLiteStore`` on one file,
+``dynamodb.DynamoDBStore`` on one table), and the checks every backend's append shares.
 
 Each method states its error contract. Backends raise only ``runtime.errors`` types:
-``JournalConflict`` when a conditional append loses, never a driver exception.
+``JournalConflict`` when a conditional append loses, never a driver exception. The suite in
+``tests/contract/`` runs every method against both backends.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Protocol
 
-from runtime.core.journal import Entry, Kind
-from runtime.core.replay import Signal
+from runtime.core.journal import Entry, Kind, Signal, Status
+from runtime.errors import EngineBug
+
+# A lease's owner that has not beaten its heart for this long is taken for dead: its leases
+# are free before they expire (a SIGKILLed `lunaflow dev`, a Lambda invocation cut off).
+OWNER_DEAD_AFTER_MS = 5_000
+
+
+class Lease(StrEnum):
+    """What taking a run's lease found."""
+
+    OK = "ok"  # the lease is this owner's now
+    BUSY = "busy"  # another owner holds a live lease
+    MISSING = "missing"  # there is no such run
 
 
 @dataclass(frozen=True)
 class RunRecord:
     id: str
     workflow: str
-    status: str
+    status: Status
     input: Any
     result: Any = None
     error: str | None = None
@@ -46,7 +61,7 @@ class RunRecord:
 
 @dataclass(frozen=True)
 class RunUpdate:
-    status: str
+    status: Status
     current_step: str | None = None
     result: Any = None
     error: str | None = None
@@ -55,13 +70,30 @@ class RunUpdate:
     progress_only: bool = False
 
 
-def current_step(status: str, stored: str | None, last: Entry) -> str | None:
+def current_step(status: Status, stored: str | None, last: Entry) -> str | None:
     """A run's current step, as the console shows it. Steps of a running run are progress,
     which backends need not write to the run's record (``RunUpdate.progress_only``): its
     last journal entry, an intent, says which step it is in."""
-    if status == "running" and last.kind == Kind.STEP_INTENT:
+    if status == Status.RUNNING and last.kind == Kind.STEP_INTENT:
         return f"step '{last.name}'"
     return stored
+
+
+def checked_update(
+    run_id: str, expected_len: int, entries: Sequence[Entry], update: RunUpdate | None
+) -> RunUpdate | None:
+    """What every backend's ``append`` checks first: entries are numbered on from
+    ``expected_len``, in order (the engine never writes a gap). Returns the update to write:
+    none for progress a backend need not record."""
+    for offset, entry in enumerate(entries):
+        if entry.seq != expected_len + offset + 1:
+            raise EngineBug(
+                f"entry {entry.seq} of run '{run_id}' is out of order: the journal is {expected_len} "
+                f"long, so this append starts at {expected_len + 1}"
+            )
+    if update is not None and update.progress_only:
+        return None
+    return update
 
 
 @dataclass(frozen=True)
@@ -130,7 +162,8 @@ class Store(Protocol):
         Raises ``JournalConflict`` when the journal is no longer ``expected_len`` long:
         another writer won the slot. Signals named by ``wait.done`` entries are marked
         consumed; when ``update`` ends the run, its pending signals are set aside and its
-        timer cleared.
+        timer cleared; when ``update`` parks or ends it (any status but running), its lease
+        is released whoever holds it.
         """
 
     def add_signal(self, run_id: str, name: str, payload: Any, at: float) -> tuple[int, bool]:
@@ -153,8 +186,9 @@ class Store(Protocol):
 
     def timer(self, run_id: str) -> int | None: ...
 
-    def wake(self, run_id: str) -> None:
-        """Ask a worker to advance the run. Each wake gets a new token."""
+    def add_wakeup(self, run_id: str) -> None:
+        """Record that the run needs a worker. Each wake-up gets a new token, never reused;
+        a missing run is ignored."""
 
     def wakeups(self) -> list[tuple[str, int]]:
         """Runs asked to advance, with their wake tokens, oldest first."""
@@ -162,8 +196,33 @@ class Store(Protocol):
     def clear_wakeup(self, run_id: str, token: int) -> None:
         """Drop the wake-up if its token is still ``token`` (no newer wake arrived)."""
 
+    def wakeups_older_than(self, at: float) -> list[str]:
+        """Runs whose wake-up has waited since before ``at`` (epoch seconds): a lost prompt.
+        A wake-up is as old as its first ask (a start, a signal, a due timer, ``add_wakeup``)."""
+
     def running_runs(self) -> list[str]:
         """Runs left ``running``: after a crash, each needs advancing again."""
+
+    def stale_running(self, before: float, now_ms: int) -> list[str]:
+        """Runs left ``running`` with no change since before ``before`` (epoch seconds) and no
+        live lease at ``now_ms``: an activation died between its journal write and its park.
+        A backend may count only changes of the run's summary (DynamoDB does): a run whose
+        journal moves meanwhile is kept off the list by its lease."""
+
+    # --- leases: one worker advances a run at a time ---------------------------------
+
+    def heartbeat(self, owner: str, now_ms: int) -> None:
+        """``owner`` is alive. Its leases stay its own until they expire; once it has stopped
+        beating for ``OWNER_DEAD_AFTER_MS`` they are free (an owner that never beat keeps
+        its leases until they expire)."""
+
+    def acquire_lease(self, run_id: str, owner: str, now_ms: int, lease_ms: int) -> Lease:
+        """Take the run's lease until ``now_ms + lease_ms``: ``OK`` when it is free, expired,
+        already ``owner``'s, or held by a dead owner; ``BUSY`` when another live owner holds
+        it; ``MISSING`` when there is no such run."""
+
+    def release_lease(self, run_id: str, owner: str) -> None:
+        """Drop the lease if ``owner`` holds it; another owner's lease is left alone."""
 
     def add_secret(self, name: str, value: str) -> int:
         """Add a version of a secret; returns the version number (1, 2, ...)."""

@@ -9,24 +9,37 @@ entry. Conditional-check failures become ``JournalConflict``; nothing else leaks
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator, Sequence
-from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from runtime.core.bounds import MAX_SIGNAL_BACKLOG
-from runtime.core.journal import ENDED, Entry, Kind
-from runtime.core.replay import Signal
+from runtime.core.clock import Clock, SystemClock
+from runtime.core.journal import ENDED, Entry, Kind, Signal, Status
 from runtime.core.values import compact
 from runtime.errors import EngineBug, JournalConflict, LunaflowError
-from runtime.store.base import RunRecord, RunUpdate, SignalRecord, Snapshot, TimerSet, current_step
+from runtime.store.base import (
+    OWNER_DEAD_AFTER_MS,
+    Lease,
+    RunRecord,
+    RunUpdate,
+    SignalRecord,
+    Snapshot,
+    TimerSet,
+    checked_update,
+    current_step,
+)
+from runtime.store.items import Item, conditional, error_code, n, num, s, text, whole
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
 
 # Sort keys within a run's partition: journal chunks "J#<first seq>" < the run item "K" <
 # secret pins "P#..." < signals "S#...". So "sk >= J#<n+1>" reads what was appended after
 # entry n, the run and its signals in one Query.
 RUN_SK = "K"
+OWNER_PK = "#OWNER"  # a lease owner's heartbeat: pk OWNER_PK, sk the owner
 WAKE_PK = "#WAKE"  # a run asked to advance carries wake_pk/wake_sk (a sparse index)
 TIMER_PK = "#TIMER"
 ALL_RUNS = "#RUNS"
@@ -85,26 +98,6 @@ def table_definition(name: str) -> dict[str, Any]:
     }
 
 
-def _s(value: str) -> dict[str, str]:
-    return {"S": value}
-
-
-def _n(value: float | int) -> dict[str, str]:
-    return {"N": repr(value) if isinstance(value, float) else str(value)}
-
-
-def _num(attr: dict[str, str] | None) -> float:
-    return float(Decimal(attr["N"])) if attr else 0.0
-
-
-def _int(attr: dict[str, str] | None) -> int:
-    return int(Decimal(attr["N"])) if attr else 0
-
-
-def _str(attr: dict[str, str] | None) -> str | None:
-    return attr["S"] if attr else None
-
-
 def _with_current_step(run: RunRecord, last: Entry) -> RunRecord:
     current = current_step(run.status, run.current_step, last)
     return run if current == run.current_step else RunRecord(**{**run.__dict__, "current_step": current})
@@ -112,6 +105,11 @@ def _with_current_step(run: RunRecord, last: Entry) -> RunRecord:
 
 def run_pk(run_id: str) -> str:
     return f"RUN#{run_id}"
+
+
+def run_key(run_id: str) -> Item:
+    """The run item's key."""
+    return {"pk": s(run_pk(run_id)), "sk": s(RUN_SK)}
 
 
 def _created_sk(at: float, run_id: str) -> str:
@@ -133,25 +131,25 @@ def _started_from(item: dict[str, Any]) -> Entry:
 
 
 def _run_from(item: dict[str, Any], journal_len: int = 0) -> RunRecord:
-    result = _str(item.get("result"))
+    result = text(item.get("result"))
     return RunRecord(
         id=item["id"]["S"],
         workflow=item["workflow"]["S"],
-        status=item["status"]["S"],
+        status=Status(item["status"]["S"]),
         input=json.loads(item["input"]["S"]),
         result=None if result is None else json.loads(result),
-        error=_str(item.get("error")),
-        parent_id=_str(item.get("parent_id")),
-        current_step=_str(item.get("current_step")),
-        created_at=_num(item.get("created_at")),
-        updated_at=_num(item.get("updated_at")),
+        error=text(item.get("error")),
+        parent_id=text(item.get("parent_id")),
+        current_step=text(item.get("current_step")),
+        created_at=num(item.get("created_at")),
+        updated_at=num(item.get("updated_at")),
         journal_len=journal_len,
     )
 
 
 def _entries_from(chunk: dict[str, Any]) -> list[Entry]:
     """A journal chunk holds the entries of one append: ``[[seq, kind, name, data, at], ...]``."""
-    return [Entry(int(e[0]), str(e[1]), e[2], e[3], float(e[4])) for e in json.loads(chunk["entries"]["S"])]
+    return [Entry(int(e[0]), Kind(e[1]), e[2], e[3], float(e[4])) for e in json.loads(chunk["entries"]["S"])]
 
 
 def _chunk_text(entries: Sequence[Entry]) -> str:
@@ -161,7 +159,7 @@ def _chunk_text(entries: Sequence[Entry]) -> str:
 def _signal_from(item: dict[str, Any], consumed: dict[int, int], ended: bool) -> SignalRecord:
     """A signal's state is read from the journal, not stored: consumed if a wait.done names
     it, set aside if the run has ended (or had when it arrived), pending otherwise."""
-    signal_id = _int(item["signal_id"])
+    signal_id = whole(item["signal_id"])
     seq = consumed.get(signal_id)
     if seq is not None:
         state = "consumed"
@@ -174,7 +172,7 @@ def _signal_from(item: dict[str, Any], consumed: dict[int, int], ended: bool) ->
         run_id=item["run_id"]["S"],
         name=item["name"]["S"],
         payload=json.loads(item["payload"]["S"]),
-        at=_num(item["at"]),
+        at=num(item["at"]),
         state=state,
         consumed_seq=seq,
     )
@@ -192,10 +190,13 @@ class DynamoDBStore:
     """``runtime.store.base.Store`` on DynamoDB. ``client`` is a boto3 DynamoDB client;
     ``secrets`` (optional) holds secret versions, e.g. ``SecretsManagerSecrets``."""
 
-    def __init__(self, client: Any, table: str, *, secrets: Any = None) -> None:
+    def __init__(
+        self, client: DynamoDBClient, table: str, *, secrets: Any = None, clock: Clock | None = None
+    ) -> None:
         self._db = client
         self.table = table
         self._secrets = secrets
+        self.clock: Clock = clock or SystemClock()
 
     # --- reading -----------------------------------------------------------------------
 
@@ -211,7 +212,7 @@ class DynamoDBStore:
     def _partition(self, run_id: str, prefix: str) -> Iterator[dict[str, Any]]:
         return self._query(
             KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-            ExpressionAttributeValues={":pk": _s(run_pk(run_id)), ":prefix": _s(prefix)},
+            ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":prefix": s(prefix)},
             ConsistentRead=True,
         )
 
@@ -220,7 +221,7 @@ class DynamoDBStore:
         items = self._db.query(
             TableName=self.table,
             KeyConditionExpression="pk = :pk AND sk BETWEEN :j AND :k",
-            ExpressionAttributeValues={":pk": _s(run_pk(run_id)), ":j": _s("J#"), ":k": _s(RUN_SK)},
+            ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":j": s("J#"), ":k": s(RUN_SK)},
             ScanIndexForward=False,
             Limit=2,
             ConsistentRead=True,
@@ -231,7 +232,7 @@ class DynamoDBStore:
         chunk = next((i for i in items if i["sk"]["S"].startswith("J#")), None)
         if chunk is None:
             return _run_from(run_item, 1)
-        run = _run_from(run_item, _int(chunk["last"]))
+        run = _run_from(run_item, whole(chunk["last"]))
         return _with_current_step(run, _entries_from(chunk)[-1])
 
     def load(self, run_id: str, *, after: int | None = None) -> Snapshot | None:
@@ -239,7 +240,7 @@ class DynamoDBStore:
         items = list(
             self._query(
                 KeyConditionExpression="pk = :pk AND sk >= :from",
-                ExpressionAttributeValues={":pk": _s(run_pk(run_id)), ":from": _s(start)},
+                ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":from": s(start)},
                 ConsistentRead=True,
             )
         )
@@ -280,7 +281,7 @@ class DynamoDBStore:
             IndexName=index,
             KeyConditionExpression="#k = :v",
             ExpressionAttributeNames={"#k": key},
-            ExpressionAttributeValues={":v": _s(value)},
+            ExpressionAttributeValues={":v": s(value)},
             ScanIndexForward=False,
         ):
             run = _run_from(item)
@@ -297,7 +298,7 @@ class DynamoDBStore:
             for i in self._query(
                 IndexName="by_parent",
                 KeyConditionExpression="parent_pk = :p",
-                ExpressionAttributeValues={":p": _s(f"PARENT#{run_id}")},
+                ExpressionAttributeValues={":p": s(f"PARENT#{run_id}")},
             )
         ]
 
@@ -309,58 +310,47 @@ class DynamoDBStore:
     def _run_item(self, run: RunRecord) -> dict[str, Any]:
         created = _created_sk(run.created_at, run.id)
         item: dict[str, Any] = {
-            "pk": _s(run_pk(run.id)),
-            "sk": _s(RUN_SK),
-            "id": _s(run.id),
-            "workflow": _s(run.workflow),
-            "status": _s(run.status),
-            "input": _s(compact(run.input)),
-            "created_at": _n(run.created_at),
-            "updated_at": _n(run.updated_at),
-            "signal_seq": _n(0),
-            "created_sk": _s(created),
-            "status_pk": _s(f"STATUS#{run.status}"),
-            "workflow_pk": _s(f"WF#{run.workflow}"),
-            "all_pk": _s(ALL_RUNS),
-            "wake_pk": _s(WAKE_PK),
-            "wake_sk": _s(f"{run.created_at:020.6f}"),
-            "wake_token": _n(1),
+            **run_key(run.id),
+            "id": s(run.id),
+            "workflow": s(run.workflow),
+            "status": s(run.status),
+            "input": s(compact(run.input)),
+            "created_at": n(run.created_at),
+            "updated_at": n(run.updated_at),
+            "signal_seq": n(0),
+            "created_sk": s(created),
+            "status_pk": s(f"STATUS#{run.status}"),
+            "workflow_pk": s(f"WF#{run.workflow}"),
+            "all_pk": s(ALL_RUNS),
+            "wake_pk": s(WAKE_PK),
+            "wake_sk": s(f"{run.created_at:020.6f}"),
+            "wake_token": n(1),
         }
         if run.parent_id is not None:
-            item["parent_id"] = _s(run.parent_id)
-            item["parent_pk"] = _s(f"PARENT#{run.parent_id}")
+            item["parent_id"] = s(run.parent_id)
+            item["parent_pk"] = s(f"PARENT#{run.parent_id}")
         return item
 
     def _chunk_put(self, run_id: str, entries: Sequence[Entry]) -> dict[str, Any]:
         item = {
-            "pk": _s(run_pk(run_id)),
-            "sk": _s(_journal_sk(entries[0].seq)),
-            "last": _n(entries[-1].seq),
-            "entries": _s(_chunk_text(entries)),
+            "pk": s(run_pk(run_id)),
+            "sk": s(_journal_sk(entries[0].seq)),
+            "last": n(entries[-1].seq),
+            "entries": s(_chunk_text(entries)),
         }
         # The rule: a journal slot is written once. Every writer starts its chunk right after
         # the last chunk it read, so two writers with the same view claim the same key.
-        return {
-            "Put": {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
-        }
+        return {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
 
-    def _wake_update(self, run_id: str, at: float) -> dict[str, Any]:
-        return {
-            "Update": {
-                "TableName": self.table,
-                "Key": {"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
-                "UpdateExpression": "SET wake_pk = :w, wake_sk = :at ADD wake_token :one",
-                "ConditionExpression": "attribute_exists(pk)",
-                "ExpressionAttributeValues": {":w": _s(WAKE_PK), ":at": _s(f"{at:020.6f}"), ":one": _n(1)},
-            }
-        }
+    def _put_chunk(self, run_id: str, entries: Sequence[Entry], slot: int) -> None:
+        if not conditional(self._db.put_item, **self._chunk_put(run_id, entries)):
+            raise JournalConflict(run_id, slot)
 
-    def _transact(self, items: list[dict[str, Any]], run_id: str, seq: int) -> None:
+    def _transact(self, items: list[Any], run_id: str, seq: int) -> None:
         try:
             self._db.transact_write_items(TransactItems=items)
         except ClientError as e:
-            code = e.response.get("Error", {}).get("Code")
-            if code == "TransactionCanceledException":
+            if error_code(e) == "TransactionCanceledException":
                 reasons = [r.get("Code") for r in e.response.get("CancellationReasons", [])]
                 if "ConditionalCheckFailed" in reasons:
                     raise JournalConflict(run_id, seq) from e
@@ -370,19 +360,17 @@ class DynamoDBStore:
         # The run item is journal entry 1 as well (it carries run.started's data), so a
         # start is one write; chunks begin at entry 2.
         item = self._run_item(run)
-        item["started"] = _s(compact({"workflow": started.name, "data": started.data, "at": started.at}))
-        try:
-            self._db.put_item(
-                TableName=self.table,
-                Item=item,
-                ConditionExpression="attribute_not_exists(pk)",  # the id is free
-            )
-        except ClientError as e:
-            if e.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise
+        item["started"] = s(compact({"workflow": started.name, "data": started.data, "at": started.at}))
+        created = conditional(
+            self._db.put_item,
+            TableName=self.table,
+            Item=item,
+            ConditionExpression="attribute_not_exists(pk)",  # the id is free
+        )
+        if not created:
             existing = self.get_run(run.id)
             if existing is None:
-                raise EngineBug(f"run '{run.id}' was refused as existing but cannot be read") from None
+                raise EngineBug(f"run '{run.id}' was refused as existing but cannot be read")
             return existing, False
         return RunRecord(**{**run.__dict__, "journal_len": 1}), True
 
@@ -396,23 +384,13 @@ class DynamoDBStore:
         timer: TimerSet | None = None,
     ) -> None:
         """One conditional write per append: the chunk of entries, its key free. A status
-        change or a timer adds the run item's update in the same transaction (and, with no
-        entries, a check that the next slot is still free)."""
-        for offset, entry in enumerate(entries):
-            if entry.seq != expected_len + offset + 1:
-                raise EngineBug(f"entry {entry.seq} of run '{run_id}' is out of order")
+        change or a timer adds the run item's update (and, with no entries, a check in the
+        same transaction that the next slot is still free)."""
+        update = checked_update(run_id, expected_len, entries, update)
         slot = expected_len + 1
-        if update is not None and update.progress_only:
-            update = None
         if update is None and timer is None:
-            if not entries:
-                return
-            try:
-                self._db.put_item(**self._chunk_put(run_id, entries)["Put"])
-            except ClientError as e:
-                if e.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                    raise JournalConflict(run_id, slot) from e
-                raise
+            if entries:
+                self._put_chunk(run_id, entries, slot)
             return
         names: dict[str, str] = {}
         values: dict[str, Any] = {}
@@ -422,34 +400,34 @@ class DynamoDBStore:
         if update is not None:
             names.update({"#st": "status", "#cur": "current_step", "#err": "error", "#res": "result"})
             sets += ["#st = :st", "status_pk = :stpk"]
-            values[":st"] = _s(update.status)
-            values[":stpk"] = _s(f"STATUS#{update.status}")
+            values[":st"] = s(update.status)
+            values[":stpk"] = s(f"STATUS#{update.status}")
             for attr, value in (("#cur", update.current_step), ("#err", update.error)):
                 if value is None:
                     removes.append(attr)
                 else:
                     sets.append(f"{attr} = {attr.replace('#', ':')}")
-                    values[attr.replace("#", ":")] = _s(value)
+                    values[attr.replace("#", ":")] = s(value)
             if update.result is None:
                 removes.append("#res")
             else:
                 sets.append("#res = :res")
-                values[":res"] = _s(compact(update.result))
-            if update.status != "running":
+                values[":res"] = s(compact(update.result))
+            if update.status != Status.RUNNING:
                 # A lease is held only while a run is running: parking or ending releases it.
                 removes += ["lease_owner", "lease_until"]
         if entries:
             sets.append("updated_at = :upd")
-            values[":upd"] = _n(entries[-1].at)
+            values[":upd"] = n(entries[-1].at)
         if ended:
             removes += ["wake_pk", "wake_sk"]
         if ended or (timer is not None and timer.due_ms is None):
             removes += ["timer_due", "timer_pk", "timer_sk"]
         elif timer is not None and timer.due_ms is not None:
             sets += ["timer_due = :due", "timer_pk = :tpk", "timer_sk = :tsk"]
-            values[":due"] = _n(timer.due_ms)
-            values[":tpk"] = _s(TIMER_PK)
-            values[":tsk"] = _s(f"{timer.due_ms:015d}#{run_id}")
+            values[":due"] = n(timer.due_ms)
+            values[":tpk"] = s(TIMER_PK)
+            values[":tsk"] = s(f"{timer.due_ms:015d}#{run_id}")
         expression = " ".join(
             part
             for part in (
@@ -460,7 +438,7 @@ class DynamoDBStore:
         )
         run_update: dict[str, Any] = {
             "TableName": self.table,
-            "Key": {"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
+            "Key": run_key(run_id),
             "UpdateExpression": expression,
             "ConditionExpression": "attribute_exists(pk)",
         }
@@ -473,7 +451,7 @@ class DynamoDBStore:
             check = {
                 "ConditionCheck": {
                     "TableName": self.table,
-                    "Key": {"pk": _s(run_pk(run_id)), "sk": _s(_journal_sk(slot))},
+                    "Key": {"pk": s(run_pk(run_id)), "sk": s(_journal_sk(slot))},
                     "ConditionExpression": "attribute_not_exists(pk)",
                 }
             }
@@ -483,46 +461,41 @@ class DynamoDBStore:
         # summary of it. Two plain writes cost half a transaction; if the process dies between
         # them, the run stays "running" and the reconciler wakes it, and replay writes the
         # summary again.
-        try:
-            self._db.put_item(**self._chunk_put(run_id, entries)["Put"])
-        except ClientError as e:
-            if e.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                raise JournalConflict(run_id, slot) from e
-            raise
+        self._put_chunk(run_id, entries, slot)
         self._db.update_item(**run_update)
 
     # --- signals -----------------------------------------------------------------------
 
     def add_signal(self, run_id: str, name: str, payload: Any, at: float) -> tuple[int, bool]:
         # Numbering comes from the run item, so arrival order is exact across senders.
-        try:
-            item = self._db.update_item(
-                TableName=self.table,
-                Key={"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
-                # Numbering and the wake-up in one write; an ended run's wake-up is dropped by
-                # the worker that finds it ended.
-                UpdateExpression="SET wake_pk = :w, wake_sk = :at ADD signal_seq :one, wake_token :one",
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeValues={":one": _n(1), ":w": _s(WAKE_PK), ":at": _s(f"{at:020.6f}")},
-                ReturnValues="ALL_NEW",
-            )["Attributes"]
-        except ClientError as e:
-            if e.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                raise EngineBug(f"signal for missing run '{run_id}'") from e
-            raise
-        signal_id = _int(item["signal_seq"])
+        numbered = conditional(
+            self._db.update_item,
+            TableName=self.table,
+            Key=run_key(run_id),
+            # Numbering and the wake-up in one write; an ended run's wake-up is dropped by
+            # the worker that finds it ended.
+            UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at) "
+            "ADD signal_seq :one, wake_token :one",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":one": n(1), ":w": s(WAKE_PK), ":at": s(f"{at:020.6f}")},
+            ReturnValues="ALL_NEW",
+        )
+        if not numbered:
+            raise EngineBug(f"signal for missing run '{run_id}'")
+        item = numbered["Attributes"]
+        signal_id = whole(item["signal_seq"])
         live = item["status"]["S"] not in ENDED
         self._db.put_item(
             TableName=self.table,
             Item={
-                "pk": _s(run_pk(run_id)),
-                "sk": _s(_signal_sk(signal_id)),
-                "signal_id": _n(signal_id),
-                "run_id": _s(run_id),
-                "name": _s(name),
-                "payload": _s(compact(payload)),
-                "at": _n(at),
-                "state": _s("pending" if live else "set_aside"),
+                "pk": s(run_pk(run_id)),
+                "sk": s(_signal_sk(signal_id)),
+                "signal_id": n(signal_id),
+                "run_id": s(run_id),
+                "name": s(name),
+                "payload": s(compact(payload)),
+                "at": n(at),
+                "state": s("pending" if live else "set_aside"),
             },
         )
         return signal_id, live
@@ -539,11 +512,11 @@ class DynamoDBStore:
         # Signals ever sent bound the backlog; only near the limit is it counted exactly.
         item = self._db.get_item(
             TableName=self.table,
-            Key={"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
+            Key=run_key(run_id),
             ProjectionExpression="signal_seq",
             ConsistentRead=True,
         ).get("Item", {})
-        sent = _int(item.get("signal_seq"))
+        sent = whole(item.get("signal_seq"))
         if sent < MAX_SIGNAL_BACKLOG:
             return sent
         return len(self.pending_signals(run_id))
@@ -556,10 +529,10 @@ class DynamoDBStore:
 
     def _due(self, now_ms: int | None) -> list[dict[str, Any]]:
         condition = "timer_pk = :t"
-        values = {":t": _s(TIMER_PK)}
+        values = {":t": s(TIMER_PK)}
         if now_ms is not None:
             condition += " AND timer_sk <= :now"
-            values[":now"] = _s(f"{now_ms:015d}#\uffff")
+            values[":now"] = s(f"{now_ms:015d}#\uffff")
         return list(
             self._query(
                 IndexName="timers", KeyConditionExpression=condition, ExpressionAttributeValues=values
@@ -570,131 +543,160 @@ class DynamoDBStore:
         fired = []
         for item in self._due(now_ms):
             run_id = item["id"]["S"]
-            try:
-                self._db.update_item(
-                    TableName=self.table,
-                    Key={"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
-                    UpdateExpression="SET wake_pk = :w, wake_sk = :at ADD wake_token :one "
-                    "REMOVE timer_due, timer_pk, timer_sk",
-                    ConditionExpression="timer_due = :due",  # still this timer
-                    ExpressionAttributeValues={
-                        ":due": item["timer_due"],
-                        ":w": _s(WAKE_PK),
-                        ":at": _s(f"{now_ms / 1000:020.6f}"),
-                        ":one": _n(1),
-                    },
-                )
-            except ClientError as e:
-                if e.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                    continue  # moved or fired by someone else
-                raise
-            fired.append(run_id)
+            if conditional(
+                self._db.update_item,
+                TableName=self.table,
+                Key=run_key(run_id),
+                UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at) "
+                "ADD wake_token :one REMOVE timer_due, timer_pk, timer_sk",
+                ConditionExpression="timer_due = :due",  # still this timer (else moved or fired)
+                ExpressionAttributeValues={
+                    ":due": item["timer_due"],
+                    ":w": s(WAKE_PK),
+                    ":at": s(f"{now_ms / 1000:020.6f}"),
+                    ":one": n(1),
+                },
+            ):
+                fired.append(run_id)
         return fired
 
     def next_due(self) -> int | None:
         items = self._due(None)
-        return min((_int(i["timer_due"]) for i in items), default=None)
+        return min((whole(i["timer_due"]) for i in items), default=None)
 
     def timer(self, run_id: str) -> int | None:
         item = self._db.get_item(
             TableName=self.table,
-            Key={"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
+            Key=run_key(run_id),
             ConsistentRead=True,
             ProjectionExpression="timer_due",
         ).get("Item")
-        return None if not item or "timer_due" not in item else _int(item["timer_due"])
+        return None if not item or "timer_due" not in item else whole(item["timer_due"])
 
-    def wake(self, run_id: str) -> None:
-        try:
-            self._db.update_item(**self._wake_update(run_id, time.time())["Update"])
-        except ClientError as e:
-            if e.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise
+    def add_wakeup(self, run_id: str) -> None:
+        conditional(
+            self._db.update_item,
+            TableName=self.table,
+            Key=run_key(run_id),
+            # The time is only set by the first wake: a wake-up waiting on is as old as its first ask.
+            UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at) ADD wake_token :one",
+            ConditionExpression="attribute_exists(pk)",  # a missing run is ignored
+            ExpressionAttributeValues={
+                ":w": s(WAKE_PK),
+                ":at": s(f"{self.clock.now():020.6f}"),
+                ":one": n(1),
+            },
+        )
 
     def wakeups(self) -> list[tuple[str, int]]:
         items = self._query(
             IndexName="wakes",
             KeyConditionExpression="wake_pk = :p",
-            ExpressionAttributeValues={":p": _s(WAKE_PK)},
+            ExpressionAttributeValues={":p": s(WAKE_PK)},
         )
-        return [(i["id"]["S"], _int(i["wake_token"])) for i in items]
+        return [(i["id"]["S"], whole(i["wake_token"])) for i in items]
 
-    def stale_running(self, before: float) -> list[str]:
-        """Runs left running since before ``before`` (epoch seconds) with no live lease: an
-        activation died between its journal write and its summary, or before it parked."""
-        now_ms = int(time.time() * 1000)
+    def stale_running(self, before: float, now_ms: int) -> list[str]:
         out = []
         for run in self.list_runs(status="running", limit=10_000):
             if run.updated_at >= before:
                 continue
-            item = self._db.get_item(
-                TableName=self.table,
-                Key={"pk": _s(run_pk(run.id)), "sk": _s(RUN_SK)},
-                ProjectionExpression="lease_until",
-            ).get("Item", {})
-            if "lease_until" not in item or _int(item["lease_until"]) < now_ms:
+            if self._lease_free(run.id, now_ms):
                 out.append(run.id)
         return out
 
     def wakeups_older_than(self, at: float) -> list[str]:
-        """Runs whose wake-up has waited since before ``at`` (epoch seconds): the reconciler's list."""
         items = self._query(
             IndexName="wakes",
             KeyConditionExpression="wake_pk = :p AND wake_sk < :at",
-            ExpressionAttributeValues={":p": _s(WAKE_PK), ":at": _s(f"{at:020.6f}")},
+            ExpressionAttributeValues={":p": s(WAKE_PK), ":at": s(f"{at:020.6f}")},
         )
         return [i["id"]["S"] for i in items]
 
     def clear_wakeup(self, run_id: str, token: int) -> None:
-        try:
-            self._db.update_item(
-                TableName=self.table,
-                Key={"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
-                UpdateExpression="REMOVE wake_pk, wake_sk",
-                ConditionExpression="wake_token = :token",  # no newer wake arrived
-                ExpressionAttributeValues={":token": _n(token)},
-            )
-        except ClientError as e:
-            if e.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise
+        conditional(
+            self._db.update_item,
+            TableName=self.table,
+            Key=run_key(run_id),
+            UpdateExpression="REMOVE wake_pk, wake_sk",
+            ConditionExpression="wake_token = :token",  # no newer wake arrived
+            ExpressionAttributeValues={":token": n(token)},
+        )
 
-    # --- leases (the AWS worker's: one invocation advances a run at a time) --------------
+    # --- leases: one worker advances a run at a time ------------------------------------
 
-    def acquire_lease(self, run_id: str, owner: str, now_ms: int, lease_ms: int) -> str:
-        """Take the run's lease: "ok", "busy" (another owner's lease is live) or "missing".
-        Taking it also clears the run's wake-up: the work it asked for is now being done."""
-        try:
-            self._db.update_item(
-                TableName=self.table,
-                Key={"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
-                UpdateExpression="SET lease_owner = :me, lease_until = :until REMOVE wake_pk, wake_sk",
-                ConditionExpression="attribute_exists(pk) AND "
-                "(attribute_not_exists(lease_until) OR lease_until < :now OR lease_owner = :me)",
-                ExpressionAttributeValues={
-                    ":me": _s(owner),
-                    ":until": _n(now_ms + lease_ms),
-                    ":now": _n(now_ms),
-                },
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as e:
-            if e.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise
-            return "busy" if e.response.get("Item") else "missing"
-        return "ok"
+    def heartbeat(self, owner: str, now_ms: int) -> None:
+        self._db.put_item(
+            TableName=self.table,
+            Item={
+                "pk": s(OWNER_PK),
+                "sk": s(owner),
+                "beat_ms": n(now_ms),
+                # Gone a day after the owner stopped (the table's TTL attribute).
+                "expires_at": n(now_ms // 1000 + 86_400),
+            },
+        )
+
+    def _owner_dead(self, owner: str, now_ms: int) -> bool:
+        item = self._db.get_item(
+            TableName=self.table, Key={"pk": s(OWNER_PK), "sk": s(owner)}, ConsistentRead=True
+        ).get("Item")
+        return item is not None and whole(item["beat_ms"]) < now_ms - OWNER_DEAD_AFTER_MS
+
+    def _lease_free(self, run_id: str, now_ms: int) -> bool:
+        item = self._db.get_item(
+            TableName=self.table,
+            Key=run_key(run_id),
+            ProjectionExpression="lease_owner, lease_until",
+            ConsistentRead=True,
+        ).get("Item", {})
+        if "lease_until" not in item or whole(item["lease_until"]) < now_ms:
+            return True
+        return self._owner_dead(item["lease_owner"]["S"], now_ms)
+
+    def acquire_lease(self, run_id: str, owner: str, now_ms: int, lease_ms: int) -> Lease:
+        """Taking the lease also clears the run's wake-up: the work it asked for is now
+        being done."""
+        request = {
+            "TableName": self.table,
+            "Key": run_key(run_id),
+            "UpdateExpression": "SET lease_owner = :me, lease_until = :until REMOVE wake_pk, wake_sk",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        values = {":me": s(owner), ":until": n(now_ms + lease_ms)}
+        taken = conditional(
+            self._db.update_item,
+            **request,
+            ConditionExpression="attribute_exists(pk) AND "
+            "(attribute_not_exists(lease_until) OR lease_until < :now OR lease_owner = :me)",
+            ExpressionAttributeValues={**values, ":now": n(now_ms)},
+        )
+        if taken:
+            return Lease.OK
+        old = taken.item
+        if old is None:
+            return Lease.MISSING
+        holder = text(old.get("lease_owner"))
+        if holder is None or not self._owner_dead(holder, now_ms):
+            return Lease.BUSY
+        # The holder stopped beating: take its lease, unless someone moved it meanwhile.
+        stolen = conditional(
+            self._db.update_item,
+            **request,
+            ConditionExpression="lease_owner = :holder AND lease_until = :held",
+            ExpressionAttributeValues={**values, ":holder": s(holder), ":held": old["lease_until"]},
+        )
+        return Lease.OK if stolen else Lease.BUSY
 
     def release_lease(self, run_id: str, owner: str) -> None:
-        try:
-            self._db.update_item(
-                TableName=self.table,
-                Key={"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
-                UpdateExpression="REMOVE lease_owner, lease_until",
-                ConditionExpression="lease_owner = :me",
-                ExpressionAttributeValues={":me": _s(owner)},
-            )
-        except ClientError as e:
-            if e.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise
+        conditional(
+            self._db.update_item,
+            TableName=self.table,
+            Key=run_key(run_id),
+            UpdateExpression="REMOVE lease_owner, lease_until",
+            ConditionExpression="lease_owner = :me",
+            ExpressionAttributeValues={":me": s(owner)},
+        )
 
     # --- secrets -----------------------------------------------------------------------
 
@@ -711,17 +713,14 @@ class DynamoDBStore:
         return found
 
     def pin_secret(self, run_id: str, name: str, version: int) -> int:
-        try:
-            self._db.put_item(
-                TableName=self.table,
-                Item={"pk": _s(run_pk(run_id)), "sk": _s(f"P#{name}"), "version": _n(version)},
-                ConditionExpression="attribute_not_exists(pk)",  # a run keeps its first version
-            )
+        if conditional(
+            self._db.put_item,
+            TableName=self.table,
+            Item={"pk": s(run_pk(run_id)), "sk": s(f"P#{name}"), "version": n(version)},
+            ConditionExpression="attribute_not_exists(pk)",  # a run keeps its first version
+        ):
             self._secret_backend().keep(name, version)
             return version
-        except ClientError as e:
-            if e.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise
         pinned = self.pinned_secret(run_id, name)
         if pinned is None:
             raise EngineBug(f"run '{run_id}' pin of secret '{name}' vanished")
@@ -729,9 +728,9 @@ class DynamoDBStore:
 
     def pinned_secret(self, run_id: str, name: str) -> int | None:
         item = self._db.get_item(
-            TableName=self.table, Key={"pk": _s(run_pk(run_id)), "sk": _s(f"P#{name}")}, ConsistentRead=True
+            TableName=self.table, Key={"pk": s(run_pk(run_id)), "sk": s(f"P#{name}")}, ConsistentRead=True
         ).get("Item")
-        return None if item is None else _int(item["version"])
+        return None if item is None else whole(item["version"])
 
     def close(self) -> None:
         pass

@@ -22,13 +22,23 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from runtime.core.journal import ENDED, Entry, Kind
-from runtime.core.replay import Signal
+from runtime.core.clock import Clock, SystemClock
+from runtime.core.journal import ENDED, Entry, Kind, Signal, Status
 from runtime.core.values import compact
 from runtime.errors import EngineBug, JournalConflict, LunaflowError
-from runtime.store.base import RunRecord, RunUpdate, SignalRecord, Snapshot, TimerSet, current_step
+from runtime.store.base import (
+    OWNER_DEAD_AFTER_MS,
+    Lease,
+    RunRecord,
+    RunUpdate,
+    SignalRecord,
+    Snapshot,
+    TimerSet,
+    checked_update,
+    current_step,
+)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # The store's file in a data folder (`lunaflow dev`, the CLI and the harness share it).
 STORE_FILE = "lunaflow.sqlite"
 
@@ -76,7 +86,8 @@ CREATE TABLE IF NOT EXISTS timers (
     due_ms INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS timers_by_due ON timers (due_ms);
-CREATE TABLE IF NOT EXISTS wakeups (run_id TEXT PRIMARY KEY, token INTEGER NOT NULL);
+-- A wake-up's `at` (epoch seconds) tells the reconciler's query how long it has waited.
+CREATE TABLE IF NOT EXISTS wakeups (run_id TEXT PRIMARY KEY, token INTEGER NOT NULL, at REAL NOT NULL);
 -- One counter for every wake token: a token never repeats, even after its wake-up row is
 -- deleted, so a worker clearing the wake-up it read late cannot clear a newer one.
 CREATE TABLE IF NOT EXISTS wake_tokens (last INTEGER NOT NULL);
@@ -106,22 +117,37 @@ _RUN_SELECT = (
     "SELECT r.id, r.workflow, r.status, r.input, r.result, r.error, r.parent_id, r.current_step, "
     "r.created_at, j.at, j.seq, j.kind, j.name"
 )
-# Schema 1 kept the journal's length and the last change on the run's row.
-_MIGRATE_FROM_1 = ("ALTER TABLE runs DROP COLUMN updated_at", "ALTER TABLE runs DROP COLUMN journal_len")
+# What each older schema lacks, as (table, column, statement): schema 1 kept the journal's
+# length and the last change on the run's row; schema 2's wake-ups had no time. A statement
+# runs only where the table still differs (a table the schema script just made is current).
+_MIGRATIONS = {
+    1: (
+        ("runs", "updated_at", "ALTER TABLE runs DROP COLUMN updated_at"),
+        ("runs", "journal_len", "ALTER TABLE runs DROP COLUMN journal_len"),
+    ),
+    2: (("wakeups", "-at", "ALTER TABLE wakeups ADD COLUMN at REAL NOT NULL DEFAULT 0"),),
+}
+
+
+def _differs(db: sqlite3.Connection, table: str, column: str) -> bool:
+    """Whether ``table`` has ``column`` (or, for ``-column``, lacks it)."""
+    columns = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+    return column[1:] not in columns if column.startswith("-") else column in columns
 
 
 def _run(row: sqlite3.Row) -> RunRecord:
     """A row of ``_RUN_SELECT``: the run's row and its last journal entry."""
-    last = Entry(row[10], row[11], row[12], {}, row[9])
+    last = Entry(row[10], Kind(row[11]), row[12], {}, row[9])
+    status = Status(row[2])
     return RunRecord(
         id=row[0],
         workflow=row[1],
-        status=row[2],
+        status=status,
         input=json.loads(row[3]),
         result=None if row[4] is None else json.loads(row[4]),
         error=row[5],
         parent_id=row[6],
-        current_step=current_step(row[2], row[7], last),
+        current_step=current_step(status, row[7], last),
         created_at=row[8],
         updated_at=row[9],
         journal_len=row[10],
@@ -141,8 +167,9 @@ def _append_sql(count: int) -> str:
 class SQLiteStore:
     """``runtime.store.base.Store`` on a SQLite file."""
 
-    def __init__(self, path: str | Path, *, synchronous: str = "FULL") -> None:
+    def __init__(self, path: str | Path, *, synchronous: str = "FULL", clock: Clock | None = None) -> None:
         self.path = Path(path)
+        self.clock: Clock = clock or SystemClock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._db = sqlite3.connect(
@@ -172,9 +199,11 @@ class SQLiteStore:
                     "INSERT INTO wake_tokens SELECT COALESCE((SELECT MAX(token) FROM wakeups), 0) "
                     "WHERE NOT EXISTS (SELECT 1 FROM wake_tokens)"
                 )
-                if row is not None and row[0] == 1:
-                    for statement in _MIGRATE_FROM_1:
-                        db.execute(statement)
+                if row is not None and row[0] < SCHEMA_VERSION:
+                    for version in range(row[0], SCHEMA_VERSION):
+                        for table, column, statement in _MIGRATIONS[version]:
+                            if _differs(db, table, column):
+                                db.execute(statement)
                     db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
 
     def _preallocate_wal(self) -> None:
@@ -252,7 +281,7 @@ class SQLiteStore:
                 ),
             )
             self._insert_entries(db, run.id, [started])
-            self._wake(db, run.id)
+            self._add_wakeup(db, run.id, run.created_at)
         return RunRecord(**{**run.__dict__, "journal_len": 1, "updated_at": started.at}), True
 
     def get_run(self, run_id: str) -> RunRecord | None:
@@ -268,7 +297,7 @@ class SQLiteStore:
                 "SELECT seq, kind, name, data, at FROM journal WHERE run_id = ? AND seq > ? ORDER BY seq",
                 (run_id, after or 0),
             )
-            entries = [Entry(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows]
+            entries = [Entry(r[0], Kind(r[1]), r[2], json.loads(r[3]), r[4]) for r in rows]
             return Snapshot(run, self.pending_signals(run_id), entries)
 
     def list_runs(
@@ -301,7 +330,7 @@ class SQLiteStore:
         rows = self._read(
             "SELECT seq, kind, name, data, at FROM journal WHERE run_id = ? ORDER BY seq", (run_id,)
         )
-        return [Entry(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows]
+        return [Entry(r[0], Kind(r[1]), r[2], json.loads(r[3]), r[4]) for r in rows]
 
     def _insert_entries(self, db: sqlite3.Connection, run_id: str, entries: Sequence[Entry]) -> None:
         try:
@@ -337,11 +366,7 @@ class SQLiteStore:
         update: RunUpdate | None = None,
         timer: TimerSet | None = None,
     ) -> None:
-        for offset, entry in enumerate(entries):
-            if entry.seq != expected_len + offset + 1:
-                raise EngineBug(f"entry {entry.seq} of run '{run_id}' is out of order")
-        if update is not None and update.progress_only:
-            update = None
+        update = checked_update(run_id, expected_len, entries, update)
         consumes = [e for e in entries if e.kind == Kind.WAIT_DONE and e.data.get("signal_id") is not None]
         if update is None and timer is None and not consumes:
             if entries:
@@ -369,6 +394,8 @@ class SQLiteStore:
                     "UPDATE signals SET state = 'consumed', consumed_seq = ? WHERE id = ?",
                     (e.seq, e.data["signal_id"]),
                 )
+            if update is not None and update.status != Status.RUNNING:
+                db.execute("DELETE FROM leases WHERE run_id = ?", (run_id,))
             ended = update is not None and update.status in ENDED
             if ended:
                 db.execute(
@@ -397,7 +424,7 @@ class SQLiteStore:
                 (run_id, name, compact(payload), at, "pending" if live else "set_aside"),
             )
             if live:
-                self._wake(db, run_id)
+                self._add_wakeup(db, run_id, at)
             return int(cur.lastrowid or 0), live
 
     def signal_backlog(self, run_id: str) -> int:
@@ -427,7 +454,7 @@ class SQLiteStore:
                 "SELECT run_id FROM timers WHERE due_ms <= ? ORDER BY due_ms, run_id", (now_ms,)
             ).fetchall()
             for (run_id,) in rows:
-                self._wake(db, run_id)
+                self._add_wakeup(db, run_id, now_ms / 1000)
                 db.execute("DELETE FROM timers WHERE run_id = ?", (run_id,))
         return [r[0] for r in rows]
 
@@ -439,19 +466,20 @@ class SQLiteStore:
         rows = self._read("SELECT due_ms FROM timers WHERE run_id = ?", (run_id,))
         return int(rows[0][0]) if rows else None
 
-    @staticmethod
-    def _wake(db: sqlite3.Connection, run_id: str) -> None:
-        # A new token per wake, so a worker clearing an older wake-up leaves this one.
+    def _add_wakeup(self, db: sqlite3.Connection, run_id: str, at: float) -> None:
+        # A new token per wake, so a worker clearing an older wake-up leaves this one. The
+        # time is the first wake's: a wake-up waiting on is as old as the earliest ask.
         db.execute("UPDATE wake_tokens SET last = last + 1")
         db.execute(
-            "INSERT INTO wakeups VALUES (?, (SELECT last FROM wake_tokens)) "
+            "INSERT INTO wakeups VALUES (?, (SELECT last FROM wake_tokens), ?) "
             "ON CONFLICT (run_id) DO UPDATE SET token = excluded.token",
-            (run_id,),
+            (run_id, at),
         )
 
-    def wake(self, run_id: str) -> None:
+    def add_wakeup(self, run_id: str) -> None:
         with self._write() as db:
-            self._wake(db, run_id)
+            if db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is not None:
+                self._add_wakeup(db, run_id, self.clock.now())
 
     def wakeups(self) -> list[tuple[str, int]]:
         return [(r[0], int(r[1])) for r in self._read("SELECT run_id, token FROM wakeups ORDER BY rowid")]
@@ -460,9 +488,21 @@ class SQLiteStore:
         with self._write() as db:
             db.execute("DELETE FROM wakeups WHERE run_id = ? AND token = ?", (run_id, token))
 
+    def wakeups_older_than(self, at: float) -> list[str]:
+        return [r[0] for r in self._read("SELECT run_id FROM wakeups WHERE at < ? ORDER BY at", (at,))]
+
     def running_runs(self) -> list[str]:
-        """Runs left ``running``: after a crash, each needs advancing again."""
         return [r[0] for r in self._read("SELECT id FROM runs WHERE status = 'running' ORDER BY created_at")]
+
+    def stale_running(self, before: float, now_ms: int) -> list[str]:
+        rows = self._read(
+            f"SELECT r.id FROM (SELECT * FROM runs WHERE status = 'running') r {_LAST_ENTRY} "
+            "LEFT JOIN leases l ON l.run_id = r.id LEFT JOIN owners o ON o.owner = l.owner "
+            "WHERE j.at < ? AND (l.run_id IS NULL OR l.until_ms < ? OR o.beat_ms < ?) "
+            "ORDER BY r.created_at",
+            (before, now_ms, now_ms - OWNER_DEAD_AFTER_MS),
+        )
+        return [r[0] for r in rows]
 
     # --- leases: one process advances a run at a time ---------------------------------
     # Several `lunaflow dev` processes may share a data folder. A run is advanced under a
@@ -476,28 +516,25 @@ class SQLiteStore:
                 (owner, now_ms),
             )
 
-    def acquire_lease(
-        self, run_id: str, owner: str, now_ms: int, lease_ms: int, dead_after_ms: int = 5000
-    ) -> str:
-        """ "ok", "busy" (a live owner holds it) or "missing"."""
+    def acquire_lease(self, run_id: str, owner: str, now_ms: int, lease_ms: int) -> Lease:
         with self._write() as db:
             if db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
-                return "missing"
+                return Lease.MISSING
             row = db.execute(
                 "SELECT l.owner, l.until_ms, o.beat_ms FROM leases l LEFT JOIN owners o ON o.owner = l.owner "
                 "WHERE l.run_id = ?",
                 (run_id,),
             ).fetchone()
             if row is not None and row[0] != owner:
-                holder_alive = row[2] is not None and row[2] >= now_ms - dead_after_ms
-                if holder_alive and row[1] >= now_ms:
-                    return "busy"
+                holder_dead = row[2] is not None and row[2] < now_ms - OWNER_DEAD_AFTER_MS
+                if not holder_dead and row[1] >= now_ms:
+                    return Lease.BUSY
             db.execute(
                 "INSERT INTO leases VALUES (?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
                 "owner = excluded.owner, until_ms = excluded.until_ms",
                 (run_id, owner, now_ms + lease_ms),
             )
-            return "ok"
+            return Lease.OK
 
     def release_lease(self, run_id: str, owner: str) -> None:
         with self._write() as db:

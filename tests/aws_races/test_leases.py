@@ -263,7 +263,8 @@ def test_a_busy_advance_resends_the_wake_with_a_delay_and_runs_nothing(
     db_calls, sqs_calls = record_calls(clients.dynamodb), record_calls(clients.sqs)
     assert rt.advance("r1") == "busy"
 
-    assert [op for op, _ in db_calls] == ["UpdateItem"]  # the refused lease; no read, no write
+    # The refused lease, then one read of the holder's heartbeat (is it alive?); no write.
+    assert [op for op, _ in db_calls] == ["UpdateItem", "GetItem"]
     assert [op for op, _ in sqs_calls] == ["SendMessage"]
     sent = sqs_calls[0][1]
     assert sent["QueueUrl"] == world.queue_url

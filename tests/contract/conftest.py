@@ -11,6 +11,7 @@ import pytest
 from moto import mock_aws
 
 from runtime.aws.secrets import SecretsManagerSecrets
+from runtime.core.clock import FakeClock
 from runtime.store.base import Store
 from runtime.store.dynamodb import DynamoDBStore, table_definition
 from runtime.store.sqlite import SQLiteStore
@@ -18,10 +19,16 @@ from runtime.store.sqlite import SQLiteStore
 BACKENDS = ["sqlite", "dynamodb"]
 
 
+@pytest.fixture
+def clock() -> FakeClock:
+    """The stores' clock (wake-ups are timed with it), moved by hand."""
+    return FakeClock(1_000.0)
+
+
 @pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+def store(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[Store]:
     if request.param == "sqlite":
-        s: Store = SQLiteStore(tmp_path / "store.sqlite")
+        s: Store = SQLiteStore(tmp_path / "store.sqlite", clock=clock)
         yield s
         s.close()
         return
@@ -32,4 +39,4 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
         secrets = SecretsManagerSecrets(
             boto3.client("secretsmanager", region_name="eu-west-1"), db, "lunaflow"
         )
-        yield DynamoDBStore(db, "lunaflow", secrets=secrets)
+        yield DynamoDBStore(db, "lunaflow", secrets=secrets, clock=clock)

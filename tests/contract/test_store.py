@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from runtime.core.clock import FakeClock
 from runtime.core.journal import Entry, Kind
-from runtime.errors import JournalConflict
-from runtime.store.base import RunRecord, RunUpdate, Store, TimerSet
+from runtime.errors import EngineBug, JournalConflict
+from runtime.store.base import OWNER_DEAD_AFTER_MS, Lease, RunRecord, RunUpdate, Store, TimerSet
 
 
 def new_run(
@@ -144,7 +145,7 @@ def test_a_signal_wakes_a_live_run(store: Store) -> None:
 def test_clearing_an_old_wakeup_token_keeps_a_newer_wake(store: Store) -> None:
     store.create_run(new_run(), started())
     [(_, token)] = store.wakeups()
-    store.wake("r1")
+    store.add_wakeup("r1")
     store.clear_wakeup("r1", token)
     assert [w[0] for w in store.wakeups()] == ["r1"]
 
@@ -157,7 +158,7 @@ def test_a_wake_after_a_cleared_one_never_reuses_its_token(store: Store) -> None
     [(_, first)] = store.wakeups()
     store.clear_wakeup("r1", first)
     assert store.wakeups() == []
-    store.wake("r1")  # the run's timer fires while the worker still holds `first`
+    store.add_wakeup("r1")  # the run's timer fires while the worker still holds `first`
     store.clear_wakeup("r1", first)  # that worker, late
     [(run_id, second)] = store.wakeups()
     assert run_id == "r1" and second != first
@@ -268,3 +269,98 @@ def test_a_multi_entry_append_lands_whole_or_not_at_all(store: Store) -> None:
     assert [e.seq for e in store.journal("r1")] == [1, 2]
     store.append("r1", 2, [entry(3), entry(4), entry(5)])
     assert [e.seq for e in store.journal("r1")] == [1, 2, 3, 4, 5]
+
+
+def test_an_append_that_skips_a_position_is_an_engine_bug_and_writes_nothing(store: Store) -> None:
+    store.create_run(new_run(), started())
+    with pytest.raises(EngineBug, match="entry 3 of run 'r1' is out of order"):
+        store.append("r1", 1, [entry(3)])
+    assert [e.seq for e in store.journal("r1")] == [1]
+
+
+# --- wake-ups the reconciler looks for -----------------------------------------------------
+
+
+def test_a_wakeup_is_as_old_as_its_first_ask_until_it_is_cleared(store: Store, clock: FakeClock) -> None:
+    store.create_run(new_run("a", at=1_000.0), started(at=1_000.0))  # asked at 1000
+    clock.advance(30)
+    store.add_wakeup("a")  # asked again: still waiting since 1000
+    store.create_run(new_run("b", at=1_030.0), started(at=1_030.0))
+    assert store.wakeups_older_than(1_020.0) == ["a"]
+    assert sorted(store.wakeups_older_than(1_031.0)) == ["a", "b"]
+    for run_id, token in store.wakeups():
+        store.clear_wakeup(run_id, token)
+    assert store.wakeups_older_than(2_000.0) == []
+
+
+def test_a_wakeup_for_a_missing_run_is_ignored(store: Store) -> None:
+    store.add_wakeup("nobody")
+    assert store.wakeups() == []
+
+
+def test_stale_running_runs_are_running_unchanged_and_unleased(store: Store) -> None:
+    for run_id in ("old", "leased", "parked"):
+        store.create_run(new_run(run_id), started(at=100.0))
+    store.create_run(new_run("recent", at=150.0), started(at=150.0))
+    store.append("parked", 1, [], update=RunUpdate("sleeping", "sleep"))
+    now = 200_000
+    assert store.acquire_lease("leased", "w", now, 60_000) == Lease.OK
+    assert store.stale_running(101.0, now) == ["old"]
+    # Once the lease has expired the leased run is stale too.
+    assert sorted(store.stale_running(101.0, now + 60_001)) == ["leased", "old"]
+
+
+# --- leases --------------------------------------------------------------------------------
+
+
+def test_a_lease_is_one_owners_until_released_or_expired(store: Store) -> None:
+    store.create_run(new_run(), started())
+    t = 1_000_000
+    assert store.acquire_lease("r1", "a", t, 1_000) == Lease.OK
+    assert store.acquire_lease("r1", "b", t + 1_000, 1_000) == Lease.BUSY  # not yet past its end
+    assert store.acquire_lease("r1", "a", t + 500, 1_000) == Lease.OK  # its owner may take it again
+    assert store.acquire_lease("r1", "b", t + 1_501, 1_000) == Lease.OK  # expired
+    store.release_lease("r1", "a")  # not a's any more: nothing happens
+    assert store.acquire_lease("r1", "a", t + 1_600, 1_000) == Lease.BUSY
+    store.release_lease("r1", "b")
+    assert store.acquire_lease("r1", "a", t + 1_600, 1_000) == Lease.OK
+
+
+def test_the_lease_of_a_missing_run_is_missing(store: Store) -> None:
+    assert store.acquire_lease("nobody", "a", 1_000, 1_000) == Lease.MISSING
+
+
+def test_an_owner_that_stopped_beating_loses_its_leases(store: Store) -> None:
+    store.create_run(new_run("beating"), started())
+    store.create_run(new_run("stopped"), started())
+    store.create_run(new_run("never"), started())
+    t = 1_000_000
+    store.heartbeat("alive", t)
+    store.heartbeat("dead", t)
+    assert store.acquire_lease("beating", "alive", t, 3_600_000) == Lease.OK
+    assert store.acquire_lease("stopped", "dead", t, 3_600_000) == Lease.OK
+    assert store.acquire_lease("never", "silent", t, 3_600_000) == Lease.OK
+    later = t + OWNER_DEAD_AFTER_MS + 1
+    store.heartbeat("alive", later)
+    assert store.acquire_lease("beating", "other", later, 1_000) == Lease.BUSY
+    assert store.acquire_lease("stopped", "other", later, 1_000) == Lease.OK
+    # An owner that never beat keeps its lease until the lease itself ends.
+    assert store.acquire_lease("never", "other", later, 1_000) == Lease.BUSY
+
+
+def test_parking_or_ending_a_run_releases_its_lease(store: Store) -> None:
+    store.create_run(new_run("p"), started())
+    store.create_run(new_run("e"), started())
+    assert store.acquire_lease("p", "w", 1_000, 60_000) == Lease.OK
+    assert store.acquire_lease("e", "w", 1_000, 60_000) == Lease.OK
+    store.append("p", 1, [entry(2)], update=RunUpdate("sleeping", "sleep"), timer=TimerSet(9_000))
+    store.append("e", 1, [entry(2, Kind.COMPLETED, None, {"result": 1})], update=RunUpdate("completed"))
+    assert store.acquire_lease("p", "other", 1_001, 60_000) == Lease.OK
+    assert store.acquire_lease("e", "other", 1_001, 60_000) == Lease.OK
+
+
+def test_progress_while_running_keeps_the_lease(store: Store) -> None:
+    store.create_run(new_run(), started())
+    assert store.acquire_lease("r1", "w", 1_000, 60_000) == Lease.OK
+    store.append("r1", 1, [entry(2)], update=RunUpdate("running", "step 'a'", progress_only=True))
+    assert store.acquire_lease("r1", "other", 1_001, 60_000) == Lease.BUSY

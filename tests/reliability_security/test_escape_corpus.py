@@ -47,7 +47,6 @@ from typing import Any
 import pytest
 
 from runtime.errors import ProjectLoadError
-from runtime.services.local import LocalServices
 from runtime.testing import LocalPlatform
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,9 +169,7 @@ def _run_phase(p: LocalPlatform, case: Case, phase: Phase, n: int, tmp: Path) ->
             assert phase.where == "queue"
             r = p.fetch("POST", "/case/queue", body=phase.src, query=query)
             out["status_code"] = r.status_code
-            local = p.platform.services
-            assert isinstance(local, LocalServices)
-            dead = local.queues.dead_letters("cases")
+            dead = p.services.queues.dead_letters("cases")
             out["dead"] = [str(d["error"]) for d in dead if d["body"].get("name") == case.name]
     except Exception as e:  # the platform itself failed: what this corpus exists to catch
         out.update(_raised(e))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
 import re
 import socket
 import threading
@@ -273,7 +272,7 @@ def big_http_answer() -> Iterator[str]:
 def outbound_http(url: str) -> str:
     from runtime.services.builtins import http_request
 
-    return _refusal(lambda: http_request(json.dumps({"method": "GET", "url": url}), None, lambda v: v))
+    return _refusal(lambda: http_request({"method": "GET", "url": url}, None))
 
 
 def service(tmp_path: Path, kind: str, name: str, method: str, args: list[Any]) -> str:

@@ -49,7 +49,7 @@ def test_state_survives_a_restart(p: LocalPlatform) -> None:
     obj(p, "a", "incr", 7)
     p.restart()
     assert obj(p, "a", "get") == 7
-    assert p.platform.services.objects.state("Counter", "a") == {"count": 7}
+    assert p.services.objects.state("Counter", "a") == {"count": 7}
 
 
 def test_a_method_may_replace_the_whole_state(p: LocalPlatform) -> None:
@@ -63,7 +63,7 @@ def test_a_state_that_is_not_json_like_is_refused_and_not_kept(p: LocalPlatform)
     """SPEC 3: values "must be JSON-like"; `self.state` is persisted, so the same rule holds."""
     obj(p, "a", "incr", 2)
     e = error(p, key="a", method="keep_function")
-    assert p.platform.services.objects.state("Counter", "a") == {"count": 2}
+    assert p.services.objects.state("Counter", "a") == {"count": 2}
     assert "state" in e and "a function" in e
     assert "engine bug" not in e
 
@@ -135,7 +135,7 @@ def test_a_method_error_leaves_the_state_unchanged(p: LocalPlatform) -> None:
     obj(p, "a", "incr", 4)
     error(p, key="a", method="boom")
     assert obj(p, "a", "get") == 4
-    assert p.platform.services.objects.state("Counter", "a") == {"count": 4}
+    assert p.services.objects.state("Counter", "a") == {"count": 4}
 
 
 def test_an_unknown_method_is_an_error_naming_it(p: LocalPlatform) -> None:

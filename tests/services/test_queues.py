@@ -32,7 +32,7 @@ def deliveries(p: LocalPlatform, queue: str) -> list[dict[str, Any]]:
 
 
 def dead(p: LocalPlatform, queue: str | None = None) -> list[dict[str, Any]]:
-    return p.platform.services.queues.dead_letters(queue)
+    return p.services.queues.dead_letters(queue)
 
 
 def test_a_message_sent_from_a_handler_is_delivered(p: LocalPlatform) -> None:
@@ -188,13 +188,13 @@ def test_a_message_for_a_queue_without_a_handler_waits(p: LocalPlatform) -> None
     bounded(lambda: p.advance("1h"), 2.0)
     bounded(p.settle, 2.0)
     assert dead(p) == []
-    assert p.platform.services.queues.next_due(p.platform.worker) is None  # it holds up nothing...
+    assert p.services.queues.next_due(p.platform.worker) is None  # it holds up nothing...
 
     class HandlesEverything:
         def has_queue_handler(self, queue: str) -> bool:
             return True
 
-    assert p.platform.services.queues.next_due(HandlesEverything()) is not None  # ...and is still there
+    assert p.services.queues.next_due(HandlesEverything()) is not None  # ...and is still there
 
 
 def test_a_message_nobody_handles_does_not_hold_up_other_queues(p: LocalPlatform) -> None:

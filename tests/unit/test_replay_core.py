@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.core.journal import Entry, Kind, Status
+from runtime.core.journal import Entry, Kind, Signal, Status, StepValues
 from runtime.core.replay import (
     Complete,
+    Diverged,
     Execute,
     Fail,
     NeedValue,
     Park,
     Replay,
     Resume,
-    Signal,
     StepCmd,
     ValueCmd,
     WaitCmd,
@@ -52,7 +52,7 @@ def test_a_recorded_step_returns_its_result_without_executing() -> None:
         (Kind.STEP_RESULT, "charge", {"n": 1, "values": [7]}),
     )
     r = Replay("r1", j, T0)
-    assert r.step(step()) == Resume({"n": 1, "values": [7]})
+    assert r.step(step()) == Resume(StepValues((7,)))
     assert r.take_unsaved() == []
 
 
@@ -70,10 +70,10 @@ def test_a_failure_with_attempts_left_parks_until_the_backoff_is_due() -> None:
     d = r.step_failed("boom")
     assert d == Park(Status.SLEEPING, T0 + 5000, "step 'charge'")
     r.refresh(T0 + 5000, ())
-    d2 = r.wake()
+    d2 = r.redecide()
     assert isinstance(d2, Execute) and d2.step_id == "r1/charge/1/2"
     r.step_failed("boom")
-    assert r.wake() == Park(Status.SLEEPING, T0 + 5000 + 10000, "step 'charge'")
+    assert r.redecide() == Park(Status.SLEEPING, T0 + 5000 + 10000, "step 'charge'")
 
 
 def test_the_last_failure_fails_the_run_naming_attempts_and_error() -> None:
@@ -110,25 +110,29 @@ def test_pass_counts_each_time_a_step_name_is_reached() -> None:
         d = r.step(step("x"))
         assert isinstance(d, Execute)
         ids.append(d.step_id)
-        r.step_succeeded({"n": 0, "values": []})
+        r.step_succeeded(StepValues(()))
     assert ids == ["r1/x/1/1", "r1/x/2/1", "r1/x/3/1"]
 
 
 def test_a_different_step_name_is_a_divergence() -> None:
     j = journal((Kind.STEP_INTENT, "settle", {"pass": 1, "attempt": 1, "step_id": "r1/settle/1/1"}))
     d = Replay("r1", j, T0).step(step("other"))
-    assert d == Fail("journal divergence: expected step 'settle', code reached step 'other'")
+    assert d == Diverged("step 'settle'", "reached step 'other'")
+    assert d.error == "journal divergence: expected step 'settle', code reached step 'other'"
 
 
 def test_a_sleep_where_an_await_was_recorded_is_a_divergence() -> None:
     j = journal((Kind.WAIT, "await", {"names": ["paid"], "timeout_ms": None, "due_at": None}))
     d = Replay("r1", j, T0).wait(WaitCmd("sleep", (), 1000))
-    assert d == Fail("journal divergence: expected await 'paid', code reached sleep")
+    assert isinstance(d, Diverged)
+    assert d.error == "journal divergence: expected await 'paid', code reached sleep"
 
 
 def test_returning_early_is_a_divergence() -> None:
     j = journal((Kind.VALUE, "os.time", {"value": 5}))
-    assert Replay("r1", j, T0).complete(None) == Fail("journal divergence: expected os.time(), code returned")
+    d = Replay("r1", j, T0).complete(None)
+    assert isinstance(d, Diverged)
+    assert d.error == "journal divergence: expected os.time(), code returned"
 
 
 def test_await_consumes_the_earliest_buffered_signal_of_its_name() -> None:
@@ -148,9 +152,9 @@ def test_an_await_parks_until_its_timeout_then_resolves_to_a_timeout() -> None:
     r = Replay("r1", journal(), T0)
     assert r.wait(WaitCmd("await", ("paid",), 1000)) == Park(Status.AWAITING, T0 + 1000, "await 'paid'")
     r.refresh(T0 + 999, ())
-    assert isinstance(r.wake(), Park)
+    assert isinstance(r.redecide(), Park)
     r.refresh(T0 + 1000, ())
-    assert r.wake() == Resume({"by": "timeout"})
+    assert r.redecide() == Resume({"by": "timeout"})
 
 
 def test_a_signal_consumed_in_the_journal_is_not_offered_again() -> None:

@@ -131,8 +131,8 @@ def test_a_data_folder_from_before_the_token_counter_issues_tokens_above_its_wak
     db.commit()
     db.close()
     store = SQLiteStore(path)
-    store.wake("b")
-    store.wake("a")
+    store.add_wakeup("b")
+    store.add_wakeup("a")
     tokens = dict(store.wakeups())
     assert tokens["b"] > 5 and tokens["a"] > tokens["b"]
     store.close()

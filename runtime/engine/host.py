@@ -1,0 +1,146 @@
+"""The host ABI: the Python functions a Lua state may call (``host.call(name, ...)``).
+
+Lua's run handles, secrets, services, logs and the stateless helpers all come through
+here. The functions are bound per worker, so they know which run is executing in that Lua
+state; what they need of the platform above is the narrow ``RunApi``. One lupa quirk shapes
+them: Python called from Lua inside a coroutine must not read Lua table fields (lupa 2.8
+reads the coroutine's stack), so arguments arrive as JSON text or plain values and answers
+go back as values the sandbox converts.
+"""
+
+from __future__ import annotations
+
+import binascii
+import json
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from runtime.core import values
+from runtime.core.clock import Clock
+from runtime.core.ids import check_run_id
+from runtime.errors import InvalidInput, ServiceUnavailable
+from runtime.services import builtins
+from runtime.services.base import Services
+from runtime.store.base import RunRecord
+
+if TYPE_CHECKING:
+    from runtime.engine.worker import Worker
+
+lua_log = logging.getLogger("lunaflow.lua")
+
+HostFn = Callable[..., Any]
+LogSink = Callable[[dict[str, Any]], None]
+
+
+class RunApi(Protocol):
+    """What Lua's run handles and ``secret`` reach in the platform."""
+
+    clock: Clock
+
+    def start(
+        self,
+        workflow: str,
+        input_value: Any = None,
+        *,
+        id: str | None = None,
+        parent_id: str | None = None,
+        changes: tuple[str, ...] | None = None,
+    ) -> RunRecord: ...
+
+    def get(self, run_id: str, workflow: str | None = None) -> RunRecord: ...
+
+    def signal(self, run_id: str, name: str, payload: Any = None, *, workflow: str | None = None) -> bool: ...
+
+    def cancel(self, run_id: str, *, workflow: str | None = None) -> None: ...
+
+    def resume(self, run_id: str, *, workflow: str | None = None) -> None: ...
+
+    def secret(self, name: str, run_id: str | None) -> str:
+        """The secret's latest value, or for a run the version it first resolved."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise InvalidInput(f"json.parse: {name} is not JSON; numbers must be finite")
+
+
+def host_functions(
+    api: RunApi, services: Services | None, logs: LogSink, worker: Worker
+) -> dict[str, HostFn]:
+    """The functions one worker's Lua state may call."""
+
+    def lua(value: Any) -> Any:
+        return worker.code.sandbox.to_lua(value)
+
+    def pack(out: list[Any]) -> Any:
+        return worker.code.sandbox.pack(out)
+
+    def need(what: str) -> Services:
+        if services is None:
+            raise ServiceUnavailable(f"{what} has no backend on this platform; start it with local services")
+        return services
+
+    def start(workflow: str, input_json: str, run_id: Any) -> str:
+        if run_id is not None and not isinstance(run_id, str):
+            check_run_id(run_id)
+        return api.start(workflow, json.loads(input_json), id=run_id, parent_id=worker.current_run).id
+
+    def json_parse(text: str) -> Any:
+        try:
+            value = json.loads(text, parse_constant=_refuse_constant)
+        except json.JSONDecodeError as e:
+            raise InvalidInput(f"json.parse: the text is not valid JSON ({e})") from e
+        except RecursionError as e:
+            raise InvalidInput("json.parse: the text is nested too deeply; keep it under 100 levels") from e
+        return lua(values.check_lua_value(value, "json.parse"))
+
+    def log_line(level: str, message: str, fields: str, mode: str | None = None) -> None:
+        # A line the workflow function says while replaying was said when the run first
+        # passed there: it is kept for inspection, marked, and not written out again.
+        replayed = mode == "run" and worker.replaying()
+        record = {"level": level, "message": message, "fields": json.loads(fields), "run": worker.current_run}
+        if replayed:
+            record["replayed"] = True
+        logs(record)
+        if not replayed:
+            py_level = {"warn": logging.WARNING, "error": logging.ERROR}.get(level, logging.INFO)
+            lua_log.log(py_level, "%s %s", message, fields if fields != "null" else "")
+
+    def service(kind: str, name: str, method: str, args_json: str) -> Any:
+        return pack(need(f"{kind} '{name}'").call(kind, name, method, json.loads(args_json)))
+
+    def object_call(cls: str, key: str, method: str, args_json: str) -> Any:
+        backend = need(f"object {cls}('{key}')")
+        return pack(backend.call_object(worker, cls, key, method, json.loads(args_json)))
+
+    def declare(kind: str, name: str, opts: str) -> None:
+        if services is not None:
+            services.declare(kind, name, json.loads(opts), worker.project_root)
+
+    def http(spec: str, body_hex: str | None) -> Any:
+        data = None if body_hex is None else binascii.unhexlify(body_hex)
+        outbound = builtins.http_request if services is None else services.http
+        return lua(outbound(json.loads(spec), data))
+
+    def pair(a: Any, b: Any) -> tuple[Any, Any]:
+        return a, b
+
+    return {
+        "now": lambda: int(api.clock.now()),
+        "json_parse": json_parse,
+        "log": log_line,
+        "declare": declare,
+        "http_request": http,
+        **builtins.crypto_functions(),
+        **builtins.jwt_functions(lua, pair, api.clock.now),
+        "service": service,
+        "object_call": object_call,
+        "secret": lambda name: api.secret(name, worker.current_run),
+        "run_check_id": check_run_id,
+        "run_start": start,
+        "run_status": lambda wf, rid: api.get(rid, wf).status.value,
+        "run_result": lambda wf, rid: pack([api.get(rid, wf).result]),
+        "run_signal": lambda wf, rid, name, body: api.signal(rid, name, json.loads(body), workflow=wf),
+        "run_cancel": lambda wf, rid: api.cancel(rid, workflow=wf),
+        "run_resume": lambda wf, rid: api.resume(rid, workflow=wf),
+    }
