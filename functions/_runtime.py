@@ -7,12 +7,13 @@ import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 
 from runtime.aws.config import AwsConfig
-from runtime.aws.observe import NAMESPACE, PowertoolsObserver
+from runtime.aws.contract import NAMESPACE, SERVICE
+from runtime.aws.observe import PowertoolsObserver
 from runtime.aws.runtime import AwsRuntime, Clients
 
-logger = Logger(service="lunaflow")
-metrics = Metrics(namespace=NAMESPACE, service="lunaflow")
-tracer = Tracer(service="lunaflow", disabled=None)
+logger = Logger(service=SERVICE)
+metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
+tracer = Tracer(service=SERVICE, disabled=None)
 
 _runtime: AwsRuntime | None = None
 

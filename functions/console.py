@@ -10,12 +10,14 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from functions._runtime import logger, runtime
+from functions._runtime import logger, metrics, runtime, tracer
 from runtime.console import render
 from runtime.errors import LunaflowError
 
 
 @logger.inject_lambda_context
+@metrics.log_metrics
+@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> str:
     runs = runtime().platform
     actions = render.CloudWatchActions(endpoint=context.invoked_function_arn)

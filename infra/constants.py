@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from aws_cdk import aws_logs as logs
+
+from runtime.aws.contract import LOG_RETENTION_DAYS
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PROJECT = "examples/auction"
-NAMESPACE = "lunaflow"  # CloudWatch metrics namespace (runtime/aws/observe.py)
-SERVICE = "lunaflow"  # the Powertools service dimension
 
 PYTHON_VERSION = "3.12"
 PIP_PLATFORM = "manylinux2014_aarch64"
@@ -24,17 +26,20 @@ WAKE_VISIBILITY_S = 6 * WORKER_TIMEOUT_S  # AWS's advice for SQS event sources: 
 USER_QUEUE_VISIBILITY_S = 6 * QUEUE_TIMEOUT_S
 MAX_RECEIVES = 5  # deliveries before a message goes to its dead-letter queue
 DLQ_RETENTION_DAYS = 14
-LOG_RETENTION_DAYS = 30
 RECONCILE_MINUTES = 1
 API_THROTTLE_RATE = 100  # requests per second, steady
 API_THROTTLE_BURST = 200
 
-METRICS = {
-    "started": "RunsStarted",
-    "completed": "RunsCompleted",
-    "failed": "RunsFailed",
-    "steps_ok": "StepsSucceeded",
-    "steps_failed": "StepsFailed",
-    "retries": "StepRetries",
-    "signal_latency": "SignalToResumeLatency",
+
+_RETENTION = {
+    7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS,
+    30: logs.RetentionDays.ONE_MONTH,
+    90: logs.RetentionDays.THREE_MONTHS,
+    365: logs.RetentionDays.ONE_YEAR,
 }
+
+
+def log_retention() -> logs.RetentionDays:
+    """Every log group keeps the runtime's stated retention (``LOG_RETENTION_DAYS``)."""
+    return _RETENTION[LOG_RETENTION_DAYS]

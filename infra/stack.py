@@ -17,6 +17,7 @@ from infra.capabilities.functions import Functions
 from infra.capabilities.journal import JournalTable
 from infra.capabilities.queues import UserQueues
 from infra.capabilities.wake import WakePath
+from runtime.aws.contract import Output
 from runtime.platform.describe import describe
 
 
@@ -69,10 +70,12 @@ class LunaflowStack(Stack):
             functions=self.functions.functions,
             dead_letters=dead_letters,
         )
-        CfnOutput(self, "ApiUrl", value=self.api.url, description="The project's HTTP API")
-        CfnOutput(self, "TableName", value=self.journal.table.table_name, description="Runs and journals")
-        CfnOutput(self, "DashboardUrl", value=self.console.url, description="The console in CloudWatch")
-        CfnOutput(self, "WakeQueueUrl", value=self.wake.queue.queue_url)
-        CfnOutput(self, "WakeQueueArn", value=self.wake.queue.queue_arn)
-        CfnOutput(self, "SchedulerGroup", value=str(self.wake.group.name))
-        CfnOutput(self, "SchedulerRoleArn", value=self.wake.role.role_arn)
+        CfnOutput(self, Output.API_URL, value=self.api.url, description="The project's HTTP API")
+        CfnOutput(
+            self, Output.TABLE_NAME, value=self.journal.table.table_name, description="Runs and journals"
+        )
+        CfnOutput(self, Output.DASHBOARD_URL, value=self.console.url, description="The console in CloudWatch")
+        CfnOutput(self, Output.WAKE_QUEUE_URL, value=self.wake.queue.queue_url)
+        CfnOutput(self, Output.WAKE_QUEUE_ARN, value=self.wake.queue.queue_arn)
+        CfnOutput(self, Output.SCHEDULER_GROUP, value=str(self.wake.group.name))
+        CfnOutput(self, Output.SCHEDULER_ROLE_ARN, value=self.wake.role.role_arn)

@@ -26,7 +26,7 @@ class HttpApi(Construct):
             default_integration=integrations.HttpLambdaIntegration("Fetch", fetch),
             description='lunaflow: the project\'s on "fetch" routes and signals',
         )
-        self.access_logs = logs.LogGroup(self, "AccessLogs", retention=logs.RetentionDays.ONE_MONTH)
+        self.access_logs = logs.LogGroup(self, "AccessLogs", retention=constants.log_retention())
         stage = self.api.default_stage.node.default_child  # type: ignore[union-attr]
         assert isinstance(stage, apigw.CfnStage)
         stage.access_log_settings = apigw.CfnStage.AccessLogSettingsProperty(

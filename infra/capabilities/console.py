@@ -12,14 +12,14 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra import constants
+from runtime.aws.contract import NAMESPACE, SERVICE, Metric
 
 
-def metric(name: str, statistic: str = "Sum") -> cw.Metric:
+def metric(name: Metric, statistic: str = "Sum") -> cw.Metric:
     return cw.Metric(
-        namespace=constants.NAMESPACE,
+        namespace=NAMESPACE,
         metric_name=name,
-        dimensions_map={"service": constants.SERVICE},
+        dimensions_map={"service": SERVICE},
         statistic=statistic,
         period=Duration.minutes(5),
     )
@@ -36,7 +36,6 @@ class Console(Construct):
         dead_letters: Mapping[str, sqs.IQueue],
     ) -> None:
         super().__init__(scope, id)
-        m = constants.METRICS
         self.dashboard = cw.Dashboard(
             self, "Dashboard", dashboard_name=f"{Stack.of(self).stack_name}-console"
         )
@@ -61,17 +60,24 @@ class Console(Construct):
         self.dashboard.add_widgets(
             cw.GraphWidget(
                 title="Runs",
-                left=[metric(m["started"]), metric(m["completed"]), metric(m["failed"])],
+                left=[metric(Metric.RUNS_STARTED), metric(Metric.RUNS_COMPLETED), metric(Metric.RUNS_FAILED)],
                 width=8,
             ),
             cw.GraphWidget(
                 title="Steps",
-                left=[metric(m["steps_ok"]), metric(m["steps_failed"]), metric(m["retries"])],
+                left=[
+                    metric(Metric.STEPS_SUCCEEDED),
+                    metric(Metric.STEPS_FAILED),
+                    metric(Metric.STEP_RETRIES),
+                ],
                 width=8,
             ),
             cw.GraphWidget(
                 title="Signal to resume (ms)",
-                left=[metric(m["signal_latency"], "p50"), metric(m["signal_latency"], "p99")],
+                left=[
+                    metric(Metric.SIGNAL_TO_RESUME_LATENCY, "p50"),
+                    metric(Metric.SIGNAL_TO_RESUME_LATENCY, "p99"),
+                ],
                 width=8,
             ),
         )
@@ -89,7 +95,7 @@ class Console(Construct):
         )
         self.alarms: list[cw.Alarm] = []
         self.alarms.append(
-            metric(m["failed"]).create_alarm(
+            metric(Metric.RUNS_FAILED).create_alarm(
                 self,
                 "FailedRuns",
                 threshold=0,

@@ -21,6 +21,7 @@ from infra.capabilities.database import Database
 from infra.capabilities.journal import JournalTable
 from infra.capabilities.queues import UserQueues
 from infra.capabilities.wake import WakePath
+from runtime.aws.contract import NAMESPACE, SERVICE, Env
 
 
 @dataclass(frozen=True)
@@ -65,21 +66,21 @@ class Functions(Construct):
         stack = Stack.of(self)
         code = bundling.code(project)
         environment = {
-            "LUNAFLOW_PROJECT": "project",
-            "LUNAFLOW_TABLE": journal.table.table_name,
-            "LUNAFLOW_WAKE_QUEUE_URL": wake.queue.queue_url,
-            "LUNAFLOW_WAKE_QUEUE_ARN": wake.queue.queue_arn,
-            "LUNAFLOW_SCHEDULER_GROUP": str(wake.group.name),
-            "LUNAFLOW_SCHEDULER_ROLE_ARN": wake.role.role_arn,
-            "LUNAFLOW_QUEUE_URLS": stack.to_json_string({n: q.queue_url for n, q in queues.queues.items()}),
-            "LUNAFLOW_SECRETS_PREFIX": f"{stack.stack_name}/",
-            "POWERTOOLS_SERVICE_NAME": constants.SERVICE,
-            "POWERTOOLS_METRICS_NAMESPACE": constants.NAMESPACE,
+            Env.PROJECT: "project",
+            Env.TABLE: journal.table.table_name,
+            Env.WAKE_QUEUE_URL: wake.queue.queue_url,
+            Env.WAKE_QUEUE_ARN: wake.queue.queue_arn,
+            Env.SCHEDULER_GROUP: str(wake.group.name),
+            Env.SCHEDULER_ROLE_ARN: wake.role.role_arn,
+            Env.QUEUE_URLS: stack.to_json_string({n: q.queue_url for n, q in queues.queues.items()}),
+            Env.SECRETS_PREFIX: f"{stack.stack_name}/",
+            "POWERTOOLS_SERVICE_NAME": SERVICE,
+            "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
         }
         if database is not None:
-            environment["LUNAFLOW_DATABASE_ARN"] = database.cluster.cluster_arn
-            environment["LUNAFLOW_DATABASE_SECRET_ARN"] = database.cluster.secret.secret_arn  # type: ignore[union-attr]
-            environment["LUNAFLOW_DATABASE_NAME"] = database.names[0]
+            environment[Env.DATABASE_ARN] = database.cluster.cluster_arn
+            environment[Env.DATABASE_SECRET_ARN] = database.cluster.secret.secret_arn  # type: ignore[union-attr]
+            environment[Env.DATABASE_NAME] = database.names[0]
         self.functions: dict[str, lambda_.Function] = {}
         for role in (FETCH, WORKER, QUEUE, CONSOLE):
             fn = lambda_.Function(
@@ -97,7 +98,7 @@ class Functions(Construct):
                 log_group=logs.LogGroup(
                     self,
                     f"{role.name}Logs",
-                    retention=logs.RetentionDays.ONE_MONTH,
+                    retention=constants.log_retention(),
                 ),
             )
             self.functions[role.name] = fn

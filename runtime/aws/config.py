@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from runtime.aws.contract import Env
 from runtime.errors import LunaflowError
 
 
@@ -37,17 +38,17 @@ class AwsConfig:
                 )
             return value
 
-        queues = json.loads(env.get("LUNAFLOW_QUEUE_URLS") or "{}")
+        queues = json.loads(env.get(Env.QUEUE_URLS) or "{}")
         return cls(
-            project=env.get("LUNAFLOW_PROJECT", "project"),
-            table=need("LUNAFLOW_TABLE"),
-            wake_queue_url=need("LUNAFLOW_WAKE_QUEUE_URL"),
-            wake_queue_arn=need("LUNAFLOW_WAKE_QUEUE_ARN"),
-            scheduler_group=need("LUNAFLOW_SCHEDULER_GROUP"),
-            scheduler_role_arn=need("LUNAFLOW_SCHEDULER_ROLE_ARN"),
+            project=env.get(Env.PROJECT, "project"),
+            table=need(Env.TABLE),
+            wake_queue_url=need(Env.WAKE_QUEUE_URL),
+            wake_queue_arn=need(Env.WAKE_QUEUE_ARN),
+            scheduler_group=need(Env.SCHEDULER_GROUP),
+            scheduler_role_arn=need(Env.SCHEDULER_ROLE_ARN),
             queue_urls={str(k): str(v) for k, v in queues.items()},
-            secrets_prefix=env.get("LUNAFLOW_SECRETS_PREFIX", ""),
-            database_resource_arn=env.get("LUNAFLOW_DATABASE_ARN") or None,
-            database_secret_arn=env.get("LUNAFLOW_DATABASE_SECRET_ARN") or None,
-            database_name=env.get("LUNAFLOW_DATABASE_NAME") or None,
+            secrets_prefix=env.get(Env.SECRETS_PREFIX, ""),
+            database_resource_arn=env.get(Env.DATABASE_ARN) or None,
+            database_secret_arn=env.get(Env.DATABASE_SECRET_ARN) or None,
+            database_name=env.get(Env.DATABASE_NAME) or None,
         )

@@ -1,9 +1,12 @@
-"""API Gateway HTTP API (payload format 2.0) to and from the fetch request shape."""
+"""API Gateway HTTP API (payload format 2.0) to and from the fetch request shape, read with
+Powertools' ``APIGatewayProxyEventV2``."""
 
 from __future__ import annotations
 
 import base64
 from typing import Any
+
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
 from runtime.platform.fetch import MAX_BODY_BYTES, Response, make_request
 
@@ -13,16 +16,28 @@ class BadRequest(Exception):
         self.response = response
 
 
-def request_from_event(event: dict[str, Any]) -> dict[str, Any]:
-    http = event.get("requestContext", {}).get("http", {})
-    method = str(http.get("method") or "GET")
-    path = str(event.get("rawPath") or http.get("path") or "/")
-    raw_query = str(event.get("rawQueryString") or "")
+def request_from_event(raw: dict[str, Any]) -> dict[str, Any]:
+    # Powertools reads the keys API Gateway always sends; a hand-made event may lack some.
+    context = raw.get("requestContext") or {}
+    http = {"method": "GET", "path": "/", **(context.get("http") or {})}
+    event = APIGatewayProxyEventV2(
+        {
+            "rawPath": "",
+            "rawQueryString": "",
+            "headers": {},
+            "isBase64Encoded": False,
+            **raw,
+            "requestContext": {**context, "http": http},
+        }
+    )
+    method = str(event.request_context.http.method or "GET")
+    path = str(event.raw_path or event.request_context.http.path or "/")
+    raw_query = str(event.raw_query_string or "")
     target = path + ("?" + raw_query if raw_query else "")
-    headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
-    body = event.get("body") or ""
-    raw = base64.b64decode(body) if event.get("isBase64Encoded") and body else str(body).encode("utf-8")
-    if len(raw) > MAX_BODY_BYTES:
+    headers = {str(k).lower(): str(v) for k, v in (event.headers or {}).items()}
+    body = event.body or ""
+    data = base64.b64decode(body) if event.is_base64_encoded and body else str(body).encode("utf-8")
+    if len(data) > MAX_BODY_BYTES:
         raise BadRequest(
             Response(
                 413,
@@ -31,13 +46,13 @@ def request_from_event(event: dict[str, Any]) -> dict[str, Any]:
             )
         )
     try:
-        text = raw.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise BadRequest(
             Response(400, {"content-type": "text/plain"}, "request body is not valid UTF-8")
         ) from e
-    if event.get("cookies") and "cookie" not in headers:
-        headers["cookie"] = "; ".join(event["cookies"])
+    if event.cookies and "cookie" not in headers:
+        headers["cookie"] = "; ".join(event.cookies)
     return make_request(method, target, text, headers)
 
 

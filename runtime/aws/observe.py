@@ -6,7 +6,7 @@ from __future__ import annotations
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-NAMESPACE = "lunaflow"
+from runtime.aws.contract import Metric
 
 
 class PowertoolsObserver:
@@ -20,20 +20,22 @@ class PowertoolsObserver:
     def step(self, run_id: str, workflow: str, step: str, attempt: int, ok: bool) -> None:
         self.logger.append_keys(step=step)
         self.metrics.add_metric(
-            name="StepsSucceeded" if ok else "StepsFailed", unit=MetricUnit.Count, value=1
+            name=Metric.STEPS_SUCCEEDED if ok else Metric.STEPS_FAILED, unit=MetricUnit.Count, value=1
         )
 
     def retry(self, run_id: str, workflow: str, step: str) -> None:
-        self.metrics.add_metric(name="StepRetries", unit=MetricUnit.Count, value=1)
+        self.metrics.add_metric(name=Metric.STEP_RETRIES, unit=MetricUnit.Count, value=1)
 
     def signal_resumed(self, run_id: str, workflow: str, latency_s: float) -> None:
         self.metrics.add_metric(
-            name="SignalToResumeLatency", unit=MetricUnit.Milliseconds, value=round(latency_s * 1000, 3)
+            name=Metric.SIGNAL_TO_RESUME_LATENCY,
+            unit=MetricUnit.Milliseconds,
+            value=round(latency_s * 1000, 3),
         )
 
     def ended(self, run_id: str, workflow: str, status: str) -> None:
-        name = "RunsCompleted" if status == "completed" else "RunsFailed"
+        name = Metric.RUNS_COMPLETED if status == "completed" else Metric.RUNS_FAILED
         self.metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
 
     def started(self, run_id: str, workflow: str) -> None:
-        self.metrics.add_metric(name="RunsStarted", unit=MetricUnit.Count, value=1)
+        self.metrics.add_metric(name=Metric.RUNS_STARTED, unit=MetricUnit.Count, value=1)

@@ -10,8 +10,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from runtime.core.clock import Clock
 from runtime.core.durations import parse_ms
 from runtime.core.values import compact
@@ -19,7 +17,7 @@ from runtime.services import builtins
 from runtime.services.base import ObjectRunner, QueueRunner, ServiceError
 from runtime.services.kv import MAX_LIST
 from runtime.services.queues import MAX_DELAY_S
-from runtime.store.items import n, s
+from runtime.store.items import conditional, n, s
 
 OBJECT_LOCK_MS = 60_000
 OBJECT_WAIT_S = 10.0
@@ -120,23 +118,18 @@ class DynamoObjects:
         pause = 0.02
         while True:
             now = int(self._clock.now() * 1000)
-            try:
-                item = self._db.update_item(
-                    TableName=self.table,
-                    Key=key,
-                    UpdateExpression="SET lock_owner = :me, lock_until = :until",
-                    ConditionExpression="attribute_not_exists(lock_until) OR lock_until < :now",
-                    ExpressionAttributeValues={
-                        ":me": s(me),
-                        ":until": n(now + OBJECT_LOCK_MS),
-                        ":now": n(now),
-                    },
-                    ReturnValues="ALL_NEW",
-                )["Attributes"]
+            locked = conditional(
+                self._db.update_item,
+                TableName=self.table,
+                Key=key,
+                UpdateExpression="SET lock_owner = :me, lock_until = :until",
+                ConditionExpression="attribute_not_exists(lock_until) OR lock_until < :now",
+                ExpressionAttributeValues={":me": s(me), ":until": n(now + OBJECT_LOCK_MS), ":now": n(now)},
+                ReturnValues="ALL_NEW",
+            )
+            if locked:
+                item = locked["Attributes"]
                 return json.loads(item["state"]["S"]) if "state" in item else {}
-            except ClientError as e:
-                if e.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                    raise
             if time.monotonic() > give_up:
                 raise ServiceError(
                     f"{what}: the object is busy with another call for over {OBJECT_WAIT_S:.0f}s"

@@ -8,6 +8,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from runtime.aws.config import AwsConfig
+from runtime.aws.contract import REQUIRED_OUTPUTS, Output
 from runtime.errors import LunaflowError
 
 
@@ -21,19 +22,15 @@ def config_from_stack(cloudformation: Any, stack: str, project: str) -> AwsConfi
             "with --stack (default: lunaflow-<project folder name>)"
         ) from e
     outputs = {o["OutputKey"]: o["OutputValue"] for o in found[0].get("Outputs", [])}
-    missing = [
-        k
-        for k in ("TableName", "WakeQueueUrl", "WakeQueueArn", "SchedulerGroup", "SchedulerRoleArn")
-        if k not in outputs
-    ]
+    missing = [k for k in REQUIRED_OUTPUTS if k not in outputs]
     if missing:
         raise LunaflowError(f"stack '{stack}' has no output {', '.join(missing)}; is it a lunaflow stack?")
     return AwsConfig(
         project=project,
-        table=outputs["TableName"],
-        wake_queue_url=outputs["WakeQueueUrl"],
-        wake_queue_arn=outputs["WakeQueueArn"],
-        scheduler_group=outputs["SchedulerGroup"],
-        scheduler_role_arn=outputs["SchedulerRoleArn"],
+        table=outputs[Output.TABLE_NAME],
+        wake_queue_url=outputs[Output.WAKE_QUEUE_URL],
+        wake_queue_arn=outputs[Output.WAKE_QUEUE_ARN],
+        scheduler_group=outputs[Output.SCHEDULER_GROUP],
+        scheduler_role_arn=outputs[Output.SCHEDULER_ROLE_ARN],
         secrets_prefix=f"{stack}/",
     )

@@ -22,6 +22,7 @@ from conftest import QUEUE_PROJECT, TINY_REQUIREMENTS, Synth, as_list, render
 from infra import constants
 from infra.app import build
 from runtime.aws.config import AwsConfig
+from runtime.aws.contract import LOG_RETENTION_DAYS, NAMESPACE, Metric
 from runtime.aws.wake import AwsWaker
 from runtime.core.clock import FakeClock
 from runtime.core.journal import Status
@@ -108,7 +109,7 @@ def test_every_function_logs_to_its_own_group_with_a_retention(auction: Synth, i
         assert group.startswith("<Ref:"), group
         logical = group[len("<Ref:") : -1]
         assert auction.resource(logical)["Type"] == "AWS::Logs::LogGroup"
-        assert auction.props(logical)["RetentionInDays"] == constants.LOG_RETENTION_DAYS
+        assert auction.props(logical)["RetentionInDays"] == LOG_RETENTION_DAYS
         groups.add(logical)
     assert len(groups) == len(ids.functions)
 
@@ -128,7 +129,7 @@ def test_every_function_has_the_configuration_the_runtime_reads(auction: Synth, 
         assert config.database_resource_arn == ids.cluster_arn, name
         assert config.database_secret_arn == f"<Ref:{ids.cluster_secret}>", name
         assert config.database_name == "sales", name
-        assert environment(auction, fn)["POWERTOOLS_METRICS_NAMESPACE"] == constants.NAMESPACE
+        assert environment(auction, fn)["POWERTOOLS_METRICS_NAMESPACE"] == NAMESPACE
 
 
 def test_every_function_policy_names_only_this_stacks_resources(auction: Synth, ids: Ids) -> None:
@@ -425,7 +426,7 @@ def test_http_api_stage_has_access_logs_and_throttling(auction: Synth) -> None:
         "ThrottlingRateLimit": constants.API_THROTTLE_RATE,
     }
     assert props["AutoDeploy"] is True
-    assert auction.props(logs)["RetentionInDays"] == constants.LOG_RETENTION_DAYS
+    assert auction.props(logs)["RetentionInDays"] == LOG_RETENTION_DAYS
 
 
 def test_http_api_sends_every_route_to_the_fetch_function(auction: Synth, ids: Ids) -> None:
@@ -455,13 +456,13 @@ def emitted_metrics() -> dict[str, dict[str, Any]]:
 
     observer = PowertoolsObserver(logger, metrics)
     events: dict[str, Callable[[], None]] = {
-        "started": lambda: observer.started("r", "w"),
-        "completed": lambda: observer.ended("r", "w", Status.COMPLETED),
-        "failed": lambda: observer.ended("r", "w", Status.FAILED),
-        "steps_ok": lambda: observer.step("r", "w", "s", 1, True),
-        "steps_failed": lambda: observer.step("r", "w", "s", 1, False),
-        "retries": lambda: observer.retry("r", "w", "s"),
-        "signal_latency": lambda: observer.signal_resumed("r", "w", 0.25),
+        Metric.RUNS_STARTED: lambda: observer.started("r", "w"),
+        Metric.RUNS_COMPLETED: lambda: observer.ended("r", "w", Status.COMPLETED),
+        Metric.RUNS_FAILED: lambda: observer.ended("r", "w", Status.FAILED),
+        Metric.STEPS_SUCCEEDED: lambda: observer.step("r", "w", "s", 1, True),
+        Metric.STEPS_FAILED: lambda: observer.step("r", "w", "s", 1, False),
+        Metric.STEP_RETRIES: lambda: observer.retry("r", "w", "s"),
+        Metric.SIGNAL_TO_RESUME_LATENCY: lambda: observer.signal_resumed("r", "w", 0.25),
     }
     out = {}
     metrics.clear_metrics()
@@ -498,8 +499,8 @@ def test_dashboard_graphs_every_metric_the_runtime_emits(auction: Synth) -> None
     """The dashboard's graphs read exactly the metrics the Powertools observer emits, in its
     namespace and with its service dimension (a renamed metric would leave a flat line)."""
     emitted = emitted_metrics()
-    assert {e["name"] for e in emitted.values()} == set(constants.METRICS.values())
-    assert {k: e["name"] for k, e in emitted.items()} == constants.METRICS
+    assert set(emitted) == set(Metric)  # every metric of the contract has an event that emits it
+    assert {k: e["name"] for k, e in emitted.items()} == {m: m.value for m in Metric}
     graphed = set()
     for widget in dashboard(auction)["widgets"]:
         if widget["type"] != "metric":
@@ -510,10 +511,10 @@ def test_dashboard_graphs_every_metric_the_runtime_emits(auction: Synth) -> None
             by_name = {e["name"]: e for e in emitted.values()}
             assert name in by_name, f"the dashboard graphs {name}, which the runtime never emits"
             want = by_name[name]
-            assert namespace == want["namespace"] == constants.NAMESPACE
+            assert namespace == want["namespace"] == NAMESPACE
             assert dims == want["dimensions"], name
             graphed.add(name)
-    assert graphed == set(constants.METRICS.values())
+    assert graphed == {m.value for m in Metric}
 
 
 def test_dashboard_queries_every_functions_log_group(auction: Synth, ids: Ids) -> None:
@@ -527,7 +528,7 @@ def test_dashboard_queries_every_functions_log_group(auction: Synth, ids: Ids) -
 def test_failed_runs_alarm_watches_the_metric_the_runtime_emits_when_a_run_fails(auction: Synth) -> None:
     """The alarm fires on the very metric, namespace and dimensions the observer emits when a
     run parks as failed — and not on the completion metric."""
-    failed = emitted_metrics()["failed"]
+    failed = emitted_metrics()[Metric.RUNS_FAILED]
     alarm = auction.props(auction.id(auction.stack.console.alarms[0]))
     assert alarm["MetricName"] == failed["name"] == "RunsFailed"
     assert alarm["Namespace"] == failed["namespace"]

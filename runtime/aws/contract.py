@@ -1,0 +1,67 @@
+"""The names the CDK stack and the AWS runtime share, defined once: the environment
+variables the stack sets on every function, the stack outputs the CLI's ``--aws`` reads,
+the CloudWatch namespace, service and metric names, and the log retention.
+
+``infra/`` imports these to write them; ``runtime/aws/`` imports them to read them. A name
+changed here changes on both sides at once.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Env(StrEnum):
+    """Environment variables of every lunaflow function."""
+
+    PROJECT = "LUNAFLOW_PROJECT"  # the project folder inside the bundle
+    TABLE = "LUNAFLOW_TABLE"
+    WAKE_QUEUE_URL = "LUNAFLOW_WAKE_QUEUE_URL"
+    WAKE_QUEUE_ARN = "LUNAFLOW_WAKE_QUEUE_ARN"
+    SCHEDULER_GROUP = "LUNAFLOW_SCHEDULER_GROUP"
+    SCHEDULER_ROLE_ARN = "LUNAFLOW_SCHEDULER_ROLE_ARN"
+    QUEUE_URLS = "LUNAFLOW_QUEUE_URLS"  # JSON: user queue name -> SQS URL
+    SECRETS_PREFIX = "LUNAFLOW_SECRETS_PREFIX"
+    DATABASE_ARN = "LUNAFLOW_DATABASE_ARN"
+    DATABASE_SECRET_ARN = "LUNAFLOW_DATABASE_SECRET_ARN"
+    DATABASE_NAME = "LUNAFLOW_DATABASE_NAME"
+
+
+class Output(StrEnum):
+    """Stack outputs (``cdk deploy`` prints them; ``lunaflow ... --aws`` reads them)."""
+
+    API_URL = "ApiUrl"
+    TABLE_NAME = "TableName"
+    DASHBOARD_URL = "DashboardUrl"
+    WAKE_QUEUE_URL = "WakeQueueUrl"
+    WAKE_QUEUE_ARN = "WakeQueueArn"
+    SCHEDULER_GROUP = "SchedulerGroup"
+    SCHEDULER_ROLE_ARN = "SchedulerRoleArn"
+
+
+# What the CLI needs of a deployed stack to reach its runs.
+REQUIRED_OUTPUTS = (
+    Output.TABLE_NAME,
+    Output.WAKE_QUEUE_URL,
+    Output.WAKE_QUEUE_ARN,
+    Output.SCHEDULER_GROUP,
+    Output.SCHEDULER_ROLE_ARN,
+)
+
+NAMESPACE = "lunaflow"  # CloudWatch metrics namespace
+SERVICE = "lunaflow"  # the Powertools service dimension and logger name
+
+
+class Metric(StrEnum):
+    """The metrics the runtime emits and the dashboard and alarms read."""
+
+    RUNS_STARTED = "RunsStarted"
+    RUNS_COMPLETED = "RunsCompleted"
+    RUNS_FAILED = "RunsFailed"
+    STEPS_SUCCEEDED = "StepsSucceeded"
+    STEPS_FAILED = "StepsFailed"
+    STEP_RETRIES = "StepRetries"
+    SIGNAL_TO_RESUME_LATENCY = "SignalToResumeLatency"
+
+
+LOG_RETENTION_DAYS = 30  # every function's and the API's log group
