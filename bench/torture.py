@@ -44,7 +44,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.torture_check import STORE_FILE, Report, check, install_audit, open_ledger  # noqa: E402
-from tests.e2e.devserver_helpers import DevServer  # noqa: E402
+from tests.support.devserver import DevServer  # noqa: E402
 
 PROJECT = ROOT / "tests" / "projects" / "torture"
 

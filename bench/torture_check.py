@@ -1,5 +1,5 @@
 """The invariant checker of the crash torture run (bench/torture.py) and of the SQLite race
-tests (tests/reliability/): it reads a lunaflow data folder (the journal, the signals) and
+tests (tests/races/): it reads a lunaflow data folder (the journal, the signals) and
 the driver's ledger file (the effects step bodies performed, the server generations, the
 planned runs and the signals the driver had acknowledged), and counts.
 

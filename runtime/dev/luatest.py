@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from runtime.dev.harness import LocalPlatform
 from runtime.dev.standins import NotStubbed
 from runtime.engine.project import ProjectSource
 from runtime.engine.sandbox import Sandbox
 from runtime.errors import LunaflowError
 from runtime.store.base import RunRecord
-from runtime.testing import LocalPlatform
 
 RUNNER = """
 local encode = ...

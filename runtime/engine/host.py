@@ -14,18 +14,17 @@ import binascii
 import json
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 from runtime.core import values
 from runtime.core.clock import Clock
 from runtime.core.ids import check_run_id
+from runtime.engine.code import Code
 from runtime.errors import InvalidInput, ServiceUnavailable
 from runtime.services import builtins
 from runtime.services.base import Services
 from runtime.store.base import RunRecord
-
-if TYPE_CHECKING:
-    from runtime.engine.worker import Worker
 
 lua_log = logging.getLogger("lunaflow.lua")
 
@@ -60,12 +59,30 @@ class RunApi(Protocol):
         """The secret's latest value, or for a run the version it first resolved."""
 
 
+class Executing(Protocol):
+    """The worker the functions are bound to: its code, and the run executing in it."""
+
+    code: Code
+
+    @property
+    def project_root(self) -> Path: ...
+
+    @property
+    def current_run(self) -> str | None: ...
+
+    def replaying(self) -> bool: ...
+
+    def call_object(
+        self, cls: str, key: str, method: str, state: Any, args: list[Any]
+    ) -> tuple[list[Any], Any]: ...
+
+
 def _refuse_constant(name: str) -> Any:
     raise InvalidInput(f"json.parse: {name} is not JSON; numbers must be finite")
 
 
 def host_functions(
-    api: RunApi, services: Services | None, logs: LogSink, worker: Worker
+    api: RunApi, services: Services | None, logs: LogSink, worker: Executing
 ) -> dict[str, HostFn]:
     """The functions one worker's Lua state may call."""
 

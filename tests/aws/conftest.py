@@ -23,9 +23,8 @@ from runtime.aws.observe import PowertoolsObserver
 from runtime.aws.runtime import AwsRuntime, Clients
 from runtime.core.clock import FakeClock
 from runtime.store.dynamodb import table_definition
-
-from . import GROUP, ROLE_ARN, TABLE, USER_QUEUES, WAKE_QUEUE, FakeRdsData
-from .timers import REGION, AwsWorld
+from tests.support.aws_events import GROUP, ROLE_ARN, TABLE, USER_QUEUES, WAKE_QUEUE, FakeRdsData
+from tests.support.aws_world import REGION, AwsWorld
 
 
 @pytest.fixture

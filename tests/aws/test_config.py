@@ -18,9 +18,8 @@ from runtime.aws.config import AwsConfig
 from runtime.aws.runtime import AwsRuntime
 from runtime.errors import LunaflowError
 from runtime.store.dynamodb import RUN_SK
-
-from . import PROJECTS, ROOT, http_event
-from .timers import AwsWorld, FakeContext
+from tests.support.aws_events import PROJECTS, ROOT, http_event
+from tests.support.aws_world import AwsWorld, FakeContext
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics")
 

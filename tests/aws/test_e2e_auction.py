@@ -9,7 +9,7 @@ moto cannot run SQL for that API, so the runtime's ``rds-data`` client is ``Fake
 ``DataApiDatabases`` (placeholders, migrations, rows) runs unchanged against it.
 
 Everything else is moto: runs, journals, signals and object state in DynamoDB, wakes in
-SQS, the 72h timeout in EventBridge Scheduler (fired by tests/aws/timers.py at the fake
+SQS, the 72h timeout in EventBridge Scheduler (fired by tests/support/aws_world.py at the fake
 time).
 """
 
@@ -25,9 +25,16 @@ from functions import fetch, worker
 from runtime.aws.runtime import AwsRuntime
 from runtime.core.clock import FakeClock
 from runtime.core.journal import Kind
-
-from . import AUCTION, FakeRdsData, http_event
-from .timers import AwsWorld, FakeContext, at_seconds, fire_due_schedules, queued, run_due, schedules
+from tests.support.aws_events import AUCTION, FakeRdsData, http_event
+from tests.support.aws_world import (
+    AwsWorld,
+    FakeContext,
+    at_seconds,
+    fire_due_schedules,
+    queued,
+    run_due,
+    schedules,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics")
 

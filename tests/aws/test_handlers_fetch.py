@@ -15,9 +15,8 @@ import functions._runtime as container
 from functions import fetch
 from runtime.aws.runtime import AwsRuntime
 from runtime.platform.fetch import MAX_BODY_BYTES
-
-from . import PROJECTS, http_event, load_event
-from .timers import AwsWorld, FakeContext
+from tests.support.aws_events import PROJECTS, http_event, load_event
+from tests.support.aws_world import AwsWorld, FakeContext
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics")
 

@@ -13,9 +13,8 @@ import pytest
 
 from functions import fetch, queue
 from runtime.aws.runtime import AwsRuntime
-
-from . import PROJECTS, http_event, load_event
-from .timers import AwsWorld, FakeContext, deliver, queued
+from tests.support.aws_events import PROJECTS, http_event, load_event
+from tests.support.aws_world import AwsWorld, FakeContext, deliver, queued
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics")
 

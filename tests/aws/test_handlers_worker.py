@@ -19,9 +19,8 @@ from runtime.aws.runtime import BUSY_RETRY_S, SAFETY_S, AwsRuntime
 from runtime.core.clock import FakeClock, now_ms
 from runtime.core.journal import Kind
 from runtime.store.dynamodb import RUN_SK
-
-from . import PROJECTS, load_event
-from .timers import AwsWorld, FakeContext, deliver, queued, receive, run_due, sqs_record
+from tests.support.aws_events import PROJECTS, load_event
+from tests.support.aws_world import AwsWorld, FakeContext, deliver, queued, receive, run_due, sqs_record
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics")
 

@@ -1,5 +1,5 @@
 """Timers on AWS: EventBridge Scheduler one-time schedules for long waits, SQS per-message
-delay for waits due within 15 minutes. moto fires neither: tests/aws/timers.py delivers due
+delay for waits due within 15 minutes. moto fires neither: tests/support/aws_world.py delivers due
 ones at the fake time."""
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from functions import fetch, worker
 from runtime.aws.runtime import AwsRuntime
 from runtime.aws.wake import MAX_SQS_DELAY_S, schedule_name
 from runtime.core.clock import FakeClock, now_ms
-
-from . import PROJECTS, http_event, load_event
-from .timers import (
+from tests.support.aws_events import PROJECTS, http_event, load_event
+from tests.support.aws_world import (
     AwsWorld,
     FakeContext,
     at_seconds,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from tests.aws.conftest import aws, make_runtime  # noqa: F401 (fixtures, used by name)
-from tests.aws.timers import ACCOUNT, REGION, FakeContext
+from tests.support.aws_world import ACCOUNT, REGION, FakeContext
 
 CONSOLE_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:lunaflow-console"
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.devserver_helpers import DevServer, Servers, wait_for
+from tests.support.devserver import DevServer, Servers, wait_for
 
 from . import ARTIFACTS, PROJECT, ROOT
 

@@ -33,7 +33,7 @@ from runtime.console import render
 from runtime.core.clock import FakeClock
 from runtime.platform.runs import Runs
 from runtime.testing import LocalPlatform
-from tests.aws.timers import AwsWorld, FakeContext, run_due
+from tests.support.aws_world import AwsWorld, FakeContext, run_due
 
 from . import PROJECT, Html
 

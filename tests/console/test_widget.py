@@ -30,7 +30,7 @@ from functions import console, worker
 from runtime.aws.runtime import AwsRuntime
 from runtime.console import render
 from runtime.core.clock import FakeClock
-from tests.aws.timers import AwsWorld, FakeContext, run_due
+from tests.support.aws_world import AwsWorld, FakeContext, run_due
 
 from . import EVENTS, PROJECT, Html
 from .conftest import CONSOLE_ARN

@@ -2,7 +2,7 @@
 body's effect happened but before its result was recorded, and a second process on the
 same data folder finishes the run.
 
-The process is tests/e2e/crash_driver.py running tests/projects/crash_effect; its
+The process is tests/support/crash_driver.py running tests/projects/crash_effect; its
 ``objects`` stand-in appends ``wf.step_id`` to a file (the effect) and hangs when a flag
 file says so. Every wait is bounded, so a broken engine fails the test instead of
 hanging CI.
@@ -24,7 +24,7 @@ from typing import Any
 from runtime.core.journal import Kind
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
 
-DRIVER = Path(__file__).resolve().parent / "crash_driver.py"
+DRIVER = Path(__file__).resolve().parents[1] / "support" / "crash_driver.py"
 ROOT = DRIVER.parents[2]
 WAIT_S = 30.0  # generous bound for a process to reach a point (lupa start-up included)
 

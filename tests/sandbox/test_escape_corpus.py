@@ -52,7 +52,7 @@ from runtime.testing import LocalPlatform
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = ROOT / "tests" / "projects" / "escape"
 CASES = PROJECT / "cases"
-MODULE = "tests.reliability_security.test_escape_corpus"  # as a subprocess imports it
+MODULE = "tests.sandbox.test_escape_corpus"  # as a subprocess imports it
 ISOLATE_DEADLINE_S = 8.0  # a subprocess case that has not finished by then hangs the platform
 
 WHERE = ("load", "run", "step", "fetch", "response", "object", "queue")
@@ -370,7 +370,7 @@ DEV_CASES = [
 
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from tests.e2e.devserver_helpers import Servers
+    from tests.support.devserver import Servers
 
     servers = Servers(tmp_path_factory.mktemp("escape-dev"))
     try:
@@ -383,7 +383,7 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 def test_a_real_dev_server_answers_an_escape_attempt_and_keeps_serving(dev: Any, name: str) -> None:
     """SPEC 6: past a bound "the call fails with a clear error and the platform keeps
     serving" — over real HTTP, against `lunaflow dev` and its pool of Lua states."""
-    from tests.e2e.devserver_helpers import UUID, wait_for
+    from tests.support.devserver import UUID, wait_for
 
     case = {c.name: c for c in CORPUS}[name]
     (phase,) = case.phases

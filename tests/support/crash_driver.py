@@ -1,4 +1,4 @@
-"""A lunaflow process for tests/e2e/test_crash.py: opens LocalPlatform on a data folder,
+"""A lunaflow process for tests/dev_server/test_crash.py: opens LocalPlatform on a data folder,
 starts (or joins) one run of tests/projects/crash_effect, and drives it until idle.
 
     python crash_driver.py --data DIR --effects FILE --flag FILE --events FILE \

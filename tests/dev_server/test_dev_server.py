@@ -5,7 +5,7 @@ timeout cut to a few seconds) through 50 sales while the server is killed with S
 three times and restarted on the same data folder; at the end every sale has the outcome
 its requests asked for, no paid sale is lost and no sale is charged twice.
 
-Every wait is bounded (see devserver_helpers); the fixture kills leftover processes.
+Every wait is bounded (see tests/support/devserver.py); the fixture kills leftover processes.
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ import pytest
 
 from runtime.core.journal import Kind
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
-
-from .devserver_helpers import PROJECTS, DevServer, Reply, Servers, wait_for
+from tests.support.devserver import PROJECTS, DevServer, Reply, Servers, wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "auction"
 _COPIES = Path(tempfile.mkdtemp(prefix="lunaflow-e2e-auction-"))

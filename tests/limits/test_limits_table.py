@@ -31,8 +31,7 @@ from runtime.errors import LunaflowError
 from runtime.services.base import ServiceError
 from runtime.services.local import LocalServices
 from runtime.testing import LocalPlatform
-
-from .test_escape_corpus import CORPUS
+from tests.sandbox.test_escape_corpus import CORPUS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "reliability_limits.md"

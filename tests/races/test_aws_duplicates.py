@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from runtime.core.clock import FakeClock, now_ms
-from tests.aws_races import PROJECTS, Delivery, Postman, World, aws_world, deliver, journal_dicts
+from tests.support.moto_server import PROJECTS, Delivery, Postman, World, aws_world, deliver, journal_dicts
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

@@ -22,7 +22,7 @@ from runtime.aws.runtime import AwsRuntime
 from runtime.core.journal import Entry, Kind
 from runtime.errors import JournalConflict
 from runtime.store.base import RunUpdate
-from tests.aws_races import PROJECTS, World, moto_server
+from tests.support.moto_server import PROJECTS, World, moto_server
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

@@ -464,7 +464,7 @@ lengths = st.one_of(
 
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from tests.e2e.devserver_helpers import Servers
+    from tests.support.devserver import Servers
 
     servers = Servers(tmp_path_factory.mktemp("http-dev"))
     try:

@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 from runtime.aws.runtime import BUSY_RETRY_S, LEASE_MS, AwsRuntime
 from runtime.core.clock import FakeClock, now_ms
 from runtime.store.dynamodb import RUN_SK
-from tests.aws_races import PROJECTS, World, aws_world
+from tests.support.moto_server import PROJECTS, World, aws_world
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from .devserver_helpers import EXAMPLES, PROJECTS, UUID, DevServer, Servers, wait_for
+from tests.support.devserver import EXAMPLES, PROJECTS, UUID, DevServer, Servers, wait_for
 
 BAD = PROJECTS / "e2e_bad"
 AUCTION = EXAMPLES / "auction"
