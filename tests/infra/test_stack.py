@@ -723,7 +723,7 @@ def test_the_console_function_may_not_reach_what_only_project_code_uses(
     auction: Synth, queue_project: Synth
 ) -> None:
     """Least privilege: the console lists runs, shows journals, resumes (a journal entry and a
-    wake) and cancels (journal entries and a schedule delete) — runtime/runs.py. It never runs
+    wake) and cancels (journal entries and a schedule delete) — runtime/platform/runs.py. It never runs
     project code, so it needs no Data API, no database or project secret, no user queue."""
     for synth in (auction, queue_project):
         console = synth.id(synth.stack.functions.console)

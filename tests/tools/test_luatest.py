@@ -4,7 +4,7 @@ Issue: "`lunaflow test examples/auction` runs the example's Lua tests, which cov
 cancelled and timed-out paths, and a deliberately broken assertion in a test project fails
 with its file and line." Output like a test runner people know: a line per failure with file
 and line, a closing `N passed, N failed`, exit status 1 on failure.
-runtime/luatest.py: "A test file declares tests; each runs against a fresh LocalPlatform of
+runtime/dev/luatest.py: "A test file declares tests; each runs against a fresh LocalPlatform of
 the project ... any error fails the test, reported with its file and line."
 
 Projects: tests/projects/tools_luatest (every test passes; one Lua test per feature of `p`),

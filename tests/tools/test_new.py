@@ -1,7 +1,7 @@
 """`lunaflow new NAME`: a project that runs and tests from the first minute.
 
 Issue: "`lunaflow new demo && lunaflow test demo` passes on a fresh clone."
-runtime/scaffold.py: "a workflow, a fetch route, a migration, a Lua test, editor types and a
+runtime/dev/scaffold.py: "a workflow, a fetch route, a migration, a Lua test, editor types and a
 .gitignore for the data folder."
 """
 

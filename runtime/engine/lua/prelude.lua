@@ -295,7 +295,7 @@ local function encode_string(s, path, depth)
   return '"' .. sgsub(s, '[%c"\\]', escapes) .. '"'
 end
 
-local MAX_DEPTH = 100  -- as runtime/values.py: deeper tables are refused
+local MAX_DEPTH = 100  -- as runtime/core/values.py: deeper tables are refused
 
 local function encode_value(v, path, seen, out, depth)
   if depth > MAX_DEPTH then
