@@ -12,6 +12,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions._runtime import logger, metrics, runtime, tracer
+from runtime.aws.contract import RECONCILE_EVENT
 
 processor = BatchProcessor(event_type=EventType.SQS)
 
@@ -33,7 +34,7 @@ def _record(record: SQSRecord, context: LambdaContext) -> None:
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse | dict[str, Any]:
-    if event.get("lunaflow") == "reconcile":
+    if event == RECONCILE_EVENT:
         return {"rewoken": runtime().reconcile()}
     return process_partial_response(
         event=event,

@@ -6,7 +6,18 @@ from pathlib import Path
 
 from aws_cdk import aws_logs as logs
 
-from runtime.aws.contract import LOG_RETENTION_DAYS
+from runtime.aws.contract import (
+    CONSOLE_TIMEOUT_S,
+    DLQ_RETENTION_DAYS,
+    FETCH_TIMEOUT_S,
+    LOG_RETENTION_DAYS,
+    MAX_RECEIVES,
+    QUEUE_TIMEOUT_S,
+    RECONCILE_MINUTES,
+    USER_QUEUE_VISIBILITY_S,
+    WAKE_VISIBILITY_S,
+    WORKER_TIMEOUT_S,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PROJECT = "examples/auction"
@@ -17,16 +28,7 @@ PIP_PLATFORM = "manylinux2014_aarch64"
 # boto3 is bundled too: X-Ray pulls in botocore, and boto3 must match the botocore it finds first.
 BUNDLE_REQUIREMENTS = ["lupa>=2.8,<3", "PyJWT>=2.8", "aws-lambda-powertools[tracer]>=3", "boto3>=1.34"]
 
-FETCH_TIMEOUT_S = 29  # API Gateway's integration limit
-WORKER_TIMEOUT_S = 300
-QUEUE_TIMEOUT_S = 60
-CONSOLE_TIMEOUT_S = 30
 MEMORY_MB = 1024
-WAKE_VISIBILITY_S = 6 * WORKER_TIMEOUT_S  # AWS's advice for SQS event sources: 6x the timeout
-USER_QUEUE_VISIBILITY_S = 6 * QUEUE_TIMEOUT_S
-MAX_RECEIVES = 5  # deliveries before a message goes to its dead-letter queue
-DLQ_RETENTION_DAYS = 14
-RECONCILE_MINUTES = 1
 API_THROTTLE_RATE = 100  # requests per second, steady
 API_THROTTLE_BURST = 200
 
@@ -38,6 +40,19 @@ _RETENTION = {
     90: logs.RetentionDays.THREE_MONTHS,
     365: logs.RetentionDays.ONE_YEAR,
 }
+
+
+__all__ = [
+    "CONSOLE_TIMEOUT_S",
+    "DLQ_RETENTION_DAYS",
+    "FETCH_TIMEOUT_S",
+    "MAX_RECEIVES",
+    "QUEUE_TIMEOUT_S",
+    "RECONCILE_MINUTES",
+    "USER_QUEUE_VISIBILITY_S",
+    "WAKE_VISIBILITY_S",
+    "WORKER_TIMEOUT_S",
+]
 
 
 def log_retention() -> logs.RetentionDays:

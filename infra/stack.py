@@ -17,7 +17,7 @@ from infra.capabilities.functions import Functions
 from infra.capabilities.journal import JournalTable
 from infra.capabilities.queues import UserQueues
 from infra.capabilities.wake import WakePath
-from runtime.aws.contract import Output
+from runtime.aws.contract import RECONCILE_EVENT, Output
 from runtime.platform.describe import describe
 
 
@@ -57,7 +57,7 @@ class LunaflowStack(Stack):
             schedule=events.Schedule.rate(Duration.minutes(constants.RECONCILE_MINUTES)),
             targets=[
                 targets.LambdaFunction(
-                    self.functions.worker, event=events.RuleTargetInput.from_object({"lunaflow": "reconcile"})
+                    self.functions.worker, event=events.RuleTargetInput.from_object(RECONCILE_EVENT)
                 )
             ],
             description="Re-send wakes that waited over a minute (a lost message heals)",

@@ -1,9 +1,10 @@
-"""The in-process harnesses users and our tests import (SPEC section 5).
-
-``runtime.testing`` is the public import path whatever the package layout: the harness
-itself lives in ``runtime.dev.harness``.
+"""The harnesses users and our tests import (SPEC section 5): ``LocalPlatform`` (the platform
+in-process on SQLite) and ``AwsPlatform`` (the same interface through the Lambda handlers on
+a moto server). ``runtime.testing`` is the public import path whatever the package layout:
+the harnesses live in ``runtime.dev.harness`` and ``runtime.aws.harness``.
 """
 
+from runtime.aws.harness import AwsPlatform, WakeFailed
 from runtime.dev.harness import LocalPlatform
 
-__all__ = ["LocalPlatform"]
+__all__ = ["AwsPlatform", "LocalPlatform", "WakeFailed"]

@@ -21,7 +21,7 @@ from infra.capabilities.database import Database
 from infra.capabilities.journal import JournalTable
 from infra.capabilities.queues import UserQueues
 from infra.capabilities.wake import WakePath
-from runtime.aws.contract import NAMESPACE, SERVICE, Env
+from runtime.aws.contract import NAMESPACE, SERVICE, Env, Handler
 
 
 @dataclass(frozen=True)
@@ -34,18 +34,10 @@ class Role:
     description: str
 
 
-FETCH = Role(
-    "Fetch", "functions.fetch.handler", constants.FETCH_TIMEOUT_S, "HTTP API -> the project's fetch handler"
-)
-WORKER = Role(
-    "Worker", "functions.worker.handler", constants.WORKER_TIMEOUT_S, "advances runs from the wake queue"
-)
-QUEUE = Role(
-    "Queue", "functions.queue.handler", constants.QUEUE_TIMEOUT_S, 'user queues -> on "queue" handlers'
-)
-CONSOLE = Role(
-    "Console", "functions.console.handler", constants.CONSOLE_TIMEOUT_S, "CloudWatch console widgets"
-)
+FETCH = Role("Fetch", Handler.FETCH, constants.FETCH_TIMEOUT_S, "HTTP API -> the project's fetch handler")
+WORKER = Role("Worker", Handler.WORKER, constants.WORKER_TIMEOUT_S, "advances runs from the wake queue")
+QUEUE = Role("Queue", Handler.QUEUE, constants.QUEUE_TIMEOUT_S, 'user queues -> on "queue" handlers')
+CONSOLE = Role("Console", Handler.CONSOLE, constants.CONSOLE_TIMEOUT_S, "CloudWatch console widgets")
 
 
 class Functions(Construct):

@@ -6,7 +6,7 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
-from runtime.store.dynamodb import INDEXES, PROJECTED
+from runtime.store.dynamodb import INDEXES, PROJECTED, TTL_ATTRIBUTE
 
 
 class JournalTable(Construct):
@@ -23,7 +23,7 @@ class JournalTable(Construct):
                 point_in_time_recovery_enabled=True
             ),
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
-            time_to_live_attribute="expires_at",  # kv entries with a ttl
+            time_to_live_attribute=TTL_ATTRIBUTE,  # kv entries with a ttl, owner heartbeats
             removal_policy=RemovalPolicy.RETAIN,  # journals outlive a stack
         )
         for name, (pk, sk) in INDEXES.items():

@@ -65,3 +65,28 @@ class Metric(StrEnum):
 
 
 LOG_RETENTION_DAYS = 30  # every function's and the API's log group
+
+
+class Handler(StrEnum):
+    """Each function's handler, as the stack configures it and as Lambda (or the harness,
+    ``runtime.aws.harness``) resolves it: a module path and a function name."""
+
+    FETCH = "functions.fetch.handler"
+    WORKER = "functions.worker.handler"
+    QUEUE = "functions.queue.handler"
+    CONSOLE = "functions.console.handler"
+
+
+# Timeouts and the wake path's queue settings: the stack writes them, the runtime plans by
+# them (a worker invocation's deadline, the longest step it can run, when a failed wake
+# comes back), and the harness builds its queues from them.
+WORKER_TIMEOUT_S = 900  # Lambda's limit: a step may run up to almost all of it
+FETCH_TIMEOUT_S = 29  # API Gateway's integration limit (30 s) less a second
+QUEUE_TIMEOUT_S = 60
+CONSOLE_TIMEOUT_S = 30
+WAKE_VISIBILITY_S = 6 * WORKER_TIMEOUT_S  # AWS's advice for SQS event sources: 6x the timeout
+USER_QUEUE_VISIBILITY_S = 6 * QUEUE_TIMEOUT_S
+MAX_RECEIVES = 5  # deliveries before a message goes to its dead-letter queue
+DLQ_RETENTION_DAYS = 14
+RECONCILE_MINUTES = 1
+RECONCILE_EVENT = {"lunaflow": "reconcile"}  # what the reconcile rule sends the worker

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import time
+import traceback
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +25,7 @@ from runtime.core.clock import Clock, SystemClock, now_ms
 from runtime.engine.observe import Observer
 from runtime.platform.fetch import Failure, Response
 from runtime.platform.platform import LeaseTerms, Platform
+from runtime.services.base import Services
 from runtime.store.base import Lease
 from runtime.store.dynamodb import DynamoDBStore
 
@@ -61,7 +64,10 @@ class AwsRuntime:
         clock: Clock | None = None,
         observer: Observer | None = None,
         owner: str | None = None,
+        services: Callable[[Services], Services] | None = None,
+        cache_size: int = 256,
     ) -> None:
+        """``services`` wraps the AWS services (the harness's stand-ins)."""
         self.config = config
         self.clock = clock or SystemClock()
         self.owner = owner or f"lambda-{uuid.uuid4()}"
@@ -83,7 +89,7 @@ class AwsRuntime:
             databases = DataApiDatabases(
                 clients.rds_data, config.database_resource_arn, config.database_secret_arn
             )
-        services = AwsServices(
+        aws_services: Services = AwsServices(
             dynamodb=clients.dynamodb,
             table=config.table,
             sqs=clients.sqs,
@@ -92,7 +98,13 @@ class AwsRuntime:
             databases=databases,
         )
         self.platform = Platform(
-            config.project, self.store, self.clock, services=services, waker=self.waker, observer=observer
+            config.project,
+            self.store,
+            self.clock,
+            services=aws_services if services is None else services(aws_services),
+            waker=self.waker,
+            observer=observer,
+            cache_size=cache_size,
         )
 
     # --- the worker --------------------------------------------------------------------
@@ -103,7 +115,11 @@ class AwsRuntime:
         deadline = (
             None if remaining_ms is None else time.monotonic() + max(0.0, remaining_ms / 1000 - SAFETY_S)
         )
-        outcome = self.platform.advance(run_id, lease=LeaseTerms(self.owner, LEASE_MS), deadline=deadline)
+        try:
+            outcome = self.platform.advance(run_id, lease=LeaseTerms(self.owner, LEASE_MS), deadline=deadline)
+        except Exception as e:
+            self.log_error(f"advancing run '{run_id}' failed: {e}", traceback.format_exc(), run=run_id)
+            raise
         if outcome == Lease.BUSY:
             self.platform.wakes.prompt(run_id, delay_s=BUSY_RETRY_S)
             return "busy"
@@ -123,7 +139,15 @@ class AwsRuntime:
     # --- requests and user queues ------------------------------------------------------
 
     def fetch(self, request: dict[str, Any]) -> tuple[Response, Failure | None]:
-        return self.platform.fetch(request)
+        response, failure = self.platform.fetch(request)
+        if failure is not None:
+            self.log_error(failure.message, failure.traceback, request_id=failure.request_id)
+        return response, failure
+
+    def log_error(self, message: str, tb: str | None, *, run: str | None = None, **more: Any) -> None:
+        """Keep an error in the platform's log, as ``lunaflow dev`` and the harness show them
+        (the handlers write it to CloudWatch as well)."""
+        self.platform.logs.append({"level": "error", "message": message, "traceback": tb, "run": run, **more})
 
     def deliver(self, queue: str, message: dict[str, Any]) -> str | None:
         """Run ``on "queue"``'s handler on one message; None on success, else the error."""

@@ -76,6 +76,7 @@ class AwsWaker:
             "ScheduleExpressionTimezone": "UTC",
             "FlexibleTimeWindow": {"Mode": "OFF"},
             "ActionAfterCompletion": "DELETE",
+            "State": "ENABLED",
             "Target": {
                 "Arn": self.queue_arn,
                 "RoleArn": self.role_arn,

@@ -1,7 +1,8 @@
-"""``LocalPlatform``: the whole platform in-process, on a fake clock (SPEC section 5).
+"""``LocalPlatform``: the whole platform in-process on SQLite, on a fake clock (SPEC section 5).
 
 Every call that changes something runs due work until idle before it returns. The clock
-moves only with ``advance``; step timeouts use real elapsed time.
+moves only with ``advance``; step timeouts use real elapsed time. The run API and the clock
+are ``runtime.platform.harness.Harness``, shared with ``AwsPlatform``.
 """
 
 from __future__ import annotations
@@ -9,23 +10,18 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from types import TracebackType
-from typing import Any
 
-from runtime.core.clock import FakeClock, now_ms
-from runtime.core.durations import parse_ms
-from runtime.core.journal import Entry
-from runtime.dev.standins import HttpFn, ObjectFn, ServiceFn, StandinServices
-from runtime.errors import InvalidInput
+from runtime.core.clock import now_ms
 from runtime.platform.fetch import Response, make_request
+from runtime.platform.harness import Harness, earliest_after
 from runtime.platform.platform import Platform
+from runtime.platform.standins import HttpFn, ObjectFn, ServiceFn, StandinServices
 from runtime.services.local import LocalServices
 from runtime.services.queues import QueueSettings
-from runtime.store.base import RunRecord
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
 
 
-class LocalPlatform:
+class LocalPlatform(Harness):
     def __init__(
         self,
         project: str | Path,
@@ -37,10 +33,10 @@ class LocalPlatform:
         synchronous: str = "FULL",
         cache_size: int = 256,
     ) -> None:
+        super().__init__()
         self._own_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="lunaflow-")) if data_dir is None else Path(data_dir)
         self.project = Path(project)
-        self._clock = FakeClock()
         self._services = services
         self._objects = objects
         self._http = http
@@ -65,47 +61,12 @@ class LocalPlatform:
         platform.run_until_idle()
         return platform
 
-    def __enter__(self) -> LocalPlatform:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
     def close(self) -> None:
         self.platform.close()
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
-    # --- runs --------------------------------------------------------------------------
-
-    def start(self, workflow: str, input: Any = None, id: str | None = None) -> RunRecord:
-        run = self.platform.start(workflow, input, id=id)
-        self.settle()
-        return self.get(run.id)
-
-    def get(self, run_id: str) -> RunRecord:
-        return self.platform.get(run_id)
-
-    def journal(self, run_id: str) -> list[Entry]:
-        return self.platform.journal(run_id)
-
-    def runs(self, status: str | None = None, workflow: str | None = None) -> list[RunRecord]:
-        return self.platform.runs(status=status, workflow=workflow)
-
-    def signal(self, run_id: str, name: str, payload: Any = None) -> bool:
-        live = self.platform.signal(run_id, name, payload)
-        self.settle()
-        return live
-
-    def cancel(self, run_id: str) -> None:
-        self.platform.cancel(run_id)
-        self.settle()
-
-    def resume(self, run_id: str) -> None:
-        self.platform.resume(run_id)
-        self.settle()
+    # --- requests ----------------------------------------------------------------------
 
     def fetch(
         self,
@@ -131,20 +92,6 @@ class LocalPlatform:
 
     # --- time and code -----------------------------------------------------------------
 
-    @property
-    def now(self) -> float:
-        return self._clock.now()
-
-    def advance(self, duration: str | float) -> None:
-        """Move the clock, firing due timers in order of their due times."""
-        target = now_ms(self._clock) + parse_ms(duration, "advance")
-        self.settle()
-        while (due := self._next_due()) is not None and due <= target:
-            self._clock.advance(max(0, due - now_ms(self._clock)) / 1000)
-            self.settle()
-        self._clock.advance(max(0, target - now_ms(self._clock)) / 1000)
-        self.settle()
-
     def _next_due(self) -> int | None:
         """The earliest timer or queued message, in epoch milliseconds."""
         dues = [self.platform.store.next_due()]
@@ -152,11 +99,7 @@ class LocalPlatform:
         queued = services.next_due(self.platform.worker) if services is not None else None
         if queued is not None:
             dues.append(int(round(queued * 1000)))
-        # What is due by now has been handled by settle(), or cannot be (a message for a
-        # queue with no handler), so only later times move the clock.
-        now = now_ms(self._clock)
-        found = [d for d in dues if d is not None and d > now]
-        return min(found) if found else None
+        return earliest_after(now_ms(self._clock), dues)
 
     def settle(self) -> None:
         self.platform.run_until_idle()
@@ -170,12 +113,3 @@ class LocalPlatform:
         """Drop all in-memory state and reopen the same data, as after a crash."""
         self.platform.close()
         self.platform = self._open(self.project)
-
-    def set_secret(self, name: str, value: str) -> int:
-        if not isinstance(value, str):
-            raise InvalidInput(f"secret '{name}' must be a string value (got {type(value).__name__})")
-        return self.platform.store.add_secret(name, value)
-
-    @property
-    def logs(self) -> list[dict[str, Any]]:
-        return list(self.platform.logs)

@@ -43,6 +43,7 @@ OWNER_PK = "#OWNER"  # a lease owner's heartbeat: pk OWNER_PK, sk the owner
 WAKE_PK = "#WAKE"  # a run asked to advance carries wake_pk/wake_sk (a sparse index)
 TIMER_PK = "#TIMER"
 ALL_RUNS = "#RUNS"
+TTL_ATTRIBUTE = "expires_at"  # the table's time-to-live attribute (kv entries, owner beats)
 
 # GSIs: name -> (partition key attribute, sort key attribute)
 INDEXES = {
@@ -633,7 +634,7 @@ class DynamoDBStore:
                 "sk": s(owner),
                 "beat_ms": n(now_ms),
                 # Gone a day after the owner stopped (the table's TTL attribute).
-                "expires_at": n(now_ms // 1000 + 86_400),
+                TTL_ATTRIBUTE: n(now_ms // 1000 + 86_400),
             },
         )
 

@@ -5,6 +5,7 @@ was and the run resumable: after a deploy of fixed code, resume completes it (SP
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,8 +37,8 @@ BODY_REFUSALS = {
 
 
 @pytest.fixture
-def p(tmp_path: Path):
-    with LocalPlatform(BROKEN, data_dir=tmp_path) as plat:
+def p(harness: Any, tmp_path: Path):
+    with harness(BROKEN, data_dir=tmp_path) as plat:
         plat.start("sink", {}, id="sink-1")
         yield plat
 

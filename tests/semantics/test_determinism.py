@@ -40,9 +40,9 @@ def fx() -> Effects:
     return Effects()
 
 
-def platform(tmp_path: Path, fx: Effects, **kw: Any) -> LocalPlatform:
+def platform(harness: Any, tmp_path: Path, fx: Effects, **kw: Any) -> LocalPlatform:
     services = {k: fx.service(k) for k in ("kv", "database", "queue")}
-    return LocalPlatform(PROJECT, data_dir=tmp_path, services=services, objects=fx.object, **kw)
+    return harness(PROJECT, data_dir=tmp_path, services=services, objects=fx.object, **kw)
 
 
 @pytest.fixture

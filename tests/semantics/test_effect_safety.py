@@ -64,8 +64,8 @@ def world() -> World:
 
 
 @pytest.fixture
-def p(tmp_path: Path, world: World):
-    with LocalPlatform(PROJECT, data_dir=tmp_path / "data", objects=world) as platform:
+def p(harness: Any, tmp_path: Path, world: World):
+    with harness(PROJECT, data_dir=tmp_path / "data", objects=world) as platform:
         yield platform
 
 

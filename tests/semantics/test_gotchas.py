@@ -48,8 +48,8 @@ def effects() -> Effects:
     return Effects()
 
 
-def platform(project: str, tmp_path: Path, effects: Effects) -> LocalPlatform:
-    return LocalPlatform(PROJECTS / project, data_dir=tmp_path / "data", objects=effects)
+def platform(harness: Any, project: str, tmp_path: Path, effects: Effects) -> LocalPlatform:
+    return harness(PROJECTS / project, data_dir=tmp_path / "data", objects=effects)
 
 
 # --- retries = 3 -----------------------------------------------------------------------
@@ -199,21 +199,22 @@ def test_new_runs_use_the_renamed_code(tmp_path: Path, effects: Effects) -> None
 
 
 def test_second_script_declaring_a_workflow_is_refused_with_the_reference_message(
+    harness: Any,
     tmp_path: Path,
 ) -> None:
     """ "A second script publishing the same name is refused"; SPEC 1: `workflow
     'settle-sale' is declared in both sale.lua and other.lua; one script per project
     declares a given workflow — reach it elsewhere with workflows "settle-sale"`."""
     with pytest.raises(ProjectLoadError) as refused:
-        LocalPlatform(PROJECTS / "seed_dup", data_dir=tmp_path / "data")
+        harness(PROJECTS / "seed_dup", data_dir=tmp_path / "data")
     assert DUPLICATE in str(refused.value)
 
 
-def test_second_script_declaring_a_workflow_is_refused(tmp_path: Path) -> None:
+def test_second_script_declaring_a_workflow_is_refused(harness: Any, tmp_path: Path) -> None:
     """The refusal names the workflow, both scripts, the rule and the fix, whatever order
     the scripts are named in (the exact text is the test above)."""
     with pytest.raises(ProjectLoadError) as refused:
-        LocalPlatform(PROJECTS / "seed_dup", data_dir=tmp_path / "data")
+        harness(PROJECTS / "seed_dup", data_dir=tmp_path / "data")
     message = str(refused.value)
     both = re.search(r"workflow 'settle-sale' is declared in both (\S+) and (\S+); ", message)
     assert both is not None, message
@@ -234,10 +235,10 @@ def test_deploying_a_project_with_a_duplicate_is_refused(tmp_path: Path, effects
         assert p.get("sale-1").result == {"version": 1, "go": 1}
 
 
-def test_workflows_reaches_a_workflow_declared_in_another_script(tmp_path: Path) -> None:
+def test_workflows_reaches_a_workflow_declared_in_another_script(harness: Any, tmp_path: Path) -> None:
     """ "reach it with workflows": other.lua starts, signals and reads a run of the
     workflow sale.lua declares."""
-    with LocalPlatform(PROJECTS / "seed_reach", data_dir=tmp_path / "data") as p:
+    with harness(PROJECTS / "seed_reach", data_dir=tmp_path / "data") as p:
         started = p.fetch("POST", "/start", body=json.dumps({"id": "lot-42"}))
         assert (started.status_code, started.body) == (200, "sale-lot-42")
         run = p.get("sale-lot-42")

@@ -36,8 +36,8 @@ def gate() -> Gate:
 
 
 @pytest.fixture
-def p(tmp_path: Path, gate: Gate):
-    with LocalPlatform(PROJECT, data_dir=tmp_path, objects=gate) as plat:
+def p(harness: Any, tmp_path: Path, gate: Gate):
+    with harness(PROJECT, data_dir=tmp_path, objects=gate) as plat:
         yield plat
 
 

@@ -57,8 +57,8 @@ def probe() -> Probe:
 
 
 @pytest.fixture
-def p(tmp_path: Path, probe: Probe):
-    with LocalPlatform(PROJECT, data_dir=tmp_path / "data", objects=probe) as platform:
+def p(harness: Any, tmp_path: Path, probe: Probe):
+    with harness(PROJECT, data_dir=tmp_path / "data", objects=probe) as platform:
         probe.p = platform
         yield platform
 

@@ -50,8 +50,8 @@ def world() -> World:
 
 
 @pytest.fixture
-def p(tmp_path: Path, world: World):
-    with LocalPlatform(
+def p(harness: Any, tmp_path: Path, world: World):
+    with harness(
         PROJECT, data_dir=tmp_path / "data", services={"database": world.database}, objects=world.objects
     ) as platform:
         yield platform

@@ -39,10 +39,8 @@ def rec() -> Recorder:
 
 
 @pytest.fixture
-def p(tmp_path: Path, rec: Recorder):
-    with LocalPlatform(
-        PROJECT, data_dir=tmp_path, services={"database": rec.database}, objects=rec.object
-    ) as plat:
+def p(harness: Any, tmp_path: Path, rec: Recorder):
+    with harness(PROJECT, data_dir=tmp_path, services={"database": rec.database}, objects=rec.object) as plat:
         yield plat
 
 
@@ -98,10 +96,12 @@ def test_a_wait_with_no_signal_left_times_out_even_after_earlier_ones_were_consu
 
 
 @pytest.mark.parametrize("cache_size", [256, 0])
-def test_duplicate_signal_is_set_aside_and_never_breaks_replay(tmp_path: Path, cache_size: int) -> None:
+def test_duplicate_signal_is_set_aside_and_never_breaks_replay(
+    harness: Any, tmp_path: Path, cache_size: int
+) -> None:
     """Seed: "Duplicate signals are safe. An unconsumed extra is set aside rather than
     breaking replay, which matters because buttons get clicked twice."""
-    with LocalPlatform(PROJECT, data_dir=tmp_path, cache_size=cache_size) as p:
+    with harness(PROJECT, data_dir=tmp_path, cache_size=cache_size) as p:
         p.start("pay-once", {}, id="d1")
         assert p.signal("d1", "paid", {"click": 1}) is True
         assert p.signal("d1", "paid", {"click": 2}) is True
@@ -260,11 +260,11 @@ def test_seed_fetch_route_for_a_missing_run_fails_naming_it(p: LocalPlatform) ->
 
 @pytest.mark.parametrize("cache_size", [256, 0])
 def test_a_signal_after_a_timeout_does_not_change_the_recorded_outcome(
-    tmp_path: Path, cache_size: int
+    harness: Any, tmp_path: Path, cache_size: int
 ) -> None:
     """Seed: "An unconsumed extra is set aside rather than breaking replay" — a signal that
     arrives after its wait timed out stays unconsumed; replay still sees the timeout."""
-    with LocalPlatform(PROJECT, data_dir=tmp_path, cache_size=cache_size) as p:
+    with harness(PROJECT, data_dir=tmp_path, cache_size=cache_size) as p:
         p.start("late-signal", {}, id="l1")
         p.advance("1h")
         assert p.get("l1").status == "sleeping"

@@ -53,8 +53,8 @@ def attempts() -> Attempts:
 
 
 @pytest.fixture
-def p(tmp_path: Path, attempts: Attempts):
-    with LocalPlatform(PROJECT, data_dir=tmp_path / "data", objects=attempts) as platform:
+def p(harness: Any, tmp_path: Path, attempts: Attempts):
+    with harness(PROJECT, data_dir=tmp_path / "data", objects=attempts) as platform:
         attempts.p = platform
         yield platform
 

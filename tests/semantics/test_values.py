@@ -20,8 +20,8 @@ LIMIT = 256 * 1024
 
 
 @pytest.fixture
-def p(tmp_path: Path):
-    with LocalPlatform(PROJECT, data_dir=tmp_path) as plat:
+def p(harness: Any, tmp_path: Path):
+    with harness(PROJECT, data_dir=tmp_path) as plat:
         yield plat
 
 

@@ -1,0 +1,126 @@
+"""A deployment's AWS resources, made from the definitions the CDK stack uses, for the
+harness (``runtime.aws.harness``) and tests on moto: the store's table
+(``table_definition`` and its TTL attribute), the wake queue and its dead-letter queue, one
+queue (and dead-letter queue) per user queue the project names, and the Scheduler group,
+with the queue settings of ``runtime.aws.contract``. Making them again is harmless: what
+exists is kept (a second ``CreateScheduleGroup`` would wipe the group's schedules in moto,
+so the group is looked up first).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from runtime.aws.config import AwsConfig
+from runtime.aws.contract import MAX_RECEIVES, USER_QUEUE_VISIBILITY_S, WAKE_VISIBILITY_S
+from runtime.store.dynamodb import TTL_ATTRIBUTE, table_definition
+from runtime.store.items import error_code
+
+ACCOUNT = "123456789012"  # moto's account
+
+
+@dataclass(frozen=True)
+class Names:
+    """The physical names of one deployment's resources, from a short unique suffix."""
+
+    suffix: str
+
+    @property
+    def table(self) -> str:
+        return f"lunaflow-{self.suffix}"
+
+    @property
+    def wake_queue(self) -> str:
+        return f"lunaflow-{self.suffix}-wake"
+
+    @property
+    def group(self) -> str:
+        return f"lunaflow-{self.suffix}-timers"
+
+    @property
+    def role_arn(self) -> str:
+        return f"arn:aws:iam::{ACCOUNT}:role/lunaflow-{self.suffix}-scheduler"
+
+    @property
+    def secrets_prefix(self) -> str:
+        return f"lunaflow-{self.suffix}/"
+
+    def user_queue(self, name: str) -> str:
+        safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in name)
+        return f"lunaflow-{self.suffix}-q-{safe}"[:80]
+
+
+def _queue(sqs: Any, name: str, attributes: dict[str, str]) -> tuple[str, str]:
+    url = str(sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"])
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    return url, str(arn)
+
+
+def _with_dead_letters(sqs: Any, name: str, visibility_s: int) -> tuple[str, str]:
+    """A queue whose messages go to ``<name>-dlq`` after ``MAX_RECEIVES`` deliveries."""
+    _, dlq_arn = _queue(sqs, f"{name}-dlq", {"VisibilityTimeout": str(visibility_s)})
+    redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(MAX_RECEIVES)})
+    return _queue(sqs, name, {"VisibilityTimeout": str(visibility_s), "RedrivePolicy": redrive})
+
+
+def create(clients: Any, names: Names, project: Path, queues: list[str]) -> AwsConfig:
+    """Make (or find) the resources; returns the configuration the functions would read."""
+    try:
+        clients.dynamodb.create_table(**table_definition(names.table))
+        clients.dynamodb.update_time_to_live(
+            TableName=names.table,
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
+        )
+    except ClientError as e:
+        if error_code(e) != "ResourceInUseException":
+            raise
+    wake_url, wake_arn = _with_dead_letters(clients.sqs, names.wake_queue, WAKE_VISIBILITY_S)
+    queue_urls = {
+        name: _with_dead_letters(clients.sqs, names.user_queue(name), USER_QUEUE_VISIBILITY_S)[0]
+        for name in queues
+    }
+    groups = {g["Name"] for g in clients.scheduler.list_schedule_groups().get("ScheduleGroups", [])}
+    if names.group not in groups:
+        clients.scheduler.create_schedule_group(Name=names.group)
+    return AwsConfig(
+        project=str(project),
+        table=names.table,
+        wake_queue_url=wake_url,
+        wake_queue_arn=wake_arn,
+        scheduler_group=names.group,
+        scheduler_role_arn=names.role_arn,
+        queue_urls=queue_urls,
+        secrets_prefix=names.secrets_prefix,
+    )
+
+
+def remove(clients: Any, config: AwsConfig) -> None:
+    """Delete what ``create`` made (a harness with no data folder cleans up after itself)."""
+    missing = ("ResourceNotFoundException", "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
+    calls: list[tuple[Any, dict[str, Any]]] = [
+        (clients.dynamodb.delete_table, {"TableName": config.table}),
+        (clients.scheduler.delete_schedule_group, {"Name": config.scheduler_group}),
+    ]
+    for url in [config.wake_queue_url, *config.queue_urls.values()]:
+        calls += [
+            (clients.sqs.delete_queue, {"QueueUrl": url}),
+            (clients.sqs.delete_queue, {"QueueUrl": url + "-dlq"}),
+        ]
+    secrets = clients.secretsmanager.list_secrets(
+        Filters=[{"Key": "name", "Values": [config.secrets_prefix]}]
+    ).get("SecretList", [])
+    calls += [
+        (clients.secretsmanager.delete_secret, {"SecretId": x["ARN"], "ForceDeleteWithoutRecovery": True})
+        for x in secrets
+    ]
+    for call, request in calls:
+        try:
+            call(**request)
+        except ClientError as e:
+            if error_code(e) not in missing:
+                raise

@@ -1,0 +1,230 @@
+"""A moto server process on loopback for ``AwsPlatform`` (``runtime.testing``).
+
+``python -m runtime.aws.motoserver`` serves moto over HTTP on 127.0.0.1 (a free port,
+printed on the first line of stdout) until its stdin closes, so it never outlives the
+process that started it. Two things set it apart from a plain ``moto_server``:
+
+- **One request at a time.** moto's conditional writes are not atomic under concurrent
+  requests (two writers both won in 8 of 300 trials, FACTS.md); lunaflow's races are about
+  its own conditions, so the server serializes requests with one lock.
+- **SQS on the caller's clock.** A request carrying ``x-lunaflow-clock-ms`` runs with SQS's
+  notion of now set to that time, so ``DelaySeconds`` and visibility timeouts follow the
+  harness's fake clock (moto's own clock is the machine's). Requests without the header see
+  the real time. Only SQS reads the clock this way; DynamoDB and Scheduler do not keep time.
+
+``GET /_lunaflow/next?region=R&queues=a,b&group=G&now=MS`` answers, as JSON, when the next
+message of those queues becomes visible after ``now`` (delayed or in flight) and the earliest
+one-time schedule of the group: what the harness needs to move its clock from one due
+time to the next. moto's internals are read only here, and only in this process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import re
+import select
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+CLOCK_HEADER = "x-lunaflow-clock-ms"
+ACCOUNT = "123456789012"  # moto's default account
+START_TIMEOUT_S = 60.0
+
+_AT = re.compile(r"^at\((\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\)$")
+
+
+def at_ms(expression: str) -> int | None:
+    """Epoch milliseconds of a one-time ``at(yyyy-mm-ddThh:mm:ss)`` schedule (UTC)."""
+    match = _AT.match(expression)
+    if match is None:
+        return None
+    when = datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+    return int(when.timestamp() * 1000)
+
+
+# --- the server process ------------------------------------------------------------------
+
+
+class _Clock:
+    """SQS's now inside the server: the calling request's fake time, else the real time."""
+
+    def __init__(self) -> None:
+        self.now_ms: float | None = None
+
+    def millis(self, dt: Any = None) -> float:
+        if dt is None and self.now_ms is not None:
+            return self.now_ms
+        return float(self._real_millis(dt))
+
+    def seconds(self, dt: Any = None) -> float:
+        return self.millis(dt) / 1000.0
+
+    _real_millis: Callable[..., float]
+
+
+class _Server:
+    """moto's WSGI app behind one lock, plus the harness's ``/_lunaflow/next`` query."""
+
+    def __init__(self, app: Callable[..., Any], clock: _Clock) -> None:
+        self.app = app
+        self.clock = clock
+        self.lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        with self.lock:
+            header = environ.get("HTTP_" + CLOCK_HEADER.upper().replace("-", "_"))
+            self.clock.now_ms = float(header) if header else None
+            try:
+                if environ.get("PATH_INFO", "").startswith("/_lunaflow/"):
+                    return self._control(environ, start_response)
+                result = self.app(environ, start_response)
+                try:
+                    return [bytes(chunk) for chunk in result]
+                finally:
+                    close = getattr(result, "close", None)
+                    if close is not None:
+                        close()
+            finally:
+                self.clock.now_ms = None
+
+    def _control(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        query = {k: v[-1] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()}
+        if environ["PATH_INFO"] == "/_lunaflow/ping":
+            body: dict[str, Any] = {"lunaflow": True}
+        else:
+            now = float(query.get("now", "0"))
+            region = query.get("region", "us-east-1")
+            queues = [q for q in query.get("queues", "").split(",") if q]
+            body = {
+                "message_ms": _next_visible(region, queues, now),
+                "schedule_ms": _first_schedule(region, query.get("group")),
+            }
+        payload = json.dumps(body).encode()
+        start_response(
+            "200 OK", [("content-type", "application/json"), ("content-length", str(len(payload)))]
+        )
+        return [payload]
+
+
+def _next_visible(region: str, names: Iterable[str], now_ms: float) -> float | None:
+    from moto.sqs.models import sqs_backends
+
+    queues = sqs_backends[ACCOUNT][region].queues
+    found: list[float] = []
+    for name in names:
+        queue = queues.get(name)
+        if queue is None:
+            continue
+        for message in list(queue._messages):
+            ready = max(float(message.delayed_until or 0), float(message.visible_at or 0))
+            if ready > now_ms:
+                found.append(ready)
+    return min(found) if found else None
+
+
+def _first_schedule(region: str, group: str | None) -> int | None:
+    if not group:
+        return None
+    from moto.scheduler.models import scheduler_backends
+
+    found_group = scheduler_backends[ACCOUNT][region].schedule_groups.get(group)
+    if found_group is None:
+        return None
+    found = [
+        t
+        for s in list(found_group.schedules.values())
+        if (s.state or "ENABLED") == "ENABLED"  # moto's UpdateSchedule leaves None: AWS's default
+        if (t := at_ms(s.schedule_expression)) is not None
+    ]
+    return min(found) if found else None
+
+
+def serve() -> None:
+    """The server process: bind, print the port, serve until stdin closes."""
+    import moto.sqs.models as sqs_models
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
+
+    clock = _Clock()
+    clock._real_millis = sqs_models.unix_time_millis  # type: ignore[attr-defined]
+    # SQS reads its clock through these two names, bound in its own module.
+    setattr(sqs_models, "unix_time_millis", clock.millis)  # noqa: B010
+    setattr(sqs_models, "unix_time", clock.seconds)  # noqa: B010
+    app = _Server(DomainDispatcherApplication(create_backend_app), clock)
+    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
+    print(f"PORT {server.server_address[1]}", flush=True)
+
+    def watch_parent() -> None:
+        sys.stdin.read()  # returns when the parent closes the pipe or dies
+        os._exit(0)
+
+    threading.Thread(target=watch_parent, daemon=True).start()
+    server.serve_forever()
+
+
+# --- the parent side ---------------------------------------------------------------------
+
+
+class MotoServer:
+    """A moto server process this process started; ``endpoint`` is its URL."""
+
+    _shared: MotoServer | None = None
+    _shared_lock = threading.Lock()
+
+    def __init__(self) -> None:
+        root = str(Path(__file__).resolve().parents[2])  # so the child runs this very code
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "runtime.aws.motoserver"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=root,
+        )
+        assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], START_TIMEOUT_S)
+        line = self.process.stdout.readline().decode().strip() if ready else ""
+        if not line.startswith("PORT "):
+            self.close()
+            raise RuntimeError(
+                f"the moto server did not start within {START_TIMEOUT_S:.0f}s (got {line!r}); "
+                "is moto[server] installed (pip install 'moto[server]')?"
+            )
+        self.endpoint = f"http://127.0.0.1:{int(line.split()[1])}"
+        atexit.register(self.close)
+
+    @classmethod
+    def shared(cls) -> MotoServer:
+        """One server per Python process, started on first use; every harness that was given
+        no endpoint shares it (each with resources of its own)."""
+        with cls._shared_lock:
+            if cls._shared is None or cls._shared.process.poll() is not None:
+                cls._shared = cls()
+            return cls._shared
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+
+
+if __name__ == "__main__":
+    serve()

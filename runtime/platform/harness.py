@@ -1,0 +1,131 @@
+"""What both test harnesses share (SPEC section 5): the run API over a ``Platform``, each call
+that changes something settling before it returns, and a fake clock that moves only with
+``advance``, stopping at every due time on the way so timers fire in order.
+
+``runtime.dev.harness.LocalPlatform`` runs the platform on SQLite in-process;
+``runtime.aws.harness.AwsPlatform`` runs it through the Lambda handlers on a moto server.
+They differ in what "due" means (a timer row, a delayed SQS message, a schedule) and in how
+work is done (a loop over the store's wake-ups, SQS batches to the worker handler); the
+meaning of every call is the same, so a test written for one runs on the other.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+from runtime.core.clock import FakeClock, now_ms
+from runtime.core.durations import parse_ms
+from runtime.core.journal import Entry
+from runtime.errors import InvalidInput
+from runtime.platform.fetch import Response
+from runtime.platform.platform import Platform
+from runtime.store.base import RunRecord
+
+
+class Harness:
+    """The run API on a fake clock. Subclasses provide ``platform`` (the one their run API
+    calls go through), ``settle``, ``_next_due``, ``fetch``, ``deploy``, ``restart`` and
+    ``close``."""
+
+    platform: Platform
+
+    def __init__(self) -> None:
+        self._clock = FakeClock()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # --- what a harness provides -------------------------------------------------------
+
+    def settle(self) -> None:
+        """Run all due work until idle; the clock does not move."""
+        raise NotImplementedError
+
+    def _next_due(self) -> int | None:
+        """The earliest time after now (epoch milliseconds) at which something falls due."""
+        raise NotImplementedError
+
+    def fetch(
+        self,
+        method: str,
+        path: str,
+        body: str | None = None,
+        headers: dict[str, str] | None = None,
+        query: dict[str, str] | None = None,
+    ) -> Response:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    # --- runs --------------------------------------------------------------------------
+
+    def start(self, workflow: str, input: Any = None, id: str | None = None) -> RunRecord:
+        run = self.platform.start(workflow, input, id=id)
+        self.settle()
+        return self.get(run.id)
+
+    def get(self, run_id: str) -> RunRecord:
+        return self.platform.get(run_id)
+
+    def journal(self, run_id: str) -> list[Entry]:
+        return self.platform.journal(run_id)
+
+    def runs(self, status: str | None = None, workflow: str | None = None) -> list[RunRecord]:
+        return self.platform.runs(status=status, workflow=workflow)
+
+    def signal(self, run_id: str, name: str, payload: Any = None) -> bool:
+        live = self.platform.signal(run_id, name, payload)
+        self.settle()
+        return live
+
+    def cancel(self, run_id: str) -> None:
+        self.platform.cancel(run_id)
+        self.settle()
+
+    def resume(self, run_id: str) -> None:
+        self.platform.resume(run_id)
+        self.settle()
+
+    # --- time --------------------------------------------------------------------------
+
+    @property
+    def now(self) -> float:
+        return self._clock.now()
+
+    def advance(self, duration: str | float) -> None:
+        """Move the clock, stopping at each due time on the way and settling there, so timers
+        fire in the order of their due times."""
+        target = now_ms(self._clock) + parse_ms(duration, "advance")
+        self.settle()
+        while (due := self._next_due()) is not None and due <= target:
+            self._clock.advance(max(0, due - now_ms(self._clock)) / 1000)
+            self.settle()
+        self._clock.advance(max(0, target - now_ms(self._clock)) / 1000)
+        self.settle()
+
+    # --- secrets and logs --------------------------------------------------------------
+
+    def set_secret(self, name: str, value: str) -> int:
+        if not isinstance(value, str):
+            raise InvalidInput(f"secret '{name}' must be a string value (got {type(value).__name__})")
+        return self.platform.store.add_secret(name, value)
+
+    @property
+    def logs(self) -> list[dict[str, Any]]:
+        return list(self.platform.logs)
+
+
+def earliest_after(now: int, dues: Sequence[int | float | None]) -> int | None:
+    """The earliest of ``dues`` later than ``now`` (what is due by now has been settled, or
+    cannot be: a message for a queue with no handler), in whole milliseconds."""
+    found = [math.ceil(d) for d in dues if d is not None and d > now]
+    return min(found) if found else None
