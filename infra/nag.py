@@ -34,6 +34,14 @@ SECRET_SUFFIX = (
     "Secrets Manager appends six random characters to every secret's ARN, so a grant on one named "
     "secret must end in '-*'; the wildcard matches only that secret's own versions"
 )
+VALUES_OBJECTS = (
+    "values are S3 objects keyed by a hash of their run's id, unknown at deploy time; the wildcard is "
+    "limited to the values bucket's runs/ prefix, with put, get and delete only"
+)
+VALUES_ACCESS_LOGS = (
+    "the values bucket is read and written only by this stack's functions, which log every run "
+    "activation; S3 server access logs would repeat each journal read at another bucket's cost"
+)
 NO_ROTATION = (
     "the Aurora credentials are used only by the RDS Data API from Lambda; rotating them needs a "
     "rotation function in the VPC, which a project adds with cluster.add_rotation_single_user() when it "
@@ -50,6 +58,7 @@ def _shown(value: str, pseudo: str) -> str:
 def accepted(stack: LunaflowStack) -> dict[str, str]:
     """Rule ids (as cdk-nag names them) -> why they do not apply."""
     table = stack.get_logical_id(stack.journal.table.node.default_child)  # type: ignore[arg-type]
+    bucket = stack.get_logical_id(stack.values.bucket.node.default_child)  # type: ignore[arg-type]
     region = _shown(stack.region, "AWS::Region")
     account = _shown(stack.account, "AWS::AccountId")
     schedules = f"arn:<AWS::Partition>:scheduler:{region}:{account}:schedule/{stack.stack_name}-timers/*"
@@ -61,6 +70,8 @@ def accepted(stack: LunaflowStack) -> dict[str, str]:
         f"AwsSolutions::AwsSolutions-IAM5[Resource::<{table}.Arn>/index/*]": TABLE_INDEXES,
         f"AwsSolutions::AwsSolutions-IAM5[Resource::{schedules}]": SCHEDULES,
         "AwsSolutions::AwsSolutions-APIG4": NO_AUTHORIZER,
+        f"AwsSolutions::AwsSolutions-IAM5[Resource::<{bucket}.Arn>/runs/*]": VALUES_OBJECTS,
+        "AwsSolutions::AwsSolutions-S1": VALUES_ACCESS_LOGS,
     }
     if stack.database is not None:
         rules["AwsSolutions::AwsSolutions-SMG4"] = NO_ROTATION

@@ -16,6 +16,7 @@ from infra.capabilities.database import Database
 from infra.capabilities.functions import Functions
 from infra.capabilities.journal import JournalTable
 from infra.capabilities.queues import UserQueues
+from infra.capabilities.values import ValuesBucket
 from infra.capabilities.wake import WakePath
 from runtime.aws.contract import RECONCILE_EVENT, Output
 from runtime.platform.describe import describe
@@ -36,6 +37,7 @@ class LunaflowStack(Stack):
                 "has one Aurora database — merge them into one database with several tables"
             )
         self.journal = JournalTable(self, "Journal")
+        self.values = ValuesBucket(self, "Values")
         self.wake = WakePath(self, "Wake")
         self.queues = UserQueues(self, "Queues", sorted(set(needs.queues) | set(needs.sent_queues)))
         self.database = Database(self, "Database", needs.databases) if needs.databases else None
@@ -44,6 +46,7 @@ class LunaflowStack(Stack):
             "Functions",
             project=needs.root,
             journal=self.journal,
+            values=self.values,
             wake=self.wake,
             queues=self.queues,
             secrets=needs.secrets,
@@ -79,3 +82,9 @@ class LunaflowStack(Stack):
         CfnOutput(self, Output.WAKE_QUEUE_ARN, value=self.wake.queue.queue_arn)
         CfnOutput(self, Output.SCHEDULER_GROUP, value=str(self.wake.group.name))
         CfnOutput(self, Output.SCHEDULER_ROLE_ARN, value=self.wake.role.role_arn)
+        CfnOutput(
+            self,
+            Output.VALUES_BUCKET,
+            value=self.values.bucket.bucket_name,
+            description="Values too large for an item",
+        )

@@ -20,6 +20,7 @@ from infra import bundling, constants
 from infra.capabilities.database import Database
 from infra.capabilities.journal import JournalTable
 from infra.capabilities.queues import UserQueues
+from infra.capabilities.values import ValuesBucket
 from infra.capabilities.wake import WakePath
 from runtime.aws.contract import NAMESPACE, SERVICE, Env, Handler
 
@@ -48,6 +49,7 @@ class Functions(Construct):
         *,
         project: Path,
         journal: JournalTable,
+        values: ValuesBucket,
         wake: WakePath,
         queues: UserQueues,
         secrets: list[str],
@@ -64,6 +66,7 @@ class Functions(Construct):
             Env.WAKE_QUEUE_ARN: wake.queue.queue_arn,
             Env.SCHEDULER_GROUP: str(wake.group.name),
             Env.SCHEDULER_ROLE_ARN: wake.role.role_arn,
+            Env.VALUES_BUCKET: values.bucket.bucket_name,
             Env.QUEUE_URLS: stack.to_json_string({n: q.queue_url for n, q in queues.queues.items()}),
             Env.SECRETS_PREFIX: f"{stack.stack_name}/",
             "POWERTOOLS_SERVICE_NAME": SERVICE,
@@ -96,6 +99,7 @@ class Functions(Construct):
             self.functions[role.name] = fn
             # Every handler reads and writes runs (start, signal, cancel, resume, kv, objects).
             journal.table.grant_read_write_data(fn)
+            values.grant(fn)
             wake.queue.grant_send_messages(fn)
             self._grant_timers(fn, wake)
             if role is CONSOLE:

@@ -19,6 +19,7 @@ class AwsConfig:
     wake_queue_arn: str
     scheduler_group: str  # EventBridge Scheduler group for timers
     scheduler_role_arn: str  # the role Scheduler assumes to send to the wake queue
+    values_bucket: str  # S3: journal chunks and texts too large for a DynamoDB item
     queue_urls: dict[str, str] = field(default_factory=dict)  # user queue name -> SQS URL
     secrets_prefix: str = ""  # Secrets Manager names are prefix + secret name
     database_resource_arn: str | None = None  # Aurora cluster (RDS Data API)
@@ -46,6 +47,7 @@ class AwsConfig:
             wake_queue_arn=need(Env.WAKE_QUEUE_ARN),
             scheduler_group=need(Env.SCHEDULER_GROUP),
             scheduler_role_arn=need(Env.SCHEDULER_ROLE_ARN),
+            values_bucket=need(Env.VALUES_BUCKET),
             queue_urls={str(k): str(v) for k, v in queues.items()},
             secrets_prefix=env.get(Env.SECRETS_PREFIX, ""),
             database_resource_arn=env.get(Env.DATABASE_ARN) or None,

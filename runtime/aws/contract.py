@@ -20,6 +20,7 @@ class Env(StrEnum):
     WAKE_QUEUE_ARN = "LUNAFLOW_WAKE_QUEUE_ARN"
     SCHEDULER_GROUP = "LUNAFLOW_SCHEDULER_GROUP"
     SCHEDULER_ROLE_ARN = "LUNAFLOW_SCHEDULER_ROLE_ARN"
+    VALUES_BUCKET = "LUNAFLOW_VALUES_BUCKET"  # S3: texts too large for an item
     QUEUE_URLS = "LUNAFLOW_QUEUE_URLS"  # JSON: user queue name -> SQS URL
     SECRETS_PREFIX = "LUNAFLOW_SECRETS_PREFIX"
     DATABASE_ARN = "LUNAFLOW_DATABASE_ARN"
@@ -37,6 +38,7 @@ class Output(StrEnum):
     WAKE_QUEUE_ARN = "WakeQueueArn"
     SCHEDULER_GROUP = "SchedulerGroup"
     SCHEDULER_ROLE_ARN = "SchedulerRoleArn"
+    VALUES_BUCKET = "ValuesBucket"
 
 
 # What the CLI needs of a deployed stack to reach its runs.
@@ -46,6 +48,7 @@ REQUIRED_OUTPUTS = (
     Output.WAKE_QUEUE_ARN,
     Output.SCHEDULER_GROUP,
     Output.SCHEDULER_ROLE_ARN,
+    Output.VALUES_BUCKET,
 )
 
 NAMESPACE = "lunaflow"  # CloudWatch metrics namespace

@@ -43,6 +43,10 @@ class Names:
         return f"lunaflow-{self.suffix}-timers"
 
     @property
+    def bucket(self) -> str:
+        return f"lunaflow-{self.suffix}-values"
+
+    @property
     def role_arn(self) -> str:
         return f"arn:aws:iam::{ACCOUNT}:role/lunaflow-{self.suffix}-scheduler"
 
@@ -84,6 +88,11 @@ def create(clients: Any, names: Names, project: Path, queues: list[str]) -> AwsC
         name: _with_dead_letters(clients.sqs, names.user_queue(name), USER_QUEUE_VISIBILITY_S)[0]
         for name in queues
     }
+    try:
+        clients.s3.create_bucket(Bucket=names.bucket, **_location(clients.s3))
+    except ClientError as e:
+        if error_code(e) not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+            raise
     groups = {g["Name"] for g in clients.scheduler.list_schedule_groups().get("ScheduleGroups", [])}
     if names.group not in groups:
         clients.scheduler.create_schedule_group(Name=names.group)
@@ -94,14 +103,26 @@ def create(clients: Any, names: Names, project: Path, queues: list[str]) -> AwsC
         wake_queue_arn=wake_arn,
         scheduler_group=names.group,
         scheduler_role_arn=names.role_arn,
+        values_bucket=names.bucket,
         queue_urls=queue_urls,
         secrets_prefix=names.secrets_prefix,
     )
 
 
+def _location(s3: Any) -> dict[str, Any]:
+    region = s3.meta.region_name
+    return {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+
+
 def remove(clients: Any, config: AwsConfig) -> None:
     """Delete what ``create`` made (a harness with no data folder cleans up after itself)."""
-    missing = ("ResourceNotFoundException", "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
+    missing = (
+        "ResourceNotFoundException",
+        "AWS.SimpleQueueService.NonExistentQueue",
+        "QueueDoesNotExist",
+        "NoSuchBucket",
+        "NoSuchKey",
+    )
     calls: list[tuple[Any, dict[str, Any]]] = [
         (clients.dynamodb.delete_table, {"TableName": config.table}),
         (clients.scheduler.delete_schedule_group, {"Name": config.scheduler_group}),
@@ -118,6 +139,11 @@ def remove(clients: Any, config: AwsConfig) -> None:
         (clients.secretsmanager.delete_secret, {"SecretId": x["ARN"], "ForceDeleteWithoutRecovery": True})
         for x in secrets
     ]
+    s3 = clients.s3
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=config.values_bucket):
+        for o in page.get("Contents", []):
+            calls.append((s3.delete_object, {"Bucket": config.values_bucket, "Key": o["Key"]}))
+    calls.append((s3.delete_bucket, {"Bucket": config.values_bucket}))
     for call, request in calls:
         try:
             call(**request)

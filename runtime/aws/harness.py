@@ -132,7 +132,7 @@ class AwsPlatform(Harness):
         """A boto3 client of the moto server whose requests carry the fake clock."""
         with _SESSION_LOCK:  # a session is not thread-safe; its clients are
             made = _session(self.region).client(
-                service,  # type: ignore[call-overload]
+                service,
                 endpoint_url=self.endpoint,
                 config=Config(retries={"max_attempts": 1}),
             )
@@ -149,6 +149,7 @@ class AwsPlatform(Harness):
             sqs=self.client("sqs"),
             scheduler=self.client("scheduler"),
             secretsmanager=self.client("secretsmanager"),
+            s3=self.client("s3"),
         )
 
     def container(self, project: Path, *, owner: str | None = None) -> AwsRuntime:

@@ -27,6 +27,7 @@ from runtime.platform.fetch import Failure, Response
 from runtime.platform.platform import LeaseTerms, Platform
 from runtime.services.base import Services
 from runtime.store.base import Lease
+from runtime.store.blobs import Blobs
 from runtime.store.dynamodb import DynamoDBStore
 
 log = logging.getLogger("lunaflow.aws")
@@ -42,6 +43,7 @@ class Clients:
     sqs: Any
     scheduler: Any
     secretsmanager: Any
+    s3: Any = None
     rds_data: Any = None
 
     @classmethod
@@ -51,6 +53,7 @@ class Clients:
             sqs=session.client("sqs"),
             scheduler=session.client("scheduler"),
             secretsmanager=session.client("secretsmanager"),
+            s3=session.client("s3"),
             rds_data=session.client("rds-data"),
         )
 
@@ -74,7 +77,10 @@ class AwsRuntime:
         secrets = SecretsManagerSecrets(
             clients.secretsmanager, clients.dynamodb, config.table, prefix=config.secrets_prefix
         )
-        self.store = DynamoDBStore(clients.dynamodb, config.table, secrets=secrets, clock=self.clock)
+        blobs = None if clients.s3 is None else Blobs(clients.s3, config.values_bucket)
+        self.store = DynamoDBStore(
+            clients.dynamodb, config.table, secrets=secrets, clock=self.clock, blobs=blobs
+        )
         self.waker = AwsWaker(
             clients.sqs,
             clients.scheduler,

@@ -32,5 +32,6 @@ def config_from_stack(cloudformation: Any, stack: str, project: str) -> AwsConfi
         wake_queue_arn=outputs[Output.WAKE_QUEUE_ARN],
         scheduler_group=outputs[Output.SCHEDULER_GROUP],
         scheduler_role_arn=outputs[Output.SCHEDULER_ROLE_ARN],
+        values_bucket=outputs[Output.VALUES_BUCKET],
         secrets_prefix=f"{stack}/",
     )

@@ -1,9 +1,16 @@
 """The store on one DynamoDB table (the design is in docs/architecture.md).
 
 Items of a run share its partition, so one consistent Query reads the run, its journal and
-its signals. A journal append is one transaction whose conditions read as rules: "the
-journal is still N entries long" on the run item and "the journal slot is free" on each
-entry. Conditional-check failures become ``JournalConflict``; nothing else leaks boto3.
+its signals. An append is one conditional write whose condition reads as a rule: "the
+journal slot is free"; a park or an end writes the slot and the run item's summary in one
+transaction, the summary conditional on "the run has not ended". Conditional-check failures
+become ``JournalConflict``; nothing else leaks boto3.
+
+Every value is stored once: an input in the run item's ``started`` (journal entry 1), a
+step's values in its chunk, a signal's payload in its signal item (a ``wait.done`` that
+consumed it points there), a run's result in the run item (its ``run.completed`` entry
+points there). A text too large for an item goes to S3 (``runtime.store.blobs``) and the
+item holds its key.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from runtime.store.base import (
     checked_update,
     current_step,
 )
+from runtime.store.blobs import Blobs
 from runtime.store.items import Item, conditional, error_code, n, num, s, text, whole
 
 if TYPE_CHECKING:
@@ -45,6 +53,22 @@ TIMER_PK = "#TIMER"
 ALL_RUNS = "#RUNS"
 TTL_ATTRIBUTE = "expires_at"  # the table's time-to-live attribute (kv entries, owner beats)
 
+# What an item holds inline; a larger text goes to S3 and the item holds its key (under the
+# attribute's name + REF). An item is at most 400 KB with its attribute names: the run item
+# carries up to four texts (started, result, error, current step), a signal item a payload
+# of up to 256 KiB and its name. DynamoDB bills writes by the KB and S3 by the request, so
+# past a few KB S3 is the cheaper home too; 64 KiB keeps the values most runs use inline.
+INLINE_CHUNK_BYTES = 64 * 1024
+INLINE_TEXT_BYTES = 32 * 1024
+INLINE_SIGNAL_BYTES = 320 * 1024
+REF = "_ref"
+# A chunk's last entry (kind and name) is kept beside it while short, so reading a run's
+# current step never fetches a chunk from S3.
+TAIL_BYTES = 1024
+# Where a journal entry's value lives when its chunk does not hold it.
+IN_RUN = "run"  # run.completed's result: the run item's result
+IN_SIGNAL = "signal"  # wait.done's payload: the signal item it consumed
+
 # GSIs: name -> (partition key attribute, sort key attribute)
 INDEXES = {
     "by_status": ("status_pk", "created_sk"),
@@ -56,17 +80,14 @@ INDEXES = {
 }
 
 
-# The run attributes the indexes carry. Leases, wake tokens and signal counters are left
-# out, so taking a lease or numbering a signal writes no index.
+# The run attributes the indexes carry: what the reconciler and the timer and wake-up lists
+# read. Values, errors and leases stay out: an index entry is billed like a table write, a
+# value projected into four indexes would be stored five times, and taking a lease or
+# numbering a signal writes no index. A list of runs reads the run items themselves.
 PROJECTED = [
     "id",
     "workflow",
     "status",
-    "input",
-    "result",
-    "error",
-    "parent_id",
-    "current_step",
     "created_at",
     "updated_at",
     "timer_due",
@@ -99,6 +120,24 @@ def table_definition(name: str) -> dict[str, Any]:
     }
 
 
+def _filled(row: list[Any], run: RunRecord, signals: dict[int, SignalRecord]) -> Entry:
+    """A stored entry with the value its chunk left out put back from where it lives."""
+    data = row[3]
+    if len(row) > 5:
+        data = dict(data)
+        for field, where in row[5].items():
+            if where == IN_RUN:
+                data[field] = run.result
+            elif where == IN_SIGNAL:
+                found = signals.get(int(data["signal_id"]))
+                if found is None:
+                    raise EngineBug(
+                        f"run '{run.id}' entry {row[0]} consumed signal {data['signal_id']}, which is missing"
+                    )
+                data[field] = found.payload
+    return Entry(int(row[0]), Kind(row[1]), row[2], data, float(row[4]))
+
+
 def _with_current_step(run: RunRecord, last: Entry) -> RunRecord:
     current = current_step(run.status, run.current_step, last)
     return run if current == run.current_step else RunRecord(**{**run.__dict__, "current_step": current})
@@ -125,58 +164,17 @@ def _signal_sk(signal_id: int) -> str:
     return f"S#{signal_id:010d}"
 
 
-def _started_from(item: dict[str, Any]) -> Entry:
-    """Journal entry 1, kept on the run item."""
-    started = json.loads(item["started"]["S"])
-    return Entry(1, Kind.STARTED, started["workflow"], started["data"], float(started["at"]))
-
-
-def _run_from(item: dict[str, Any], journal_len: int = 0) -> RunRecord:
-    result = text(item.get("result"))
-    return RunRecord(
-        id=item["id"]["S"],
-        workflow=item["workflow"]["S"],
-        status=Status(item["status"]["S"]),
-        input=json.loads(item["input"]["S"]),
-        result=None if result is None else json.loads(result),
-        error=text(item.get("error")),
-        parent_id=text(item.get("parent_id")),
-        current_step=text(item.get("current_step")),
-        created_at=num(item.get("created_at")),
-        updated_at=num(item.get("updated_at")),
-        journal_len=journal_len,
-    )
-
-
-def _entries_from(chunk: dict[str, Any]) -> list[Entry]:
-    """A journal chunk holds the entries of one append: ``[[seq, kind, name, data, at], ...]``."""
-    return [Entry(int(e[0]), Kind(e[1]), e[2], e[3], float(e[4])) for e in json.loads(chunk["entries"]["S"])]
-
-
-def _chunk_text(entries: Sequence[Entry]) -> str:
-    return compact([[e.seq, e.kind, e.name, e.data, e.at] for e in entries])
-
-
-def _signal_from(item: dict[str, Any], consumed: dict[int, int], ended: bool) -> SignalRecord:
-    """A signal's state is read from the journal, not stored: consumed if a wait.done names
-    it, set aside if the run has ended (or had when it arrived), pending otherwise."""
-    signal_id = whole(item["signal_id"])
-    seq = consumed.get(signal_id)
-    if seq is not None:
-        state = "consumed"
-    elif ended or item.get("state", {}).get("S") == "set_aside":
-        state = "set_aside"
-    else:
-        state = "pending"
-    return SignalRecord(
-        id=signal_id,
-        run_id=item["run_id"]["S"],
-        name=item["name"]["S"],
-        payload=json.loads(item["payload"]["S"]),
-        at=num(item["at"]),
-        state=state,
-        consumed_seq=seq,
-    )
+def _elided(entry: Entry, ended_with_result: bool) -> list[Any]:
+    """An entry as its chunk stores it: ``[seq, kind, name, data, at]``, and a sixth element
+    naming where a value the chunk leaves out lives (``{"payload": "signal"}``)."""
+    row: list[Any] = [entry.seq, entry.kind, entry.name, entry.data, entry.at]
+    if entry.kind == Kind.WAIT_DONE and entry.data.get("signal_id") is not None:
+        row[3] = {k: v for k, v in entry.data.items() if k != "payload"}
+        row.append({"payload": IN_SIGNAL})
+    elif entry.kind == Kind.COMPLETED and ended_with_result:
+        row[3] = {k: v for k, v in entry.data.items() if k != "result"}
+        row.append({"result": IN_RUN})
+    return row
 
 
 def _consumed(entries: Sequence[Entry]) -> dict[int, int]:
@@ -189,17 +187,56 @@ def _consumed(entries: Sequence[Entry]) -> dict[int, int]:
 
 class DynamoDBStore:
     """``runtime.store.base.Store`` on DynamoDB. ``client`` is a boto3 DynamoDB client;
-    ``secrets`` (optional) holds secret versions, e.g. ``SecretsManagerSecrets``."""
+    ``secrets`` (optional) holds secret versions, e.g. ``SecretsManagerSecrets``; ``blobs``
+    holds texts too large for an item (without it such a text is refused, naming the size)."""
 
     def __init__(
-        self, client: DynamoDBClient, table: str, *, secrets: Any = None, clock: Clock | None = None
+        self,
+        client: DynamoDBClient,
+        table: str,
+        *,
+        secrets: Any = None,
+        clock: Clock | None = None,
+        blobs: Blobs | None = None,
     ) -> None:
         self._db = client
         self.table = table
         self._secrets = secrets
         self.clock: Clock = clock or SystemClock()
+        self.blobs = blobs
 
-    # --- reading -----------------------------------------------------------------------
+    # --- texts: inline while small, else in S3 -----------------------------------------
+
+    def _spill(self, run_id: str, what: str, value: str, limit: int, written: list[str]) -> tuple[str, str]:
+        """``(attribute suffix, attribute value)`` for a text: ``("", text)`` inline, or
+        ``(REF, key)`` once it is written to S3 (its key added to ``written``)."""
+        if len(value.encode("utf-8")) <= limit:
+            return "", value
+        if self.blobs is None:
+            raise LunaflowError(
+                f"the {what} of run '{run_id}' is {len(value.encode('utf-8'))} bytes, more than an item "
+                f"holds inline ({limit}), and this store has no values bucket; deploy the stack again "
+                "(it sets LUNAFLOW_VALUES_BUCKET)"
+            )
+        key = self.blobs.put(run_id, what, value)
+        written.append(key)
+        return REF, key
+
+    def _text(self, item: dict[str, Any], name: str) -> str | None:
+        """An item's text attribute, inline or from S3."""
+        if name in item:
+            return str(item[name]["S"])
+        if name + REF in item:
+            if self.blobs is None:
+                raise LunaflowError(f"attribute {name} lives in S3 and this store has no values bucket")
+            return self.blobs.get(item[name + REF]["S"])
+        return None
+
+    def _drop(self, written: list[str]) -> None:
+        if written and self.blobs is not None:
+            self.blobs.delete(written)
+
+    # --- reading items -----------------------------------------------------------------
 
     def _query(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
         kwargs.setdefault("TableName", self.table)
@@ -217,6 +254,65 @@ class DynamoDBStore:
             ConsistentRead=True,
         )
 
+    def _started(self, item: dict[str, Any]) -> Entry:
+        """Journal entry 1, kept on the run item: the run's input lives here only."""
+        started = json.loads(self._text(item, "started") or "{}")
+        return Entry(1, Kind.STARTED, started["workflow"], started["data"], float(started["at"]))
+
+    def _run_from(self, item: dict[str, Any], journal_len: int = 0) -> RunRecord:
+        result = self._text(item, "result")
+        return RunRecord(
+            id=item["id"]["S"],
+            workflow=item["workflow"]["S"],
+            status=Status(item["status"]["S"]),
+            input=self._started(item).data.get("input"),
+            result=None if result is None else json.loads(result),
+            error=self._text(item, "error"),
+            parent_id=text(item.get("parent_id")),
+            current_step=self._text(item, "current_step"),
+            created_at=num(item.get("created_at")),
+            updated_at=num(item.get("updated_at")),
+            journal_len=journal_len,
+        )
+
+    def _rows(self, chunk: dict[str, Any]) -> list[list[Any]]:
+        """A chunk's entries as stored: ``[[seq, kind, name, data, at(, where)], ...]``."""
+        rows: list[list[Any]] = json.loads(self._text(chunk, "entries") or "[]")
+        return rows
+
+    def _tail(self, chunk: dict[str, Any]) -> tuple[Kind, str | None]:
+        """The kind and name of a chunk's last entry, without reading S3 when it is kept."""
+        if "tail" in chunk:
+            kind, name = json.loads(chunk["tail"]["S"])
+            return Kind(kind), name
+        last = self._rows(chunk)[-1]
+        return Kind(last[1]), last[2]
+
+    def _signal_from(self, item: dict[str, Any], consumed: dict[int, int], ended: bool) -> SignalRecord:
+        """A signal's state is read from the journal, not stored: consumed if a wait.done names
+        it, set aside if the run has ended (or had when it arrived), pending otherwise."""
+        signal_id = whole(item["signal_id"])
+        seq = consumed.get(signal_id)
+        if seq is not None:
+            state = "consumed"
+        elif ended or item.get("state", {}).get("S") == "set_aside":
+            state = "set_aside"
+        else:
+            state = "pending"
+        if "body_ref" in item:
+            name, payload = json.loads(self._text(item, "body") or "[]")
+        else:
+            name, payload = item["name"]["S"], json.loads(item["payload"]["S"])
+        return SignalRecord(
+            id=signal_id,
+            run_id=item["run_id"]["S"],
+            name=name,
+            payload=payload,
+            at=num(item["at"]),
+            state=state,
+            consumed_seq=seq,
+        )
+
     def get_run(self, run_id: str) -> RunRecord | None:
         # Newest first between the journal and the run item: the run, then its last chunk.
         items = self._db.query(
@@ -232,9 +328,10 @@ class DynamoDBStore:
             return None
         chunk = next((i for i in items if i["sk"]["S"].startswith("J#")), None)
         if chunk is None:
-            return _run_from(run_item, 1)
-        run = _run_from(run_item, whole(chunk["last"]))
-        return _with_current_step(run, _entries_from(chunk)[-1])
+            return self._run_from(run_item, 1)
+        run = self._run_from(run_item, whole(chunk["last"]))
+        kind, name = self._tail(chunk)
+        return _with_current_step(run, Entry(run.journal_len, kind, name))
 
     def load(self, run_id: str, *, after: int | None = None) -> Snapshot | None:
         start = _journal_sk((after or 0) + 1)
@@ -248,25 +345,39 @@ class DynamoDBStore:
         run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
         if run_item is None:
             return None
-        entries = [e for i in items if i["sk"]["S"].startswith("J#") for e in _entries_from(i)]
+        rows = [row for i in items if i["sk"]["S"].startswith("J#") for row in self._rows(i)]
+        run = self._run_from(run_item)
+        signal_items = [i for i in items if i["sk"]["S"].startswith("S#")]
+        consumed = {
+            int(row[3]["signal_id"]): int(row[0])
+            for row in rows
+            if row[1] == Kind.WAIT_DONE and row[3].get("signal_id") is not None
+        }
+        signals = {
+            x.id: x for x in (self._signal_from(i, consumed, run.status in ENDED) for i in signal_items)
+        }
+        entries = [_filled(row, run, signals) for row in rows]
         if not after:
-            entries.insert(0, _started_from(run_item))
+            entries.insert(0, self._started(run_item))
         length = entries[-1].seq if entries else after or 0
-        run = _run_from(run_item, length)
+        run = RunRecord(**{**run.__dict__, "journal_len": length})
         if entries:
             run = _with_current_step(run, entries[-1])
-        consumed = _consumed(entries)
-        ended = run.status in ENDED
-        pending = [
-            Signal(x.id, x.name, x.payload, x.at)
-            for x in (_signal_from(i, consumed, ended) for i in items if i["sk"]["S"].startswith("S#"))
-            if x.state == "pending"
-        ]
-        return Snapshot(run, pending, entries)
+        pending = [Signal(x.id, x.name, x.payload, x.at) for x in signals.values() if x.state == "pending"]
+        return Snapshot(run, sorted(pending, key=lambda x: x.id), entries)
 
     def journal(self, run_id: str) -> list[Entry]:
         snap = self.load(run_id)
         return [] if snap is None else snap.journal
+
+    def _index(self, index: str, key: str, value: str, **more: Any) -> Iterator[dict[str, Any]]:
+        return self._query(
+            IndexName=index,
+            KeyConditionExpression="#k = :v",
+            ExpressionAttributeNames={"#k": key},
+            ExpressionAttributeValues={":v": s(value)},
+            **more,
+        )
 
     def list_runs(
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 1000
@@ -277,34 +388,35 @@ class DynamoDBStore:
             index, key, value = "by_workflow", "workflow_pk", f"WF#{workflow}"
         else:
             index, key, value = "all_runs", "all_pk", ALL_RUNS
-        out: list[RunRecord] = []
-        for item in self._query(
-            IndexName=index,
-            KeyConditionExpression="#k = :v",
-            ExpressionAttributeNames={"#k": key},
-            ExpressionAttributeValues={":v": s(value)},
-            ScanIndexForward=False,
-        ):
-            run = _run_from(item)
-            if workflow is not None and run.workflow != workflow:
+        ids: list[str] = []
+        for item in self._index(index, key, value, ScanIndexForward=False):
+            if workflow is not None and item["workflow"]["S"] != workflow:
                 continue
-            out.append(run)
-            if len(out) >= limit:
+            ids.append(item["id"]["S"])
+            if len(ids) >= limit:
                 break
-        return out
+        return self._hydrate(ids)
+
+    def _hydrate(self, ids: list[str]) -> list[RunRecord]:
+        """The run items themselves, in the order given (the indexes carry no values)."""
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(ids), 100):
+            keys: list[Any] = [run_key(run_id) for run_id in ids[start : start + 100]]
+            while keys:
+                got: Any = self._db.batch_get_item(
+                    RequestItems={self.table: {"Keys": keys, "ConsistentRead": True}}
+                )
+                for item in got.get("Responses", {}).get(self.table, []):
+                    found[item["id"]["S"]] = item
+                keys = got.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+        return [self._run_from(found[run_id]) for run_id in ids if run_id in found]
 
     def children(self, run_id: str) -> list[str]:
-        return [
-            i["id"]["S"]
-            for i in self._query(
-                IndexName="by_parent",
-                KeyConditionExpression="parent_pk = :p",
-                ExpressionAttributeValues={":p": s(f"PARENT#{run_id}")},
-            )
-        ]
+        return [i["id"]["S"] for i in self._index("by_parent", "parent_pk", f"PARENT#{run_id}")]
 
     def running_runs(self) -> list[str]:
-        return [r.id for r in reversed(self.list_runs(status="running", limit=1_000_000))]
+        items = self._index("by_status", "status_pk", f"STATUS#{Status.RUNNING}", ScanIndexForward=True)
+        return [i["id"]["S"] for i in items]
 
     # --- creating and appending --------------------------------------------------------
 
@@ -315,7 +427,6 @@ class DynamoDBStore:
             "id": s(run.id),
             "workflow": s(run.workflow),
             "status": s(run.status),
-            "input": s(compact(run.input)),
             "created_at": n(run.created_at),
             "updated_at": n(run.updated_at),
             "signal_seq": n(0),
@@ -332,20 +443,23 @@ class DynamoDBStore:
             item["parent_pk"] = s(f"PARENT#{run.parent_id}")
         return item
 
-    def _chunk_put(self, run_id: str, entries: Sequence[Entry]) -> dict[str, Any]:
+    def _chunk_put(
+        self, run_id: str, entries: Sequence[Entry], ended_with_result: bool, written: list[str]
+    ) -> dict[str, Any]:
+        rows = compact([_elided(e, ended_with_result) for e in entries])
+        where, value = self._spill(run_id, f"chunk-{entries[0].seq}", rows, INLINE_CHUNK_BYTES, written)
         item = {
             "pk": s(run_pk(run_id)),
             "sk": s(_journal_sk(entries[0].seq)),
             "last": n(entries[-1].seq),
-            "entries": s(_chunk_text(entries)),
+            "entries" + where: s(value),
         }
+        tail = compact([entries[-1].kind, entries[-1].name])
+        if len(tail.encode("utf-8")) <= TAIL_BYTES:
+            item["tail"] = s(tail)
         # The rule: a journal slot is written once. Every writer starts its chunk right after
         # the last chunk it read, so two writers with the same view claim the same key.
         return {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
-
-    def _put_chunk(self, run_id: str, entries: Sequence[Entry], slot: int) -> None:
-        if not conditional(self._db.put_item, **self._chunk_put(run_id, entries)):
-            raise JournalConflict(run_id, slot)
 
     def _transact(self, items: list[Any], run_id: str, seq: int) -> None:
         try:
@@ -358,10 +472,13 @@ class DynamoDBStore:
             raise LunaflowError(f"the journal of run '{run_id}' could not be written: {e}") from e
 
     def create_run(self, run: RunRecord, started: Entry) -> tuple[RunRecord, bool]:
-        # The run item is journal entry 1 as well (it carries run.started's data), so a
-        # start is one write; chunks begin at entry 2.
+        # The run item is journal entry 1 as well (it carries run.started's data, the input
+        # included), so a start is one write; chunks begin at entry 2.
         item = self._run_item(run)
-        item["started"] = s(compact({"workflow": started.name, "data": started.data, "at": started.at}))
+        written: list[str] = []
+        text_ = compact({"workflow": started.name, "data": started.data, "at": started.at})
+        where, value = self._spill(run.id, "started", text_, INLINE_TEXT_BYTES, written)
+        item["started" + where] = s(value)
         created = conditional(
             self._db.put_item,
             TableName=self.table,
@@ -369,6 +486,7 @@ class DynamoDBStore:
             ConditionExpression="attribute_not_exists(pk)",  # the id is free
         )
         if not created:
+            self._drop(written)
             existing = self.get_run(run.id)
             if existing is None:
                 raise EngineBug(f"run '{run.id}' was refused as existing but cannot be read")
@@ -384,36 +502,75 @@ class DynamoDBStore:
         update: RunUpdate | None = None,
         timer: TimerSet | None = None,
     ) -> None:
-        """One conditional write per append: the chunk of entries, its key free. A status
-        change or a timer adds the run item's update (and, with no entries, a check in the
-        same transaction that the next slot is still free)."""
+        """A step's commit is one conditional write: the chunk of entries, its key free. A
+        status change or a timer writes the chunk and the run item's summary in one
+        transaction, so the summary never disagrees with the journal it summarizes; with no
+        entries, a check that the next slot is still free stands in for the chunk. The
+        summary is also conditional on the run not having ended: no status comes back from
+        completed or cancelled."""
         update = checked_update(run_id, expected_len, entries, update)
         slot = expected_len + 1
-        if update is None and timer is None:
-            if entries:
-                self._put_chunk(run_id, entries, slot)
-            return
-        names: dict[str, str] = {}
-        values: dict[str, Any] = {}
+        written: list[str] = []
+        ended_with_result = update is not None and update.status == Status.COMPLETED
+        try:
+            chunk = self._chunk_put(run_id, entries, ended_with_result, written) if entries else None
+            if update is None and timer is None:
+                if chunk is not None and not conditional(self._db.put_item, **chunk):
+                    raise JournalConflict(run_id, slot)
+                return
+            summary = self._summary(run_id, entries, update, timer, written)
+            first: dict[str, Any] = (
+                {"Put": chunk}
+                if chunk is not None
+                else {
+                    "ConditionCheck": {
+                        "TableName": self.table,
+                        "Key": {"pk": s(run_pk(run_id)), "sk": s(_journal_sk(slot))},
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                }
+            )
+            self._transact([first, {"Update": summary}], run_id, slot)
+        except BaseException:
+            self._drop(written)
+            raise
+
+    def _summary(
+        self,
+        run_id: str,
+        entries: Sequence[Entry],
+        update: RunUpdate | None,
+        timer: TimerSet | None,
+        written: list[str],
+    ) -> dict[str, Any]:
+        """The run item's update: status, current step, error and result (each text inline
+        or in S3), timer, lease and wake-up as the new status implies."""
+        names: dict[str, str] = {"#st": "status"}
+        values: dict[str, Any] = {":completed": s(Status.COMPLETED), ":cancelled": s(Status.CANCELLED)}
         sets: list[str] = []
         removes: list[str] = []
         ended = update is not None and update.status in ENDED
         if update is not None:
-            names.update({"#st": "status", "#cur": "current_step", "#err": "error", "#res": "result"})
             sets += ["#st = :st", "status_pk = :stpk"]
             values[":st"] = s(update.status)
             values[":stpk"] = s(f"STATUS#{update.status}")
-            for attr, value in (("#cur", update.current_step), ("#err", update.error)):
+            result = None if update.result is None else compact(update.result)
+            for attr, value in (
+                ("current_step", update.current_step),
+                ("error", update.error),
+                ("result", result),
+            ):
+                placeholder = "#" + attr
+                names[placeholder] = attr
+                names[placeholder + "_ref"] = attr + REF
                 if value is None:
-                    removes.append(attr)
-                else:
-                    sets.append(f"{attr} = {attr.replace('#', ':')}")
-                    values[attr.replace("#", ":")] = s(value)
-            if update.result is None:
-                removes.append("#res")
-            else:
-                sets.append("#res = :res")
-                values[":res"] = s(compact(update.result))
+                    removes += [placeholder, placeholder + "_ref"]
+                    continue
+                where, stored = self._spill(run_id, attr, value, INLINE_TEXT_BYTES, written)
+                other = "_ref" if where == "" else ""
+                sets.append(f"{placeholder}{'_ref' if where else ''} = :{attr}")
+                values[f":{attr}"] = s(stored)
+                removes.append(placeholder + other)
             if update.status != Status.RUNNING:
                 # A lease is held only while a run is running: parking or ending releases it.
                 removes += ["lease_owner", "lease_until"]
@@ -437,33 +594,15 @@ class DynamoDBStore:
             )
             if part
         )
-        run_update: dict[str, Any] = {
+        return {
             "TableName": self.table,
             "Key": run_key(run_id),
             "UpdateExpression": expression,
-            "ConditionExpression": "attribute_exists(pk)",
+            # The rules: the run exists, and has not ended.
+            "ConditionExpression": "attribute_exists(pk) AND NOT (#st IN (:completed, :cancelled))",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
         }
-        if names:
-            run_update["ExpressionAttributeNames"] = names
-        if values:
-            run_update["ExpressionAttributeValues"] = values
-        if not entries:
-            # No entries, but the update must still lose to anyone who appended meanwhile.
-            check = {
-                "ConditionCheck": {
-                    "TableName": self.table,
-                    "Key": {"pk": s(run_pk(run_id)), "sk": s(_journal_sk(slot))},
-                    "ConditionExpression": "attribute_not_exists(pk)",
-                }
-            }
-            self._transact([check, {"Update": run_update}], run_id, slot)
-            return
-        # The journal first, then the run item: the journal is the truth and the run item a
-        # summary of it. Two plain writes cost half a transaction; if the process dies between
-        # them, the run stays "running" and the reconciler wakes it, and replay writes the
-        # summary again.
-        self._put_chunk(run_id, entries, slot)
-        self._db.update_item(**run_update)
 
     # --- signals -----------------------------------------------------------------------
 
@@ -486,19 +625,22 @@ class DynamoDBStore:
         item = numbered["Attributes"]
         signal_id = whole(item["signal_seq"])
         live = item["status"]["S"] not in ENDED
-        self._db.put_item(
-            TableName=self.table,
-            Item={
-                "pk": s(run_pk(run_id)),
-                "sk": s(_signal_sk(signal_id)),
-                "signal_id": n(signal_id),
-                "run_id": s(run_id),
-                "name": s(name),
-                "payload": s(compact(payload)),
-                "at": n(at),
-                "state": s("pending" if live else "set_aside"),
-            },
-        )
+        record: dict[str, Any] = {
+            "pk": s(run_pk(run_id)),
+            "sk": s(_signal_sk(signal_id)),
+            "signal_id": n(signal_id),
+            "run_id": s(run_id),
+            "at": n(at),
+            "state": s("pending" if live else "set_aside"),
+        }
+        encoded = compact(payload)
+        if len(name.encode("utf-8")) + len(encoded.encode("utf-8")) <= INLINE_SIGNAL_BYTES:
+            record.update({"name": s(name), "payload": s(encoded)})
+        else:
+            written: list[str] = []
+            _, key = self._spill(run_id, f"signal-{signal_id}", compact([name, payload]), 0, written)
+            record["body_ref"] = s(key)
+        self._db.put_item(TableName=self.table, Item=record)
         return signal_id, live
 
     def signals(self, run_id: str) -> list[SignalRecord]:
@@ -507,7 +649,7 @@ class DynamoDBStore:
             return []
         consumed = _consumed(snap.journal or [])
         ended = snap.run.status in ENDED
-        return [_signal_from(i, consumed, ended) for i in self._partition(run_id, "S#")]
+        return [self._signal_from(i, consumed, ended) for i in self._partition(run_id, "S#")]
 
     def signal_backlog(self, run_id: str) -> int:
         # Signals ever sent bound the backlog; only near the limit is it counted exactly.

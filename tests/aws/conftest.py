@@ -23,7 +23,7 @@ from runtime.aws.observe import PowertoolsObserver
 from runtime.aws.runtime import AwsRuntime, Clients
 from runtime.core.clock import FakeClock
 from runtime.store.dynamodb import table_definition
-from tests.support.aws_events import GROUP, ROLE_ARN, TABLE, USER_QUEUES, WAKE_QUEUE, FakeRdsData
+from tests.support.aws_events import BUCKET, GROUP, ROLE_ARN, TABLE, USER_QUEUES, WAKE_QUEUE, FakeRdsData
 from tests.support.aws_world import REGION, AwsWorld
 
 
@@ -47,6 +47,8 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsWorld]:
         sqs = boto3.client("sqs", region_name=REGION)
         scheduler = boto3.client("scheduler", region_name=REGION)
         sm = boto3.client("secretsmanager", region_name=REGION)
+        s3 = boto3.client("s3", region_name=REGION)
+        s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
         db.create_table(**table_definition(TABLE))
 
         def make_queue(name: str, **attributes: str) -> tuple[str, str]:
@@ -78,6 +80,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsWorld]:
             "LUNAFLOW_SCHEDULER_ROLE_ARN": ROLE_ARN,
             "LUNAFLOW_QUEUE_URLS": json.dumps({name: q[1] for name, q in user_queues.items()}),
             "LUNAFLOW_SECRETS_PREFIX": "lunaflow/test/",
+            "LUNAFLOW_VALUES_BUCKET": BUCKET,
         }
         for name, value in env.items():
             monkeypatch.setenv(name, value)
@@ -115,6 +118,7 @@ def make_runtime(aws: AwsWorld, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cal
             sqs=aws.sqs,
             scheduler=aws.scheduler,
             secretsmanager=aws.secretsmanager,
+            s3=boto3.client("s3", region_name=REGION),
             rds_data=rds,
         )
         rt = AwsRuntime(

@@ -31,6 +31,7 @@ REQUIRED = [
     "LUNAFLOW_WAKE_QUEUE_ARN",
     "LUNAFLOW_SCHEDULER_GROUP",
     "LUNAFLOW_SCHEDULER_ROLE_ARN",
+    "LUNAFLOW_VALUES_BUCKET",
 ]
 
 FULL = {
@@ -40,6 +41,7 @@ FULL = {
     "LUNAFLOW_WAKE_QUEUE_ARN": "arn:aws:sqs:eu-west-1:123456789012:wake",
     "LUNAFLOW_SCHEDULER_GROUP": "timers",
     "LUNAFLOW_SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/scheduler",
+    "LUNAFLOW_VALUES_BUCKET": "lunaflow-prod-values",
     "LUNAFLOW_QUEUE_URLS": json.dumps({"orders": "https://sqs.eu-west-1.amazonaws.com/123456789012/o"}),
     "LUNAFLOW_SECRETS_PREFIX": "lunaflow/prod/",
     "LUNAFLOW_DATABASE_ARN": "arn:aws:rds:eu-west-1:123456789012:cluster:db",
@@ -56,6 +58,7 @@ def test_every_setting_is_read_from_its_variable() -> None:
     assert config.wake_queue_arn == FULL["LUNAFLOW_WAKE_QUEUE_ARN"]
     assert config.scheduler_group == "timers"
     assert config.scheduler_role_arn == FULL["LUNAFLOW_SCHEDULER_ROLE_ARN"]
+    assert config.values_bucket == "lunaflow-prod-values"
     assert config.queue_urls == {"orders": "https://sqs.eu-west-1.amazonaws.com/123456789012/o"}
     assert config.secrets_prefix == "lunaflow/prod/"
     assert config.database_resource_arn == FULL["LUNAFLOW_DATABASE_ARN"]

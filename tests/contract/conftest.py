@@ -13,10 +13,12 @@ from moto import mock_aws
 from runtime.aws.secrets import SecretsManagerSecrets
 from runtime.core.clock import FakeClock
 from runtime.store.base import Store
+from runtime.store.blobs import Blobs
 from runtime.store.dynamodb import DynamoDBStore, table_definition
 from runtime.store.sqlite import SQLiteStore
 
 BACKENDS = ["sqlite", "dynamodb"]
+BUCKET = "lunaflow-values"
 
 
 @pytest.fixture
@@ -39,4 +41,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> I
         secrets = SecretsManagerSecrets(
             boto3.client("secretsmanager", region_name="eu-west-1"), db, "lunaflow"
         )
-        yield DynamoDBStore(db, "lunaflow", secrets=secrets, clock=clock)
+        s3 = boto3.client("s3", region_name="eu-west-1")
+        s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        yield DynamoDBStore(db, "lunaflow", secrets=secrets, clock=clock, blobs=Blobs(s3, BUCKET))

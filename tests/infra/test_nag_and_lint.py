@@ -16,6 +16,7 @@ from infra.nag import accepted
 
 XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 TIMER_ACTIONS = {"scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"}
+VALUE_ACTIONS = {"s3:PutObject", "s3:GetObject", "s3:DeleteObject"}
 BASIC_EXECUTION = "arn:<Ref:AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
 
 
@@ -60,9 +61,11 @@ def test_every_acknowledgement_carries_a_specific_reason(auction: Synth) -> None
 def test_acknowledged_wildcards_cover_only_what_their_reasons_describe(auction: Synth) -> None:
     """IAM5 acknowledgements are stack-wide, so the template itself must hold them to their
     reasons: '*' only for X-Ray's two actions, '/index/*' only for DynamoDB on this stack's
-    journal table, 'schedule/<group>/*' only for the timer verbs in this stack's group, and
+    journal table, 'schedule/<group>/*' only for the timer verbs in this stack's group,
+    '<values bucket>/runs/*' only for putting, getting and deleting run values, and
     the one AWS managed policy is the Lambda logging role."""
     table = auction.id(auction.stack.journal.table)
+    bucket = auction.id(auction.stack.values.bucket)
     group = auction.props(auction.id(auction.stack.wake.group))["Name"]
     assert group == f"{auction.name}-timers"
     for logical, props in auction.of_type("AWS::IAM::Policy").items():
@@ -80,6 +83,9 @@ def test_acknowledged_wildcards_cover_only_what_their_reasons_describe(auction: 
                 elif ":schedule/" in resource:
                     assert resource.endswith(f":schedule/{group}/*"), (logical, s)
                     assert actions <= TIMER_ACTIONS, (logical, s)
+                elif resource.endswith("/runs/*"):
+                    assert resource == f"<GetAtt:{bucket}.Arn>/runs/*", (logical, s)
+                    assert actions == VALUE_ACTIONS, (logical, s)
                 else:
                     pytest.fail(f"unacknowledged kind of wildcard in {logical}: {resource}")
     for logical, props in auction.of_type("AWS::IAM::Role").items():

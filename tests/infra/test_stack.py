@@ -57,6 +57,7 @@ class Ids:
     def __init__(self, synth: Synth) -> None:
         stack = synth.stack
         self.table = synth.id(stack.journal.table)
+        self.bucket = synth.id(stack.values.bucket)
         self.wake = synth.id(stack.wake.queue)
         self.wake_dlq = synth.id(stack.wake.dead_letters)
         self.scheduler_role = synth.id(stack.wake.role)
@@ -125,6 +126,7 @@ def test_every_function_has_the_configuration_the_runtime_reads(auction: Synth, 
         assert config.wake_queue_arn == f"<GetAtt:{ids.wake}.Arn>", name
         assert config.scheduler_group == ids.group_name, name
         assert config.scheduler_role_arn == f"<GetAtt:{ids.scheduler_role}.Arn>", name
+        assert config.values_bucket == f"<Ref:{ids.bucket}>", name
         assert config.secrets_prefix == f"{auction.name}/", name
         assert config.database_resource_arn == ids.cluster_arn, name
         assert config.database_secret_arn == f"<Ref:{ids.cluster_secret}>", name
@@ -133,12 +135,14 @@ def test_every_function_has_the_configuration_the_runtime_reads(auction: Synth, 
 
 
 def test_every_function_policy_names_only_this_stacks_resources(auction: Synth, ids: Ids) -> None:
-    """Least privilege: each grant names the table (and its indexes), the wake queue, this
+    """Least privilege: each grant names the table (and its indexes), the values bucket's run
+    objects, the wake queue, this
     stack's schedule group, the Scheduler role, the cluster or its secret; '*' only for X-Ray,
     which has no resource-level permissions."""
     allowed = {
         f"<GetAtt:{ids.table}.Arn>",
         f"<GetAtt:{ids.table}.Arn>/index/*",
+        f"<GetAtt:{ids.bucket}.Arn>/runs/*",
         f"<GetAtt:{ids.wake}.Arn>",
         ids.schedules,
         f"<GetAtt:{ids.scheduler_role}.Arn>",

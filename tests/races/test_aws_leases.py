@@ -61,14 +61,19 @@ def releases(calls: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
 
 
 def last_write(calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    """The run item's summary update of the last append among the calls: the UpdateItem that
-    follows the journal chunk's PutItem and sets the status."""
+    """The run item's summary update of the last append among the calls: the update that
+    sets the status (in the transaction with the journal chunk)."""
+    updates = [params for op, params in calls if op == "UpdateItem"] + [
+        item["Update"]
+        for op, params in calls
+        if op == "TransactWriteItems"
+        for item in params["TransactItems"]
+        if "Update" in item
+    ]
     writes = [
         params
-        for op, params in calls
-        if op == "UpdateItem"
-        and params["Key"]["sk"]["S"] == RUN_SK
-        and "#st = :st" in params.get("UpdateExpression", "")
+        for params in updates
+        if params["Key"]["sk"]["S"] == RUN_SK and "#st = :st" in params.get("UpdateExpression", "")
     ]
     assert writes, [op for op, _ in calls]
     return writes[-1]

@@ -40,13 +40,19 @@ def fx() -> Effects:
     return Effects()
 
 
-def platform(harness: Any, tmp_path: Path, fx: Effects, **kw: Any) -> LocalPlatform:
-    services = {k: fx.service(k) for k in ("kv", "database", "queue")}
-    return harness(PROJECT, data_dir=tmp_path, services=services, objects=fx.object, **kw)
+@pytest.fixture
+def platform(harness: Any) -> Any:
+    """platform(tmp_path, fx, **kw): a platform of the harness under test."""
+
+    def make(tmp_path: Path, fx: Effects, **kw: Any) -> LocalPlatform:
+        services = {k: fx.service(k) for k in ("kv", "database", "queue")}
+        return harness(PROJECT, data_dir=tmp_path, services=services, objects=fx.object, **kw)  # type: ignore[no-any-return]
+
+    return make
 
 
 @pytest.fixture
-def p(tmp_path: Path, fx: Effects):
+def p(platform: Any, tmp_path: Path, fx: Effects):
     with platform(tmp_path, fx) as plat:
         yield plat
 
@@ -56,7 +62,7 @@ def p(tmp_path: Path, fx: Effects):
 
 @pytest.mark.parametrize("cache_size", [256, 0])
 def test_time_clock_random_and_uuid_are_journaled_and_replayed_identically(
-    tmp_path: Path, fx: Effects, cache_size: int
+    platform: Any, tmp_path: Path, fx: Effects, cache_size: int
 ) -> None:
     """Seed: "`os.time()`, `os.clock()`, `math.random()`, `uuid.v4()` | journaled on first
     run, replayed identically" — values read before a sleep and a restart come back the

@@ -48,14 +48,20 @@ def effects() -> Effects:
     return Effects()
 
 
-def platform(harness: Any, project: str, tmp_path: Path, effects: Effects) -> LocalPlatform:
-    return harness(PROJECTS / project, data_dir=tmp_path / "data", objects=effects)
+@pytest.fixture
+def platform(harness: Any) -> Any:
+    """platform(project, tmp_path, effects): a platform of the harness under test."""
+
+    def make(project: str, tmp_path: Path, effects: Effects) -> LocalPlatform:
+        return harness(PROJECTS / project, data_dir=tmp_path / "data", objects=effects)  # type: ignore[no-any-return]
+
+    return make
 
 
 # --- retries = 3 -----------------------------------------------------------------------
 
 
-def test_retries_three_is_three_attempts_in_total(tmp_path: Path, effects: Effects) -> None:
+def test_retries_three_is_three_attempts_in_total(platform: Any, tmp_path: Path, effects: Effects) -> None:
     """ "retries = 3 is three attempts in total, not one plus three.\""""
     with platform("seed_gotchas", tmp_path, effects) as p:
         p.start("three", None, id="t-1")
@@ -67,7 +73,9 @@ def test_retries_three_is_three_attempts_in_total(tmp_path: Path, effects: Effec
 # --- steps do not nest -----------------------------------------------------------------
 
 
-def test_nested_step_is_an_error_with_the_reference_message(tmp_path: Path, effects: Effects) -> None:
+def test_nested_step_is_an_error_with_the_reference_message(
+    platform: Any, tmp_path: Path, effects: Effects
+) -> None:
     """ "a wf:step inside a step body is an error"; SPEC 3: `steps do not nest: step
     'inner' was called inside step 'outer'`. The inner body never runs."""
     with platform("seed_gotchas", tmp_path, effects) as p:
@@ -78,7 +86,7 @@ def test_nested_step_is_an_error_with_the_reference_message(tmp_path: Path, effe
         assert "inner" not in effects.labels
 
 
-def test_nested_step_fails_the_outer_attempt(tmp_path: Path, effects: Effects) -> None:
+def test_nested_step_fails_the_outer_attempt(platform: Any, tmp_path: Path, effects: Effects) -> None:
     """Uncaught, the nesting error fails the outer step's attempt, and so the run; the
     inner body and the rest of the outer body never run."""
     with platform("seed_gotchas", tmp_path, effects) as p:
@@ -93,7 +101,9 @@ def test_nested_step_fails_the_outer_attempt(tmp_path: Path, effects: Effects) -
 # --- renaming a step breaks runs in flight --------------------------------------------
 
 
-def test_renamed_step_fails_the_run_with_journal_divergence(tmp_path: Path, effects: Effects) -> None:
+def test_renamed_step_fails_the_run_with_journal_divergence(
+    platform: Any, tmp_path: Path, effects: Effects
+) -> None:
     """ "Renaming a step breaks runs already in flight ... a mismatch fails the run with
     journal divergence: expected step, code reached step 'other' rather than guessing"."""
     with platform("seed_rename_v1", tmp_path, effects) as p:
@@ -110,7 +120,9 @@ def test_renamed_step_fails_the_run_with_journal_divergence(tmp_path: Path, effe
         assert [(e.seq, e.kind, e.name) for e in p.journal("sale-1")] == before
 
 
-def test_changed_wait_fails_the_run_with_journal_divergence(tmp_path: Path, effects: Effects) -> None:
+def test_changed_wait_fails_the_run_with_journal_divergence(
+    platform: Any, tmp_path: Path, effects: Effects
+) -> None:
     """SPEC 3, the wait form: `journal divergence: expected await 'paid', code reached
     sleep` — here woken by the wait's own timeout."""
     with platform("seed_rename_v1", tmp_path, effects) as p:
@@ -123,7 +135,9 @@ def test_changed_wait_fails_the_run_with_journal_divergence(tmp_path: Path, effe
         assert effects.labels == []
 
 
-def test_changed_wait_diverges_when_woken_by_a_signal(tmp_path: Path, effects: Effects) -> None:
+def test_changed_wait_diverges_when_woken_by_a_signal(
+    platform: Any, tmp_path: Path, effects: Effects
+) -> None:
     """The same divergence when a signal wakes the run."""
     with platform("seed_rename_v1", tmp_path, effects) as p:
         p.start("waiter", None, id="w-1")
@@ -132,7 +146,7 @@ def test_changed_wait_diverges_when_woken_by_a_signal(tmp_path: Path, effects: E
         assert p.get("w-1").error == REWAITED
 
 
-def test_divergence_is_found_after_restart_too(tmp_path: Path, effects: Effects) -> None:
+def test_divergence_is_found_after_restart_too(platform: Any, tmp_path: Path, effects: Effects) -> None:
     """A restarted platform on renamed code finds the same divergence."""
     with platform("seed_rename_v1", tmp_path, effects) as p:
         p.start("rename", None, id="sale-1")
@@ -141,7 +155,9 @@ def test_divergence_is_found_after_restart_too(tmp_path: Path, effects: Effects)
         assert p.get("sale-1").error == RENAMED
 
 
-def test_resume_after_a_fixing_deploy_replays_with_the_new_code(tmp_path: Path, effects: Effects) -> None:
+def test_resume_after_a_fixing_deploy_replays_with_the_new_code(
+    platform: Any, tmp_path: Path, effects: Effects
+) -> None:
     """SPEC 3: "Resume after a fixing deploy replays with the new code": the recorded
     step keeps its result, the code after it is the fixed version's, and the signal that
     woke the divergent run is still there to be consumed."""
@@ -159,7 +175,7 @@ def test_resume_after_a_fixing_deploy_replays_with_the_new_code(tmp_path: Path, 
         assert effects.labels == ["settle-v1", "audit-v3"]
 
 
-def test_resume_after_fixing_a_changed_wait(tmp_path: Path, effects: Effects) -> None:
+def test_resume_after_fixing_a_changed_wait(platform: Any, tmp_path: Path, effects: Effects) -> None:
     """The wait form, fixed and resumed: the timed-out await replays as timed out."""
     with platform("seed_rename_v1", tmp_path, effects) as p:
         p.start("waiter", None, id="w-1")
@@ -173,7 +189,7 @@ def test_resume_after_fixing_a_changed_wait(tmp_path: Path, effects: Effects) ->
         assert effects.labels == ["record-v3"]
 
 
-def test_resume_without_a_fix_diverges_again(tmp_path: Path, effects: Effects) -> None:
+def test_resume_without_a_fix_diverges_again(platform: Any, tmp_path: Path, effects: Effects) -> None:
     """Resume does not guess either: on the same renamed code the run fails again."""
     with platform("seed_rename_v1", tmp_path, effects) as p:
         p.start("rename", None, id="sale-1")
@@ -186,7 +202,7 @@ def test_resume_without_a_fix_diverges_again(tmp_path: Path, effects: Effects) -
         assert effects.labels == ["settle-v1"]
 
 
-def test_new_runs_use_the_renamed_code(tmp_path: Path, effects: Effects) -> None:
+def test_new_runs_use_the_renamed_code(platform: Any, tmp_path: Path, effects: Effects) -> None:
     """Only runs already in flight break: a run started after the deploy is fine."""
     with platform("seed_rename_v1", tmp_path, effects) as p:
         p.deploy(PROJECTS / "seed_rename_v2")
@@ -224,7 +240,9 @@ def test_second_script_declaring_a_workflow_is_refused(harness: Any, tmp_path: P
     )
 
 
-def test_deploying_a_project_with_a_duplicate_is_refused(tmp_path: Path, effects: Effects) -> None:
+def test_deploying_a_project_with_a_duplicate_is_refused(
+    platform: Any, tmp_path: Path, effects: Effects
+) -> None:
     """A refused deploy changes nothing: the running code keeps serving."""
     with platform("seed_rename_v1", tmp_path, effects) as p:
         p.start("rename", None, id="sale-1")

@@ -25,6 +25,7 @@ PROJECTS = ROOT / "tests" / "projects"
 AUCTION = ROOT / "examples" / "auction"
 
 TABLE = "lunaflow-test-runs"
+BUCKET = "lunaflow-test-values"
 WAKE_QUEUE = "lunaflow-wake"
 GROUP = "lunaflow-timers"
 ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/lunaflow-scheduler"

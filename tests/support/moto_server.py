@@ -84,6 +84,10 @@ class World:
         self.queue_arn = sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])[
             "Attributes"
         ]["QueueArn"]
+        self.bucket = f"lunaflow-{self.suffix}-values"
+        self.client("s3").create_bucket(
+            Bucket=self.bucket, CreateBucketConfiguration={"LocationConstraint": REGION}
+        )
         scheduler = self.client("scheduler")
         existing = [g["Name"] for g in scheduler.list_schedule_groups()["ScheduleGroups"]]
         if self.group not in existing:  # a second create wipes the group's schedules (FACTS.md)
@@ -95,6 +99,7 @@ class World:
             wake_queue_arn=self.queue_arn,
             scheduler_group=self.group,
             scheduler_role_arn=f"arn:aws:iam::{ACCOUNT}:role/lunaflow-scheduler",
+            values_bucket=self.bucket,
             secrets_prefix=f"lunaflow-{self.suffix}/",
         )
 
@@ -107,6 +112,7 @@ class World:
             sqs=self.client("sqs"),
             scheduler=self.client("scheduler"),
             secretsmanager=self.client("secretsmanager"),
+            s3=self.client("s3"),
         )
 
     def runtime(self, clock: Clock | None = None, owner: str | None = None) -> AwsRuntime:

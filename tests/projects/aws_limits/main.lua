@@ -1,0 +1,48 @@
+-- The AWS runtime at its limits (tests/aws/test_summary.py, test_long_steps.py,
+-- test_wakes.py, test_reconcile.py, test_timers.py). `Gate(wf.id):pass(name)` is an object
+-- stand-in: a test decides what it does (count, block, kill the process).
+local Gate = objects "Gate"
+
+workflow "approval" (function(wf, input)
+    local payload = wf:await("go", { timeout = "24h" })
+    return { got = payload }
+end)
+
+-- One step through the gate, then a wait.
+workflow "hold" (function(wf, input)
+    local got = wf:step("held", function()
+        return Gate(wf.id):pass("held", wf.step_id)
+    end)
+    local payload = wf:await("go", { timeout = "24h" })
+    return { got = got, payload = payload }
+end)
+
+-- A step with no timeout that spends `input.spin` seconds of CPU.
+workflow "unbounded" (function(wf, input)
+    local out = wf:step("spin", function()
+        local start = os.clock()
+        while os.clock() - start < input.spin do end
+        return "spun"
+    end)
+    return out
+end)
+
+-- A step whose timeout comes from the input (the deploy-time check cannot see it).
+workflow "bounded" (function(wf, input)
+    return wf:step("timed", { timeout = input.timeout }, function()
+        return Gate(wf.id):pass("timed", wf.step_id)
+    end)
+end)
+
+workflow "nap" (function(wf, input)
+    wf:sleep(input.sleep)
+    wf:step("after", function() return Gate(wf.id):pass("after", wf.step_id) end)
+    return "rested"
+end)
+
+-- A long timer, then (after "x") a short one.
+workflow "switch" (function(wf, input)
+    wf:await("x", { timeout = "1h" })
+    local y = wf:await("y", { timeout = "10s" })
+    return { y = y }
+end)
