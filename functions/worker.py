@@ -1,20 +1,26 @@
 """The wake queue (SQS) -> advance each run; an EventBridge rule's ``reconcile`` event ->
-re-send wakes that waited too long. Failures are reported per message (partial batch)."""
+heal lost and failed wakes. Failures are reported per message (partial batch) and counted
+in the ``WakeFailures`` metric, which an alarm watches."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions._runtime import logger, metrics, runtime, tracer
-from runtime.aws.contract import RECONCILE_EVENT
+from runtime.aws.contract import RECONCILE_EVENT, Metric
 
 processor = BatchProcessor(event_type=EventType.SQS)
+
+
+def _whole(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _record(record: SQSRecord, context: LambdaContext) -> None:
@@ -26,7 +32,19 @@ def _record(record: SQSRecord, context: LambdaContext) -> None:
     if not isinstance(run_id, str) or not run_id:
         logger.warning("wake message without a run id dropped", extra={"body": record.body})
         return
-    outcome = runtime().advance(run_id, remaining_ms=context.get_remaining_time_in_millis())
+    assert isinstance(message, dict)
+    try:
+        outcome = runtime().advance(
+            run_id,
+            remaining_ms=context.get_remaining_time_in_millis(),
+            reason=str(message.get("reason", "wake")),
+            due_ms=_whole(message.get("due_ms")),
+            tries=_whole(message.get("tries")) or 0,
+        )
+    except Exception:
+        metrics.add_metric(name=Metric.WAKE_FAILURES, unit=MetricUnit.Count, value=1)
+        logger.exception("wake failed; SQS retries it and the reconciler heals it", extra={"run_id": run_id})
+        raise
     logger.debug("advanced", extra={"run_id": run_id, "outcome": outcome, "reason": message.get("reason")})
 
 

@@ -65,6 +65,7 @@ class Metric(StrEnum):
     STEPS_FAILED = "StepsFailed"
     STEP_RETRIES = "StepRetries"
     SIGNAL_TO_RESUME_LATENCY = "SignalToResumeLatency"
+    WAKE_FAILURES = "WakeFailures"  # wake records the worker failed (SQS retries them; the reconciler heals)
 
 
 LOG_RETENTION_DAYS = 30  # every function's and the API's log group

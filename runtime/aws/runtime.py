@@ -9,19 +9,24 @@ the replay.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from runtime.aws.config import AwsConfig
+from runtime.aws.contract import WORKER_TIMEOUT_S
 from runtime.aws.database import DataApiDatabases
+from runtime.aws.invocation import LONGEST_STEP_MS, SAFETY_S, SAVE_S
 from runtime.aws.secrets import SecretsManagerSecrets
 from runtime.aws.services import AwsServices
-from runtime.aws.wake import AwsWaker
+from runtime.aws.wake import AwsWaker, wake_message
 from runtime.core.clock import Clock, SystemClock, now_ms
+from runtime.engine.executor import Deadline
 from runtime.engine.observe import Observer
 from runtime.platform.fetch import Failure, Response
 from runtime.platform.platform import LeaseTerms, Platform
@@ -32,9 +37,19 @@ from runtime.store.dynamodb import DynamoDBStore
 
 log = logging.getLogger("lunaflow.aws")
 
-SAFETY_S = 20.0  # stop starting new work this long before the Lambda deadline
-LEASE_MS = 16 * 60 * 1000  # longer than any invocation (Lambda's limit is 15 minutes)
-BUSY_RETRY_S = 2  # a wake for a run another invocation holds comes back after this
+BEAT_S = 1.0  # how often a working invocation says it is alive (a dead one is taken for dead 5 s on)
+LEASE_GRACE_MS = 60_000  # a lease outlasts its invocation by this much; a dead owner frees it sooner
+BUSY_FIRST_S = 10  # a wake that found the run busy comes back after this, doubling each time
+RECONCILE_LIMIT = 100  # wake-ups one reconcile re-sends at most
+RECONCILE_AFTER_S = 60.0  # a wake-up waiting this long is taken for lost
+STALE_RUNNING_S = 300.0  # a run left running this long, with no live lease, is woken
+RESEND_MAX_S = 900  # a re-sent wake-up is looked at again after 1, 2, 4... minutes, at most this
+
+
+def busy_delay_s(tries: int) -> int:
+    """How long a wake that found its run busy ``tries`` times before waits: 10 s (past the
+    time a dead holder is taken for dead), doubling, at most SQS's 15 minutes."""
+    return int(min(900, BUSY_FIRST_S * 2**tries))
 
 
 @dataclass(frozen=True)
@@ -74,6 +89,7 @@ class AwsRuntime:
         self.config = config
         self.clock = clock or SystemClock()
         self.owner = owner or f"lambda-{uuid.uuid4()}"
+        self._last_beat = float("-inf")
         secrets = SecretsManagerSecrets(
             clients.secretsmanager, clients.dynamodb, config.table, prefix=config.secrets_prefix
         )
@@ -89,6 +105,7 @@ class AwsRuntime:
             queue_arn=config.wake_queue_arn,
             group=config.scheduler_group,
             role_arn=config.scheduler_role_arn,
+            ledger=self.store,
         )
         databases = None
         if config.database_resource_arn and config.database_secret_arn and clients.rds_data is not None:
@@ -115,32 +132,107 @@ class AwsRuntime:
 
     # --- the worker --------------------------------------------------------------------
 
-    def advance(self, run_id: str, *, remaining_ms: int | None = None) -> str:
-        """Advance one run under its lease. Returns "done", "busy" (another invocation holds
-        it; the wake comes back shortly) or "missing"."""
-        deadline = (
-            None if remaining_ms is None else time.monotonic() + max(0.0, remaining_ms / 1000 - SAFETY_S)
+    def advance(
+        self,
+        run_id: str,
+        *,
+        remaining_ms: int | None = None,
+        reason: str = "wake",
+        due_ms: int | None = None,
+        tries: int = 0,
+    ) -> str:
+        """Serve one wake: "done", "busy" (another live invocation holds the run; the wake
+        comes back later), "early" (a timer's wake before its time, sent back for the rest),
+        or "missing".
+
+        The wake-up it serves is released only when the activation is done, so one that
+        fails is still there for the reconciler; a wake that arrived meanwhile is prompted."""
+        now = now_ms(self.clock)
+        if due_ms is not None and due_ms > now:
+            self.waker.early(run_id, due_ms)
+            return "early"
+        if reason == "timer":
+            self.store.fire_timer(run_id, now)  # no stale timer while it runs
+        token = self.store.wake_token(run_id)
+        if token is None:
+            return "missing"
+        left_ms = WORKER_TIMEOUT_S * 1000 if remaining_ms is None else remaining_ms
+        started = time.monotonic()
+        deadline = Deadline(
+            at=started + left_ms / 1000 - SAFETY_S,
+            steps_until=started + left_ms / 1000 - SAVE_S,
+            longest_step_ms=LONGEST_STEP_MS,
         )
+        prompts = self.waker.prompts
         try:
-            outcome = self.platform.advance(run_id, lease=LeaseTerms(self.owner, LEASE_MS), deadline=deadline)
+            with self.beating():
+                outcome = self.platform.advance(
+                    run_id, lease=LeaseTerms(self.owner, left_ms + LEASE_GRACE_MS), deadline=deadline
+                )
         except Exception as e:
             self.log_error(f"advancing run '{run_id}' failed: {e}", traceback.format_exc(), run=run_id)
             raise
         if outcome == Lease.BUSY:
-            self.platform.wakes.prompt(run_id, delay_s=BUSY_RETRY_S)
+            # Its holder prompts the run when it is done if this wake is still waiting; this
+            # one only covers the holder dying, so it waits instead of bouncing.
+            self.waker.send(wake_message(run_id, "busy", tries=tries + 1), busy_delay_s(tries))
             return "busy"
-        return "missing" if outcome == Lease.MISSING else "done"
+        if outcome == Lease.MISSING:
+            return "missing"
+        if not self.store.release_wake(run_id, token) and self.waker.prompts == prompts:
+            self.waker.prompt(run_id)  # a signal (or a timer) came while it ran
+        return "done"
 
-    def reconcile(self, older_than_s: float = 60.0, running_for_s: float = 300.0) -> list[str]:
-        """Heal what a lost message or a dead invocation left behind: wakes that waited too
-        long, timers that fell due without firing, and runs left running with no lease."""
+    @contextmanager
+    def beating(self) -> Iterator[None]:
+        """This container is alive while the block runs: its leases stay its own. Once it
+        stops (it ended, or was killed) its leases are free ``OWNER_DEAD_AFTER_MS`` later."""
+        if time.monotonic() - self._last_beat >= BEAT_S:
+            self._beat()
+        stop = threading.Event()
+
+        def keep_beating() -> None:
+            while not stop.wait(BEAT_S):
+                try:
+                    self._beat()
+                except Exception:  # a missed beat only shortens the lease's life
+                    log.warning("heartbeat of %s failed", self.owner, exc_info=True)
+
+        beater = threading.Thread(target=keep_beating, name="lunaflow-heartbeat", daemon=True)
+        beater.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            beater.join()
+
+    def _beat(self) -> None:
+        self.store.heartbeat(self.owner, now_ms(self.clock))
+        self._last_beat = time.monotonic()
+
+    def reconcile(self, *, limit: int = RECONCILE_LIMIT) -> list[str]:
+        """Heal what a lost message, a failed activation or a dead invocation left behind, a
+        bounded batch at a time: wake-ups that waited over a minute (a pending signal, a
+        timer that fired, a start), timers overdue by a minute that never fired, and runs
+        left running with no live lease. Runs whose wake is being served (a live lease) are
+        skipped; each re-sent wake-up is looked at again only after a growing pause, so a
+        backlog is never re-sent every minute. Returns the runs woken."""
         now = self.clock.now()
-        stale = set(self.store.wakeups_older_than(now - older_than_s))
-        stale.update(self.store.fire_due_timers(now_ms(self.clock) - int(older_than_s * 1000)))
-        stale.update(self.store.stale_running(now - running_for_s, now_ms(self.clock)))
-        for run_id in sorted(stale):
-            self.platform.wakes.prompt(run_id)
-        return sorted(stale)
+        now_at = now_ms(self.clock)
+        overdue = self.store.fire_due_timers(now_at - int(RECONCILE_AFTER_S * 1000), limit)
+        waiting = self.store.wakeups_older_than(now - RECONCILE_AFTER_S, limit)
+        stranded = self.store.stale_running(now - STALE_RUNNING_S, now_at, limit)
+        for run_id in stranded:
+            self.store.add_wakeup(run_id)
+        candidates = list(dict.fromkeys([*waiting, *overdue, *stranded]))[:limit]
+        serving = self.store.leased(candidates, now_at)
+        woken = [run_id for run_id in candidates if run_id not in serving]
+        resent = self.store.resends(woken)
+        self.waker.prompt_many(woken)
+        for run_id in candidates:
+            tries = resent.get(run_id, 0)
+            self.store.defer_wake(run_id, now + min(RESEND_MAX_S, RECONCILE_AFTER_S * 2**tries))
+        return woken
 
     # --- requests and user queues ------------------------------------------------------
 

@@ -1,21 +1,39 @@
 """The wake path on AWS: SQS messages bring runs to the worker Lambda; timers are SQS
 per-message delays when due within 15 minutes, and one EventBridge Scheduler entry per
-parked run otherwise (Scheduler fires within a minute of its time, too coarse for a 2s
-backoff). A late or repeated delivery is harmless: the worker replays and re-parks."""
+parked run otherwise. A late or repeated delivery is harmless: the worker replays and
+re-parks; an early one (Scheduler fires up to a minute either side of its time) is sent
+back with the delay it still has, so a run never wakes before its timer.
+
+The transport armed for a run's timer is kept on its run item (``TimerLedger``): a re-park
+at the same time arms nothing new, a switch from a schedule to an SQS delay deletes the
+schedule, and a run's end deletes only a schedule that exists.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import math
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from runtime.core.clock import Clock
+from runtime.core.clock import Clock, now_ms
+from runtime.store.items import error_code
 
 MAX_SQS_DELAY_S = 900
+SQS = "sqs"
+SCHEDULE = "schedule"
+
+
+class TimerLedger(Protocol):
+    """Where the transport armed for a run's timer is kept (the DynamoDB store)."""
+
+    def armed_timer(self, run_id: str) -> tuple[int, str] | None: ...
+
+    def arm_timer(self, run_id: str, armed: tuple[int, str] | None) -> None: ...
 
 
 def schedule_name(run_id: str) -> str:
@@ -23,10 +41,14 @@ def schedule_name(run_id: str) -> str:
     return "lf-" + hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:40]
 
 
-def wake_message(run_id: str, reason: str, due_ms: int | None = None) -> str:
+def wake_message(run_id: str, reason: str, due_ms: int | None = None, tries: int | None = None) -> str:
+    """A wake's body: the run, why (``wake``, ``timer``, ``busy``), a timer's due time, and
+    for a wake that found the run busy, how many times it has."""
     body: dict[str, Any] = {"run_id": run_id, "reason": reason}
     if due_ms is not None:
         body["due_ms"] = due_ms
+    if tries is not None:
+        body["tries"] = tries
     return json.dumps(body, separators=(",", ":"))
 
 
@@ -41,36 +63,69 @@ class AwsWaker:
         queue_arn: str,
         group: str,
         role_arn: str,
+        ledger: TimerLedger,
     ) -> None:
         self._sqs = sqs
         self._scheduler = scheduler
         self._clock = clock
+        self._ledger = ledger
         self.queue_url = queue_url
         self.queue_arn = queue_arn
         self.group = group
         self.role_arn = role_arn
+        self.prompts = 0  # messages sent, so a caller can tell whether a step of its own sent one
 
     def prompt(self, run_id: str, delay_s: int = 0) -> None:
+        self.send(wake_message(run_id, "wake"), delay_s)
+
+    def send(self, body: str, delay_s: int = 0) -> None:
+        self.prompts += 1
         self._sqs.send_message(
-            QueueUrl=self.queue_url, MessageBody=wake_message(run_id, "wake"), DelaySeconds=delay_s
+            QueueUrl=self.queue_url, MessageBody=body, DelaySeconds=max(0, min(MAX_SQS_DELAY_S, delay_s))
         )
 
+    def prompt_many(self, run_ids: Sequence[str]) -> None:
+        """Wake many runs, ten to a request (the reconciler's re-sends)."""
+        for start in range(0, len(run_ids), 10):
+            batch = run_ids[start : start + 10]
+            self.prompts += len(batch)
+            answer = self._sqs.send_message_batch(
+                QueueUrl=self.queue_url,
+                Entries=[{"Id": str(i), "MessageBody": wake_message(r, "wake")} for i, r in enumerate(batch)],
+            )
+            for failed in answer.get("Failed", []):  # throttled: one at a time
+                self._sqs.send_message(
+                    QueueUrl=self.queue_url, MessageBody=wake_message(batch[int(failed["Id"])], "wake")
+                )
+
     def timer(self, run_id: str, due_ms: int | None) -> None:
-        name = schedule_name(run_id)
+        armed = self._ledger.armed_timer(run_id)
         if due_ms is None:
-            self._delete(name)
+            if armed is not None:
+                if armed[1] == SCHEDULE:
+                    self._delete(schedule_name(run_id))
+                self._ledger.arm_timer(run_id, None)
             return
+        if armed is not None and armed[0] == due_ms:
+            return  # parked again at the same time: what was armed still fires
         wait_s = due_ms / 1000 - self._clock.now()
         if wait_s <= MAX_SQS_DELAY_S:
-            self._sqs.send_message(
-                QueueUrl=self.queue_url,
-                MessageBody=wake_message(run_id, "timer", due_ms),
-                DelaySeconds=max(0, min(MAX_SQS_DELAY_S, math.ceil(wait_s))),
-            )
+            self.send(wake_message(run_id, "timer", due_ms), math.ceil(wait_s))
+            if armed is not None and armed[1] == SCHEDULE:
+                self._delete(schedule_name(run_id))  # a longer timer's schedule, no longer needed
+            self._ledger.arm_timer(run_id, (due_ms, SQS))
             return
+        self._schedule(run_id, due_ms)
+        self._ledger.arm_timer(run_id, (due_ms, SCHEDULE))
+
+    def early(self, run_id: str, due_ms: int) -> None:
+        """A timer's wake came before its time: send it again for the time it still has."""
+        self.send(wake_message(run_id, "timer", due_ms), math.ceil((due_ms - now_ms(self._clock)) / 1000))
+
+    def _schedule(self, run_id: str, due_ms: int) -> None:
         at = datetime.fromtimestamp(math.ceil(due_ms / 1000), UTC).strftime("%Y-%m-%dT%H:%M:%S")
         request = {
-            "Name": name,
+            "Name": schedule_name(run_id),
             "GroupName": self.group,
             "ScheduleExpression": f"at({at})",
             "ScheduleExpressionTimezone": "UTC",
@@ -86,7 +141,7 @@ class AwsWaker:
         try:
             self._scheduler.create_schedule(**request)
         except ClientError as e:
-            if e.response.get("Error", {}).get("Code") != "ConflictException":
+            if error_code(e) != "ConflictException":
                 raise
             self._scheduler.update_schedule(**request)
 
@@ -94,5 +149,5 @@ class AwsWaker:
         try:
             self._scheduler.delete_schedule(Name=name, GroupName=self.group)
         except ClientError as e:
-            if e.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+            if error_code(e) != "ResourceNotFoundException":  # it fired (and deleted itself)
                 raise

@@ -26,7 +26,7 @@ from typing import Any
 
 from runtime.core import values
 from runtime.core.clock import Clock, now_ms
-from runtime.core.journal import ENDED, Status, StepValues
+from runtime.core.journal import ENDED, Entry, Kind, Status, StepValues
 from runtime.core.replay import (
     Complete,
     Decision,
@@ -41,7 +41,7 @@ from runtime.core.replay import (
     VersionCmd,
     WaitCmd,
 )
-from runtime.engine.code import Code, Command, Issued, Raised, Returned
+from runtime.engine.code import BodyOutcome, Code, Command, Issued, Raised, Returned
 from runtime.engine.observe import Observer, Quiet
 from runtime.engine.wake import Wakes
 from runtime.errors import InvalidInput, JournalConflict
@@ -74,6 +74,26 @@ class Verdict:
     status: Status
     diverges: bool
     message: str
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """How long an activation may run, where a platform bounds it (a Lambda invocation).
+    Times are ``time.monotonic()`` values.
+
+    ``at`` is when the activation stops starting new work, saves and wakes the run for a
+    fresh activation. ``steps_until`` is the latest a step attempt may run to (the end,
+    less the time to save its outcome): a step without a timeout gets the time left until
+    then; a step with a timeout starts only if its timeout fits, else the run continues in
+    a fresh activation; a timeout over ``longest_step_ms`` could never fit and fails the run."""
+
+    at: float
+    steps_until: float
+    longest_step_ms: int | None = None
+
+    def step_ms(self) -> int:
+        """The time a step starting now may have."""
+        return max(0, int((self.steps_until - time.monotonic()) * 1000))
 
 
 @dataclass(frozen=True)
@@ -130,10 +150,10 @@ class Executor:
 
     # --- live runs ---------------------------------------------------------------------
 
-    def advance(self, run_id: str, code: Code, *, deadline: float | None = None) -> Status | None:
+    def advance(self, run_id: str, code: Code, *, deadline: Deadline | None = None) -> Status | None:
         """Advance the run until it parks or ends; returns its status then (None: no such run).
-        With ``deadline`` (a ``time.monotonic()`` value), stop before starting new work once it
-        has passed, and wake the run again so a fresh invocation continues it."""
+        With ``deadline``, stop before starting new work it leaves no time for, and wake the
+        run again so a fresh activation continues it."""
         session = self._cache.pop(run_id, None)
         self.parked_or_ended = False
         # A cached session reads only what was appended after it (normally nothing).
@@ -224,7 +244,7 @@ class Executor:
     # --- the one loop ------------------------------------------------------------------
 
     def _drive(
-        self, s: Session, decision: Decision | None, deadline: float | None, *, live: bool
+        self, s: Session, decision: Decision | None, deadline: Deadline | None, *, live: bool
     ) -> Status | _Stopped:
         """Drive the coroutine, answering its commands from the journal. Live, act on what
         the journal does not answer (save, run the step, park) and go on until the run parks
@@ -234,12 +254,8 @@ class Executor:
         commands = 0
         while True:
             if decision is None:
-                if live and deadline is not None and time.monotonic() >= deadline:
-                    # Out of time. The coroutine waits for a reply mid-command, which a cached
-                    # session could not hand it later, so the next invocation replays to here.
-                    self._save(s, RunUpdate(Status.RUNNING, replay.current))
-                    self.wakes.wake(s.run.id)
-                    return Status.RUNNING
+                if live and deadline is not None and time.monotonic() >= deadline.at:
+                    return self._out_of_time(s, None)
                 with self._running(s.run.id):
                     out = code.drive(s.lua, reply)
                 if isinstance(out, Returned):
@@ -266,22 +282,51 @@ class Executor:
                 continue
             if not live:
                 return _Stopped(decision)
-            outcome = self._act(s, decision)
+            outcome = self._act(s, decision, deadline)
             if isinstance(outcome, Status):
                 return outcome
             decision = outcome
 
-    def _act(self, s: Session, decision: Decision) -> Decision | Status:
+    def _out_of_time(self, s: Session, withdrawn: Execute | None) -> Status:
+        """Save what is recorded and wake the run for a fresh activation. The coroutine waits
+        for a reply mid-command, which a cached session could not hand it later, so the next
+        activation replays to here. A step attempt about to start (``withdrawn``) is taken
+        back: its intent is not saved, so no attempt is spent on a body that never ran."""
+        entries = _withdrawn(s.replay.take_unsaved(), withdrawn)
+        update = RunUpdate(Status.RUNNING, s.replay.current)
+        self.store.append(s.run.id, s.saved_len, entries, update=update)
+        s.saved_len += len(entries)
+        self.wakes.wake(s.run.id)
+        return Status.RUNNING
+
+    def _never_fits(self, s: Session, ex: Execute, longest_ms: int) -> Status:
+        """A step whose timeout no activation can give fails the run (resumable after a
+        deploy that lowers it); the attempt about to start is taken back."""
+        entries = _withdrawn(s.replay.take_unsaved(), ex)
+        error = _too_long(ex, longest_ms)
+        update = RunUpdate(Status.FAILED, s.replay.current, error=error)
+        self.store.append(s.run.id, s.saved_len, entries, update=update, timer=TimerSet(None))
+        s.saved_len += len(entries)
+        self.wakes.timer(s.run.id, None)
+        self.observer.ended(s.run.id, s.run.workflow, Status.FAILED)
+        return Status.FAILED
+
+    def _act(self, s: Session, decision: Decision, deadline: Deadline | None = None) -> Decision | Status:
         """Do what the core decided the journal does not answer: the next decision, or the
         status the run parked or ended in."""
         replay = s.replay
         if isinstance(decision, NeedValue):
             return replay.record_value(decision.call, _fresh_value(decision.call, self.clock))
         if isinstance(decision, Execute):
+            if deadline is not None and decision.timeout_ms is not None:
+                if deadline.longest_step_ms is not None and decision.timeout_ms > deadline.longest_step_ms:
+                    return self._never_fits(s, decision, deadline.longest_step_ms)
+                if decision.timeout_ms > deadline.step_ms():
+                    return self._out_of_time(s, decision)
             # Already running: the current step is progress a backend may skip writing.
             progress = s.status == Status.RUNNING
             self._save(s, RunUpdate(Status.RUNNING, replay.current, progress_only=progress))
-            return self._run_step(s, decision)
+            return self._run_step(s, decision, deadline)
         if isinstance(decision, Park):
             self._save(s, RunUpdate(decision.status, decision.current), TimerSet(decision.due_ms))
             self.wakes.timer(s.run.id, decision.due_ms)
@@ -319,7 +364,9 @@ class Executor:
             s.step_fn = issued.fn
         return decide(s.replay, issued.command)
 
-    def _run_step(self, s: Session, ex: Execute) -> Decision:
+    def _run_step(self, s: Session, ex: Execute, deadline: Deadline | None = None) -> Decision:
+        # A step without a timeout gets the time the activation has left.
+        given = ex.timeout_ms if ex.timeout_ms is not None or deadline is None else deadline.step_ms()
         with self._running(s.run.id, ex.name):
             outcome = s.code.run_body(
                 s.lua,
@@ -327,8 +374,15 @@ class Executor:
                 name=ex.name,
                 step_id=ex.step_id,
                 now_s=ex.started_at,
-                timeout_ms=ex.timeout_ms,
+                timeout_ms=given,
             )
+        if (
+            not outcome.ok
+            and ex.timeout_ms is None
+            and deadline is not None
+            and time.monotonic() >= deadline.steps_until
+        ):
+            outcome = BodyOutcome(False, error=_out_of_activation(ex, given))
         s.replay.refresh(now_ms(self.clock), s.replay.signals)
         self.observer.step(s.run.id, s.run.workflow, ex.name, ex.attempt, outcome.ok)
         if outcome.ok:
@@ -372,6 +426,30 @@ def decide(replay: Replay, cmd: Command) -> Decision:
     if isinstance(cmd, VersionCmd):
         return replay.version(cmd)
     return replay.value(cmd)
+
+
+def _withdrawn(entries: list[Entry], ex: Execute | None) -> list[Entry]:
+    """``entries`` without the intent of ``ex``'s attempt, when it is the last and unsaved."""
+    last = entries[-1] if entries else None
+    if ex is not None and last is not None and last.kind == Kind.STEP_INTENT:
+        return entries[:-1] if last.data.get("step_id") == ex.step_id else entries
+    return entries
+
+
+def _too_long(ex: Execute, longest_ms: int) -> str:
+    return (
+        f"step '{ex.name}' has timeout {ex.timeout_ms}ms, more than the {longest_ms}ms a step may run "
+        "here (one Lambda invocation, less the time to replay and save); lower the timeout or split "
+        "the step, deploy, then resume the run"
+    )
+
+
+def _out_of_activation(ex: Execute, given_ms: int | None) -> str:
+    return (
+        f"step '{ex.name}' timed out after {given_ms}ms, the time left in its Lambda invocation (a step "
+        "without a timeout gets what is left); give the step a timeout, so it starts only when it "
+        "fits, or split it"
+    )
 
 
 def _undeclared(run: RunRecord) -> str:

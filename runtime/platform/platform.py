@@ -17,6 +17,7 @@ from typing import Any
 
 from runtime.core.clock import Clock, now_ms
 from runtime.engine.code import Code
+from runtime.engine.executor import Deadline
 from runtime.engine.observe import Observer
 from runtime.engine.project import ProjectSource
 from runtime.engine.wake import Waker
@@ -124,15 +125,15 @@ class Platform(Runs):
         *,
         worker: Worker | None = None,
         lease: LeaseTerms | None = None,
-        deadline: float | None = None,
+        deadline: Deadline | None = None,
         token: int | None = None,
     ) -> Lease:
         """Advance one run: ``Lease.OK`` once done, ``BUSY`` when another worker holds its
         lease (the wake-up stays for later), ``MISSING`` when there is no such run.
 
         ``worker`` is one the caller already made current (a pool's); by default the
-        platform's own. ``deadline`` (``time.monotonic()``) stops new work in time for a
-        Lambda's end; ``token`` is the wake-up being served, cleared when done."""
+        platform's own. ``deadline`` stops new work in time for a Lambda's end; ``token`` is
+        the wake-up being served, cleared when done."""
         if lease is not None:
             taken = self.store.acquire_lease(run_id, lease.owner, now_ms(self.clock), lease.lease_ms)
             if taken == Lease.BUSY:

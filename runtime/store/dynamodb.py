@@ -92,6 +92,7 @@ PROJECTED = [
     "updated_at",
     "timer_due",
     "wake_token",
+    "wake_resends",
 ]
 
 
@@ -670,21 +671,25 @@ class DynamoDBStore:
 
     # --- timers and wake-ups -----------------------------------------------------------
 
-    def _due(self, now_ms: int | None) -> list[dict[str, Any]]:
+    def _due(self, now_ms: int | None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Runs with a timer (due by ``now_ms``), earliest first, at most ``limit``."""
         condition = "timer_pk = :t"
         values = {":t": s(TIMER_PK)}
         if now_ms is not None:
             condition += " AND timer_sk <= :now"
             values[":now"] = s(f"{now_ms:015d}#\uffff")
-        return list(
-            self._query(
-                IndexName="timers", KeyConditionExpression=condition, ExpressionAttributeValues=values
-            )
-        )
+        request: dict[str, Any] = {
+            "IndexName": "timers",
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+        }
+        if limit is None:
+            return list(self._query(**request))
+        return list(self._db.query(TableName=self.table, Limit=limit, **request).get("Items", []))
 
-    def fire_due_timers(self, now_ms: int) -> list[str]:
+    def fire_due_timers(self, now_ms: int, limit: int | None = None) -> list[str]:
         fired = []
-        for item in self._due(now_ms):
+        for item in self._due(now_ms, limit):
             run_id = item["id"]["S"]
             if conditional(
                 self._db.update_item,
@@ -704,7 +709,7 @@ class DynamoDBStore:
         return fired
 
     def next_due(self) -> int | None:
-        items = self._due(None)
+        items = self._due(None, 1)
         return min((whole(i["timer_due"]) for i in items), default=None)
 
     def timer(self, run_id: str) -> int | None:
@@ -739,32 +744,134 @@ class DynamoDBStore:
         )
         return [(i["id"]["S"], whole(i["wake_token"])) for i in items]
 
-    def stale_running(self, before: float, now_ms: int) -> list[str]:
-        out = []
-        for run in self.list_runs(status="running", limit=10_000):
-            if run.updated_at >= before:
-                continue
-            if self._lease_free(run.id, now_ms):
-                out.append(run.id)
-        return out
+    def stale_running(self, before: float, now_ms: int, limit: int | None = None) -> list[str]:
+        candidates = [
+            i["id"]["S"]
+            for i in self._index("by_status", "status_pk", f"STATUS#{Status.RUNNING}")
+            if num(i.get("updated_at")) < before
+        ]
+        busy = self.leased(candidates, now_ms)
+        free = [run_id for run_id in candidates if run_id not in busy]
+        return free if limit is None else free[:limit]
 
-    def wakeups_older_than(self, at: float) -> list[str]:
-        items = self._query(
-            IndexName="wakes",
-            KeyConditionExpression="wake_pk = :p AND wake_sk < :at",
-            ExpressionAttributeValues={":p": s(WAKE_PK), ":at": s(f"{at:020.6f}")},
-        )
-        return [i["id"]["S"] for i in items]
+    def wakeups_older_than(self, at: float, limit: int | None = None) -> list[str]:
+        """Wake-ups whose next check is due: first asked (or last re-sent by the reconciler,
+        which moves them back, ``defer_wake``) before ``at``, oldest first."""
+        request: dict[str, Any] = {
+            "IndexName": "wakes",
+            "KeyConditionExpression": "wake_pk = :p AND wake_sk < :at",
+            "ExpressionAttributeValues": {":p": s(WAKE_PK), ":at": s(f"{at:020.6f}")},
+        }
+        if limit is not None:
+            request["Limit"] = limit
+            items = self._db.query(TableName=self.table, **request).get("Items", [])
+            return [i["id"]["S"] for i in items]
+        return [i["id"]["S"] for i in self._query(**request)]
 
     def clear_wakeup(self, run_id: str, token: int) -> None:
+        self.release_wake(run_id, token)
+
+    # --- serving a wake on AWS: read its token, work, release it ------------------------
+
+    def wake_token(self, run_id: str) -> int | None:
+        """The run's wake token now (None: no such run). An activation reads it before it
+        starts and releases the wake-up with it when done (``release_wake``): a wake-up is
+        cleared only by work that finished, never by work that only began."""
+        item = self._db.get_item(
+            TableName=self.table, Key=run_key(run_id), ProjectionExpression="wake_token", ConsistentRead=True
+        ).get("Item")
+        return None if item is None else whole(item.get("wake_token"))
+
+    def release_wake(self, run_id: str, token: int) -> bool:
+        """Drop the wake-up unless a newer wake arrived since ``token``; False when one did
+        (it still waits, and needs a prompt)."""
+        return bool(
+            conditional(
+                self._db.update_item,
+                TableName=self.table,
+                Key=run_key(run_id),
+                UpdateExpression="REMOVE wake_pk, wake_sk, wake_resends",
+                ConditionExpression="wake_token = :token",  # no newer wake arrived
+                ExpressionAttributeValues={":token": n(token)},
+            )
+        )
+
+    def fire_timer(self, run_id: str, now_ms: int) -> bool:
+        """The run's timer, if due by ``now_ms``, becomes a wake-up (as ``fire_due_timers``
+        does for every run): a run woken by its timer carries no stale timer while it runs,
+        and if the activation fails, the wake-up is still there for the reconciler."""
+        return bool(
+            conditional(
+                self._db.update_item,
+                TableName=self.table,
+                Key=run_key(run_id),
+                UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at) "
+                "ADD wake_token :one REMOVE timer_due, timer_pk, timer_sk",
+                ConditionExpression="timer_due <= :now",
+                ExpressionAttributeValues={
+                    ":now": n(now_ms),
+                    ":w": s(WAKE_PK),
+                    ":at": s(f"{now_ms / 1000:020.6f}"),
+                    ":one": n(1),
+                },
+            )
+        )
+
+    def defer_wake(self, run_id: str, until: float) -> None:
+        """The reconciler re-sent this wake: look at it again at ``until`` (epoch seconds),
+        not at every reconcile, and count the re-send."""
         conditional(
             self._db.update_item,
             TableName=self.table,
             Key=run_key(run_id),
-            UpdateExpression="REMOVE wake_pk, wake_sk",
-            ConditionExpression="wake_token = :token",  # no newer wake arrived
-            ExpressionAttributeValues={":token": n(token)},
+            UpdateExpression="SET wake_sk = :until ADD wake_resends :one",
+            ConditionExpression="attribute_exists(wake_pk)",  # still waiting
+            ExpressionAttributeValues={":until": s(f"{until:020.6f}"), ":one": n(1)},
         )
+
+    def resends(self, run_ids: Sequence[str]) -> dict[str, int]:
+        """How often the reconciler has re-sent each run's waiting wake."""
+        return {
+            run_id: whole(item.get("wake_resends"))
+            for run_id, item in self._items(run_ids, "id, wake_resends").items()
+        }
+
+    def _items(self, run_ids: Sequence[str], projection: str) -> dict[str, dict[str, Any]]:
+        """Run items (some attributes), consistently, 100 at a time."""
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(run_ids), 100):
+            keys: list[Any] = [run_key(run_id) for run_id in dict.fromkeys(run_ids[start : start + 100])]
+            while keys:
+                got: Any = self._db.batch_get_item(
+                    RequestItems={
+                        self.table: {"Keys": keys, "ConsistentRead": True, "ProjectionExpression": projection}
+                    }
+                )
+                for item in got.get("Responses", {}).get(self.table, []):
+                    found[item["id"]["S"]] = item
+                keys = got.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+        return found
+
+    # --- a run's timer transport (AwsWaker's ledger) ------------------------------------
+
+    def armed_timer(self, run_id: str) -> tuple[int, str] | None:
+        """The timer transport armed for the run: ``(due_ms, "sqs" | "schedule")``."""
+        item = self._db.get_item(
+            TableName=self.table, Key=run_key(run_id), ProjectionExpression="armed", ConsistentRead=True
+        ).get("Item")
+        if item is None or "armed" not in item:
+            return None
+        due, how = json.loads(item["armed"]["S"])
+        return int(due), str(how)
+
+    def arm_timer(self, run_id: str, armed: tuple[int, str] | None) -> None:
+        request: dict[str, Any] = {"TableName": self.table, "Key": run_key(run_id)}
+        if armed is None:
+            request["UpdateExpression"] = "REMOVE armed"
+        else:
+            request["UpdateExpression"] = "SET armed = :armed"
+            request["ExpressionAttributeValues"] = {":armed": s(compact(list(armed)))}
+        conditional(self._db.update_item, **request, ConditionExpression="attribute_exists(pk)")
 
     # --- leases: one worker advances a run at a time ------------------------------------
 
@@ -780,30 +887,49 @@ class DynamoDBStore:
             },
         )
 
+    def _beats(self, owners: Sequence[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        unique = list(dict.fromkeys(owners))
+        for start in range(0, len(unique), 100):
+            keys: list[Any] = [{"pk": s(OWNER_PK), "sk": s(o)} for o in unique[start : start + 100]]
+            while keys:
+                got: Any = self._db.batch_get_item(
+                    RequestItems={self.table: {"Keys": keys, "ConsistentRead": True}}
+                )
+                for item in got.get("Responses", {}).get(self.table, []):
+                    found[item["sk"]["S"]] = whole(item["beat_ms"])
+                keys = got.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+        return found
+
     def _owner_dead(self, owner: str, now_ms: int) -> bool:
-        item = self._db.get_item(
-            TableName=self.table, Key={"pk": s(OWNER_PK), "sk": s(owner)}, ConsistentRead=True
-        ).get("Item")
-        return item is not None and whole(item["beat_ms"]) < now_ms - OWNER_DEAD_AFTER_MS
+        beat = self._beats([owner]).get(owner)
+        return beat is not None and beat < now_ms - OWNER_DEAD_AFTER_MS
+
+    def leased(self, run_ids: Sequence[str], now_ms: int) -> set[str]:
+        """The runs among ``run_ids`` whose lease is live at ``now_ms``: unexpired, and its
+        owner beating (an owner that never beat keeps its lease until it expires)."""
+        holders = {
+            run_id: (item["lease_owner"]["S"], whole(item["lease_until"]))
+            for run_id, item in self._items(run_ids, "id, lease_owner, lease_until").items()
+            if "lease_until" in item and whole(item["lease_until"]) >= now_ms
+        }
+        beats = self._beats([owner for owner, _ in holders.values()])
+        return {
+            run_id
+            for run_id, (owner, _) in holders.items()
+            if beats.get(owner) is None or beats[owner] >= now_ms - OWNER_DEAD_AFTER_MS
+        }
 
     def _lease_free(self, run_id: str, now_ms: int) -> bool:
-        item = self._db.get_item(
-            TableName=self.table,
-            Key=run_key(run_id),
-            ProjectionExpression="lease_owner, lease_until",
-            ConsistentRead=True,
-        ).get("Item", {})
-        if "lease_until" not in item or whole(item["lease_until"]) < now_ms:
-            return True
-        return self._owner_dead(item["lease_owner"]["S"], now_ms)
+        return run_id not in self.leased([run_id], now_ms)
 
     def acquire_lease(self, run_id: str, owner: str, now_ms: int, lease_ms: int) -> Lease:
-        """Taking the lease also clears the run's wake-up: the work it asked for is now
-        being done."""
+        """Take the run's lease. The wake-up that asked for the work stays until the work is
+        done (``release_wake``): an activation that fails leaves it for the reconciler."""
         request = {
             "TableName": self.table,
             "Key": run_key(run_id),
-            "UpdateExpression": "SET lease_owner = :me, lease_until = :until REMOVE wake_pk, wake_sk",
+            "UpdateExpression": "SET lease_owner = :me, lease_until = :until",
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
         values = {":me": s(owner), ":until": n(now_ms + lease_ms)}

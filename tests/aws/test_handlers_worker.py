@@ -15,7 +15,8 @@ from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingErro
 
 import functions._runtime as container
 from functions import worker
-from runtime.aws.runtime import BUSY_RETRY_S, SAFETY_S, AwsRuntime
+from runtime.aws.invocation import SAFETY_S
+from runtime.aws.runtime import BUSY_FIRST_S, AwsRuntime
 from runtime.core.clock import FakeClock, now_ms
 from runtime.core.journal import Kind
 from runtime.store.dynamodb import RUN_SK
@@ -208,11 +209,12 @@ def test_run_that_returns_right_after_consuming_a_signal_completes(
     assert run.result == {"approved": True, "by": "ada"}
 
 
-def test_wake_for_a_run_another_invocation_holds_comes_back_after_a_short_delay(
+def test_wake_for_a_run_another_invocation_holds_comes_back_after_a_delay(
     make_runtime: Callable[..., AwsRuntime], aws: AwsWorld
 ) -> None:
     """One invocation advances a run at a time: a wake for a leased run is not an error; it
-    is sent again with a short delay and the run is left to its holder."""
+    is sent again after a delay past the time a dead holder is found out (tests/aws/
+    test_long_steps.py has the rest: it waits, its holder prompts it)."""
     rt = make_runtime(TIMERS)
     rt.platform.start("approval", {}, id="held")
     purge(aws)
@@ -222,7 +224,9 @@ def test_wake_for_a_run_another_invocation_holds_comes_back_after_a_short_delay(
     assert rt.platform.get("held").status == "running"
     assert len(rt.platform.journal("held")) == 1
     again = queued(aws.wake_queue)
-    assert [(m.data, m.delay_s) for m in again] == [({"run_id": "held", "reason": "wake"}, BUSY_RETRY_S)]
+    assert [(m.data, m.delay_s) for m in again] == [
+        ({"run_id": "held", "reason": "busy", "tries": 1}, BUSY_FIRST_S)
+    ]
 
 
 # --- the Lambda deadline ------------------------------------------------------------------

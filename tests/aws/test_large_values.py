@@ -124,7 +124,7 @@ def test_several_values_at_the_limit_in_one_append_are_stored(p: AwsPlatform, hi
 
 
 def test_no_value_is_stored_twice(p: AwsPlatform) -> None:
-    """"Store no value twice": the input, a signal payload and the result each appear once
+    """ "Store no value twice": the input, a signal payload and the result each appear once
     across the run's items and objects (main kept the input as `input` and in `started`,
     and a consumed payload in its signal item and in the journal)."""
     marks = {k: f"{k}-{uuid.uuid4().hex}" for k in ("input", "payload")}

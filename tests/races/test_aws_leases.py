@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from runtime.aws.runtime import BUSY_RETRY_S, LEASE_MS, AwsRuntime
+from runtime.aws.runtime import BUSY_FIRST_S, AwsRuntime
 from runtime.core.clock import FakeClock, now_ms
 from runtime.store.dynamodb import RUN_SK
 from tests.support.moto_server import PROJECTS, World, aws_world
@@ -40,6 +40,9 @@ def record_calls(client: Any) -> list[tuple[str, dict[str, Any]]]:
 
     client.meta.events.register("before-parameter-build", before)
     return calls
+
+
+HELD_MS = 16 * 60 * 1000  # a lease as long as an invocation and its grace
 
 
 def start_parked(world: World, clock: FakeClock, run_id: str = "r1") -> AwsRuntime:
@@ -143,11 +146,17 @@ def test_release_frees_the_run_only_for_the_owner(world: World, clock: FakeClock
     assert store.acquire_lease("r1", "b", now_ms(clock), 60_000) == "ok"
 
 
-def test_taking_the_lease_clears_the_runs_wake_up(world: World, clock: FakeClock) -> None:
+def test_taking_the_lease_keeps_the_wake_up_until_the_activation_is_done(
+    world: World, clock: FakeClock
+) -> None:
+    """Issue 15.4: a wake-up is cleared by work that finished, not by work that began."""
     rt = world.runtime(clock=clock)
     rt.platform.start("once", {"x": 1}, id="r1")
     assert "wake_pk" in world.run_item("r1")  # a new run asks to be advanced
     assert rt.store.acquire_lease("r1", "a", now_ms(clock), 60_000) == "ok"
+    assert "wake_pk" in world.run_item("r1")
+    rt.store.release_lease("r1", "a")
+    assert rt.advance("r1") == "done"
     assert "wake_pk" not in world.run_item("r1")
     assert "r1" not in [run for run, _ in rt.store.wakeups()]
 
@@ -165,9 +174,10 @@ def test_parking_releases_the_lease_in_the_same_write(world: World, clock: FakeC
     item = world.run_item("r1")
     assert item["status"] == {"S": "awaiting"}
     assert "lease_owner" not in item and "lease_until" not in item
-    # The lease is taken by the first request and dropped by the write that parks: no
-    # separate release follows it.
-    assert calls[0][0] == "UpdateItem" and "lease_owner = :me" in calls[0][1]["UpdateExpression"]
+    # The lease is taken (after reading the wake's token and beating) and dropped by the
+    # write that parks: no separate release follows it.
+    assert [op for op, _ in calls[:3]] == ["GetItem", "PutItem", "UpdateItem"]
+    assert "lease_owner = :me" in calls[2][1]["UpdateExpression"]
     assert releases(calls) == []
     park = last_write(calls)
     assert park["ExpressionAttributeValues"][":st"] == {"S": "awaiting"}
@@ -260,7 +270,7 @@ def test_a_busy_advance_resends_the_wake_with_a_delay_and_runs_nothing(
 ) -> None:
     rt0 = world.runtime(clock=clock, owner="holder")
     rt0.platform.start("once", {"x": 1}, id="r1")
-    assert rt0.store.acquire_lease("r1", "holder", now_ms(clock), LEASE_MS) == "ok"
+    assert rt0.store.acquire_lease("r1", "holder", now_ms(clock), HELD_MS) == "ok"
     journal_before = rt0.store.journal("r1")
 
     clients = world.clients()
@@ -268,13 +278,14 @@ def test_a_busy_advance_resends_the_wake_with_a_delay_and_runs_nothing(
     db_calls, sqs_calls = record_calls(clients.dynamodb), record_calls(clients.sqs)
     assert rt.advance("r1") == "busy"
 
-    # The refused lease, then one read of the holder's heartbeat (is it alive?); no write.
-    assert [op for op, _ in db_calls] == ["UpdateItem", "GetItem"]
+    # The wake's token, its own heartbeat, the refused lease, then one read of the holder's
+    # heartbeat (is it alive?); no journal or summary write.
+    assert [op for op, _ in db_calls] == ["GetItem", "PutItem", "UpdateItem", "BatchGetItem"]
     assert [op for op, _ in sqs_calls] == ["SendMessage"]
     sent = sqs_calls[0][1]
     assert sent["QueueUrl"] == world.queue_url
-    assert sent["DelaySeconds"] == BUSY_RETRY_S > 0
-    assert '"run_id":"r1"' in sent["MessageBody"]
+    assert sent["DelaySeconds"] == BUSY_FIRST_S > 5
+    assert sent["MessageBody"] == '{"run_id":"r1","reason":"busy","tries":1}'
     assert rt0.store.journal("r1") == journal_before
     assert ledger(world, "r1") == {}
     assert world.run_item("r1")["lease_owner"] == {"S": "holder"}
@@ -285,19 +296,20 @@ def test_advance_of_a_missing_run_runs_nothing_and_sends_nothing(world: World, c
     rt = AwsRuntime(world.config, clients, clock=clock, owner="w1")
     db_calls, sqs_calls = record_calls(clients.dynamodb), record_calls(clients.sqs)
     assert rt.advance("nobody") == "missing"
-    assert [op for op, _ in db_calls] == ["UpdateItem"]
+    assert [op for op, _ in db_calls] == ["GetItem"]
     assert sqs_calls == []
     assert world.run_item("nobody") == {}
 
 
 def test_a_lease_left_by_a_crashed_invocation_expires(world: World, clock: FakeClock) -> None:
-    """A container that died holding the lease blocks the run only until the lease runs out."""
+    """A holder that never beat (no heartbeat item) keeps its lease until the lease runs out;
+    one that beat is taken for dead five seconds after its last beat (test_long_steps.py)."""
     rt0 = world.runtime(clock=clock, owner="crashed")
     rt0.platform.start("once", {"x": 1}, id="r1")
-    assert rt0.store.acquire_lease("r1", "crashed", now_ms(clock), LEASE_MS) == "ok"
+    assert rt0.store.acquire_lease("r1", "crashed", now_ms(clock), HELD_MS) == "ok"
     rt = world.runtime(clock=clock, owner="w2")
     assert rt.advance("r1") == "busy"
-    clock.advance(LEASE_MS / 1000 + 1)
+    clock.advance(HELD_MS / 1000 + 1)
     assert rt.advance("r1") == "done"
     assert rt.store.get_run("r1").status == "awaiting"  # type: ignore[union-attr]
     assert ledger(world, "r1") == {"r1/first/1/1": 1}
