@@ -351,6 +351,10 @@ class Deployment:
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         self.group = f"lunaflow-{self.suffix}"
         boto3.client("scheduler", region_name=REGION).create_schedule_group(Name=self.group)
+        self.bucket = f"lunaflow-{self.suffix}-values"
+        boto3.client("s3", region_name=REGION).create_bucket(
+            Bucket=self.bucket, CreateBucketConfiguration={"LocationConstraint": REGION}
+        )
         self.config = AwsConfig(
             project=str(self.project),
             table=self.table,
@@ -358,6 +362,7 @@ class Deployment:
             wake_queue_arn=arn,
             scheduler_group=self.group,
             scheduler_role_arn=f"arn:aws:iam::{ACCOUNT}:role/lunaflow-scheduler",
+            values_bucket=self.bucket,
         )
         self.clock = FakeClock()
         self.meter = Meter(self.admin, self.table, INDEXES)
@@ -374,8 +379,10 @@ class Deployment:
             sqs=self.boto3.client("sqs", region_name=REGION),
             scheduler=self.boto3.client("scheduler", region_name=REGION),
             secretsmanager=self.boto3.client("secretsmanager", region_name=REGION),
+            s3=self.boto3.client("s3", region_name=REGION),
         )
         self.meter.attach_dynamodb(c.dynamodb)
+        self.meter.attach_other(c.s3, "s3")
         self.meter.attach_other(c.sqs, "sqs")
         self.meter.attach_other(c.scheduler, "scheduler")
         return AwsRuntime(self.config, c, clock=self.clock, owner=f"lambda-{uuid.uuid4()}")

@@ -43,6 +43,7 @@ ENV = {
     "LUNAFLOW_WAKE_QUEUE_ARN": "arn:aws:sqs:eu-west-1:123456789012:lunaflow-bench-wake",
     "LUNAFLOW_SCHEDULER_GROUP": "lunaflow-bench",
     "LUNAFLOW_SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/lunaflow-bench-scheduler",
+    "LUNAFLOW_VALUES_BUCKET": "lunaflow-bench-values",
     "POWERTOOLS_SERVICE_NAME": "lunaflow",
     "POWERTOOLS_METRICS_NAMESPACE": "lunaflow",
     "POWERTOOLS_TRACE_DISABLED": "true",

@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions._runtime import logger, metrics, runtime, tracer
-from runtime.aws.contract import RECONCILE_EVENT, Metric
+from runtime.aws.contract import RECONCILE_EVENT
+from runtime.aws.observe import PowertoolsObserver
 
 processor = BatchProcessor(event_type=EventType.SQS)
 
@@ -42,7 +42,7 @@ def _record(record: SQSRecord, context: LambdaContext) -> None:
             tries=_whole(message.get("tries")) or 0,
         )
     except Exception:
-        metrics.add_metric(name=Metric.WAKE_FAILURES, unit=MetricUnit.Count, value=1)
+        PowertoolsObserver(logger, metrics).wake_failed(run_id)
         logger.exception("wake failed; SQS retries it and the reconciler heals it", extra={"run_id": run_id})
         raise
     logger.debug("advanced", extra={"run_id": run_id, "outcome": outcome, "reason": message.get("reason")})

@@ -19,6 +19,7 @@ from infra.capabilities.queues import UserQueues
 from infra.capabilities.values import ValuesBucket
 from infra.capabilities.wake import WakePath
 from runtime.aws.contract import RECONCILE_EVENT, Output
+from runtime.aws.invocation import too_long as steps_too_long
 from runtime.platform.describe import describe
 
 
@@ -30,6 +31,9 @@ class LunaflowStack(Stack):
     def __init__(self, scope: Construct, id: str, *, project: Path, **kwargs: object) -> None:
         super().__init__(scope, id, **kwargs)  # type: ignore[arg-type]
         needs = describe(project)
+        too_long = steps_too_long(needs.root)
+        if too_long:
+            raise ProjectError("\n".join(too_long))
         self.secrets = needs.secrets
         if len(needs.databases) > 1:
             raise ProjectError(

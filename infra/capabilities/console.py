@@ -73,6 +73,11 @@ class Console(Construct):
                 width=8,
             ),
             cw.GraphWidget(
+                title="Failed wakes",
+                left=[metric(Metric.WAKE_FAILURES)],
+                width=8,
+            ),
+            cw.GraphWidget(
                 title="Signal to resume (ms)",
                 left=[
                     metric(Metric.SIGNAL_TO_RESUME_LATENCY, "p50"),
@@ -103,6 +108,18 @@ class Console(Construct):
                 evaluation_periods=1,
                 treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
                 alarm_description="A run failed: a step ran out of attempts, code raised or replay diverged",
+            )
+        )
+        self.alarms.append(
+            metric(Metric.WAKE_FAILURES).create_alarm(
+                self,
+                "FailedWakes",
+                threshold=0,
+                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                evaluation_periods=1,
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+                alarm_description="The worker failed a wake (throttling, an error): SQS retries it and the "
+                "reconciler heals it; many in a row point at a cause to fix",
             )
         )
         for name, dlq in dead_letters.items():

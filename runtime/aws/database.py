@@ -4,6 +4,12 @@ The Lua API is the same as locally: ``?`` placeholders (rewritten to the Data AP
 ``:p1, :p2, ...`` outside string literals), rows as tables, migrations applied once, in
 order, each in a transaction recorded in ``_lunaflow_migrations``. Each lunaflow database
 is a PostgreSQL database of the cluster, named by the declaration.
+
+Every cold container migrates, and several start at once. A migration's transaction first
+claims its row in ``_lunaflow_migrations`` (``ON CONFLICT DO NOTHING``): a second container
+claiming the same file waits for the first's transaction to end, then finds the row taken
+and leaves the migration to it. So a migration is applied once however many containers
+start together, and none of them fails for it.
 """
 
 from __future__ import annotations
@@ -142,9 +148,7 @@ class DataApiDatabases:
     def migrate(self, name: str, folder: Path) -> list[str]:
         if not folder.is_dir():
             raise ServiceError(f"database '{name}': migrations folder {folder} does not exist")
-        self._execute(
-            name, "CREATE TABLE IF NOT EXISTS _lunaflow_migrations (file TEXT PRIMARY KEY, applied_at TEXT)"
-        )
+        self._ledger(name)
         done = {
             row["file"] for row in self._rows(self._execute(name, "SELECT file FROM _lunaflow_migrations"))
         }
@@ -157,14 +161,21 @@ class DataApiDatabases:
                 resourceArn=self.resource_arn, secretArn=self.secret_arn, database=name
             )["transactionId"]
             try:
-                for statement in _statements(path.read_text(encoding="utf-8")):
-                    self._execute(name, statement, tx=tx)
-                self._execute(
+                claimed = self._execute(
                     name,
-                    "INSERT INTO _lunaflow_migrations (file, applied_at) VALUES (?, CURRENT_TIMESTAMP)",
+                    "INSERT INTO _lunaflow_migrations (file, applied_at) VALUES (?, CURRENT_TIMESTAMP) "
+                    "ON CONFLICT (file) DO NOTHING",
                     [path.name],
                     tx=tx,
                 )
+                if int(claimed.get("numberOfRecordsUpdated", 0)) == 0:
+                    # Another container applied it while this one waited for the row.
+                    self._rds.rollback_transaction(
+                        resourceArn=self.resource_arn, secretArn=self.secret_arn, transactionId=tx
+                    )
+                    continue
+                for statement in _statements(path.read_text(encoding="utf-8")):
+                    self._execute(name, statement, tx=tx)
             except ServiceError as e:
                 self._rds.rollback_transaction(
                     resourceArn=self.resource_arn, secretArn=self.secret_arn, transactionId=tx
@@ -177,6 +188,15 @@ class DataApiDatabases:
             )
             applied.append(path.name)
         return applied
+
+    def _ledger(self, name: str) -> None:
+        """The table of applied migrations. Two containers creating it at the same moment can
+        collide in PostgreSQL's catalog even with IF NOT EXISTS; the loser finds it made."""
+        create = "CREATE TABLE IF NOT EXISTS _lunaflow_migrations (file TEXT PRIMARY KEY, applied_at TEXT)"
+        try:
+            self._execute(name, create)
+        except ServiceError:
+            self._execute(name, create)
 
     @staticmethod
     def _rows(response: Any) -> list[dict[str, Any]]:

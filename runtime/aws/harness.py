@@ -34,6 +34,7 @@ import tempfile
 import threading
 import uuid
 import warnings
+import weakref
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ from runtime.aws.contract import (
     WORKER_TIMEOUT_S,
     Handler,
 )
+from runtime.aws.dataapi import SqliteDataApi
 from runtime.aws.events import LambdaContext, http_event, sqs_event
 from runtime.aws.motoserver import CLOCK_HEADER, MotoServer, at_ms
 from runtime.aws.runtime import AwsRuntime, Clients
@@ -64,7 +66,7 @@ from runtime.platform.standins import HttpFn, ObjectFn, ServiceFn, StandinServic
 from runtime.services.base import Services
 
 DEPLOYMENT_FILE = "aws-deployment.json"  # in data_dir: which resources a reopened harness reaches
-MAX_ROUNDS = 100_000  # batches one settle delivers before it is taken for a loop
+MAX_ROUNDS = 10_000  # batches one settle delivers before it is taken for a loop
 
 
 class WakeFailed(LunaflowError):
@@ -101,7 +103,11 @@ class AwsPlatform(Harness):
         self.data_dir = Path(tempfile.mkdtemp(prefix="lunaflow-aws-")) if data_dir is None else Path(data_dir)
         self.names = deployment.Names(self._suffix())
         self._standins = (services, objects, http)
+        # Databases live where LocalPlatform keeps them: DATA/db/<name>.sqlite.
+        self.databases = SqliteDataApi(self.data_dir / "db")
         self.clients = self.new_clients()
+        self.invoking: list[Handler] = []  # the functions running now (a step body can ask which)
+        self._containers: weakref.WeakSet[AwsRuntime] = weakref.WeakSet()
         self.config = self._deploy_resources(self.project)
         self._last_reconcile = self._clock.now()
         self.runtime = self.container(self.project)
@@ -126,7 +132,14 @@ class AwsPlatform(Harness):
         needs = describe(project)
         queues = sorted(set(needs.queues) | set(needs.sent_queues))
         self._handled_queues = sorted(needs.queues)
-        return deployment.create(self.clients, self.names, project, queues)
+        config = deployment.create(self.clients, self.names, project, queues)
+        if needs.databases:  # Aurora's Data API, answered over SQLite files (moto runs no SQL)
+            config = replace(
+                config,
+                database_resource_arn=self.databases.resource_arn,
+                database_secret_arn=self.databases.secret_arn,
+            )
+        return config
 
     def client(self, service: str) -> Any:
         """A boto3 client of the moto server whose requests carry the fake clock."""
@@ -150,6 +163,7 @@ class AwsPlatform(Harness):
             scheduler=self.client("scheduler"),
             secretsmanager=self.client("secretsmanager"),
             s3=self.client("s3"),
+            rds_data=self.databases,
         )
 
     def container(self, project: Path, *, owner: str | None = None) -> AwsRuntime:
@@ -163,7 +177,7 @@ class AwsPlatform(Harness):
             return StandinServices(real, services=services, objects=objects, http=http)
 
         config = replace(self.config, project=str(project))
-        return AwsRuntime(
+        made = AwsRuntime(
             config,
             self.clients,
             clock=self._clock,
@@ -171,6 +185,8 @@ class AwsPlatform(Harness):
             services=standins,
             cache_size=self.cache_size,
         )
+        self._containers.add(made)
+        return made
 
     @property
     def platform(self) -> Platform:  # type: ignore[override]
@@ -193,7 +209,11 @@ class AwsPlatform(Harness):
         )
         with container.serving(rt or self.runtime), warnings.catch_warnings():
             warnings.filterwarnings("ignore", "No application metrics")
-            return fn(event, context)
+            self.invoking.append(handler)
+            try:
+                return fn(event, context)
+            finally:
+                self.invoking.remove(handler)
 
     def fetch(
         self,
@@ -208,7 +228,9 @@ class AwsPlatform(Harness):
         self.settle()
         return _response(answer)
 
-    def deliver(self, queue_url: str, queue_arn: str, handler: Handler, timeout_s: float) -> int:
+    def deliver(
+        self, queue_url: str, queue_arn: str, handler: Handler, timeout_s: float, rt: AwsRuntime | None = None
+    ) -> int:
         """One batch from the queue to its function, as an event source mapping with partial
         batch responses: what succeeded is deleted, failures wait out their visibility
         timeout. Returns how many messages were delivered."""
@@ -220,7 +242,7 @@ class AwsPlatform(Harness):
             return 0
         failed: set[str]
         try:
-            answer = self.invoke(handler, sqs_event(got, queue_arn, self.region), timeout_s)
+            answer = self.invoke(handler, sqs_event(got, queue_arn, self.region), timeout_s, rt)
             failed = {f["itemIdentifier"] for f in (answer or {}).get("batchItemFailures", [])}
         except Exception:  # the whole batch failed: Lambda leaves every message to SQS
             failed = {m["MessageId"] for m in got}
@@ -295,6 +317,14 @@ class AwsPlatform(Harness):
         with urlopen(url, timeout=30) as answer:
             found: dict[str, Any] = json.loads(answer.read())
         return found
+
+    def _move_clock(self, to_ms: int) -> None:
+        super()._move_clock(to_ms)
+        # Time moves in jumps here: a container working through the jump would have kept
+        # renewing its lease all along, so it renews it at the new time at once.
+        for rt in list(self._containers):
+            if rt.working:
+                rt.beat_now()
 
     def _next_due(self) -> int | None:
         found = self._next()

@@ -124,7 +124,8 @@ def _next_visible(region: str, names: Iterable[str], now_ms: float) -> float | N
         if queue is None:
             continue
         for message in list(queue._messages):
-            ready = max(float(message.delayed_until or 0), float(message.visible_at or 0))
+            # moto shows a message once now > visible_at, and holds it while now < delayed_until.
+            ready = max(float(message.delayed_until or 0), float(message.visible_at or 0) + 1)
             if ready > now_ms:
                 found.append(ready)
     return min(found) if found else None

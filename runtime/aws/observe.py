@@ -37,5 +37,9 @@ class PowertoolsObserver:
         name = Metric.RUNS_COMPLETED if status == "completed" else Metric.RUNS_FAILED
         self.metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
 
+    def wake_failed(self, run_id: str) -> None:
+        """A wake record the worker failed (SQS retries it; the reconciler heals it)."""
+        self.metrics.add_metric(name=Metric.WAKE_FAILURES, unit=MetricUnit.Count, value=1)
+
     def started(self, run_id: str, workflow: str) -> None:
         self.metrics.add_metric(name=Metric.RUNS_STARTED, unit=MetricUnit.Count, value=1)

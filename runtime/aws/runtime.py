@@ -37,8 +37,8 @@ from runtime.store.dynamodb import DynamoDBStore
 
 log = logging.getLogger("lunaflow.aws")
 
-BEAT_S = 1.0  # how often a working invocation says it is alive (a dead one is taken for dead 5 s on)
-LEASE_GRACE_MS = 60_000  # a lease outlasts its invocation by this much; a dead owner frees it sooner
+LEASE_MS = 30_000  # a run's lease lasts this long past its last renewal
+RENEW_S = 10.0  # a working invocation renews its lease this often: a dead one frees the run within 30 s
 BUSY_FIRST_S = 10  # a wake that found the run busy comes back after this, doubling each time
 RECONCILE_LIMIT = 100  # wake-ups one reconcile re-sends at most
 RECONCILE_AFTER_S = 60.0  # a wake-up waiting this long is taken for lost
@@ -89,7 +89,7 @@ class AwsRuntime:
         self.config = config
         self.clock = clock or SystemClock()
         self.owner = owner or f"lambda-{uuid.uuid4()}"
-        self._last_beat = float("-inf")
+        self._holding: str | None = None  # the run whose lease this container renews
         secrets = SecretsManagerSecrets(
             clients.secretsmanager, clients.dynamodb, config.table, prefix=config.secrets_prefix
         )
@@ -145,17 +145,15 @@ class AwsRuntime:
         comes back later), "early" (a timer's wake before its time, sent back for the rest),
         or "missing".
 
-        The wake-up it serves is released only when the activation is done, so one that
-        fails is still there for the reconciler; a wake that arrived meanwhile is prompted."""
+        The wake-up it serves is released only when the activation is done, with the token
+        the lease was taken at, so one that fails is still there for the reconciler, and a
+        wake that arrived meanwhile is prompted."""
         now = now_ms(self.clock)
         if due_ms is not None and due_ms > now:
             self.waker.early(run_id, due_ms)
             return "early"
         if reason == "timer":
             self.store.fire_timer(run_id, now)  # no stale timer while it runs
-        token = self.store.wake_token(run_id)
-        if token is None:
-            return "missing"
         left_ms = WORKER_TIMEOUT_S * 1000 if remaining_ms is None else remaining_ms
         started = time.monotonic()
         deadline = Deadline(
@@ -165,13 +163,14 @@ class AwsRuntime:
         )
         prompts = self.waker.prompts
         try:
-            with self.beating():
+            with self.holding(run_id):
                 outcome = self.platform.advance(
-                    run_id, lease=LeaseTerms(self.owner, left_ms + LEASE_GRACE_MS), deadline=deadline
+                    run_id, lease=LeaseTerms(self.owner, LEASE_MS), deadline=deadline
                 )
         except Exception as e:
             self.log_error(f"advancing run '{run_id}' failed: {e}", traceback.format_exc(), run=run_id)
             raise
+        token = self.store.lease_token(run_id)
         if outcome == Lease.BUSY:
             # Its holder prompts the run when it is done if this wake is still waiting; this
             # one only covers the holder dying, so it waits instead of bouncing.
@@ -179,36 +178,50 @@ class AwsRuntime:
             return "busy"
         if outcome == Lease.MISSING:
             return "missing"
-        if not self.store.release_wake(run_id, token) and self.waker.prompts == prompts:
+        # A park or an end dropped the wake-up it served in the same write; an activation
+        # that wrote neither (the run was ended or failed, or out of time) releases it here.
+        written = self.platform.worker.executor.parked_or_ended
+        released = written or token is None or self.store.release_wake(run_id, token)
+        if not released and self.waker.prompts == prompts:
             self.waker.prompt(run_id)  # a signal (or a timer) came while it ran
         return "done"
 
     @contextmanager
-    def beating(self) -> Iterator[None]:
-        """This container is alive while the block runs: its leases stay its own. Once it
-        stops (it ended, or was killed) its leases are free ``OWNER_DEAD_AFTER_MS`` later."""
-        if time.monotonic() - self._last_beat >= BEAT_S:
-            self._beat()
+    def holding(self, run_id: str) -> Iterator[None]:
+        """While the block runs, keep renewing this container's lease on the run (if it
+        takes it): a live invocation keeps the run however long its step takes; a dead one
+        stops renewing and the run is free ``LEASE_MS`` later."""
         stop = threading.Event()
 
-        def keep_beating() -> None:
-            while not stop.wait(BEAT_S):
-                try:
-                    self._beat()
-                except Exception:  # a missed beat only shortens the lease's life
-                    log.warning("heartbeat of %s failed", self.owner, exc_info=True)
+        def keep_renewing() -> None:
+            while not stop.wait(RENEW_S):
+                self._renew(run_id)
 
-        beater = threading.Thread(target=keep_beating, name="lunaflow-heartbeat", daemon=True)
-        beater.start()
+        renewer = threading.Thread(target=keep_renewing, name="lunaflow-lease", daemon=True)
+        renewer.start()
+        self._holding = run_id
         try:
             yield
         finally:
+            self._holding = None
             stop.set()
-            beater.join()
+            renewer.join()
 
-    def _beat(self) -> None:
-        self.store.heartbeat(self.owner, now_ms(self.clock))
-        self._last_beat = time.monotonic()
+    @property
+    def working(self) -> bool:
+        return self._holding is not None
+
+    def beat_now(self) -> None:
+        """Renew the lease now (the harness, whose clock moves in jumps)."""
+        run_id = self._holding
+        if run_id is not None:
+            self._renew(run_id)
+
+    def _renew(self, run_id: str) -> None:
+        try:
+            self.store.renew_lease(run_id, self.owner, now_ms(self.clock), LEASE_MS)
+        except Exception:  # a missed renewal only shortens the lease's life
+            log.warning("renewing the lease of run %s failed", run_id, exc_info=True)
 
     def reconcile(self, *, limit: int = RECONCILE_LIMIT) -> list[str]:
         """Heal what a lost message, a failed activation or a dead invocation left behind, a
@@ -221,7 +234,11 @@ class AwsRuntime:
         now_at = now_ms(self.clock)
         overdue = self.store.fire_due_timers(now_at - int(RECONCILE_AFTER_S * 1000), limit)
         waiting = self.store.wakeups_older_than(now - RECONCILE_AFTER_S, limit)
-        stranded = self.store.stale_running(now - STALE_RUNNING_S, now_at, limit)
+        # A run left running with a wake-up waiting is the wake-ups' business (and their
+        # pause); one without gets a wake-up, which then follows the same rules.
+        left = self.store.stale_running(now - STALE_RUNNING_S, now_at, limit)
+        asked = self.store.waiting(left)
+        stranded = [run_id for run_id in left if run_id not in asked]
         for run_id in stranded:
             self.store.add_wakeup(run_id)
         candidates = list(dict.fromkeys([*waiting, *overdue, *stranded]))[:limit]

@@ -4,9 +4,10 @@ parked run otherwise. A late or repeated delivery is harmless: the worker replay
 re-parks; an early one (Scheduler fires up to a minute either side of its time) is sent
 back with the delay it still has, so a run never wakes before its timer.
 
-The transport armed for a run's timer is kept on its run item (``TimerLedger``): a re-park
-at the same time arms nothing new, a switch from a schedule to an SQS delay deletes the
-schedule, and a run's end deletes only a schedule that exists.
+A run's schedule, when it has one, is noted on its run item (``TimerLedger``): a re-park at
+the same time schedules nothing new, a switch to an SQS delay deletes the schedule, and a
+run's end deletes a schedule only if there is one. An SQS delay needs no note: a message
+that outlives its purpose only makes the worker replay and re-park.
 """
 
 from __future__ import annotations
@@ -24,12 +25,11 @@ from runtime.core.clock import Clock, now_ms
 from runtime.store.items import error_code
 
 MAX_SQS_DELAY_S = 900
-SQS = "sqs"
 SCHEDULE = "schedule"
 
 
 class TimerLedger(Protocol):
-    """Where the transport armed for a run's timer is kept (the DynamoDB store)."""
+    """Where a run's schedule is noted (the DynamoDB store): ``(due_ms, "schedule")``."""
 
     def armed_timer(self, run_id: str) -> tuple[int, str] | None: ...
 
@@ -102,19 +102,18 @@ class AwsWaker:
         armed = self._ledger.armed_timer(run_id)
         if due_ms is None:
             if armed is not None:
-                if armed[1] == SCHEDULE:
-                    self._delete(schedule_name(run_id))
+                self._delete(schedule_name(run_id))
                 self._ledger.arm_timer(run_id, None)
             return
-        if armed is not None and armed[0] == due_ms:
-            return  # parked again at the same time: what was armed still fires
         wait_s = due_ms / 1000 - self._clock.now()
         if wait_s <= MAX_SQS_DELAY_S:
             self.send(wake_message(run_id, "timer", due_ms), math.ceil(wait_s))
-            if armed is not None and armed[1] == SCHEDULE:
+            if armed is not None:
                 self._delete(schedule_name(run_id))  # a longer timer's schedule, no longer needed
-            self._ledger.arm_timer(run_id, (due_ms, SQS))
+                self._ledger.arm_timer(run_id, None)
             return
+        if armed is not None and armed[0] == due_ms:
+            return  # parked again at the same time: the schedule still fires
         self._schedule(run_id, due_ms)
         self._ledger.arm_timer(run_id, (due_ms, SCHEDULE))
 

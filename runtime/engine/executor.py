@@ -367,6 +367,7 @@ class Executor:
     def _run_step(self, s: Session, ex: Execute, deadline: Deadline | None = None) -> Decision:
         # A step without a timeout gets the time the activation has left.
         given = ex.timeout_ms if ex.timeout_ms is not None or deadline is None else deadline.step_ms()
+        began = time.monotonic()
         with self._running(s.run.id, ex.name):
             outcome = s.code.run_body(
                 s.lua,
@@ -379,8 +380,8 @@ class Executor:
         if (
             not outcome.ok
             and ex.timeout_ms is None
-            and deadline is not None
-            and time.monotonic() >= deadline.steps_until
+            and given is not None
+            and time.monotonic() - began >= given / 1000
         ):
             outcome = BodyOutcome(False, error=_out_of_activation(ex, given))
         s.replay.refresh(now_ms(self.clock), s.replay.signals)

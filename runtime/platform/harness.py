@@ -107,10 +107,13 @@ class Harness:
         target = now_ms(self._clock) + parse_ms(duration, "advance")
         self.settle()
         while (due := self._next_due()) is not None and due <= target:
-            self._clock.advance(max(0, due - now_ms(self._clock)) / 1000)
+            self._move_clock(due)
             self.settle()
-        self._clock.advance(max(0, target - now_ms(self._clock)) / 1000)
+        self._move_clock(target)
         self.settle()
+
+    def _move_clock(self, to_ms: int) -> None:
+        self._clock.advance(max(0, to_ms - now_ms(self._clock)) / 1000)
 
     # --- secrets and logs --------------------------------------------------------------
 

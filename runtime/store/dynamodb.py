@@ -139,6 +139,13 @@ def _filled(row: list[Any], run: RunRecord, signals: dict[int, SignalRecord]) ->
     return Entry(int(row[0]), Kind(row[1]), row[2], data, float(row[4]))
 
 
+def _armed_from(item: dict[str, Any]) -> tuple[int, str] | None:
+    if "armed" not in item:
+        return None
+    due, how = json.loads(item["armed"]["S"])
+    return int(due), str(how)
+
+
 def _with_current_step(run: RunRecord, last: Entry) -> RunRecord:
     current = current_step(run.status, run.current_step, last)
     return run if current == run.current_step else RunRecord(**{**run.__dict__, "current_step": current})
@@ -205,6 +212,10 @@ class DynamoDBStore:
         self._secrets = secrets
         self.clock: Clock = clock or SystemClock()
         self.blobs = blobs
+        # What this store last read or wrote of a run item, for a caller in the same
+        # activation: the wake token its lease was taken at, the timer armed when it loaded.
+        self._tokens: dict[str, int] = {}
+        self._armed: dict[str, tuple[int, str] | None] = {}
 
     # --- texts: inline while small, else in S3 -----------------------------------------
 
@@ -346,6 +357,7 @@ class DynamoDBStore:
         run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
         if run_item is None:
             return None
+        self._armed = {run_id: _armed_from(run_item)}  # one run's: an activation's
         rows = [row for i in items if i["sk"]["S"].startswith("J#") for row in self._rows(i)]
         run = self._run_from(run_item)
         signal_items = [i for i in items if i["sk"]["S"].startswith("S#")]
@@ -431,6 +443,7 @@ class DynamoDBStore:
             "created_at": n(run.created_at),
             "updated_at": n(run.updated_at),
             "signal_seq": n(0),
+            "summary_at": n(1),
             "created_sk": s(created),
             "status_pk": s(f"STATUS#{run.status}"),
             "workflow_pk": s(f"WF#{run.workflow}"),
@@ -504,34 +517,41 @@ class DynamoDBStore:
         timer: TimerSet | None = None,
     ) -> None:
         """A step's commit is one conditional write: the chunk of entries, its key free. A
-        status change or a timer writes the chunk and the run item's summary in one
-        transaction, so the summary never disagrees with the journal it summarizes; with no
-        entries, a check that the next slot is still free stands in for the chunk. The
-        summary is also conditional on the run not having ended: no status comes back from
-        completed or cancelled."""
+        status change or a timer then writes the run item's summary, conditional on the
+        journal position it summarizes: it holds only while no summary of a later position
+        was written (and the run has not ended), so a cancel that lands between the two
+        writes wins and the summary never contradicts the journal. With no entries, the
+        summary goes in a transaction with a check that the next slot is still free. If the
+        process dies between the chunk and the summary, the summary stays behind the journal
+        ("running"): the reconciler wakes the run and its replay writes the summary again."""
         update = checked_update(run_id, expected_len, entries, update)
         slot = expected_len + 1
-        written: list[str] = []
+        chunk_written: list[str] = []
         ended_with_result = update is not None and update.status == Status.COMPLETED
         try:
-            chunk = self._chunk_put(run_id, entries, ended_with_result, written) if entries else None
-            if update is None and timer is None:
-                if chunk is not None and not conditional(self._db.put_item, **chunk):
+            if entries:
+                chunk = self._chunk_put(run_id, entries, ended_with_result, chunk_written)
+                if not conditional(self._db.put_item, **chunk):
                     raise JournalConflict(run_id, slot)
+        except BaseException:
+            self._drop(chunk_written)
+            raise
+        if update is None and timer is None:
+            return
+        written: list[str] = []
+        try:
+            position = entries[-1].seq if entries else expected_len
+            summary = self._summary(run_id, position, entries, update, timer, written)
+            if entries:
+                if not conditional(self._db.update_item, **summary):
+                    raise JournalConflict(run_id, position + 1)
                 return
-            summary = self._summary(run_id, entries, update, timer, written)
-            first: dict[str, Any] = (
-                {"Put": chunk}
-                if chunk is not None
-                else {
-                    "ConditionCheck": {
-                        "TableName": self.table,
-                        "Key": {"pk": s(run_pk(run_id)), "sk": s(_journal_sk(slot))},
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                }
-            )
-            self._transact([first, {"Update": summary}], run_id, slot)
+            check = {
+                "TableName": self.table,
+                "Key": {"pk": s(run_pk(run_id)), "sk": s(_journal_sk(slot))},
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+            self._transact([{"ConditionCheck": check}, {"Update": summary}], run_id, slot)
         except BaseException:
             self._drop(written)
             raise
@@ -539,6 +559,7 @@ class DynamoDBStore:
     def _summary(
         self,
         run_id: str,
+        position: int,
         entries: Sequence[Entry],
         update: RunUpdate | None,
         timer: TimerSet | None,
@@ -547,8 +568,12 @@ class DynamoDBStore:
         """The run item's update: status, current step, error and result (each text inline
         or in S3), timer, lease and wake-up as the new status implies."""
         names: dict[str, str] = {"#st": "status"}
-        values: dict[str, Any] = {":completed": s(Status.COMPLETED), ":cancelled": s(Status.CANCELLED)}
-        sets: list[str] = []
+        values: dict[str, Any] = {
+            ":completed": s(Status.COMPLETED),
+            ":cancelled": s(Status.CANCELLED),
+            ":at": n(position),
+        }
+        sets: list[str] = ["summary_at = :at"]
         removes: list[str] = []
         ended = update is not None and update.status in ENDED
         if update is not None:
@@ -578,8 +603,19 @@ class DynamoDBStore:
         if entries:
             sets.append("updated_at = :upd")
             values[":upd"] = n(entries[-1].at)
+        condition = (
+            "attribute_exists(pk) AND NOT (#st IN (:completed, :cancelled)) AND "
+            f"(attribute_not_exists(summary_at) OR summary_at {'<' if entries else '<='} :at)"
+        )
+        served = self._tokens.get(run_id)
         if ended:
-            removes += ["wake_pk", "wake_sk"]
+            removes += ["wake_pk", "wake_sk", "wake_resends"]
+        elif update is not None and update.status != Status.RUNNING and served is not None:
+            # A park by the lease holder also drops the wake-up it served, unless a newer
+            # wake arrived meanwhile: then the park loses, and the run replays for it.
+            removes += ["wake_pk", "wake_sk", "wake_resends"]
+            condition += " AND wake_token = :served"
+            values[":served"] = n(served)
         if ended or (timer is not None and timer.due_ms is None):
             removes += ["timer_due", "timer_pk", "timer_sk"]
         elif timer is not None and timer.due_ms is not None:
@@ -599,8 +635,9 @@ class DynamoDBStore:
             "TableName": self.table,
             "Key": run_key(run_id),
             "UpdateExpression": expression,
-            # The rules: the run exists, and has not ended.
-            "ConditionExpression": "attribute_exists(pk) AND NOT (#st IN (:completed, :cancelled))",
+            # The rules: the run exists, has not ended, and no summary of a later journal
+            # position was written (an equal one: a re-park with no new entries).
+            "ConditionExpression": condition,
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
         }
@@ -829,6 +866,10 @@ class DynamoDBStore:
             ExpressionAttributeValues={":until": s(f"{until:020.6f}"), ":one": n(1)},
         )
 
+    def waiting(self, run_ids: Sequence[str]) -> set[str]:
+        """The runs among ``run_ids`` with a wake-up waiting."""
+        return {run_id for run_id, item in self._items(run_ids, "id, wake_pk").items() if "wake_pk" in item}
+
     def resends(self, run_ids: Sequence[str]) -> dict[str, int]:
         """How often the reconciler has re-sent each run's waiting wake."""
         return {
@@ -855,14 +896,14 @@ class DynamoDBStore:
     # --- a run's timer transport (AwsWaker's ledger) ------------------------------------
 
     def armed_timer(self, run_id: str) -> tuple[int, str] | None:
-        """The timer transport armed for the run: ``(due_ms, "sqs" | "schedule")``."""
+        """The timer transport armed for the run: ``(due_ms, "sqs" | "schedule")``, as the
+        activation's load read it (only the waker changes it), else read now."""
+        if run_id in self._armed:
+            return self._armed.pop(run_id)
         item = self._db.get_item(
             TableName=self.table, Key=run_key(run_id), ProjectionExpression="armed", ConsistentRead=True
         ).get("Item")
-        if item is None or "armed" not in item:
-            return None
-        due, how = json.loads(item["armed"]["S"])
-        return int(due), str(how)
+        return None if item is None else _armed_from(item)
 
     def arm_timer(self, run_id: str, armed: tuple[int, str] | None) -> None:
         request: dict[str, Any] = {"TableName": self.table, "Key": run_key(run_id)}
@@ -925,14 +966,19 @@ class DynamoDBStore:
 
     def acquire_lease(self, run_id: str, owner: str, now_ms: int, lease_ms: int) -> Lease:
         """Take the run's lease. The wake-up that asked for the work stays until the work is
-        done (``release_wake``): an activation that fails leaves it for the reconciler."""
+        done: the wake token the lease was taken at is kept (``lease_token``), for releasing
+        the wake-up with it afterwards (``release_wake``), so an activation that fails leaves
+        it for the reconciler."""
         request = {
             "TableName": self.table,
             "Key": run_key(run_id),
-            "UpdateExpression": "SET lease_owner = :me, lease_until = :until",
+            # The token comes back with the write (no read of its own).
+            "UpdateExpression": "SET lease_owner = :me, lease_until = :until, "
+            "lease_token = if_not_exists(wake_token, :zero)",
+            "ReturnValues": "UPDATED_NEW",
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
-        values = {":me": s(owner), ":until": n(now_ms + lease_ms)}
+        values = {":me": s(owner), ":until": n(now_ms + lease_ms), ":zero": n(0)}
         taken = conditional(
             self._db.update_item,
             **request,
@@ -941,6 +987,7 @@ class DynamoDBStore:
             ExpressionAttributeValues={**values, ":now": n(now_ms)},
         )
         if taken:
+            self._tokens = {run_id: self._token_of(run_id, taken)}
             return Lease.OK
         old = taken.item
         if old is None:
@@ -955,7 +1002,34 @@ class DynamoDBStore:
             ConditionExpression="lease_owner = :holder AND lease_until = :held",
             ExpressionAttributeValues={**values, ":holder": s(holder), ":held": old["lease_until"]},
         )
-        return Lease.OK if stolen else Lease.BUSY
+        if not stolen:
+            return Lease.BUSY
+        self._tokens = {run_id: self._token_of(run_id, stolen)}
+        return Lease.OK
+
+    def _token_of(self, run_id: str, taken: Any) -> int:
+        """The token a lease write returned; moto leaves out an attribute it set to the value
+        it had (a lease taken again by its owner), which only a read then tells."""
+        found = taken.get("Attributes", {}).get("lease_token")
+        return whole(found) if found is not None else self.wake_token(run_id) or 0
+
+    def lease_token(self, run_id: str) -> int | None:
+        """The wake token this store's last lease on the run was taken at (once)."""
+        return self._tokens.pop(run_id, None)
+
+    def renew_lease(self, run_id: str, owner: str, now_ms: int, lease_ms: int) -> bool:
+        """Extend ``owner``'s lease to ``now_ms + lease_ms``; False when it is no longer its
+        own (it expired and another owner took it)."""
+        return bool(
+            conditional(
+                self._db.update_item,
+                TableName=self.table,
+                Key=run_key(run_id),
+                UpdateExpression="SET lease_until = :until",
+                ConditionExpression="lease_owner = :me",
+                ExpressionAttributeValues={":me": s(owner), ":until": n(now_ms + lease_ms)},
+            )
+        )
 
     def release_lease(self, run_id: str, owner: str) -> None:
         conditional(

@@ -60,16 +60,25 @@ def test_a_cancel_landing_between_the_journal_and_the_summary_leaves_them_agreei
     assert p.get("r1").status == "cancelled"
 
 
-def test_no_status_comes_back_from_an_ended_run(p: AwsPlatform) -> None:
-    """A summary written at the journal's true length still cannot bring a cancelled run
-    back: the rule "the run has not ended" is part of the write."""
+def test_a_summary_of_an_earlier_journal_position_is_refused(p: AwsPlatform) -> None:
+    """Writer A writes its chunk; before A writes the summary, writer B (whose view has A's
+    chunk) appends after it and ends the run. A's summary, of an earlier position, is
+    refused: the run stays ended, whatever order the two summaries arrive in."""
     p.start("approval", {}, id="r2")
-    p.cancel("r2")
-    store = p.runtime.store
+    store, other = p.runtime.store, p.container(p.project).store
     length = len(p.journal("r2"))
-    wait = {"names": ["go"], "timeout_ms": None, "due_at": None}
-    entry = Entry(length + 1, Kind.WAIT, "await", wait, p.now)
+    mine = Entry(length + 1, Kind.VALUE, "os.time", {"value": 1}, p.now)
+    theirs = Entry(length + 2, Kind.CANCELLED, None, {}, p.now)
+    fired: list[str] = []
+
+    def theirs_first(params: dict[str, Any], **_: Any) -> None:
+        if not fired and parks(params, "awaiting"):
+            fired.append("theirs")
+            other.append("r2", length + 1, [theirs], update=RunUpdate(Status.CANCELLED, None))
+
+    p.clients.dynamodb.meta.events.register("before-parameter-build.dynamodb.UpdateItem", theirs_first)
     with pytest.raises(JournalConflict):
-        store.append("r2", length, [entry], update=RunUpdate(Status.AWAITING, "await 'go'"))
+        store.append("r2", length, [mine], update=RunUpdate(Status.AWAITING, "await 'go'"))
+    assert fired == ["theirs"]
     assert p.get("r2").status == "cancelled"
-    assert len(p.journal("r2")) == length
+    assert [e.kind for e in p.journal("r2")][-2:] == [Kind.VALUE, Kind.CANCELLED]

@@ -1,6 +1,6 @@
-"""examples/auction through LocalPlatform with its real local services (the sales database,
-the Account, Payments and Registrar objects): the routes of api.lua, the settle-sale
-workflow of the seed (sale.lua) and the pay-sale workflow (pay.lua).
+"""examples/auction through both harnesses (LocalPlatform, AwsPlatform) with its real
+services (the sales database, the Account, Payments and Registrar objects): the routes of
+api.lua, the settle-sale workflow of the seed (sale.lua) and the pay-sale workflow (pay.lua).
 """
 
 from __future__ import annotations
@@ -15,14 +15,17 @@ from typing import Any
 import pytest
 
 from runtime.core.journal import Kind
-from runtime.testing import LocalPlatform
+from runtime.testing import AwsPlatform, LocalPlatform
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "auction"
 
 
-@pytest.fixture
-def p(tmp_path: Path) -> Iterator[LocalPlatform]:
-    with LocalPlatform(EXAMPLE, data_dir=tmp_path / "data") as platform:
+@pytest.fixture(params=["local", "aws"])
+def p(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalPlatform]:
+    """The example on both harnesses: in-process on SQLite, and through the Lambda handlers
+    on a moto server (its database through the Data API, answered over SQLite)."""
+    harness = {"local": LocalPlatform, "aws": AwsPlatform}[request.param]
+    with harness(EXAMPLE, data_dir=tmp_path / "data") as platform:
         yield platform
 
 

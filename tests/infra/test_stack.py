@@ -339,6 +339,16 @@ class _Recorder:
         return call
 
 
+class _NoTimers:
+    """A run item with no timer armed yet (the DynamoDB store keeps these)."""
+
+    def armed_timer(self, run_id: str) -> None:
+        return None
+
+    def arm_timer(self, run_id: str, armed: Any) -> None:
+        pass
+
+
 def test_a_timer_schedule_targets_the_wake_queue_with_the_scheduler_role(auction: Synth, ids: Ids) -> None:
     """A run parked beyond SQS's 15-minute delay gets a Scheduler entry. Built from the
     worker's deployed environment, that entry sits in this stack's group, targets the wake
@@ -355,6 +365,7 @@ def test_a_timer_schedule_targets_the_wake_queue_with_the_scheduler_role(auction
         queue_arn=config.wake_queue_arn,
         group=config.scheduler_group,
         role_arn=config.scheduler_role_arn,
+        ledger=_NoTimers(),
     )
     waker.timer("sale-lot-42", int((clock.now() + 72 * 3600) * 1000))
     assert [m for m, _ in scheduler.calls] == ["create_schedule"]
@@ -467,6 +478,7 @@ def emitted_metrics() -> dict[str, dict[str, Any]]:
         Metric.STEPS_FAILED: lambda: observer.step("r", "w", "s", 1, False),
         Metric.STEP_RETRIES: lambda: observer.retry("r", "w", "s"),
         Metric.SIGNAL_TO_RESUME_LATENCY: lambda: observer.signal_resumed("r", "w", 0.25),
+        Metric.WAKE_FAILURES: lambda: observer.wake_failed("r"),
     }
     out = {}
     metrics.clear_metrics()

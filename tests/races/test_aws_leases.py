@@ -174,10 +174,9 @@ def test_parking_releases_the_lease_in_the_same_write(world: World, clock: FakeC
     item = world.run_item("r1")
     assert item["status"] == {"S": "awaiting"}
     assert "lease_owner" not in item and "lease_until" not in item
-    # The lease is taken (after reading the wake's token and beating) and dropped by the
-    # write that parks: no separate release follows it.
-    assert [op for op, _ in calls[:3]] == ["GetItem", "PutItem", "UpdateItem"]
-    assert "lease_owner = :me" in calls[2][1]["UpdateExpression"]
+    # The lease is taken by the first request (its wake token returned with it) and dropped
+    # by the write that parks: no separate release follows it.
+    assert calls[0][0] == "UpdateItem" and "lease_owner = :me" in calls[0][1]["UpdateExpression"]
     assert releases(calls) == []
     park = last_write(calls)
     assert park["ExpressionAttributeValues"][":st"] == {"S": "awaiting"}
@@ -278,9 +277,9 @@ def test_a_busy_advance_resends_the_wake_with_a_delay_and_runs_nothing(
     db_calls, sqs_calls = record_calls(clients.dynamodb), record_calls(clients.sqs)
     assert rt.advance("r1") == "busy"
 
-    # The wake's token, its own heartbeat, the refused lease, then one read of the holder's
-    # heartbeat (is it alive?); no journal or summary write.
-    assert [op for op, _ in db_calls] == ["GetItem", "PutItem", "UpdateItem", "BatchGetItem"]
+    # The refused lease, then one read of the holder's heartbeat (is it alive?); no journal
+    # or summary write.
+    assert [op for op, _ in db_calls] == ["UpdateItem", "BatchGetItem"]
     assert [op for op, _ in sqs_calls] == ["SendMessage"]
     sent = sqs_calls[0][1]
     assert sent["QueueUrl"] == world.queue_url
@@ -296,7 +295,7 @@ def test_advance_of_a_missing_run_runs_nothing_and_sends_nothing(world: World, c
     rt = AwsRuntime(world.config, clients, clock=clock, owner="w1")
     db_calls, sqs_calls = record_calls(clients.dynamodb), record_calls(clients.sqs)
     assert rt.advance("nobody") == "missing"
-    assert [op for op, _ in db_calls] == ["GetItem"]
+    assert [op for op, _ in db_calls] == ["UpdateItem"]
     assert sqs_calls == []
     assert world.run_item("nobody") == {}
 

@@ -46,3 +46,13 @@ workflow "switch" (function(wf, input)
     local y = wf:await("y", { timeout = "10s" })
     return { y = y }
 end)
+
+-- A route that starts a run: the fetch function hands it to the worker.
+on "fetch" (function(request)
+    local id = request.path:match("^/hold/(.+)$")
+    if request.method == "POST" and id then
+        workflows "hold":start({}, { id = id })
+        return { status_code = 202, body = id }
+    end
+    return { status_code = 404, body = "" }
+end)

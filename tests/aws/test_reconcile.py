@@ -1,0 +1,131 @@
+"""Issue 15.5: the reconciler never amplifies a backlog.
+
+On main every wake queued longer than 60 s was re-sent each minute, one ``SendMessage`` at
+a time, without bound; and a run woken by a timer kept its old ``timer_due`` while it ran,
+so the reconciler fired it again and it bounced. Now a reconcile re-sends at most a bounded
+batch, ten to a request; each re-sent wake-up is looked at again only after a pause that
+doubles; a timer's wake turns the timer into a wake-up; and runs whose wake is being served
+(a live lease) are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.aws.contract import Handler
+from runtime.aws.runtime import RECONCILE_LIMIT
+from runtime.core.clock import now_ms
+from runtime.store.dynamodb import RUN_SK, run_pk
+from runtime.testing import AwsPlatform
+
+PROJECT = Path(__file__).resolve().parents[1] / "projects" / "aws_limits"
+
+
+@pytest.fixture
+def p() -> Iterator[AwsPlatform]:
+    with AwsPlatform(PROJECT, objects=lambda *a: ["through"]) as platform:
+        yield platform
+
+
+def record_sends(p: AwsPlatform) -> list[tuple[str, list[str]]]:
+    """Every SQS send as (operation, the run ids it wakes)."""
+    sent: list[tuple[str, list[str]]] = []
+
+    def single(params: dict[str, Any], **_: Any) -> None:
+        sent.append(("SendMessage", [json.loads(params["MessageBody"])["run_id"]]))
+
+    def batch(params: dict[str, Any], **_: Any) -> None:
+        sent.append(("SendMessageBatch", [json.loads(e["MessageBody"])["run_id"] for e in params["Entries"]]))
+
+    p.clients.sqs.meta.events.register("before-parameter-build.sqs.SendMessage", single)
+    p.clients.sqs.meta.events.register("before-parameter-build.sqs.SendMessageBatch", batch)
+    return sent
+
+
+def lose_every_wake(p: AwsPlatform) -> None:
+    p.clients.sqs.purge_queue(QueueUrl=p.config.wake_queue_url)
+
+
+def later(p: AwsPlatform, seconds: float) -> None:
+    """Move the fake clock without delivering anything (the queue is lost or stuck)."""
+    p._move_clock(now_ms(p._clock) + int(seconds * 1000))
+
+
+def test_one_reconcile_resends_a_bounded_batch_ten_to_a_request(p: AwsPlatform) -> None:
+    for i in range(250):
+        p.platform.start("approval", {}, id=f"r{i:03d}")
+    lose_every_wake(p)
+    later(p, 61)
+    sent = record_sends(p)
+    woken = p.reconcile()["rewoken"]
+    assert len(woken) == RECONCILE_LIMIT == 100
+    assert [op for op, _ in sent] == ["SendMessageBatch"] * 10
+    assert sorted(r for _, runs in sent for r in runs) == sorted(woken)
+    assert woken == [f"r{i:03d}" for i in range(100)]  # oldest first
+
+
+def test_a_wake_that_stays_lost_is_not_resent_every_minute(p: AwsPlatform) -> None:
+    p.platform.start("approval", {}, id="stuck")
+    sent = record_sends(p)
+    for _ in range(10):  # ten minutes of a queue that loses every message
+        lose_every_wake(p)
+        later(p, 60)
+        p.reconcile()
+    resent = [r for _, runs in sent for r in runs if r == "stuck"]
+    assert 2 <= len(resent) <= 3  # at 1, 3 and 7 minutes: each pause doubles
+
+
+def run_item(p: AwsPlatform, run_id: str) -> dict[str, Any]:
+    item: dict[str, Any] = p.clients.dynamodb.get_item(
+        TableName=p.config.table, Key={"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}}, ConsistentRead=True
+    )["Item"]
+    return item
+
+
+def test_a_run_woken_by_its_timer_carries_no_timer_while_it_runs() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def gate(*_: Any) -> list[Any]:
+        seen.append(run_item(p, "n1"))
+        return ["through"]
+
+    with AwsPlatform(PROJECT, objects=gate) as p:
+        p.start("nap", {"sleep": "30m"}, id="n1")
+        assert "timer_due" in run_item(p, "n1")
+        p.advance("30m")
+        assert p.get("n1").status == "completed"
+        assert len(seen) == 1
+        assert "timer_due" not in seen[0]  # the reconciler has no overdue timer to fire again
+
+
+def test_a_run_whose_wake_is_being_served_is_not_resent() -> None:
+    """A live invocation works on the run for minutes (its wake-up stays until it is done):
+    the reconcile rule's runs meanwhile leave it to its holder."""
+    release = threading.Event()
+    entered = threading.Event()
+
+    def gate(*_: Any) -> list[Any]:
+        entered.set()
+        assert release.wait(30)
+        return ["through"]
+
+    with AwsPlatform(PROJECT, objects=gate) as p:
+        holder = p.container(p.project, owner="holder")
+        p.platform.start("hold", {}, id="h1")
+        args = (p.config.wake_queue_url, p.config.wake_queue_arn, Handler.WORKER, 900, holder)
+        worker = threading.Thread(target=p.deliver, args=args, daemon=True)
+        worker.start()
+        assert entered.wait(30)
+        sent = record_sends(p)
+        p.advance("3m")  # three reconciles; the holder beats all along
+        assert [r for _, runs in sent for r in runs if r == "h1"] == []
+        release.set()
+        worker.join(30)
+        p.settle()
+        assert p.get("h1").status == "awaiting"
