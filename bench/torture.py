@@ -49,6 +49,7 @@ from tests.support.devserver import DevServer  # noqa: E402
 PROJECT = ROOT / "tests" / "projects" / "torture"
 
 CALL_S = 180.0  # bound on one driver call getting an answer, restarts included
+GEN_HEADER = "x-lunaflow-gen"  # the AWS mode's worker processes send their generation
 ENDED_OR_FAILED = ("completed", "failed", "cancelled")
 
 
@@ -75,7 +76,10 @@ class Ledger:
                 pass
 
             def do_POST(self) -> None:  # noqa: N802
-                gen = ledger.gen  # requests of a dead generation are all handled before it moves
+                # The generation: the header's (AWS mode: each worker process names its own), else
+                # the dev server's of the moment (the requests of a dead one are all handled
+                # before it moves).
+                gen = int(self.headers.get(GEN_HEADER) or ledger.gen)
                 length = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(length) if length else b""
                 if self.path != "/effect" or not body or len(body) != length:
@@ -618,7 +622,33 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--dir", type=Path, default=None, help="work folder (default: a temporary one)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder even when all is well")
+    ap.add_argument(
+        "--aws",
+        action="store_true",
+        help="the AWS path instead: the Lambda handlers on a moto server (bench/torture_aws.py)",
+    )
+    ap.add_argument("--workers", type=int, default=3, help="--aws: worker processes at once")
     a = ap.parse_args(argv)
+    if a.aws:
+        from bench.torture_aws import AwsSettings, run_aws
+
+        return (
+            0
+            if run_aws(
+                AwsSettings(
+                    runs=a.runs,
+                    rate=a.rate,
+                    clients=a.clients,
+                    seed=a.seed,
+                    kills=not a.no_kills,
+                    dup=a.dup,
+                    workers=a.workers,
+                    work=a.dir,
+                    keep=a.keep,
+                )
+            ).ok
+            else 1
+        )
     settings = Settings(
         runs=a.runs,
         rate=a.rate,

@@ -56,7 +56,7 @@ from runtime.aws.dataapi import SqliteDataApi
 from runtime.aws.events import LambdaContext, http_event, sqs_event
 from runtime.aws.motoserver import CLOCK_HEADER, MotoServer, at_ms
 from runtime.aws.runtime import AwsRuntime, Clients
-from runtime.core.clock import now_ms
+from runtime.core.clock import Clock, now_ms
 from runtime.errors import EngineBug, LunaflowError
 from runtime.platform.describe import describe
 from runtime.platform.fetch import Response
@@ -87,11 +87,12 @@ class AwsPlatform(Harness):
         strict: bool = True,
         worker_timeout_s: float = WORKER_TIMEOUT_S,
         cache_size: int = 256,
+        clock: Clock | None = None,
     ) -> None:
         """``endpoint_url``: a server started by ``runtime.aws.motoserver`` (default: one per
         Python process, started on first use). ``data_dir`` keeps the deployment's names, so
         a harness opened again on it (and the same server) reaches the same resources."""
-        super().__init__()
+        super().__init__(clock)
         self.project = Path(project)
         self.region = region
         self.strict = strict

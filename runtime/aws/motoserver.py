@@ -54,10 +54,13 @@ def at_ms(expression: str) -> int | None:
 
 
 class _Clock:
-    """SQS's now inside the server: the calling request's fake time, else the real time."""
+    """SQS's now inside the server: the calling request's time, else the real time."""
 
     def __init__(self) -> None:
         self.now_ms: float | None = None
+
+    def set(self, now_ms: float | None) -> None:
+        self.now_ms = now_ms
 
     def millis(self, dt: Any = None) -> float:
         if dt is None and self.now_ms is not None:
@@ -81,7 +84,7 @@ class _Server:
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         with self.lock:
             header = environ.get("HTTP_" + CLOCK_HEADER.upper().replace("-", "_"))
-            self.clock.now_ms = float(header) if header else None
+            self.clock.set(float(header) if header else None)
             try:
                 if environ.get("PATH_INFO", "").startswith("/_lunaflow/"):
                     return self._control(environ, start_response)
@@ -93,7 +96,7 @@ class _Server:
                     if close is not None:
                         close()
             finally:
-                self.clock.now_ms = None
+                self.clock.set(None)
 
     def _control(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         query = {k: v[-1] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()}
@@ -163,6 +166,15 @@ def serve() -> None:
     # SQS reads its clock through these two names, bound in its own module.
     setattr(sqs_models, "unix_time_millis", clock.millis)  # noqa: B010
     setattr(sqs_models, "unix_time", clock.seconds)  # noqa: B010
+    receive = sqs_models.SQSBackend.receive_message
+
+    def receive_now(self: Any, queue_name: str, count: int, wait_seconds_timeout: int, *rest: Any) -> Any:
+        # A long poll waits for time to pass, which a request's own clock never does: a
+        # request on the caller's clock answers at once (a caller that wants to wait, waits).
+        wait = 0 if clock.now_ms is not None else wait_seconds_timeout
+        return receive(self, queue_name, count, wait, *rest)
+
+    setattr(sqs_models.SQSBackend, "receive_message", receive_now)  # noqa: B010
     app = _Server(DomainDispatcherApplication(create_backend_app), clock)
     server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
     print(f"PORT {server.server_address[1]}", flush=True)

@@ -43,7 +43,7 @@ BUSY_FIRST_S = 10  # a wake that found the run busy comes back after this, doubl
 RECONCILE_LIMIT = 100  # wake-ups one reconcile re-sends at most
 RECONCILE_AFTER_S = 60.0  # a wake-up waiting this long is taken for lost
 STALE_RUNNING_S = 300.0  # a run left running this long, with no live lease, is woken
-RESEND_MAX_S = 900  # a re-sent wake-up is looked at again after 1, 2, 4... minutes, at most this
+RESEND_MAX_PAUSES = 15  # a re-sent wake-up is looked at again after 1, 2, 4... minutes, at most 15
 
 
 def busy_delay_s(tries: int) -> int:
@@ -90,6 +90,9 @@ class AwsRuntime:
         self.clock = clock or SystemClock()
         self.owner = owner or f"lambda-{uuid.uuid4()}"
         self._holding: str | None = None  # the run whose lease this container renews
+        # The lease and reconcile timings (a bench shortens them to heal within seconds).
+        self.lease_ms, self.renew_s = LEASE_MS, RENEW_S
+        self.reconcile_after_s, self.stale_running_s = RECONCILE_AFTER_S, STALE_RUNNING_S
         secrets = SecretsManagerSecrets(
             clients.secretsmanager, clients.dynamodb, config.table, prefix=config.secrets_prefix
         )
@@ -165,7 +168,7 @@ class AwsRuntime:
         try:
             with self.holding(run_id):
                 outcome = self.platform.advance(
-                    run_id, lease=LeaseTerms(self.owner, LEASE_MS), deadline=deadline
+                    run_id, lease=LeaseTerms(self.owner, self.lease_ms), deadline=deadline
                 )
         except Exception as e:
             self.log_error(f"advancing run '{run_id}' failed: {e}", traceback.format_exc(), run=run_id)
@@ -194,7 +197,7 @@ class AwsRuntime:
         stop = threading.Event()
 
         def keep_renewing() -> None:
-            while not stop.wait(RENEW_S):
+            while not stop.wait(self.renew_s):
                 self._renew(run_id)
 
         renewer = threading.Thread(target=keep_renewing, name="lunaflow-lease", daemon=True)
@@ -219,7 +222,7 @@ class AwsRuntime:
 
     def _renew(self, run_id: str) -> None:
         try:
-            self.store.renew_lease(run_id, self.owner, now_ms(self.clock), LEASE_MS)
+            self.store.renew_lease(run_id, self.owner, now_ms(self.clock), self.lease_ms)
         except Exception:  # a missed renewal only shortens the lease's life
             log.warning("renewing the lease of run %s failed", run_id, exc_info=True)
 
@@ -232,11 +235,12 @@ class AwsRuntime:
         backlog is never re-sent every minute. Returns the runs woken."""
         now = self.clock.now()
         now_at = now_ms(self.clock)
-        overdue = self.store.fire_due_timers(now_at - int(RECONCILE_AFTER_S * 1000), limit)
-        waiting = self.store.wakeups_older_than(now - RECONCILE_AFTER_S, limit)
+        after_s = self.reconcile_after_s
+        overdue = self.store.fire_due_timers(now_at - int(after_s * 1000), limit)
+        waiting = self.store.wakeups_older_than(now - after_s, limit)
         # A run left running with a wake-up waiting is the wake-ups' business (and their
         # pause); one without gets a wake-up, which then follows the same rules.
-        left = self.store.stale_running(now - STALE_RUNNING_S, now_at, limit)
+        left = self.store.stale_running(now - self.stale_running_s, now_at, limit)
         asked = self.store.waiting(left)
         stranded = [run_id for run_id in left if run_id not in asked]
         for run_id in stranded:
@@ -246,9 +250,11 @@ class AwsRuntime:
         woken = [run_id for run_id in candidates if run_id not in serving]
         resent = self.store.resends(woken)
         self.waker.prompt_many(woken)
-        for run_id in candidates:
-            tries = resent.get(run_id, 0)
-            self.store.defer_wake(run_id, now + min(RESEND_MAX_S, RECONCILE_AFTER_S * 2**tries))
+        for run_id in woken:
+            pause = min(after_s * RESEND_MAX_PAUSES, after_s * 2 ** resent.get(run_id, 0))
+            self.store.defer_wake(run_id, now + pause)
+        for run_id in serving:  # being served: look again a pause later, nothing re-sent
+            self.store.defer_wake(run_id, now + after_s, resent=False)
         return woken
 
     # --- requests and user queues ------------------------------------------------------

@@ -3,12 +3,16 @@ SQS, secrets in Secrets Manager (through the store), databases through the RDS D
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+from botocore.exceptions import ClientError
 
 from runtime.core.clock import Clock
 from runtime.core.durations import parse_ms
@@ -19,8 +23,12 @@ from runtime.services.kv import MAX_LIST
 from runtime.services.queues import MAX_DELAY_S
 from runtime.store.items import conditional, n, s
 
-OBJECT_LOCK_MS = 60_000
-OBJECT_WAIT_S = 10.0
+# A call's lock on its key lasts 10 s and is renewed every 3 s while the call runs, so a
+# call cut off by its invocation's end (a timeout, a kill) blocks the key for 10 s at most,
+# and a caller waiting 15 s always outlasts it.
+OBJECT_LOCK_MS = 10_000
+OBJECT_RENEW_S = 3.0
+OBJECT_WAIT_S = 15.0
 
 
 class DynamoKV:
@@ -105,13 +113,35 @@ class DynamoObjects:
         item_key = {"pk": s(f"OBJ#{cls}"), "sk": s(key)}
         me = str(uuid.uuid4())
         state = self._lock(item_key, me, f"{cls}('{key}'):{method}")
+        done = threading.Event()
+        renewer = threading.Thread(target=self._renew, args=(item_key, me, done), daemon=True)
+        renewer.start()
         try:
             results, new_state = runner.call_object(cls, key, method, state, args)
         except BaseException:
+            done.set()
+            renewer.join()
             self._unlock(item_key, me, None)
             raise
+        done.set()
+        renewer.join()
         self._unlock(item_key, me, new_state if new_state is not None else {})
         return results
+
+    def _renew(self, key: dict[str, Any], me: str, done: threading.Event) -> None:
+        while not done.wait(OBJECT_RENEW_S):
+            with contextlib.suppress(ClientError):  # a missed renewal only shortens the lock
+                conditional(
+                    self._db.update_item,
+                    TableName=self.table,
+                    Key=key,
+                    UpdateExpression="SET lock_until = :until",
+                    ConditionExpression="lock_owner = :me",
+                    ExpressionAttributeValues={
+                        ":me": s(me),
+                        ":until": n(int(self._clock.now() * 1000) + OBJECT_LOCK_MS),
+                    },
+                )
 
     def _lock(self, key: dict[str, Any], me: str, what: str) -> Any:
         give_up = time.monotonic() + OBJECT_WAIT_S

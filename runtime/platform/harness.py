@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
-from runtime.core.clock import FakeClock, now_ms
+from runtime.core.clock import Clock, FakeClock, now_ms
 from runtime.core.durations import parse_ms
 from runtime.core.journal import Entry
 from runtime.errors import InvalidInput
@@ -32,8 +32,10 @@ class Harness:
 
     platform: Platform
 
-    def __init__(self) -> None:
-        self._clock = FakeClock()
+    def __init__(self, clock: Clock | None = None) -> None:
+        """``clock``: a fake one by default (it moves only with ``advance``); a bench that
+        drives a deployment from several processes passes the real one."""
+        self._clock: Clock = FakeClock() if clock is None else clock
 
     def __enter__(self) -> Any:
         return self
@@ -113,6 +115,8 @@ class Harness:
         self.settle()
 
     def _move_clock(self, to_ms: int) -> None:
+        if not isinstance(self._clock, FakeClock):
+            raise InvalidInput("advance moves the harness's fake clock; this one runs on the real clock")
         self._clock.advance(max(0, to_ms - now_ms(self._clock)) / 1000)
 
     # --- secrets and logs --------------------------------------------------------------

@@ -8,8 +8,8 @@ become ``JournalConflict``; nothing else leaks boto3.
 
 Every value is stored once: an input in the run item's ``started`` (journal entry 1), a
 step's values in its chunk, a signal's payload in its signal item (a ``wait.done`` that
-consumed it points there), a run's result in the run item (its ``run.completed`` entry
-points there). A text too large for an item goes to S3 (``runtime.store.blobs``) and the
+consumed it points there), a run's result in its ``run.completed`` entry (the run item
+points at that chunk). A text too large for an item goes to S3 (``runtime.store.blobs``) and the
 item holds its key.
 """
 
@@ -55,7 +55,7 @@ TTL_ATTRIBUTE = "expires_at"  # the table's time-to-live attribute (kv entries, 
 
 # What an item holds inline; a larger text goes to S3 and the item holds its key (under the
 # attribute's name + REF). An item is at most 400 KB with its attribute names: the run item
-# carries up to four texts (started, result, error, current step), a signal item a payload
+# carries up to three texts (started, error, current step), a signal item a payload
 # of up to 256 KiB and its name. DynamoDB bills writes by the KB and S3 by the request, so
 # past a few KB S3 is the cheaper home too; 64 KiB keeps the values most runs use inline.
 INLINE_CHUNK_BYTES = 64 * 1024
@@ -66,7 +66,6 @@ REF = "_ref"
 # current step never fetches a chunk from S3.
 TAIL_BYTES = 1024
 # Where a journal entry's value lives when its chunk does not hold it.
-IN_RUN = "run"  # run.completed's result: the run item's result
 IN_SIGNAL = "signal"  # wait.done's payload: the signal item it consumed
 
 # GSIs: name -> (partition key attribute, sort key attribute)
@@ -127,9 +126,7 @@ def _filled(row: list[Any], run: RunRecord, signals: dict[int, SignalRecord]) ->
     if len(row) > 5:
         data = dict(data)
         for field, where in row[5].items():
-            if where == IN_RUN:
-                data[field] = run.result
-            elif where == IN_SIGNAL:
+            if where == IN_SIGNAL:
                 found = signals.get(int(data["signal_id"]))
                 if found is None:
                     raise EngineBug(
@@ -137,6 +134,12 @@ def _filled(row: list[Any], run: RunRecord, signals: dict[int, SignalRecord]) ->
                     )
                 data[field] = found.payload
     return Entry(int(row[0]), Kind(row[1]), row[2], data, float(row[4]))
+
+
+def _result_of(rows: list[list[Any]]) -> Any:
+    """The result in a chunk's run.completed entry (None without one)."""
+    ends = [row for row in rows if row[1] == Kind.COMPLETED]
+    return ends[-1][3].get("result") if ends else None
 
 
 def _armed_from(item: dict[str, Any]) -> tuple[int, str] | None:
@@ -172,16 +175,13 @@ def _signal_sk(signal_id: int) -> str:
     return f"S#{signal_id:010d}"
 
 
-def _elided(entry: Entry, ended_with_result: bool) -> list[Any]:
+def _elided(entry: Entry) -> list[Any]:
     """An entry as its chunk stores it: ``[seq, kind, name, data, at]``, and a sixth element
     naming where a value the chunk leaves out lives (``{"payload": "signal"}``)."""
     row: list[Any] = [entry.seq, entry.kind, entry.name, entry.data, entry.at]
     if entry.kind == Kind.WAIT_DONE and entry.data.get("signal_id") is not None:
         row[3] = {k: v for k, v in entry.data.items() if k != "payload"}
         row.append({"payload": IN_SIGNAL})
-    elif entry.kind == Kind.COMPLETED and ended_with_result:
-        row[3] = {k: v for k, v in entry.data.items() if k != "result"}
-        row.append({"result": IN_RUN})
     return row
 
 
@@ -271,14 +271,15 @@ class DynamoDBStore:
         started = json.loads(self._text(item, "started") or "{}")
         return Entry(1, Kind.STARTED, started["workflow"], started["data"], float(started["at"]))
 
-    def _run_from(self, item: dict[str, Any], journal_len: int = 0) -> RunRecord:
-        result = self._text(item, "result")
+    def _run_from(self, item: dict[str, Any], journal_len: int = 0, result: Any = None) -> RunRecord:
+        """The run item as a record; ``result`` comes from the run's ``run.completed``
+        entry (the item only points at its chunk)."""
         return RunRecord(
             id=item["id"]["S"],
             workflow=item["workflow"]["S"],
             status=Status(item["status"]["S"]),
             input=self._started(item).data.get("input"),
-            result=None if result is None else json.loads(result),
+            result=result,
             error=self._text(item, "error"),
             parent_id=text(item.get("parent_id")),
             current_step=self._text(item, "current_step"),
@@ -341,7 +342,10 @@ class DynamoDBStore:
         chunk = next((i for i in items if i["sk"]["S"].startswith("J#")), None)
         if chunk is None:
             return self._run_from(run_item, 1)
-        run = self._run_from(run_item, whole(chunk["last"]))
+        # A completed run's last chunk holds its run.completed entry, and so its result.
+        done = run_item["status"]["S"] == Status.COMPLETED
+        result = _result_of(self._rows(chunk)) if done else None
+        run = self._run_from(run_item, whole(chunk["last"]), result)
         kind, name = self._tail(chunk)
         return _with_current_step(run, Entry(run.journal_len, kind, name))
 
@@ -373,7 +377,11 @@ class DynamoDBStore:
         if not after:
             entries.insert(0, self._started(run_item))
         length = entries[-1].seq if entries else after or 0
-        run = RunRecord(**{**run.__dict__, "journal_len": length})
+        result = None
+        if run.status == Status.COMPLETED:
+            ends = [e for e in entries if e.kind == Kind.COMPLETED]
+            result = ends[-1].data.get("result") if ends else self._stored_result(run_id, run_item)
+        run = RunRecord(**{**run.__dict__, "journal_len": length, "result": result})
         if entries:
             run = _with_current_step(run, entries[-1])
         pending = [Signal(x.id, x.name, x.payload, x.at) for x in signals.values() if x.state == "pending"]
@@ -422,7 +430,45 @@ class DynamoDBStore:
                 for item in got.get("Responses", {}).get(self.table, []):
                     found[item["id"]["S"]] = item
                 keys = got.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
-        return [self._run_from(found[run_id]) for run_id in ids if run_id in found]
+        results = self._results([item for item in found.values() if "result_sk" in item])
+        return [self._run_from(found[r], result=results.get(r)) for r in ids if r in found]
+
+    def _results(self, run_items: list[dict[str, Any]]) -> dict[str, Any]:
+        """Completed runs' results, from the chunks their run items point at."""
+        keys: list[Any] = [{"pk": i["pk"], "sk": i["result_sk"]} for i in run_items]
+        out: dict[str, Any] = {}
+        for start in range(0, len(keys), 100):
+            batch = keys[start : start + 100]
+            while batch:
+                got: Any = self._db.batch_get_item(
+                    RequestItems={self.table: {"Keys": batch, "ConsistentRead": True}}
+                )
+                for chunk in got.get("Responses", {}).get(self.table, []):
+                    out[chunk["pk"]["S"].removeprefix("RUN#")] = _result_of(self._rows(chunk))
+                batch = got.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+        return out
+
+    def _stored_result(self, run_id: str, run_item: dict[str, Any]) -> Any:
+        if "result_sk" not in run_item:
+            return None
+        chunk = self._db.get_item(
+            TableName=self.table,
+            Key={"pk": s(run_pk(run_id)), "sk": run_item["result_sk"]},
+            ConsistentRead=True,
+        ).get("Item")
+        return None if chunk is None else _result_of(self._rows(chunk))
+
+    def _last_chunk_sk(self, run_id: str) -> str | None:
+        items = self._db.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :j AND :k",
+            ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":j": s("J#"), ":k": s("J$")},
+            ScanIndexForward=False,
+            Limit=1,
+            ConsistentRead=True,
+            ProjectionExpression="sk",
+        ).get("Items", [])
+        return str(items[0]["sk"]["S"]) if items else None
 
     def children(self, run_id: str) -> list[str]:
         return [i["id"]["S"] for i in self._index("by_parent", "parent_pk", f"PARENT#{run_id}")]
@@ -457,10 +503,8 @@ class DynamoDBStore:
             item["parent_pk"] = s(f"PARENT#{run.parent_id}")
         return item
 
-    def _chunk_put(
-        self, run_id: str, entries: Sequence[Entry], ended_with_result: bool, written: list[str]
-    ) -> dict[str, Any]:
-        rows = compact([_elided(e, ended_with_result) for e in entries])
+    def _chunk_put(self, run_id: str, entries: Sequence[Entry], written: list[str]) -> dict[str, Any]:
+        rows = compact([_elided(e) for e in entries])
         where, value = self._spill(run_id, f"chunk-{entries[0].seq}", rows, INLINE_CHUNK_BYTES, written)
         item = {
             "pk": s(run_pk(run_id)),
@@ -527,10 +571,9 @@ class DynamoDBStore:
         update = checked_update(run_id, expected_len, entries, update)
         slot = expected_len + 1
         chunk_written: list[str] = []
-        ended_with_result = update is not None and update.status == Status.COMPLETED
         try:
             if entries:
-                chunk = self._chunk_put(run_id, entries, ended_with_result, chunk_written)
+                chunk = self._chunk_put(run_id, entries, chunk_written)
                 if not conditional(self._db.put_item, **chunk):
                     raise JournalConflict(run_id, slot)
         except BaseException:
@@ -580,12 +623,7 @@ class DynamoDBStore:
             sets += ["#st = :st", "status_pk = :stpk"]
             values[":st"] = s(update.status)
             values[":stpk"] = s(f"STATUS#{update.status}")
-            result = None if update.result is None else compact(update.result)
-            for attr, value in (
-                ("current_step", update.current_step),
-                ("error", update.error),
-                ("result", result),
-            ):
+            for attr, value in (("current_step", update.current_step), ("error", update.error)):
                 placeholder = "#" + attr
                 names[placeholder] = attr
                 names[placeholder + "_ref"] = attr + REF
@@ -600,6 +638,12 @@ class DynamoDBStore:
             if update.status != Status.RUNNING:
                 # A lease is held only while a run is running: parking or ending releases it.
                 removes += ["lease_owner", "lease_until"]
+            if update.status == Status.COMPLETED:
+                # The result lives in the run.completed entry: point at its chunk.
+                result_sk = _journal_sk(entries[0].seq) if entries else self._last_chunk_sk(run_id)
+                if result_sk is not None:
+                    sets.append("result_sk = :rsk")
+                    values[":rsk"] = s(result_sk)
         if entries:
             sets.append("updated_at = :upd")
             values[":upd"] = n(entries[-1].at)
@@ -854,16 +898,16 @@ class DynamoDBStore:
             )
         )
 
-    def defer_wake(self, run_id: str, until: float) -> None:
-        """The reconciler re-sent this wake: look at it again at ``until`` (epoch seconds),
-        not at every reconcile, and count the re-send."""
+    def defer_wake(self, run_id: str, until: float, *, resent: bool = True) -> None:
+        """The reconciler looked at this wake-up: look at it again at ``until`` (epoch
+        seconds), not at every reconcile, and count the re-send if it made one."""
         conditional(
             self._db.update_item,
             TableName=self.table,
             Key=run_key(run_id),
-            UpdateExpression="SET wake_sk = :until ADD wake_resends :one",
+            UpdateExpression="SET wake_sk = :until" + (" ADD wake_resends :one" if resent else ""),
             ConditionExpression="attribute_exists(wake_pk)",  # still waiting
-            ExpressionAttributeValues={":until": s(f"{until:020.6f}"), ":one": n(1)},
+            ExpressionAttributeValues={":until": s(f"{until:020.6f}"), **({":one": n(1)} if resent else {})},
         )
 
     def waiting(self, run_ids: Sequence[str]) -> set[str]:

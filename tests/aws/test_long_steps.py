@@ -234,3 +234,23 @@ def test_a_busy_wake_waits_for_its_holder_instead_of_bouncing(p: AwsPlatform, ga
     run = p.get("b1")
     assert run.status == "completed"
     assert run.result == {"got": "through", "payload": {"by": "ada"}}
+
+
+def test_an_object_call_cut_off_by_a_killed_invocation_frees_its_key_within_seconds(tmp_path: Path) -> None:
+    """A container killed inside an object method leaves the key's lock behind; the lock is
+    renewed only while a call runs, so it is free 10 s on (found by the AWS torture run: on
+    main the lock held for 60 s and the next caller gave up as busy after 10)."""
+    endpoint = MotoServer.shared().endpoint
+    marker = tmp_path / "gate"
+    child = spawn(PROJECT, tmp_path / "data", endpoint, "block", marker, "--start", "spinner", "s1")
+    try:
+        wait_for_lines(marker, 1)  # inside Slow("key"):spin, holding the key's lock
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=BOUNDED_WAIT_S)
+    with AwsPlatform(PROJECT, data_dir=tmp_path / "data", endpoint_url=endpoint) as p:
+        p._move_clock(int(p.now * 1000) + 11_000)  # past the dead call's last renewal
+        began = time.monotonic()
+        answer = p.fetch("GET", "/slow")
+        assert (answer.status_code, answer.body) == (200, "0")  # the cut-off call changed nothing
+        assert time.monotonic() - began < 5

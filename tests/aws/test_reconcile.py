@@ -49,7 +49,11 @@ def record_sends(p: AwsPlatform) -> list[tuple[str, list[str]]]:
 
 
 def lose_every_wake(p: AwsPlatform) -> None:
-    p.clients.sqs.purge_queue(QueueUrl=p.config.wake_queue_url)
+    """Take every visible wake message off the queue unprocessed (SQS lost them)."""
+    sqs, url = p.clients.sqs, p.config.wake_queue_url
+    while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+        for m in got:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
 
 
 def later(p: AwsPlatform, seconds: float) -> None:

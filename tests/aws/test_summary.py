@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from runtime.core.journal import Entry, Kind, Status
 from runtime.errors import JournalConflict
@@ -82,3 +83,29 @@ def test_a_summary_of_an_earlier_journal_position_is_refused(p: AwsPlatform) -> 
     assert fired == ["theirs"]
     assert p.get("r2").status == "cancelled"
     assert [e.kind for e in p.journal("r2")][-2:] == [Kind.VALUE, Kind.CANCELLED]
+
+
+def test_a_run_whose_end_was_journaled_but_not_summarized_completes_with_its_result() -> None:
+    """The process dies between the end's journal chunk and the run item's summary: the
+    reconciler wakes the run, replay finds the end in the journal and writes the summary,
+    result included (the result lives in the journal, so it survives the lost write; found
+    by the AWS torture run)."""
+    with AwsPlatform(PROJECT, objects=lambda *a: ["through"], strict=False) as p:
+        p.start("approval", {}, id="r3")
+        lost: list[str] = []
+
+        def die_once(params: dict[str, Any], **_: Any) -> None:
+            if not lost and parks(params, "completed"):
+                lost.append("summary")
+                raise ClientError({"Error": {"Code": "InternalServerError", "Message": "gone"}}, "UpdateItem")
+
+        p.clients.dynamodb.meta.events.register("before-parameter-build.dynamodb.UpdateItem", die_once)
+        p.signal("r3", "go", {"by": "ada"})
+        assert lost == ["summary"]
+        assert p.journal("r3")[-1].kind == Kind.COMPLETED
+        assert p.get("r3").status == "awaiting"  # the summary is behind its journal
+        p.advance("2m")
+        run = p.get("r3")
+        assert run.status == "completed"
+        assert run.result == {"got": {"by": "ada"}}
+        assert [r.result for r in p.runs()] == [{"got": {"by": "ada"}}]

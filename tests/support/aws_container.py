@@ -5,7 +5,8 @@
 
 It opens ``AwsPlatform`` on the deployment kept in DATA (on the moto server at ENDPOINT),
 optionally starts a run, and moves its fake clock; the runs' step bodies call the
-``Gate`` object, which writes MARKER (the step id, a line per call) and then, with
+``Gate`` object (every other object is real), which writes MARKER (the step id, a line per
+call) and then, with
 ``block``, waits for a minute (the test SIGKILLs the process meanwhile), or with ``kill``
 SIGKILLs the process itself: an invocation that ended mid-step, as a Lambda timeout, an out
 of memory or a crashed runtime ends one.
@@ -37,6 +38,8 @@ def main() -> None:
     args = parser.parse_args()
 
     def gate(cls: str, key: str, method: str, call: list[Any]) -> list[Any]:
+        if cls != "Gate":
+            raise NotStubbed  # every other object is the real one
         with open(args.marker, "a", encoding="utf-8") as out:
             out.write(f"{call[1]}\n")
             out.flush()
@@ -46,6 +49,7 @@ def main() -> None:
         time.sleep(60)
         return ["unreachable"]
 
+    from runtime.platform.standins import NotStubbed
     from runtime.testing import AwsPlatform
 
     p = AwsPlatform(args.project, data_dir=args.data, endpoint_url=args.endpoint, objects=gate)

@@ -47,12 +47,33 @@ workflow "switch" (function(wf, input)
     return { y = y }
 end)
 
+-- A real object whose call can be cut off mid-way: `mark` tells the Gate the call began.
+object "Slow" {
+    spin = function(self, id)
+        self.state.spins = (self.state.spins or 0) + 1
+        Gate(id):pass("spinning", id .. "/spin")
+        local start = os.clock()
+        while os.clock() - start < 20 do end
+        return "spun"
+    end,
+    count = function(self)
+        return self.state.spins or 0
+    end,
+}
+
+workflow "spinner" (function(wf, input)
+    return wf:step("spin", function() return objects "Slow"("key"):spin(wf.id) end)
+end)
+
 -- A route that starts a run: the fetch function hands it to the worker.
 on "fetch" (function(request)
     local id = request.path:match("^/hold/(.+)$")
     if request.method == "POST" and id then
         workflows "hold":start({}, { id = id })
         return { status_code = 202, body = id }
+    end
+    if request.method == "GET" and request.path == "/slow" then
+        return { status_code = 200, body = tostring(objects "Slow"("key"):count()) }
     end
     return { status_code = 404, body = "" }
 end)

@@ -1,0 +1,594 @@
+#!/usr/bin/env python3
+"""Crash torture on the AWS path: ``python3 bench/torture.py --aws``.
+
+The torture project (tests/projects/torture) runs through the Lambda handlers on a moto
+server process (``AwsPlatform``'s deployment, the real clock), while:
+
+- several worker processes at once play the worker Lambda: each receives batches from the
+  wake queue and calls the worker handler with a container of its own; they are SIGKILLed
+  at random instants (mid-step, mid-batch) and replaced;
+- the workers take SQS at its worst: a share of the processed messages is delivered again
+  (at-least-once delivery), a share of the received ones is lost (deleted unprocessed) or
+  delayed (left invisible for 1-5 s);
+- driver threads start runs and send signals through the fetch handler (a share twice, some
+  before the run waits), each thread with a container of its own;
+- the reconcile rule runs every second, with its thresholds cut to seconds (a lost wake
+  heals in about two), and leases last 5 s (a killed worker's run is free within 5 s).
+
+Every step body posts its step id to the effects ledger (bench/torture.py's), with its
+worker's generation. At the end the deployment's runs, journals and signals are exported to
+a SQLite store and bench/torture_check.py counts, as for the dev server; on top, an effect
+recorded after its step's outcome was journaled is a bad repeat (generations overlap here,
+so the check is by time). Every bad count must be 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import queue
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.torture import ENDED_OR_FAILED, GEN_HEADER, PROJECT, Ledger, Plan, make_plans  # noqa: E402
+from bench.torture_check import Report, check  # noqa: E402
+
+LEASE_MS = 5_000
+RENEW_S = 1.5
+RECONCILE_AFTER_S = 2.0
+STALE_RUNNING_S = 8.0
+WORKER_TIMEOUT_S = 120.0  # each batch's context: far more than a torture step needs
+
+
+@dataclass
+class AwsSettings:
+    runs: int = 200
+    rate: float = 6.0
+    clients: int = 8
+    seed: int = 1
+    kills: bool = True
+    kill_min: float = 0.5
+    kill_max: float = 3.0
+    dup: float = 0.3  # signals sent twice
+    workers: int = 3  # worker processes at once
+    redeliver: float = 0.1  # processed wake messages delivered again
+    lose: float = 0.05  # received wake messages lost
+    delay: float = 0.05  # received wake messages held back 1-5 s
+    effect_ms: float = 10.0
+    wait_s: float = 120.0
+    settle_s: float = 180.0
+    work: Path | None = None
+    keep: bool = False
+
+
+@dataclass
+class AwsOutcome:
+    report: Report
+    text: str
+    kills: int
+    seconds: float
+    work: Path
+    driver_errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.report.ok and not self.driver_errors
+
+
+# --- a worker process -------------------------------------------------------------------------
+
+
+def worker_main(argv: list[str]) -> None:
+    """One worker Lambda's life: receive, maybe lose or delay, invoke, delete or redeliver."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("project")
+    ap.add_argument("data")
+    ap.add_argument("endpoint")
+    ap.add_argument("gen", type=int)
+    ap.add_argument("--redeliver", type=float)
+    ap.add_argument("--lose", type=float)
+    ap.add_argument("--delay", type=float)
+    a = ap.parse_args(argv)
+
+    from runtime.aws.contract import Handler
+    from runtime.aws.events import sqs_event
+    from runtime.core.clock import SystemClock
+    from runtime.services import builtins
+    from runtime.testing import AwsPlatform
+
+    def http(spec: dict[str, Any], data: bytes | None) -> dict[str, Any]:
+        headers = {**(spec.get("headers") or {}), GEN_HEADER: str(a.gen)}
+        return builtins.http_request({**spec, "headers": headers}, data)
+
+    class Worker(AwsPlatform):
+        def settle(self) -> None:
+            pass  # this process only plays the worker Lambda, below
+
+    p = Worker(
+        a.project, data_dir=a.data, endpoint_url=a.endpoint, clock=SystemClock(), http=http, strict=False
+    )
+    rt = p.runtime
+    rt.lease_ms, rt.renew_s = LEASE_MS, RENEW_S
+    audit(p.clients.dynamodb, Path(a.data).parent / "logs" / f"chunks-{a.gen}.txt")
+    rng = random.Random(a.gen)
+    sqs, url, arn = p.clients.sqs, p.config.wake_queue_url, p.config.wake_queue_arn
+    print(f"worker {a.gen} ready", flush=True)
+    while True:
+        got = sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"]
+        ).get("Messages", [])
+        if not got:
+            time.sleep(0.05)  # an empty queue: poll again shortly (the server answers at once)
+            continue
+        batch = []
+        for m in got:
+            roll = rng.random()
+            if roll < a.lose:
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+                print(f"lost {m['Body']}", flush=True)
+            elif roll < a.lose + a.delay:
+                sqs.change_message_visibility(
+                    QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=rng.randint(1, 5)
+                )
+            else:
+                batch.append(m)
+        if not batch:
+            continue
+        try:
+            answer = p.invoke(Handler.WORKER, sqs_event(batch, arn, p.region), WORKER_TIMEOUT_S, rt)
+            failed = {f["itemIdentifier"] for f in (answer or {}).get("batchItemFailures", [])}
+        except Exception:
+            failed = {m["MessageId"] for m in batch}
+        for m in batch:
+            if m["MessageId"] in failed:
+                continue  # SQS keeps it (visible again after its timeout); the reconciler heals sooner
+            if rng.random() < a.redeliver:
+                sqs.change_message_visibility(
+                    QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0
+                )
+            else:
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+
+
+def audit(dynamodb: Any, path: Path) -> None:
+    """Log every journal chunk this process writes (its conditional PutItem succeeded): a
+    journal position written twice would show as one slot logged twice."""
+    pending = threading.local()
+    out = open(path, "a", encoding="utf-8")  # noqa: SIM115 (lives as long as the process)
+
+    def before(params: dict[str, Any], **_: Any) -> None:
+        sk = params.get("Item", {}).get("sk", {}).get("S", "")
+        pending.slot = (params["Item"]["pk"]["S"], sk) if sk.startswith("J#") else None
+
+    def after(http_response: Any, **_: Any) -> None:
+        slot = getattr(pending, "slot", None)
+        if slot is not None and http_response.status_code == 200:
+            out.write(f"{slot[0]} {slot[1]}\n")
+            out.flush()
+            os.fsync(out.fileno())
+        pending.slot = None
+
+    dynamodb.meta.events.register("before-parameter-build.dynamodb.PutItem", before)
+    dynamodb.meta.events.register("after-call.dynamodb.PutItem", after)
+
+
+def audited_slots(report: Report, logs: Path) -> None:
+    """The chunk writes every worker logged: each slot of a run's journal written once."""
+    written: Counter[str] = Counter()
+    for path in logs.glob("chunks-*.txt"):
+        written.update(line for line in path.read_text(encoding="utf-8").splitlines() if line)
+    report.audit_installed = True
+    for slot, times in written.items():
+        if times > 1:
+            report.note("positions_written_twice", f"{slot}: written {times} times")
+
+
+class Workers:
+    """The worker processes, each a generation in the ledger."""
+
+    def __init__(self, settings: AwsSettings, data: Path, endpoint: str, ledger: Ledger, logs: Path) -> None:
+        self.settings, self.data, self.endpoint, self.ledger, self.logs = (
+            settings,
+            data,
+            endpoint,
+            ledger,
+            logs,
+        )
+        self.live: dict[int, subprocess.Popen[bytes]] = {}
+        self.gen = 0
+        self.kills = 0
+        self.lock = threading.Lock()
+
+    def spawn(self) -> None:
+        with self.lock:
+            self.gen += 1
+            gen = self.gen
+        out = open(self.logs / f"worker-{gen}.log", "wb")  # noqa: SIM115 (the process owns it)
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--worker",
+                str(PROJECT),
+                str(self.data),
+                self.endpoint,
+                str(gen),
+                "--redeliver",
+                str(self.settings.redeliver),
+                "--lose",
+                str(self.settings.lose),
+                "--delay",
+                str(self.settings.delay),
+            ],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "POWERTOOLS_METRICS_DISABLED": "true"},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        self.ledger.write("INSERT INTO gens (gen, spawned_at) VALUES (?, ?)", (gen, time.time()))
+        with self.lock:
+            self.live[gen] = process
+
+    def kill_one(self, rng: random.Random) -> None:
+        with self.lock:
+            if not self.live:
+                return
+            gen = rng.choice(sorted(self.live))
+            process = self.live.pop(gen)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+        self.kills += 1
+        self.ledger.write(
+            "UPDATE gens SET ended_at = ?, ended_by = 'sigkill' WHERE gen = ?", (time.time(), gen)
+        )
+
+    def stop(self) -> None:
+        with self.lock:
+            live, self.live = dict(self.live), {}
+        for gen, process in live.items():
+            process.send_signal(signal.SIGKILL)
+            process.wait(timeout=30)
+            self.ledger.write(
+                "UPDATE gens SET ended_at = ?, ended_by = 'stop' WHERE gen = ?", (time.time(), gen)
+            )
+
+    def output(self) -> list[str]:
+        return [
+            p.read_text(encoding="utf-8", errors="replace") for p in sorted(self.logs.glob("worker-*.log"))
+        ]
+
+
+# --- the driver --------------------------------------------------------------------------------
+
+
+class Front:
+    """The fetch function: one container per driver thread, and the runs' states."""
+
+    def __init__(self, platform: Any) -> None:
+        self.p = platform
+        self.local = threading.local()
+        self.states: dict[str, tuple[str, str | None]] = {}
+        self.cond = threading.Condition()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._watch, name="watch", daemon=True)
+        self.thread.start()
+
+    def call(self, path: str, value: Any) -> Any:
+        from runtime.aws.contract import FETCH_TIMEOUT_S, Handler
+        from runtime.aws.events import http_event
+
+        rt = getattr(self.local, "rt", None)
+        if rt is None:
+            rt = self.local.rt = self.p.container(self.p.project)
+        event = http_event(
+            "POST", path, json.dumps(value), {"content-type": "application/json"}, now_s=time.time()
+        )
+        answer = self.p.invoke(Handler.FETCH, event, FETCH_TIMEOUT_S, rt)
+        if answer["statusCode"] != 200:
+            raise RuntimeError(f"POST {path} {value}: {answer['statusCode']} {answer.get('body', '')[:300]}")
+        return json.loads(answer["body"])
+
+    def _watch(self) -> None:
+        store = self.p.container(self.p.project).store
+        while not self.stopping.is_set():
+            try:
+                runs = store.list_runs(limit=10_000_000)
+            except Exception:
+                runs = None
+            if runs is not None:
+                with self.cond:
+                    self.states = {r.id: (r.status, r.current_step) for r in runs}
+                    self.cond.notify_all()
+            self.stopping.wait(0.25)
+
+    def wait(
+        self, run_id: str, pred: Callable[[tuple[str, str | None] | None], bool], timeout: float
+    ) -> bool:
+        with self.cond:
+            return self.cond.wait_for(lambda: pred(self.states.get(run_id)), timeout=timeout)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(timeout=10)
+
+
+def drive(front: Front, ledger: Ledger, plan: Plan, wait_s: float, stats: Counter[str]) -> None:
+    front.call("/t/start", {"workflow": plan.workflow, "id": plan.run_id, "input": plan.input})
+    stats["runs started"] += 1
+    for s in plan.signals:
+        if s.wait is not None:
+            reached = front.wait(
+                plan.run_id,
+                lambda st, w=s.wait: st is not None and (st == ("awaiting", w) or st[0] in ENDED_OR_FAILED),
+                wait_s,
+            )
+            stats["signals sent after the run waited" if reached else "waits not reached in time"] += 1
+        ledger.write("INSERT INTO logical_signals VALUES (?,?,?,?)", (s.nonce, plan.run_id, s.name, s.copies))
+        for copy in range(s.copies):
+            payload = {"v": s.value, "n": s.nonce, "c": copy + 1}
+            answer = front.call(
+                "/t/signal",
+                {"workflow": plan.workflow, "id": plan.run_id, "name": s.name, "payload": payload},
+            )
+            ledger.write(
+                "INSERT INTO acks (nonce, live, at) VALUES (?,?,?)",
+                (s.nonce, 1 if answer.get("live") else 0, time.time()),
+            )
+            stats["signal copies acknowledged"] += 1
+
+
+# --- export and the check by time ---------------------------------------------------------------
+
+
+def export(store: Any, data: Path) -> None:
+    """The deployment's runs, journals and signals as a lunaflow SQLite store (what
+    bench/torture_check.py reads). Signal ids are per run on DynamoDB and global in SQLite,
+    so each run's are moved into a range of its own (journal references too)."""
+    from runtime.core.values import compact
+    from runtime.store.sqlite import STORE_FILE, SQLiteStore
+
+    SQLiteStore(data / STORE_FILE).close()
+    db = sqlite3.connect(str(data / STORE_FILE))
+    try:
+        for index, run in enumerate(store.list_runs(limit=10_000_000), start=1):
+            base = index * 1_000_000
+            journal = store.journal(run.id)
+            db.execute(
+                "INSERT INTO runs (id, workflow, status, input, result, error, parent_id, current_step, "
+                "created_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                (
+                    run.id,
+                    run.workflow,
+                    run.status,
+                    compact(run.input),
+                    None if run.result is None else compact(run.result),
+                    run.error,
+                    run.parent_id,
+                    run.current_step,
+                    run.created_at,
+                ),
+            )
+            for e in journal:
+                data_ = dict(e.data)
+                if e.kind == "wait.done" and data_.get("signal_id") is not None:
+                    data_["signal_id"] = base + int(data_["signal_id"])
+                db.execute(
+                    "INSERT INTO journal (run_id, seq, kind, name, data, at) VALUES (?,?,?,?,?,?)",
+                    (run.id, e.seq, e.kind, e.name, compact(data_), e.at),
+                )
+            for sig in store.signals(run.id):
+                db.execute(
+                    "INSERT INTO signals (id, run_id, name, payload, at, state, consumed_seq) "
+                    "VALUES (?,?,?,?,?,?,?)",
+                    (
+                        base + sig.id,
+                        run.id,
+                        sig.name,
+                        compact(sig.payload),
+                        sig.at,
+                        sig.state,
+                        sig.consumed_seq,
+                    ),
+                )
+        db.commit()
+    finally:
+        db.close()
+
+
+def repeats_after_outcome(report: Report, data: Path, ledger_file: Path) -> None:
+    """An effect the ledger recorded after its step's outcome was journaled ran when it
+    should not have (the body that produced the outcome posted before it returned)."""
+    from runtime.store.sqlite import STORE_FILE
+
+    db = sqlite3.connect(str(data / STORE_FILE))
+    outcome_at: dict[str, float] = {}
+    try:
+        open_intents: dict[tuple[str, str], str] = {}
+        for run_id, kind, name, text_, at in db.execute(
+            "SELECT run_id, kind, name, data, at FROM journal ORDER BY run_id, seq"
+        ):
+            if kind == "step.intent":
+                open_intents[(run_id, name)] = json.loads(text_)["step_id"]
+            elif kind in ("step.result", "step.failed") and (run_id, name) in open_intents:
+                outcome_at[open_intents.pop((run_id, name))] = at
+    finally:
+        db.close()
+    ledger = sqlite3.connect(str(ledger_file))
+    try:
+        for step_id, gen, at in ledger.execute("SELECT step_id, gen, at FROM effects"):
+            done = outcome_at.get(step_id)
+            if done is not None and at > done + 0.001:
+                report.note(
+                    "bad_repeats", f"{step_id}: run by generation {gen} after its outcome was journaled"
+                )
+    finally:
+        ledger.close()
+
+
+# --- the run -------------------------------------------------------------------------------------
+
+
+def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOutcome:
+    from runtime.aws.motoserver import MotoServer
+    from runtime.core.clock import SystemClock
+    from runtime.testing import AwsPlatform
+
+    rng = random.Random(settings.seed)
+    work = Path(tempfile.mkdtemp(prefix="lunaflow-torture-aws-")) if settings.work is None else settings.work
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "logs").mkdir(exist_ok=True)
+    server = MotoServer()  # a server of its own: the torture's load stays out of other harnesses'
+    deployment = work / "deployment"
+    ledger = Ledger(work / "ledger.sqlite", settings.effect_ms)
+    plans = make_plans(settings.runs, rng, ledger.url, settings.dup)
+    for p in plans:
+        ledger.write("INSERT INTO plans VALUES (?,?,?)", (p.run_id, p.workflow, json.dumps(p.expected)))
+        for child_id, wf, expected in p.children:
+            ledger.write("INSERT INTO plans VALUES (?,?,?)", (child_id, wf, json.dumps(expected)))
+    platform = AwsPlatform(
+        PROJECT, data_dir=deployment, endpoint_url=server.endpoint, clock=SystemClock(), strict=False
+    )
+    platform.runtime.reconcile_after_s, platform.runtime.stale_running_s = RECONCILE_AFTER_S, STALE_RUNNING_S
+    workers = Workers(settings, deployment, server.endpoint, ledger, work / "logs")
+    front = Front(platform)
+    stop = threading.Event()
+    stats: Counter[str] = Counter()
+    errors: list[str] = []
+    began = time.monotonic()
+    try:
+        for _ in range(settings.workers):
+            workers.spawn()
+
+        def reconcile_loop() -> None:
+            while not stop.wait(1.0):
+                try:
+                    answer = platform.reconcile()
+                    stats["wakes re-sent by the reconciler"] += len(answer.get("rewoken", []))
+                except Exception as e:
+                    errors.append(f"reconcile: {e}")
+
+        def kill_loop() -> None:
+            krng = random.Random(settings.seed + 1)
+            while not stop.wait(krng.uniform(settings.kill_min, settings.kill_max)):
+                workers.kill_one(krng)
+                workers.spawn()
+
+        threads = [threading.Thread(target=reconcile_loop, name="reconcile", daemon=True)]
+        if settings.kills:
+            threads.append(threading.Thread(target=kill_loop, name="killer", daemon=True))
+        for t in threads:
+            t.start()
+        todo: queue.Queue[Plan] = queue.Queue()
+        for p in plans:
+            todo.put(p)
+        first, slots, slot_lock = time.monotonic(), iter(range(len(plans))), threading.Lock()
+
+        def client() -> None:
+            while True:
+                try:
+                    plan = todo.get_nowait()
+                except queue.Empty:
+                    return
+                with slot_lock:
+                    slot = next(slots)
+                delay = first + slot / settings.rate - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                try:
+                    drive(front, ledger, plan, settings.wait_s, stats)
+                except Exception as e:
+                    errors.append(f"{plan.run_id}: {e}")
+
+        clients = [
+            threading.Thread(target=client, name=f"client-{i}", daemon=True) for i in range(settings.clients)
+        ]
+        for c in clients:
+            c.start()
+        for c in clients:
+            c.join()
+        all_ids = [p.run_id for p in plans] + [c[0] for p in plans for c in p.children]
+        settle_by = time.monotonic() + settings.settle_s
+        for run_id in all_ids:
+            ended = front.wait(
+                run_id,
+                lambda st: st is not None and st[0] in ENDED_OR_FAILED,
+                max(0.0, settle_by - time.monotonic()),
+            )
+            stats["runs ended" if ended else "runs not ended in time"] += 1
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+        workers.stop()
+    finally:
+        stop.set()
+        front.stop()
+        workers.stop()
+        with contextlib.suppress(Exception):
+            ledger.quiesce(timeout=5)
+        ledger.close()
+    seconds = time.monotonic() - began
+    exported = work / "exported"
+    exported.mkdir(exist_ok=True)
+    export(platform.runtime.store, exported)
+    server.close()
+    logs = workers.output() + [json.dumps(r) for r in platform.logs]
+    report = check(PROJECT, exported, work / "ledger.sqlite", logs=logs)
+    repeats_after_outcome(report, exported, work / "ledger.sqlite")
+    audited_slots(report, work / "logs")
+    lost = sum(line.startswith("lost ") for text in workers.output() for line in text.splitlines())
+    stats["wake messages lost (deleted unprocessed)"] = lost
+    lines = [
+        f"lunaflow crash torture on the AWS path: {settings.runs} runs started at most "
+        f"{settings.rate:g}/s by {settings.clients} clients through the fetch handler (seed {settings.seed}, "
+        f"{int(settings.dup * 100)}% of signals sent twice), project {PROJECT.relative_to(ROOT)}",
+        f"{settings.workers} worker processes at once on a moto server; SQS: "
+        f"{int(settings.redeliver * 100)}% of processed wakes delivered again, "
+        f"{int(settings.lose * 100)}% of received wakes lost, "
+        f"{int(settings.delay * 100)}% held back 1-5 s; leases {LEASE_MS // 1000} s, reconcile every 1 s "
+        f"(a wake-up waiting {RECONCILE_AFTER_S:g} s is taken for lost)",
+    ]
+    if settings.kills:
+        lines.append(
+            f"SIGKILLs of worker processes: {workers.kills}, "
+            f"every {settings.kill_min:g}-{settings.kill_max:g} s"
+        )
+    lines += [f"wall time: {seconds:.1f} s", "driver"]
+    for name, n in sorted(stats.items()):
+        lines.append(f"  {name:<44}{n}")
+    lines.append(f"  {'driver errors':<44}{len(errors)}")
+    for e in errors[:5]:
+        lines.append(f"      e.g. {e}")
+    lines.append(report.format())
+    text = "\n".join(lines)
+    out(text)
+    outcome = AwsOutcome(report, text, workers.kills, seconds, work, errors)
+    if not settings.keep and settings.work is None and outcome.ok:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        out(f"exported store, ledger and worker logs kept in {work}")
+    return outcome
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        worker_main(sys.argv[2:])
+    else:
+        sys.exit(run_aws(AwsSettings()).ok and 0 or 1)

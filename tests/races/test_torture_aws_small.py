@@ -1,0 +1,49 @@
+"""The AWS crash torture, small (bench/torture.py --aws): a couple of dozen runs through the
+Lambda handlers on a moto server, worker processes SIGKILLed at random instants, SQS
+delivering twice, losing and holding back wakes; bench/torture_check.py's counts (plus the
+chunk-write audit and the effect-after-outcome check of the AWS mode) must all be 0.
+One run (module fixture, ~15-25 s) feeds the tests."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.torture_aws import AwsOutcome, AwsSettings, run_aws  # noqa: E402
+
+# The driver calls the fetch handler from several threads; Powertools warns on each call
+# that publishes no metric, and a warnings filter is not thread-safe.
+pytestmark = pytest.mark.filterwarnings("ignore:No application metrics")
+
+SMALL = AwsSettings(runs=12, rate=8.0, clients=6, seed=5, kill_min=0.3, kill_max=1.2, lose=0.1, delay=0.1)
+
+
+@pytest.fixture(scope="module")
+def torture(tmp_path_factory: pytest.TempPathFactory) -> AwsOutcome:
+    work = tmp_path_factory.mktemp("torture_aws")
+    return run_aws(AwsSettings(**{**SMALL.__dict__, "work": work, "keep": True}), out=lambda text: None)
+
+
+def explain(outcome: AwsOutcome) -> str:
+    return f"\n{outcome.text}\n(work folder {outcome.work})"
+
+
+def test_killed_workers_and_unreliable_sqs_finish_every_run_with_its_expected_result(
+    torture: AwsOutcome,
+) -> None:
+    r = torture.report
+    assert torture.kills >= 2, explain(torture)
+    assert r.runs_planned > SMALL.runs
+    assert r.runs_completed_as_expected == r.runs_planned, explain(torture)
+    assert not torture.driver_errors, explain(torture)
+
+
+def test_every_bad_count_is_zero(torture: AwsOutcome) -> None:
+    assert torture.report.audit_installed
+    assert {k: v for k, v in torture.report.bad().items() if v} == {}, explain(torture)
