@@ -232,7 +232,9 @@ class AwsRuntime:
         timer that fired, a start), timers overdue by a minute that never fired, and runs
         left running with no live lease. Runs whose wake is being served (a live lease) are
         skipped; each re-sent wake-up is looked at again only after a growing pause, so a
-        backlog is never re-sent every minute. Returns the runs woken."""
+        backlog is never re-sent every minute; and while the wake queue holds a backlog, the
+        wakes are queued rather than lost, so only ``limit`` less the backlog are re-sent.
+        Returns the runs woken."""
         now = self.clock.now()
         now_at = now_ms(self.clock)
         after_s = self.reconcile_after_s
@@ -247,7 +249,8 @@ class AwsRuntime:
             self.store.add_wakeup(run_id)
         candidates = list(dict.fromkeys([*waiting, *overdue, *stranded]))[:limit]
         serving = self.store.leased(candidates, now_at)
-        woken = [run_id for run_id in candidates if run_id not in serving]
+        budget = max(0, limit - self.waker.backlog()) if candidates else 0
+        woken = [run_id for run_id in candidates if run_id not in serving][:budget]
         resent = self.store.resends(woken)
         self.waker.prompt_many(woken)
         for run_id in woken:

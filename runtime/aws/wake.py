@@ -84,6 +84,13 @@ class AwsWaker:
             QueueUrl=self.queue_url, MessageBody=body, DelaySeconds=max(0, min(MAX_SQS_DELAY_S, delay_s))
         )
 
+    def backlog(self) -> int:
+        """Wake messages waiting in the queue for a worker (SQS's approximate count)."""
+        attributes = self._sqs.get_queue_attributes(
+            QueueUrl=self.queue_url, AttributeNames=["ApproximateNumberOfMessages"]
+        )["Attributes"]
+        return int(attributes.get("ApproximateNumberOfMessages", 0))
+
     def prompt_many(self, run_ids: Sequence[str]) -> None:
         """Wake many runs, ten to a request (the reconciler's re-sends)."""
         for start in range(0, len(run_ids), 10):

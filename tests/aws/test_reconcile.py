@@ -74,6 +74,17 @@ def test_one_reconcile_resends_a_bounded_batch_ten_to_a_request(p: AwsPlatform) 
     assert woken == [f"r{i:03d}" for i in range(100)]  # oldest first
 
 
+def test_wakes_queued_behind_a_backlog_are_not_resent(p: AwsPlatform) -> None:
+    """Workers behind a backlog: every run's wake waits in the queue, and is not lost. The
+    reconciler adds nothing to the queue (it re-sends at most 100 less the backlog)."""
+    for i in range(150):
+        p.platform.start("approval", {}, id=f"q{i:03d}")
+    later(p, 61)
+    sent = record_sends(p)
+    assert p.reconcile()["rewoken"] == []
+    assert sent == []
+
+
 def test_a_wake_that_stays_lost_is_not_resent_every_minute(p: AwsPlatform) -> None:
     p.platform.start("approval", {}, id="stuck")
     sent = record_sends(p)

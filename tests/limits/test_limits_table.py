@@ -367,6 +367,13 @@ def test_the_random_bytes_message() -> None:
     assert matches(template("`crypto.random_bytes` length"), random_bytes())
 
 
+def test_the_aws_step_timeout_message() -> None:
+    from runtime.aws.invocation import too_long
+
+    [message] = too_long(ROOT / "tests" / "projects" / "aws_too_long")
+    assert matches(template("Step timeout (AWS)"), message)
+
+
 def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
     checked = {
         "Size of one value (run input, step result, run result, signal payload)",
@@ -378,6 +385,7 @@ def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
         "CPU time per Lua call",
         "Request body (`lunaflow dev`)",
         "Request body (AWS)",
+        "Step timeout (AWS)",
         "Run id length",
         "Longest duration",
         "Outbound HTTP response body",
