@@ -8,6 +8,7 @@ from runtime.core.ids import MAX_RUN_ID_BYTES
 from runtime.core.values import MAX_VALUE_BYTES
 from runtime.engine.sandbox import DEFAULT_CPU_SECONDS, DEFAULT_INSTRUCTIONS, DEFAULT_MEMORY_BYTES
 from runtime.platform.fetch import MAX_BODY_BYTES
+from runtime.services.keys import MAX_KEY_BYTES
 
 __all__ = [
     "DEFAULT_CPU_SECONDS",
@@ -15,6 +16,7 @@ __all__ = [
     "DEFAULT_MEMORY_BYTES",
     "MAX_BODY_BYTES",
     "MAX_JOURNAL_ENTRIES",
+    "MAX_KEY_BYTES",
     "MAX_MS",
     "MAX_RUN_ID_BYTES",
     "MAX_SIGNAL_BACKLOG",
