@@ -181,6 +181,7 @@ class Executor:
             return None if fresh is None else fresh.status
         finally:
             self._active = None
+            self.observer.activation_ended(run_id, run.workflow)
 
     # --- replay only -------------------------------------------------------------------
 
@@ -320,6 +321,7 @@ class Executor:
         return decide(s.replay, issued.command)
 
     def _run_step(self, s: Session, ex: Execute) -> Decision:
+        self.observer.step_started(s.run.id, s.run.workflow, ex.name, ex.attempt)
         with self._running(s.run.id, ex.name):
             outcome = s.code.run_body(
                 s.lua,
