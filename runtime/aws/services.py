@@ -24,6 +24,7 @@ from runtime.store.items import condition_failed, conditional, n, s
 
 OBJECT_LOCK_MS = 60_000
 OBJECT_WAIT_S = 10.0
+MAX_HIDE_S = 12 * 60 * 60  # SQS's longest visibility timeout
 
 
 class DynamoKV:
@@ -190,6 +191,15 @@ class DynamoObjects:
 class SqsQueues:
     def __init__(self, sqs: Any, urls: dict[str, str]) -> None:
         self._sqs, self.urls = sqs, urls
+
+    def hide(self, name: str, receipt_handle: str, seconds: int) -> None:
+        """Hide a received message for ``seconds`` from now (0: visible again at once)."""
+        url = self.urls.get(name)
+        if url is None:
+            return  # not a queue of this deployment: its own visibility timeout applies
+        self._sqs.change_message_visibility(
+            QueueUrl=url, ReceiptHandle=receipt_handle, VisibilityTimeout=max(0, min(seconds, MAX_HIDE_S))
+        )
 
     def call(self, name: str, method: str, args: list[Any]) -> list[Any]:
         if method != "send":

@@ -75,7 +75,7 @@ def test_each_line_carries_its_own_run_and_step(
 
     for run in ("a", "b"):
         run_keys = {"run_id": f"run-{run}", "workflow": "chatty"}
-        assert said(lines, "before") [("ab".index(run))] == run_keys
+        assert said(lines, "before")[("ab".index(run))] == run_keys
         assert [t for t in said(lines, "in first") if t["run_id"] == f"run-{run}"] == [
             {**run_keys, "step": "first"}
         ]

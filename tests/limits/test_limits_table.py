@@ -390,6 +390,37 @@ def test_the_key_message(tmp_path: Path) -> None:
     )
 
 
+def queue_settings(tmp_path: Path, settings: str) -> str:
+    from runtime.engine.project import ProjectSource
+
+    (tmp_path / "main.lua").write_text("", encoding="utf-8")
+    (tmp_path / "lunaflow.toml").write_text(f"[queues.q]\n{settings}\n", encoding="utf-8")
+    return _refusal(lambda: ProjectSource.read(tmp_path))
+
+
+def test_the_queue_attempts_message(tmp_path: Path) -> None:
+    """Issue 20.4: the stack sets maxReceiveCount to a queue's attempts; SQS takes 1 to 1000."""
+    for i, bad in enumerate(["0", str(limits.MAX_ATTEMPTS + 1), '"5"', "true"]):
+        folder = tmp_path / str(i)
+        folder.mkdir()
+        assert matches(template("Queue attempts"), queue_settings(folder, f"attempts = {bad}"))
+
+
+def test_the_queue_retry_delay_message(tmp_path: Path) -> None:
+    assert matches(template("Queue retry delay"), queue_settings(tmp_path, 'retry_delay = "12h1s"'))
+
+
+def test_the_largest_queue_settings_load(tmp_path: Path) -> None:
+    from runtime.engine.project import ProjectSource
+
+    (tmp_path / "main.lua").write_text("", encoding="utf-8")
+    (tmp_path / "lunaflow.toml").write_text(
+        f'[queues.q]\nattempts = {limits.MAX_ATTEMPTS}\nretry_delay = "12h"\n', encoding="utf-8"
+    )
+    settings = ProjectSource.read(tmp_path).queue_settings("q")
+    assert (settings.attempts, settings.retry_delay_s) == (limits.MAX_ATTEMPTS, limits.MAX_RETRY_DELAY_S)
+
+
 def test_the_queue_delay_message(tmp_path: Path) -> None:
     message = service(tmp_path, "queue", "jobs", "send", [1, {"delay": "16m"}])
     assert matches(template("Queue send delay"), message)
@@ -421,6 +452,8 @@ def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
         "Outbound HTTP response body",
         "kv list page",
         "Queue send delay",
+        "Queue attempts",
+        "Queue retry delay",
         "`crypto.random_bytes` length",
         "`os.date` format length",
     }
