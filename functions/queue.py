@@ -54,7 +54,13 @@ def _record(record: SQSRecord) -> None:
                 "body": record.body[:BODY_SHOWN],
             },
         )
-    elif outcome.verdict is not Verdict.DONE:
+        return
+    if outcome.verdict is Verdict.PAST_ATTEMPTS:
+        logger.warning(
+            "queue message not run again",
+            extra={"queue": queue, "message_id": record.message_id, "why": outcome.why},
+        )
+    if outcome.verdict is not Verdict.DONE:
         raise HandlerFailed(f"queue {queue} message {record.message_id}: {outcome.why}")
 
 

@@ -31,7 +31,8 @@ class Verdict(enum.Enum):
     DONE = "done"  # the handler ran and returned: delete the message
     DROPPED = "dropped"  # the message cannot be delivered: log why and delete it
     RETRY = "retry"  # the handler failed with attempts left: it comes back after the delay
-    SPENT = "spent"  # no attempts left: leave it for the dead-letter queue
+    SPENT = "spent"  # the handler failed its last attempt: leave it for the dead-letter queue
+    PAST_ATTEMPTS = "past attempts"  # delivered again after its last attempt: not run, left for the DLQ
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def deliver(rt: AwsRuntime, record: QueueRecord) -> Outcome:
     if record.receive_count > settings.attempts:
         _hide(rt, record, 0)
         return Outcome(
-            Verdict.SPENT,
+            Verdict.PAST_ATTEMPTS,
             f"it was received {record.receive_count} times, past the queue's {settings.attempts} "
             "attempts; the handler is not run again and the message waits for the dead-letter queue",
         )

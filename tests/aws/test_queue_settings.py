@@ -114,7 +114,7 @@ def runs_of(rt: AwsRuntime, order: str) -> int:
 
 
 def test_attempts_1_runs_the_handler_once_however_often_sqs_delivers(
-    make_runtime: Callable[..., AwsRuntime], aws: AwsWorld, tmp_path: Path
+    make_runtime: Callable[..., AwsRuntime], aws: AwsWorld, tmp_path: Path, lines: list[logging.LogRecord]
 ) -> None:
     """`attempts = 1`: the handler runs on the first delivery only; later deliveries (the
     queue's own redrive allows 3) do not run it, and the message ends in the dead-letter queue."""
@@ -131,6 +131,12 @@ def test_attempts_1_runs_the_handler_once_however_often_sqs_delivers(
             message.visible_at = 0
     assert runs_of(rt, "o-1") == 1
     assert receives == 3
+    skipped = [r for r in lines if r.getMessage() == "queue message not run again"]
+    assert [r.why for r in skipped] == [
+        f"it was received {n} times, past the queue's 1 attempts; the handler is not run again and "
+        "the message waits for the dead-letter queue"
+        for n in (2, 3)
+    ]
     assert [json.loads(b)["order"] for b in dead_letters(aws)] == ["o-1"]
 
 
