@@ -73,17 +73,19 @@ def test_each_line_carries_its_own_run_and_step(
     answer = worker.handler({"Records": records}, FakeContext())
     assert answer == {"batchItemFailures": []}
 
+    for text in ("before", "in first", "between", "in second", "after"):
+        assert len(said(lines, text)) == 2, text  # one line per run, each tagged below
     for run in ("a", "b"):
         run_keys = {"run_id": f"run-{run}", "workflow": "chatty"}
-        assert said(lines, "before")[("ab".index(run))] == run_keys
-        assert [t for t in said(lines, "in first") if t["run_id"] == f"run-{run}"] == [
+        assert [t for t in said(lines, "before") if t.get("run_id") == f"run-{run}"] == [run_keys]
+        assert [t for t in said(lines, "in first") if t.get("run_id") == f"run-{run}"] == [
             {**run_keys, "step": "first"}
         ]
-        assert [t for t in said(lines, "between") if t["run_id"] == f"run-{run}"] == [run_keys]
-        assert [t for t in said(lines, "in second") if t["run_id"] == f"run-{run}"] == [
+        assert [t for t in said(lines, "between") if t.get("run_id") == f"run-{run}"] == [run_keys]
+        assert [t for t in said(lines, "in second") if t.get("run_id") == f"run-{run}"] == [
             {**run_keys, "step": "second"}
         ]
-        assert [t for t in said(lines, "after") if t["run_id"] == f"run-{run}"] == [run_keys]
+        assert [t for t in said(lines, "after") if t.get("run_id") == f"run-{run}"] == [run_keys]
     assert tags(lines, "wake message without a run id dropped") == [{}]
 
 
