@@ -1,5 +1,6 @@
-"""Powertools on AWS: run id, workflow and step on every log line; metrics for runs, steps,
-retries and signal-to-resume latency (CloudWatch embedded metric format)."""
+"""Powertools on AWS: run id, workflow and step on every log line said while a worker
+advances that run (and the step while its body runs); metrics for runs, steps, retries and
+signal-to-resume latency (CloudWatch embedded metric format)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,29 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from runtime.aws.contract import Metric
 
+RUN_KEYS = ("run_id", "workflow", "step")  # the keys a line about a run carries
+
 
 class PowertoolsObserver:
     def __init__(self, logger: Logger, metrics: Metrics) -> None:
         self.logger = logger
         self.metrics = metrics
 
+    # The keys live on the container's logger and outlast an activation: each is set where
+    # its scope begins and removed where it ends, so no line carries another run's or step's.
+
     def activation(self, run_id: str, workflow: str) -> None:
+        self.logger.remove_keys(list(RUN_KEYS))
         self.logger.append_keys(run_id=run_id, workflow=workflow)
 
-    def step(self, run_id: str, workflow: str, step: str, attempt: int, ok: bool) -> None:
+    def activation_ended(self, run_id: str, workflow: str) -> None:
+        self.logger.remove_keys(list(RUN_KEYS))
+
+    def step_started(self, run_id: str, workflow: str, step: str, attempt: int) -> None:
         self.logger.append_keys(step=step)
+
+    def step(self, run_id: str, workflow: str, step: str, attempt: int, ok: bool) -> None:
+        self.logger.remove_keys(["step"])
         self.metrics.add_metric(
             name=Metric.STEPS_SUCCEEDED if ok else Metric.STEPS_FAILED, unit=MetricUnit.Count, value=1
         )

@@ -35,6 +35,7 @@ from runtime.platform.fetch import (
     Response,
     error_response,
     make_request,
+    request_target,
 )
 from runtime.platform.platform import LeaseTerms, Platform
 from runtime.services.local import LocalServices
@@ -282,7 +283,9 @@ class _Handler(BaseHTTPRequestHandler):
                 response = dev.handle_console(self.command, self.path, form)
             else:
                 headers = {k: v for k, v in self.headers.items()}
-                response = dev.handle_fetch(make_request(self.command, self.path, body, headers))
+                response = dev.handle_fetch(
+                    make_request(self.command, request_target(self.requestline, self.path), body, headers)
+                )
         except Exception:
             error, request_id = error_response("")
             log.exception("request %s %s failed (request id %s)", self.command, self.path, request_id)

@@ -19,7 +19,7 @@ import random
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -92,8 +92,11 @@ class Executor:
         cache_size: int = 256,
         wakes: Wakes | None = None,
         observer: Observer | None = None,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self.store = store
+        # Error text leaves here for the journal and the logs: secrets handed out become markers.
+        self.redact: Callable[[str], str] = redact or (lambda text: text)
         self.clock = clock
         self.wakes = wakes or Wakes(store)
         self.observer: Observer = observer or Quiet()
@@ -181,6 +184,7 @@ class Executor:
             return None if fresh is None else fresh.status
         finally:
             self._active = None
+            self.observer.activation_ended(run_id, run.workflow)
 
     # --- replay only -------------------------------------------------------------------
 
@@ -300,9 +304,10 @@ class Executor:
         raise AssertionError(decision)
 
     def _raised(self, s: Session, out: Raised) -> Status:
+        message = self.redact(out.message)
         if out.traceback:
-            log.warning("run %s failed: %s\n%s", s.run.id, out.message, out.traceback)
-        self._save(s, RunUpdate(Status.FAILED, s.replay.current, error=out.message))
+            log.warning("run %s failed: %s\n%s", s.run.id, message, self.redact(out.traceback))
+        self._save(s, RunUpdate(Status.FAILED, s.replay.current, error=message))
         self.observer.ended(s.run.id, s.run.workflow, Status.FAILED)
         return Status.FAILED
 
@@ -320,6 +325,7 @@ class Executor:
         return decide(s.replay, issued.command)
 
     def _run_step(self, s: Session, ex: Execute) -> Decision:
+        self.observer.step_started(s.run.id, s.run.workflow, ex.name, ex.attempt)
         with self._running(s.run.id, ex.name):
             outcome = s.code.run_body(
                 s.lua,
@@ -333,7 +339,7 @@ class Executor:
         self.observer.step(s.run.id, s.run.workflow, ex.name, ex.attempt, outcome.ok)
         if outcome.ok:
             return s.replay.step_succeeded(StepValues(tuple(outcome.values or ())))
-        decision = s.replay.step_failed(outcome.error or "error")
+        decision = s.replay.step_failed(self.redact(outcome.error or "error"))
         if not isinstance(decision, Fail):
             self.observer.retry(s.run.id, s.run.workflow, ex.name)
         return decision

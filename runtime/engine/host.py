@@ -21,6 +21,7 @@ from runtime.core import values
 from runtime.core.clock import Clock
 from runtime.core.ids import check_run_id
 from runtime.engine.code import Code
+from runtime.engine.redact import Redactor
 from runtime.errors import InvalidInput, ServiceUnavailable
 from runtime.services import builtins
 from runtime.services.base import Services
@@ -82,9 +83,15 @@ def _refuse_constant(name: str) -> Any:
 
 
 def host_functions(
-    api: RunApi, services: Services | None, logs: LogSink, worker: Executing
+    api: RunApi,
+    services: Services | None,
+    logs: LogSink,
+    worker: Executing,
+    *,
+    redactor: Redactor | None = None,
 ) -> dict[str, HostFn]:
     """The functions one worker's Lua state may call."""
+    redactor = redactor or Redactor()
 
     def lua(value: Any) -> Any:
         return worker.code.sandbox.to_lua(value)
@@ -115,13 +122,15 @@ def host_functions(
         # A line the workflow function says while replaying was said when the run first
         # passed there: it is kept for inspection, marked, and not written out again.
         replayed = mode == "run" and worker.replaying()
-        record = {"level": level, "message": message, "fields": json.loads(fields), "run": worker.current_run}
+        message, said = redactor.text(message), redactor.value(json.loads(fields))
+        record = {"level": level, "message": message, "fields": said, "run": worker.current_run}
         if replayed:
             record["replayed"] = True
         logs(record)
         if not replayed:
             py_level = {"warn": logging.WARNING, "error": logging.ERROR}.get(level, logging.INFO)
-            lua_log.log(py_level, "%s %s", message, fields if fields != "null" else "")
+            shown = json.dumps(said, ensure_ascii=False, separators=(",", ":")) if said is not None else ""
+            lua_log.log(py_level, "%s %s", message, shown)
 
     def service(kind: str, name: str, method: str, args_json: str) -> Any:
         return pack(need(f"{kind} '{name}'").call(kind, name, method, json.loads(args_json)))
@@ -142,6 +151,11 @@ def host_functions(
     def pair(a: Any, b: Any) -> tuple[Any, Any]:
         return a, b
 
+    def secret(name: str) -> str:
+        value = api.secret(name, worker.current_run)
+        redactor.add(name, value)  # handed to Lua: kept out of every text written from now on
+        return value
+
     return {
         "now": lambda: int(api.clock.now()),
         "json_parse": json_parse,
@@ -152,7 +166,7 @@ def host_functions(
         **builtins.jwt_functions(lua, pair, api.clock.now),
         "service": service,
         "object_call": object_call,
-        "secret": lambda name: api.secret(name, worker.current_run),
+        "secret": secret,
         "run_check_id": check_run_id,
         "run_start": start,
         "run_status": lambda wf, rid: api.get(rid, wf).status.value,

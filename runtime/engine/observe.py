@@ -14,10 +14,16 @@ class Observer(Protocol):
         """A new run was created (not a start that joined an existing run)."""
 
     def activation(self, run_id: str, workflow: str) -> None:
-        """A worker starts advancing the run (log lines that follow are about it)."""
+        """A worker starts advancing the run (log lines that follow are about it, in no step)."""
+
+    def activation_ended(self, run_id: str, workflow: str) -> None:
+        """The worker is done with the run, however it left (lines that follow are about no run)."""
+
+    def step_started(self, run_id: str, workflow: str, step: str, attempt: int) -> None:
+        """One attempt of a step body starts (lines that follow are about that step)."""
 
     def step(self, run_id: str, workflow: str, step: str, attempt: int, ok: bool) -> None:
-        """One attempt of a step body ended."""
+        """One attempt of a step body ended (lines that follow are about no step)."""
 
     def retry(self, run_id: str, workflow: str, step: str) -> None:
         """A failed attempt will be retried after its backoff."""
@@ -34,6 +40,12 @@ class Quiet:
         pass
 
     def activation(self, run_id: str, workflow: str) -> None:
+        pass
+
+    def activation_ended(self, run_id: str, workflow: str) -> None:
+        pass
+
+    def step_started(self, run_id: str, workflow: str, step: str, attempt: int) -> None:
         pass
 
     def step(self, run_id: str, workflow: str, step: str, attempt: int, ok: bool) -> None:

@@ -6,7 +6,7 @@ Lambda container and the test harness one.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from runtime.engine.executor import Executor
 from runtime.engine.host import LogSink, RunApi, host_functions, lua_log
 from runtime.engine.observe import Observer
 from runtime.engine.project import ProjectSource
+from runtime.engine.redact import Redactor
 from runtime.engine.wake import Wakes
 from runtime.services.base import ServiceError, Services
 from runtime.store.base import Store
@@ -33,6 +34,7 @@ class WorkerSetup:
     services: Services | None
     logs: LogSink
     cache_size: int = 256
+    redactor: Redactor = field(default_factory=Redactor)  # the secrets handed out, kept out of text
 
 
 class Worker:
@@ -44,9 +46,13 @@ class Worker:
             cache_size=setup.cache_size,
             wakes=setup.wakes,
             observer=setup.observer,
+            redact=setup.redactor.text,
         )
+        self.redact = setup.redactor.text
         # Loading runs the scripts, whose declarations already call host functions.
-        self.code = Code(source, host_functions(setup.api, setup.services, setup.logs, self))
+        self.code = Code(
+            source, host_functions(setup.api, setup.services, setup.logs, self, redactor=setup.redactor)
+        )
 
     @property
     def project_root(self) -> Path:
@@ -86,5 +92,8 @@ class Worker:
         ok, out, tb = self.code.call_handler("queue", queue, message)
         if ok:
             return None
-        lua_log.warning("queue %s message %s failed: %s\n%s", queue, message.get("id"), out, tb or "")
-        return str(out)
+        error = self.redact(str(out))
+        lua_log.warning(
+            "queue %s message %s failed: %s\n%s", queue, message.get("id"), error, self.redact(tb or "")
+        )
+        return error

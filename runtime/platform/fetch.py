@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl
 
 from runtime.engine.code import Code
 
@@ -32,17 +32,49 @@ def make_request(
     headers: Mapping[str, str] | None = None,
     query: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A request table; a query string in ``target`` becomes ``query`` (later keys win)."""
-    parts = urlsplit(target)
-    q = dict(parse_qsl(parts.query, keep_blank_values=True))
+    """A request table from a request target as the client sent it: the path is everything
+    before the first ``?``, verbatim, and the rest becomes ``query`` (later keys win)."""
+    path, _, query_string = target.partition("?")
+    return request_table(method, _origin_path(path), query_string, body, headers, query)
+
+
+def request_table(
+    method: str,
+    path: str,
+    query_string: str,
+    body: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    query: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A request table from a path taken verbatim and a raw query string. The path is never
+    parsed: read as a URL, ``//host/admin`` would become ``/admin`` and slip past a rule on
+    the path in front of the function."""
+    q = dict(parse_qsl(query_string, keep_blank_values=True))
     q.update(query or {})
     return {
         "method": method.upper(),
-        "path": parts.path or "/",
+        "path": path or "/",
         "query": q,
         "headers": {k.lower(): v for k, v in (headers or {}).items()},
         "body": body or "",
     }
+
+
+def _origin_path(path: str) -> str:
+    """An absolute-form target (``http://host/x``, which HTTP/1.1 servers must accept) is read
+    as its path; any other target is kept as it came."""
+    scheme, sep, rest = path.partition("://")
+    if sep and scheme.lower() in ("http", "https"):
+        return "/" + rest.partition("/")[2]
+    return path
+
+
+def request_target(requestline: str, parsed: str) -> str:
+    """The target of an HTTP request line as the client sent it. ``http.server`` reduces a
+    leading ``//`` to ``/`` in ``path``; API Gateway's ``rawPath`` keeps it, and so must
+    ``lunaflow dev``, for the handler to see the same path on both."""
+    words = requestline.split()
+    return words[1] if len(words) >= 2 else parsed
 
 
 def error_response(message: str, status: int = 500) -> tuple[Response, str]:

@@ -8,14 +8,19 @@ from runtime.core.ids import MAX_RUN_ID_BYTES
 from runtime.core.values import MAX_VALUE_BYTES
 from runtime.engine.sandbox import DEFAULT_CPU_SECONDS, DEFAULT_INSTRUCTIONS, DEFAULT_MEMORY_BYTES
 from runtime.platform.fetch import MAX_BODY_BYTES
+from runtime.services.keys import MAX_KEY_BYTES
+from runtime.services.queues import MAX_ATTEMPTS, MAX_RETRY_DELAY_S
 
 __all__ = [
+    "MAX_ATTEMPTS",
     "DEFAULT_CPU_SECONDS",
     "DEFAULT_INSTRUCTIONS",
     "DEFAULT_MEMORY_BYTES",
     "MAX_BODY_BYTES",
     "MAX_JOURNAL_ENTRIES",
+    "MAX_KEY_BYTES",
     "MAX_MS",
+    "MAX_RETRY_DELAY_S",
     "MAX_RUN_ID_BYTES",
     "MAX_SIGNAL_BACKLOG",
     "MAX_VALUE_BYTES",

@@ -19,6 +19,7 @@ from runtime.core.clock import Clock, now_ms
 from runtime.engine.code import Code
 from runtime.engine.observe import Observer
 from runtime.engine.project import ProjectSource
+from runtime.engine.redact import Redactor
 from runtime.engine.wake import Waker
 from runtime.engine.worker import Worker, WorkerSetup
 from runtime.errors import EngineBug, InvalidInput, UnknownWorkflow
@@ -60,6 +61,7 @@ class Platform(Runs):
         self.read_only = read_only
         self.services = services
         self.logs: deque[dict[str, Any]] = deque(maxlen=10_000)
+        self.redactor = Redactor()  # every secret value handed to Lua, kept out of errors and logs
         self.setup = WorkerSetup(
             store=store,
             clock=clock,
@@ -69,6 +71,7 @@ class Platform(Runs):
             services=services,
             logs=self.logs.append,
             cache_size=cache_size,
+            redactor=self.redactor,
         )
         self.source = ProjectSource.read(project)
         self.worker = self.new_worker()
@@ -178,7 +181,13 @@ class Platform(Runs):
     def fetch(self, request: dict[str, Any], worker: Worker | None = None) -> tuple[Response, Failure | None]:
         if worker is None:
             worker = self.worker = self.fresh(self.worker)
-        return fetch.handle(worker.code, request)
+        response, failure = fetch.handle(worker.code, request)
+        if failure is not None:  # logged by whoever serves the request
+            redact = self.redactor.text
+            failure = Failure(
+                failure.request_id, redact(failure.message), redact(failure.traceback or "") or None
+            )
+        return response, failure
 
     # --- secrets -----------------------------------------------------------------------
 

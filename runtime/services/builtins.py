@@ -72,12 +72,37 @@ def jwt_functions(
     return {"jwt_sign": sign, "jwt_verify": verify}
 
 
+def shown_url(url: str) -> str:
+    """A URL as an error text names it: without userinfo, query string or fragment, which is
+    where API keys and passwords ride (``?...`` marks a query left out)."""
+    rest = url.split("#", 1)[0]
+    rest, query, _ = rest.partition("?")
+    scheme, sep, rest = rest.partition("://")
+    if sep:
+        authority, slash, path = rest.partition("/")
+        rest = authority.rpartition("@")[2] + slash + path
+    return scheme + sep + rest + ("?..." if query else "")
+
+
+def _scrubbed(text: str, url: str) -> str:
+    """``text`` (an OS or library error) without the URL's userinfo, query string or fragment."""
+    before_fragment, _, fragment = url.partition("#")
+    query = before_fragment.partition("?")[2]
+    authority = url.partition("://")[2].split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    userinfo = authority.rpartition("@")[0]
+    for part in sorted((query, fragment, userinfo), key=len, reverse=True):
+        if part:
+            text = text.replace(part, "...")
+    return text
+
+
 def http_request(spec: dict[str, Any], data: bytes | None) -> dict[str, Any]:
     """``http.request``: the request Lua described, the response as ``{status, headers, body}``."""
     method = str(spec.get("method") or "GET").upper()
     url = spec.get("url")
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise ServiceError(f"http.request: url must be an http:// or https:// address (got {url!r})")
+        got = f'"{shown_url(url)}"' if isinstance(url, str) else repr(url)
+        raise ServiceError(f"http.request: url must be an http:// or https:// address (got {got})")
     timeout = DEFAULT_HTTP_TIMEOUT_S
     if spec.get("timeout") is not None:
         timeout = parse_ms(spec["timeout"], "the timeout of http.request") / 1000
@@ -93,8 +118,10 @@ def http_request(spec: dict[str, Any], data: bytes | None) -> dict[str, Any]:
     except urllib.error.HTTPError as e:
         status, resp_headers, payload = e.code, e.headers, e.read(MAX_HTTP_BODY + 1)
     except (urllib.error.URLError, TimeoutError, OSError) as e:
-        reason = getattr(e, "reason", e)
-        raise ServiceError(f"http.request {method} {url} failed: {reason}") from e
+        reason = _scrubbed(str(getattr(e, "reason", e)), url)
+        raise ServiceError(f"http.request {method} {shown_url(url)} failed: {reason}") from None
     if len(payload) > MAX_HTTP_BODY:
-        raise ServiceError(f"http.request {method} {url}: the response body is over {MAX_HTTP_BODY} bytes")
+        raise ServiceError(
+            f"http.request {method} {shown_url(url)}: the response body is over {MAX_HTTP_BODY} bytes"
+        )
     return {"status": status, "headers": {k.lower(): v for k, v in resp_headers.items()}, "body": payload}

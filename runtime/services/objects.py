@@ -1,5 +1,6 @@
 """``object "Name" {...}``: per-key state persisted after each call; calls to one key are
-serialized (a lock per key in this process, and a version check in the table)."""
+serialized (a lock per key in this process, and a version check in the table). Keys and
+state are held to the limits of ``runtime.services.keys``, as on DynamoDB."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from runtime.services.base import ObjectRunner, ServiceError
+from runtime.services.keys import check_key, check_name, shown, stored
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS objects (
@@ -90,6 +92,8 @@ class Objects:
         return False
 
     def call(self, runner: ObjectRunner, cls: str, key: str, method: str, args: list[Any]) -> list[Any]:
+        check_name(cls, f"object '{shown(cls)}'")
+        check_key(key, f"{cls}('{shown(key)}'):{method}")
         with self._lock(cls, key), self._process_lock(cls, key, f"{cls}('{key}'):{method}"):
             row = (
                 self._db()
@@ -98,12 +102,11 @@ class Objects:
             )
             state, version = ({}, 0) if row is None else (json.loads(row[0]), int(row[1]))
             results, new_state = runner.call_object(cls, key, method, state, args)
-            if new_state is None:
-                new_state = {}
+            text = stored({} if new_state is None else new_state, f"the state of {cls}('{shown(key)}')")
             cur = self._db().execute(
                 "INSERT INTO objects VALUES (?,?,?,1) ON CONFLICT (cls, key) DO UPDATE SET "
                 "state = excluded.state, version = objects.version + 1 WHERE objects.version = ?",
-                (cls, key, json.dumps(new_state, separators=(",", ":")), version),
+                (cls, key, text, version),
             )
             if cur.rowcount != 1:
                 raise ServiceError(

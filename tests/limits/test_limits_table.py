@@ -282,6 +282,23 @@ def service(tmp_path: Path, kind: str, name: str, method: str, args: list[Any]) 
         services.close()
 
 
+class _State:
+    """An object method that returns a state one byte over the limit."""
+
+    def call_object(
+        self, cls: str, key: str, method: str, state: Any, args: list[Any]
+    ) -> tuple[list[Any], Any]:
+        return [], {"data": "x" * (limits.MAX_VALUE_BYTES - len('{"data":""}') + 1)}
+
+
+def object_state(tmp_path: Path) -> str:
+    services = LocalServices(tmp_path / "svc", lambda: 0.0)
+    try:
+        return _refusal(lambda: services.call_object(_State(), "Box", "b", "fill", []))
+    finally:
+        services.close()
+
+
 def date_format() -> str:
     ok, message = Sandbox().engine.load_script("x.lua", "os.date(string.rep('%Y', 3000))", 100_000)
     assert not ok
@@ -354,6 +371,56 @@ def test_the_kv_list_message(tmp_path: Path) -> None:
     assert matches(template("kv list page"), service(tmp_path, "kv", "ns", "list", [{"limit": 5000}]))
 
 
+def test_the_stored_value_messages(tmp_path: Path) -> None:
+    """Issue 20.2: one set of key and value limits that both stores honour."""
+    template_text = template("Size of one stored value (kv value, object state)")
+    big = "x" * limits.MAX_VALUE_BYTES
+    assert matches(template_text, service(tmp_path / "kv", "kv", "ns", "put", ["k", big]))
+    assert matches(template_text, object_state(tmp_path / "obj"))
+
+
+def test_the_key_message(tmp_path: Path) -> None:
+    long = "k" * (limits.MAX_KEY_BYTES + 1)
+    label = "Key of kv or an object; kv namespace or object class name"
+    message = service(tmp_path, "kv", "ns", "get", [long])
+    assert matches(template(label), message)
+    quoted = re.findall(r"`([^`]+)`", row(label)["What the user sees"])
+    assert matches(
+        quoted[-1], service(tmp_path / "name", "kv", "n" * (limits.MAX_KEY_BYTES + 1), "get", ["k"])
+    )
+
+
+def queue_settings(tmp_path: Path, settings: str) -> str:
+    from runtime.engine.project import ProjectSource
+
+    (tmp_path / "main.lua").write_text("", encoding="utf-8")
+    (tmp_path / "lunaflow.toml").write_text(f"[queues.q]\n{settings}\n", encoding="utf-8")
+    return _refusal(lambda: ProjectSource.read(tmp_path))
+
+
+def test_the_queue_attempts_message(tmp_path: Path) -> None:
+    """Issue 20.4: the stack sets maxReceiveCount to a queue's attempts; SQS takes 1 to 1000."""
+    for i, bad in enumerate(["0", str(limits.MAX_ATTEMPTS + 1), '"5"', "true"]):
+        folder = tmp_path / str(i)
+        folder.mkdir()
+        assert matches(template("Queue attempts"), queue_settings(folder, f"attempts = {bad}"))
+
+
+def test_the_queue_retry_delay_message(tmp_path: Path) -> None:
+    assert matches(template("Queue retry delay"), queue_settings(tmp_path, 'retry_delay = "12h1s"'))
+
+
+def test_the_largest_queue_settings_load(tmp_path: Path) -> None:
+    from runtime.engine.project import ProjectSource
+
+    (tmp_path / "main.lua").write_text("", encoding="utf-8")
+    (tmp_path / "lunaflow.toml").write_text(
+        f'[queues.q]\nattempts = {limits.MAX_ATTEMPTS}\nretry_delay = "12h"\n', encoding="utf-8"
+    )
+    settings = ProjectSource.read(tmp_path).queue_settings("q")
+    assert (settings.attempts, settings.retry_delay_s) == (limits.MAX_ATTEMPTS, limits.MAX_RETRY_DELAY_S)
+
+
 def test_the_queue_delay_message(tmp_path: Path) -> None:
     message = service(tmp_path, "queue", "jobs", "send", [1, {"delay": "16m"}])
     assert matches(template("Queue send delay"), message)
@@ -370,6 +437,8 @@ def test_the_random_bytes_message() -> None:
 def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
     checked = {
         "Size of one value (run input, step result, run result, signal payload)",
+        "Size of one stored value (kv value, object state)",
+        "Key of kv or an object; kv namespace or object class name",
         "Journal entries per run",
         STEPS_PER_RUN,  # points at the journal's message
         "Signal backlog per run",
@@ -383,6 +452,8 @@ def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
         "Outbound HTTP response body",
         "kv list page",
         "Queue send delay",
+        "Queue attempts",
+        "Queue retry delay",
         "`crypto.random_bytes` length",
         "`os.date` format length",
     }
