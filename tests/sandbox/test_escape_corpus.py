@@ -53,8 +53,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PROJECT = ROOT / "tests" / "projects" / "escape"
 CASES = PROJECT / "cases"
 MODULE = "tests.sandbox.test_escape_corpus"  # as a subprocess imports it
-ISOLATE_DEADLINE_S = 15.0  # a subprocess case that has not finished by then hangs the platform (a case needs
-# about a second of CPU; a loaded machine stretches that, a hang never ends)
+# A subprocess case that has not finished by then hangs the platform. A case needs about a
+# second of CPU; a loaded machine stretches that, and a hang never ends either way.
+ISOLATE_DEADLINE_S = 15.0
 
 WHERE = ("load", "run", "step", "fetch", "response", "object", "queue")
 _META = re.compile(r"^--\s*(escape|where|expect|xfail|isolate):\s*(.*)$")
