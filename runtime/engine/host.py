@@ -121,7 +121,13 @@ def host_functions(
         logs(record)
         if not replayed:
             py_level = {"warn": logging.WARNING, "error": logging.ERROR}.get(level, logging.INFO)
-            lua_log.log(py_level, "%s %s", message, fields if fields != "null" else "")
+            lua_log.log(
+                py_level,
+                "%s %s",
+                message,
+                fields if fields != "null" else "",
+                extra={"run": worker.current_run},
+            )
 
     def service(kind: str, name: str, method: str, args_json: str) -> Any:
         return pack(need(f"{kind} '{name}'").call(kind, name, method, json.loads(args_json)))

@@ -128,13 +128,16 @@ def test_signal_with_unreadable_json_payload_is_bad_usage(data: Path, value: str
 
 
 def test_a_json_argument_at_the_nesting_limit_is_accepted(data: Path) -> None:
-    """The deepest payload the CLI takes (nested 100 deep, as json.parse allows in Lua)
-    is sent; one level more is bad usage naming the limit."""
-    ok = "[" * 100 + "]" * 100
+    """The deepest payload the platform keeps (101 nested arrays: depths 0 to 100) is sent;
+    one level more is refused (exit 1) naming the limit, and nothing is recorded."""
+    ok = "[" * 101 + "]" * 101
     d = _cli(data, "signal", "w1", "go", ok)
     assert d.code == 0, str(d)
     d = _cli(data, "signal", "w1", "go", "[" + ok + "]")
-    assert d.code == 2 and "100" in d.err, str(d)
+    assert d.code == 1 and "100 levels" in d.err, str(d)
+    assert "Traceback" not in d.err
+    shown = json.loads(_cli(data, "show", "w1", "--json").out)
+    assert len(shown["signals"]) == 1, shown["signals"]
 
 
 def test_runs_prints_statuses_and_ids_with_brackets_literally(tmp_path: Path) -> None:

@@ -68,10 +68,15 @@ def test_cross_site_text_plain_post_cannot_cancel_a_run(dev: DevServer) -> None:
     cancelled."""
     _start(dev, "waiter", "c6-cancel", {"awaiting"})
     r = dev.send(
-        "POST", "/_console/runs/c6-cancel", b"action=cancel&step=do", {"Content-Type": "text/plain", "Origin": EVIL}
+        "POST",
+        "/_console/runs/c6-cancel",
+        b"action=cancel&step=do",
+        {"Content-Type": "text/plain", "Origin": EVIL},
     )
     time.sleep(0.5)
-    assert dev.run("c6-cancel")["status"] == "awaiting", f"cross-site POST cancelled the run (answered {r.status})"
+    assert dev.run("c6-cancel")["status"] == "awaiting", (
+        f"cross-site POST cancelled the run (answered {r.status})"
+    )
     assert r.status == 403, r
 
 
@@ -113,7 +118,9 @@ def test_same_origin_post_without_the_token_is_refused(dev: DevServer) -> None:
             headers["Origin"] = origin
         r = dev.send("POST", "/_console/runs/c6-notoken", b"action=cancel&step=do", headers)
         time.sleep(0.3)
-        assert dev.run("c6-notoken")["status"] == "awaiting", f"a POST without token cancelled the run ({origin=})"
+        assert dev.run("c6-notoken")["status"] == "awaiting", (
+            f"a POST without token cancelled the run ({origin=})"
+        )
         assert r.status == 403, (origin, r.status)
         assert "token" in r.body, r.body
 
@@ -142,11 +149,16 @@ def test_a_token_of_another_server_process_is_refused(dev: DevServer, module_ser
     form = Html(ask.body).form("Yes, cancel")
     fields = {**form.fields, form.button_name: form.button_value}
     r = dev.send(
-        "POST", form.action, urlencode(fields).encode(), {"Content-Type": FORM, "Origin": f"http://127.0.0.1:{dev.port}"}
+        "POST",
+        form.action,
+        urlencode(fields).encode(),
+        {"Content-Type": FORM, "Origin": f"http://127.0.0.1:{dev.port}"},
     )
     other.kill()
     time.sleep(0.3)
-    assert dev.run("c6-other")["status"] == "awaiting", f"another process's form cancelled the run ({r.status})"
+    assert dev.run("c6-other")["status"] == "awaiting", (
+        f"another process's form cancelled the run ({r.status})"
+    )
     assert r.status == 403, r.status
 
 
@@ -154,7 +166,9 @@ def test_a_token_of_another_server_process_is_refused(dev: DevServer, module_ser
 
 
 @pytest.mark.parametrize(
-    "page", ["%C2%B2", "1" + "0" * 23, "9" * 400, "-1", "+2", "%20%31"], ids=["superscript-two", "10^23", "400-digits", "minus", "plus", "space"]
+    "page",
+    ["%C2%B2", "1" + "0" * 23, "9" * 400, "-1", "+2", "%20%31"],
+    ids=["superscript-two", "10^23", "400-digits", "minus", "plus", "space"],
 )
 def test_console_page_parameter_never_answers_500(dev: DevServer, page: str) -> None:
     """/_console?page=² and ?page=10^23 (and other strings that are not small digit strings)

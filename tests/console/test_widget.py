@@ -133,9 +133,7 @@ def test_runs_widget_lists_the_same_runs_as_the_local_page(
     failed(world, "charge", {"card": "4242"}, "charge-1")
     world.start("parent", None, "parent-1")
     page = call(load("cw_widget_runs.json"), console_context)
-    local = Html(
-        render.runs_page(world.rt.platform, render.LocalActions(), status_filter=None, workflow=None)
-    )
+    local = Html(render.runs_page(world.rt.platform, render.LocalActions(), render.RunQuery()))
     got = rows(page)
     assert got == rows(local)
     by_id = {r[0]: r for r in got[1:]}
@@ -145,7 +143,7 @@ def test_runs_widget_lists_the_same_runs_as_the_local_page(
     assert by_id["parent-1-child"][1:4] == ["child", "awaiting", "await 'go'"]
     # Each run id is a link whose cwdb-action opens that run in the widget.
     for run_id in by_id:
-        link = page.action(run_id, view="run", run_id=run_id)
+        link = page.actions_for(run_id, view="run", run_id=run_id)[0]
         assert link.attrs["action"] == "call"
         assert link.attrs["endpoint"] == CONSOLE_ARN
         assert link.attrs["display"] == "widget"
@@ -157,7 +155,7 @@ def test_runs_widget_filters_by_status_through_its_links(world: World, console_c
     failed(world, "charge", {"card": "4242"}, "charge-1")
     world.start("parent", None, "parent-1")
     event = load("cw_widget_runs.json")
-    link = call(event, console_context).action("failed", view="runs")
+    link = call(event, console_context).action("failed 1", view="runs")
     assert link.payload == {"view": "runs", "status": "failed"}
     got = rows(call(click(event, link.payload), console_context))
     assert [r[0] for r in got[1:]] == ["charge-1"]
@@ -170,7 +168,7 @@ def test_run_widget_shows_the_same_timeline_with_error_and_attempts(
     with times, errors and step ids ...)"; on AWS the same as locally."""
     failed(world, "charge", {"card": "4242"}, "charge-1")
     event = load("cw_widget_runs.json")
-    link = call(event, console_context).action("charge-1", view="run")
+    link = call(event, console_context).action("charge-1", view="run", run_id="charge-1")
     page = call(click(event, link.payload), console_context)
     local = Html(render.run_page(world.rt.platform, render.LocalActions(), "charge-1"))
     assert rows(page) == rows(local)
@@ -195,10 +193,12 @@ def test_resume_button_payload_resumes_the_failed_run(world: World, console_cont
     failed(world, "restock", None, "restock-1")
     assert world.fetch("POST", "/flag/stock", "the widget test") == 200
     event = load("cw_widget_runs.json")
-    opened = click(event, call(event, console_context).action("restock-1", view="run").payload)
+    opened = click(
+        event, call(event, console_context).action("restock-1", view="run", run_id="restock-1").payload
+    )
     resume = call(opened, console_context).action("Resume", run_id="restock-1")
     after = call(click(opened, resume.payload), console_context)
-    assert "resume done" in after.text
+    assert "Run restock-1 resumed." in after.text
     assert world.status("restock-1") != "failed"
     world.settle()
     run = world.rt.platform.get("restock-1")
@@ -208,7 +208,7 @@ def test_resume_button_payload_resumes_the_failed_run(world: World, console_cont
     assert "completed" in page.text and "resumed" in page.text
     # Attempts are counted across the resume (SPEC 3: "attempt counts recorded attempts").
     assert "attempt 3: ok" in page.text and "restock-1/reserve/1/3" in page.text
-    assert [a.payload.get("action") for a in page.actions if "action" in a.payload] == []
+    assert [a.payload.get("action") for a in page.actions if "action" in a.payload] == ["signal"]
 
 
 def test_cancel_button_payload_cancels_an_awaiting_parent_and_its_child(
@@ -219,14 +219,17 @@ def test_cancel_button_payload_cancels_an_awaiting_parent_and_its_child(
     world.start("parent", None, "parent-1")
     assert world.status("parent-1") == "awaiting" and world.status("parent-1-child") == "awaiting"
     event = load("cw_widget_runs.json")
-    opened = click(event, call(event, console_context).action("parent-1", view="run").payload)
+    opened = click(event, call(event, console_context).actions_for("parent-1", run_id="parent-1")[0].payload)
     page = call(opened, console_context)
     assert "children parent-1-child" in page.text
-    assert [a.label for a in page.actions if a.payload.get("action")] == ["Cancel"]  # no resume
+    assert [a.label for a in page.actions if a.payload.get("action")] == [
+        "Cancel",
+        "Send signal",
+    ]  # no resume
     cancel = page.action("Cancel", run_id="parent-1", action="cancel")
     assert "This also cancels the runs it started: parent-1-child." in cancel.attrs["confirmation"]
     after = call(click(opened, cancel.payload), console_context)
-    assert "cancel done" in after.text
+    assert "Run parent-1 cancelled." in after.text
     world.settle()
     assert world.status("parent-1") == "cancelled"
     assert world.status("parent-1-child") == "cancelled"
@@ -238,7 +241,7 @@ def test_action_event_fixture_resumes_the_run_it_names(world: World, console_con
     failed(world, "restock", None, event["run_id"])
     world.fetch("POST", "/flag/stock", "the fixture")
     page = call(event, console_context)
-    assert "resume done" in page.text
+    assert f"Run {event['run_id']} resumed." in page.text
     world.settle()
     assert world.status(event["run_id"]) == "completed"
 

@@ -46,7 +46,9 @@ def test_dev_refuses_a_folder_that_does_not_exist(tmp_path: Path) -> None:
     except subprocess.TimeoutExpired:
         p.kill()
         out, err = p.communicate(timeout=10)
-        raise AssertionError(f"lunaflow dev ./typo kept running (serving an empty project):\n{out}{err}") from None
+        raise AssertionError(
+            f"lunaflow dev ./typo kept running (serving an empty project):\n{out}{err}"
+        ) from None
     assert p.returncode == 2, out + err
     assert "typo" in err and "Traceback" not in err, err
     assert not (tmp_path / "typo").exists(), "lunaflow dev created the mistyped project folder"

@@ -42,16 +42,21 @@ def test_a_post_with_a_foreign_host_reaches_no_route(dev: DevServer) -> None:
 
 
 @pytest.mark.parametrize(
-    "host", ["127.0.0.1:{port}", "localhost:{port}", "127.0.0.1", "localhost", "[::1]:{port}", "LOCALHOST:{port}"]
+    "host",
+    ["127.0.0.1:{port}", "localhost:{port}", "127.0.0.1", "localhost", "[::1]:{port}", "LOCALHOST:{port}"],
 )
 def test_loopback_host_names_are_served(dev: DevServer, host: str) -> None:
     r = dev.send("GET", "/_console", host=host.format(port=dev.port))
     assert r.status == 200, (host, r.status)
 
 
-def test_the_host_given_with_dash_dash_host_is_served(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_the_host_given_with_dash_dash_host_is_served(
+    servers: Servers, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """``--host dev.test`` (a name the developer chose) is served besides the loopback names;
     other names still are not. Bound on 127.0.0.1, so the name only reaches the Host check."""
-    server = servers.start(EVENTS, tmp_path_factory.mktemp("host-flag"), ["--host", "127.0.0.1", "--allow-host", "dev.test"])
+    server = servers.start(
+        EVENTS, tmp_path_factory.mktemp("host-flag"), ["--host", "127.0.0.1", "--allow-host", "dev.test"]
+    )
     assert server.send("GET", "/_console", host=f"dev.test:{server.port}").status == 200
     assert server.send("GET", "/_console", host=f"other.test:{server.port}").status == 421

@@ -88,7 +88,9 @@ def test_edit_goes_live_without_restart_and_one_line_announces_it(servers: Serve
     assert "main.lua" in announcing[0], announcing
 
 
-def test_broken_edit_keeps_old_code_serving_and_prints_file_and_line(servers: Servers, tmp_path: Path) -> None:
+def test_broken_edit_keeps_old_code_serving_and_prints_file_and_line(
+    servers: Servers, tmp_path: Path
+) -> None:
     """An edit that fails to load (a syntax error on line 3 of main.lua) leaves the old code
     serving (/v still answers v1) and prints why, naming main.lua:3."""
     project = _project(tmp_path)
@@ -102,7 +104,9 @@ def test_broken_edit_keeps_old_code_serving_and_prints_file_and_line(servers: Se
     assert (r.status, r.body) == (200, "v1"), r
 
 
-def test_top_level_error_in_edit_keeps_old_code_and_prints_file_and_line(servers: Servers, tmp_path: Path) -> None:
+def test_top_level_error_in_edit_keeps_old_code_and_prints_file_and_line(
+    servers: Servers, tmp_path: Path
+) -> None:
     """An edit whose top level raises (line 1 of main.lua) keeps the old code serving and
     prints main.lua:1 with the error; fixing the file then makes the new code live."""
     project = _project(tmp_path)
@@ -135,7 +139,9 @@ def test_step_rename_prints_the_in_flight_runs_divergence_before_it_next_runs(
 
     def reported() -> bool:
         lines = dev.lines_since(since)
-        return any("r-div" in ln and "diverg" in ln.lower() for ln in lines) and "a-renamed" in "\n".join(lines)
+        return any("r-div" in ln and "diverg" in ln.lower() for ln in lines) and "a-renamed" in "\n".join(
+            lines
+        )
 
     _printed(dev, since, "report of r-div diverging on the renamed step", reported)
     assert dev.run("r-div")["status"] == "awaiting"  # printed before it next runs

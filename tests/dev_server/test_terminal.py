@@ -61,7 +61,9 @@ def _line_with(dev: DevServer, since: tuple[int, int], *needles: str, ci: bool =
         return str(wait_for(f"a line with {needles}", find, 5.0))
     except AssertionError:
         got = "\n".join(dev.lines_since(since))[-3000:]
-        raise AssertionError(f"no output line holds all of {needles!r}; lines printed since:\n{got}") from None
+        raise AssertionError(
+            f"no output line holds all of {needles!r}; lines printed since:\n{got}"
+        ) from None
 
 
 def test_failed_attempt_prints_run_id_step_name_step_id_and_error(dev: DevServer) -> None:
@@ -144,7 +146,7 @@ def test_os_date_refused_in_a_step_names_the_users_line(dev: DevServer) -> None:
 
 
 def test_quiet_option_is_offered() -> None:
-    """"quiet options for those who want less": ``lunaflow dev --help`` offers --quiet."""
+    """ "quiet options for those who want less": ``lunaflow dev --help`` offers --quiet."""
     d = cli("dev", "--help")
     assert d.code == 0, str(d)
     assert "--quiet" in d.out, d.out
@@ -171,7 +173,17 @@ def test_event_lines_are_coloured_on_a_tty(tmp_path: Path) -> None:
     that reports the failed attempt)."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "runtime.cli", "dev", str(EVENTS), "--data", str(tmp_path / "d"), "--port", "0"],
+        [
+            sys.executable,
+            "-m",
+            "runtime.cli",
+            "dev",
+            str(EVENTS),
+            "--data",
+            str(tmp_path / "d"),
+            "--port",
+            "0",
+        ],
         cwd=ROOT,
         stdin=slave,
         stdout=slave,
@@ -204,7 +216,9 @@ def test_event_lines_are_coloured_on_a_tty(tmp_path: Path) -> None:
             port = int(m.group(1)) if m else None
             assert proc.poll() is None, buf.decode("utf-8", "replace")
         assert port, buf.decode("utf-8", "replace")
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/start?wf=flaky&id=t2-tty", data=b"", method="POST")
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}/start?wf=flaky&id=t2-tty", data=b"", method="POST"
+        )
         with urllib.request.urlopen(req, timeout=10) as resp:
             assert resp.status == 201
         end = time.monotonic() + 8
@@ -213,7 +227,9 @@ def test_event_lines_are_coloured_on_a_tty(tmp_path: Path) -> None:
             pump(time.monotonic() + 0.2)
             text = buf.decode("utf-8", "replace")
             lines = [ln for ln in text.splitlines() if "t2-tty" in ln and "boom" in ln]
-        assert lines, f"no line names run t2-tty and step boom on the TTY:\n{buf.decode('utf-8', 'replace')[-3000:]}"
+        assert lines, (
+            f"no line names run t2-tty and step boom on the TTY:\n{buf.decode('utf-8', 'replace')[-3000:]}"
+        )
         assert any(ANSI.search(ln) for ln in lines), f"event lines are not coloured on a TTY: {lines!r}"
     finally:
         proc.kill()

@@ -36,7 +36,11 @@ def _runnable() -> list[Block]:
 
 def _fresh_root(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
-    shutil.copytree(ROOT / "examples" / "auction", root / "examples" / "auction", ignore=shutil.ignore_patterns(".lunaflow"))
+    shutil.copytree(
+        ROOT / "examples" / "auction",
+        root / "examples" / "auction",
+        ignore=shutil.ignore_patterns(".lunaflow"),
+    )
     return root
 
 
@@ -69,14 +73,16 @@ def test_a_sale_started_from_the_cli_is_a_sale_the_api_knows(servers: Servers, t
     root = _fresh_root(tmp_path)
     project = root / "examples" / "auction"
     dev = servers.start(project, project / ".lunaflow")
-    starts = [c for b in _runnable() for c in commands(b) if re.match(r"lunaflow start settle-sale\b", c.text)]
+    starts = [
+        c for b in _runnable() for c in commands(b) if re.match(r"lunaflow start settle-sale\b", c.text)
+    ]
     assert starts, "the README shows no `lunaflow start settle-sale`"
     session = Session(root)
     for c in starts:
         ran = session.run(c)
         assert ran.code == 0, str(ran)
-        sale_id = json.loads(shlex.split(c.text)[3])["id"]
-        wait_for(f"GET /api/sale/{sale_id} to answer 200", lambda: dev.get(f"/api/sale/{sale_id}").status == 200, 10)
+        path = f"/api/sale/{json.loads(shlex.split(c.text)[3])['id']}"
+        wait_for(f"GET {path} to answer 200", lambda path=path: dev.get(path).status == 200, 10)
 
 
 DOC_FILE = re.compile(r"`([\w./-]+\.(?:md|txt|png|svg))`")
@@ -90,8 +96,9 @@ def _named_files(doc: Path) -> set[str]:
 
 def test_docs_name_only_files_in_the_repository() -> None:
     """Every file the README and docs/*.md link to, or name as a document or a picture
-    (`name.md`, `.txt`, `.png`, `.svg`), exists (relative to the document or to the repository root). The reference
-    named SPEC.md and seed-workflows.txt, which are not in the repository."""
+    (`name.md`, `.txt`, `.png`, `.svg`), exists, relative to the document or to the
+    repository root. The reference named SPEC.md and seed-workflows.txt, which are not in
+    the repository."""
     missing = []
     for doc in [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md"]:
         if not doc.exists():

@@ -49,7 +49,9 @@ def _pay_ended(dev: DevServer, sale: str) -> dict[str, Any] | None:
     return None if found == "never started" else found
 
 
-def test_paying_a_sale_whose_run_was_cancelled_is_refused_before_any_charge(servers: Servers, tmp_path: Path) -> None:
+def test_paying_a_sale_whose_run_was_cancelled_is_refused_before_any_charge(
+    servers: Servers, tmp_path: Path
+) -> None:
     """Sale lot-50's run is cancelled (``lunaflow cancel sale-lot-50``, as the console does);
     a payment for it is refused with 409 and nothing is charged."""
     dev = _auction(servers, tmp_path)
@@ -72,7 +74,9 @@ def test_pay_sale_for_a_void_sale_started_directly_charges_nothing(servers: Serv
     assert r.status == 202, r
     dev.wait_status("sale-lot-51", {"completed"})
     assert dev.get("/api/sale/lot-51").json()["sale"]["state"] == "void"
-    d = dev.cli("start", "pay-sale", json.dumps({"id": "lot-51", "user": "ada", "price": 25}), "--id", "pay-lot-51")
+    d = dev.cli(
+        "start", "pay-sale", json.dumps({"id": "lot-51", "user": "ada", "price": 25}), "--id", "pay-lot-51"
+    )
     assert d.code == 0, str(d)
     run = _pay_ended(dev, "lot-51")
     assert run is not None and run["status"] == "completed", run
@@ -88,7 +92,9 @@ def test_a_charge_whose_sale_run_has_ended_is_refunded(servers: Servers, tmp_pat
     dev = _auction(servers, tmp_path)
     _open_sale(dev, "lot-52")
     assert dev.cli("cancel", "sale-lot-52").code == 0
-    d = dev.cli("start", "pay-sale", json.dumps({"id": "lot-52", "user": "ada", "price": 25}), "--id", "pay-lot-52")
+    d = dev.cli(
+        "start", "pay-sale", json.dumps({"id": "lot-52", "user": "ada", "price": 25}), "--id", "pay-lot-52"
+    )
     assert d.code == 0, str(d)
     run = _pay_ended(dev, "lot-52")
     assert run is not None and run["status"] == "completed", run

@@ -13,7 +13,11 @@ from runtime.testing import LocalPlatform
 
 @pytest.mark.parametrize(
     "call, suggestion",
-    [('wf:awiat("go")', "wf:await"), ('wf:stpe("a", function() end)', "wf:step"), ('wf:sleeep("1s")', "wf:sleep")],
+    [
+        ('wf:awiat("go")', "wf:await"),
+        ('wf:stpe("a", function() end)', "wf:step"),
+        ('wf:sleeep("1s")', "wf:sleep"),
+    ],
 )
 def test_a_misspelt_wf_method_suggests_the_nearest(
     make_project: Callable[[dict[str, str]], Path], tmp_path: Path, call: str, suggestion: str
@@ -28,7 +32,9 @@ def test_a_misspelt_wf_method_suggests_the_nearest(
     assert f"did you mean {suggestion}?" in run.error, run.error
 
 
-def test_a_name_far_from_every_method_lists_them(make_project: Callable[[dict[str, str]], Path], tmp_path: Path) -> None:
+def test_a_name_far_from_every_method_lists_them(
+    make_project: Callable[[dict[str, str]], Path], tmp_path: Path
+) -> None:
     project = make_project({"main.lua": 'workflow "typo" (function(wf, input)\n    wf:frobnicate()\nend)\n'})
     with LocalPlatform(project, data_dir=tmp_path / "d") as p:
         p.start("typo", {}, id="r-typo")
@@ -38,7 +44,9 @@ def test_a_name_far_from_every_method_lists_them(make_project: Callable[[dict[st
         assert method in run.error, run.error
 
 
-def test_reading_wf_fields_still_works(make_project: Callable[[dict[str, str]], Path], tmp_path: Path) -> None:
+def test_reading_wf_fields_still_works(
+    make_project: Callable[[dict[str, str]], Path], tmp_path: Path
+) -> None:
     """wf.id and wf.workflow read as before; a method can be passed around as a value."""
     project = make_project(
         {

@@ -105,7 +105,9 @@ def commands(block: Block) -> list[Command]:
         m = re.match(r"#\s*->\s?(.*)$", line)
         if m:
             if not out:
-                raise AssertionError(f"line {block.line + offset}: an expected output before any command: {raw!r}")
+                raise AssertionError(
+                    f"line {block.line + offset}: an expected output before any command: {raw!r}"
+                )
             out[-1].expected.append(m.group(1))
         elif not line.startswith("#"):
             out.append(Command(strip_comment(line), block.line + offset))
@@ -167,7 +169,9 @@ class Session:
     """Runs documented commands in sequence in ``cwd``; ``rewrite`` turns the document's
     command into the one to run (e.g. its port). ``check`` raises with a transcript."""
 
-    def __init__(self, cwd: Path, *, rewrite: Callable[[str], str] = lambda c: c, retry_s: float = RETRY_S) -> None:
+    def __init__(
+        self, cwd: Path, *, rewrite: Callable[[str], str] = lambda c: c, retry_s: float = RETRY_S
+    ) -> None:
         self.cwd = cwd
         self.rewrite = rewrite
         self.retry_s = retry_s

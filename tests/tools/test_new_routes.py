@@ -33,7 +33,16 @@ def test_a_body_that_is_not_a_json_object_is_400(dev: DevServer, path: str, body
     assert "error" in r.json()
 
 
-@pytest.mark.parametrize("body", [{"item": "tea"}, {"id": 7, "item": "tea"}, {"id": "", "item": "tea"}, {"id": "a/b", "item": "tea"}, {"id": "1"}])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"item": "tea"},
+        {"id": 7, "item": "tea"},
+        {"id": "", "item": "tea"},
+        {"id": "a/b", "item": "tea"},
+        {"id": "1"},
+    ],
+)
 def test_an_order_without_a_usable_id_or_item_is_400_not_500(dev: DevServer, body: dict[str, object]) -> None:
     r = dev.post_json("/orders", body)
     assert r.status == 400, f"{body}: {r.status} {r.body}"
