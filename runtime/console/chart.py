@@ -222,29 +222,31 @@ def draw(
     for sh in shapes:
         y = TOP + lanes.names.index(sh.lane) * LANE_H
         x = x0 + scale.x(sh.start)
-        title = f"<title>{e(sh.title)}</title>"
+        # data-lane names the shape's lane for whoever reads the SVG (tests, tools).
+        common = f"data-lane='{e(sh.lane)}'><title>{e(sh.title)}</title>"
         if sh.end is None:
             if sh.css == "due":
                 out.append(
-                    f"<path class='due' d='M{x:.1f} {y + 3}v{LANE_H - 6}' stroke='#57606a' stroke-width='2'>{title}</path>"
+                    f"<path class='due' d='M{x:.1f} {y + 3}v{LANE_H - 6}' stroke='#57606a' stroke-width='2' {common}</path>"
                 )
             else:
                 cy = y + LANE_H / 2
+                fill = "#0969da" if sh.css == "sig-consumed" else "#fff"
                 out.append(
                     f"<path class='mark {e(sh.css)}' d='M{x:.1f} {cy - 6}l6 6l-6 6l-6-6z' "
-                    f"fill='{'#0969da' if sh.css == 'sig-consumed' else '#fff'}' stroke='#0969da' stroke-width='1.5'>{title}</path>"
+                    f"fill='{fill}' stroke='#0969da' stroke-width='1.5' {common}</path>"
                 )
             continue
         w = max(4.0 if sh.css.startswith("o-") else 2.0, x0 + scale.x(sh.end) - x)
         if sh.dashed:
             out.append(
-                f"<rect class='{e(sh.css)}' x='{x:.1f}' y='{y + LANE_H / 2 - 3}' width='{w:.1f}' height='6'>{title}</rect>"
+                f"<rect class='{e(sh.css)}' x='{x:.1f}' y='{y + LANE_H / 2 - 3}' width='{w:.1f}' height='6' {common}</rect>"
             )
         else:
             h = BAR_H if sh.css.startswith("o-") else BAR_H - 4
             out.append(
                 f"<rect class='shape {e(sh.css)}' x='{x:.1f}' y='{y + (LANE_H - h) / 2}' width='{w:.1f}' "
-                f"height='{h}' rx='2'>{title}</rect>"
+                f"height='{h}' rx='2' {common}</rect>"
             )
     out.append("</svg>")
     notes = []
@@ -264,7 +266,7 @@ def draw(
         if notes
         else ""
     )
-    return f"<div class='chart'>{''.join(out)}</div>{_legend()}{caption}"
+    return f"<div class='timeline'><div class='chart'>{''.join(out)}</div>{_legend()}{caption}</div>"
 
 
 def _ticks(scale: Scale, start: float, x0: float) -> str:

@@ -45,7 +45,7 @@ def _headers(nonce: str | None = None) -> dict[str, str]:
         ),
         "x-frame-options": "DENY",
         "x-content-type-options": "nosniff",
-        "referrer-policy": "no-referrer",
+        "referrer-policy": "same-origin",  # "no-referrer" would make Chrome send Origin: null on our own POSTs
     }
 
 

@@ -49,7 +49,7 @@ def host_name(header: str | None) -> str | None:
     if header is None:
         return None
     m = _HOST.fullmatch(header.strip())
-    if m is None:
+    if m is None or (m.group("port") is not None and int(m.group("port")) > 65535):
         return None
     return (m.group("v6") or m.group("name") or "").lower() or None
 

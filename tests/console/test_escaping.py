@@ -65,7 +65,7 @@ ELEMENTS = {
 ATTRIBUTES = {
     "charset", "class", "href", "method", "action", "type", "name", "value", "selected", "id",
     "endpoint", "display", "confirmation", "content", "rel", "title", "placeholder", "rows", "size",
-    "required", "datetime", "open", "data-key", "data-poll", "data-copy", "data-json",
+    "required", "datetime", "open", "data-key", "data-poll", "data-copy", "data-json", "data-lane",
     "xmlns", "role", "viewbox", "width", "height", "aria-label", "x", "y", "d", "rx", "stroke",
     "stroke-width", "fill", "text-anchor",
 }  # fmt: skip

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from runtime.dev.http import HostAllowlist
 from tests.support.devserver import PROJECTS, DevServer, Servers
 
 EVENTS = PROJECTS / "events"
@@ -60,3 +61,24 @@ def test_the_host_given_with_dash_dash_host_is_served(
     )
     assert server.send("GET", "/_console", host=f"dev.test:{server.port}").status == 200
     assert server.send("GET", "/_console", host=f"other.test:{server.port}").status == 421
+
+
+@pytest.mark.parametrize(
+    "bind, extra, header, allowed",
+    [
+        ("127.0.0.1", (), "127.0.0.1:8787", True),
+        ("127.0.0.1", (), "127.8.9.10", True),  # all of 127.0.0.0/8 is loopback
+        ("127.0.0.1", (), "app.localhost:8787", True),  # RFC 6761: never leaves the machine
+        ("127.0.0.1", (), "[::1]:8787", True),
+        ("127.0.0.1", (), "localhost.evil.example", False),
+        ("127.0.0.1", (), "192.168.1.5:8787", False),
+        ("192.168.1.5", (), "192.168.1.5:8787", True),  # the --host given
+        ("0.0.0.0", (), "0.0.0.0:8787", False),  # a wildcard names no host
+        ("0.0.0.0", ("devbox",), "DevBox:8787", True),
+        ("127.0.0.1", (), "127.0.0.1:99999", False),  # not a port
+        ("127.0.0.1", (), "user@127.0.0.1", False),
+        ("127.0.0.1", (), None, False),
+    ],
+)
+def test_the_host_allowlist(bind: str, extra: tuple[str, ...], header: str | None, allowed: bool) -> None:
+    assert HostAllowlist(bind, extra).allows(header) is allowed
