@@ -59,7 +59,8 @@ def shapes(page: Page) -> list[dict[str, str]]:
     """Every shape of the timeline: its lane, its classes and its title (the tooltip)."""
     found: list[dict[str, str]] = page.evaluate(
         """() => [...document.querySelectorAll('.chart svg [data-lane]')].map(s => ({
-            lane: s.dataset.lane, cls: s.getAttribute('class'), title: s.querySelector('title').textContent}))"""
+            lane: s.dataset.lane, cls: s.getAttribute('class'),
+            title: s.querySelector('title').textContent}))"""
     )
     return found
 
