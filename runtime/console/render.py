@@ -92,8 +92,8 @@ def runs_live(runs: Runs, actions: Actions, query: RunQuery, *, zone: Zone, now:
         parts.append(f"<p class='muted'>Ignored: {e(note)}.</p>")
     if found.capped:
         parts.append(
-            f"<p class='muted'>The search covered the newest {SCAN_LIMIT:,} runs of this selection; an exact run id "
-            "is found however old.</p>"
+            f"<p class='muted'>The counts, and a search by id prefix or time, cover the newest {SCAN_LIMIT:,} runs "
+            "of this selection; the pages go through all of them, and an exact run id is found however old.</p>"
         )
     if not found.runs:
         parts.append(
@@ -105,9 +105,9 @@ def runs_live(runs: Runs, actions: Actions, query: RunQuery, *, zone: Zone, now:
             )
         return "".join(parts)
     first = query.page * PAGE_SIZE + 1
+    total = f"{found.matching:,}" + ("+" if found.capped else "")
     parts.append(
-        f"<p class='muted'>{e(query.describe(zone))}: {first:,}–{first + len(found.runs) - 1:,} of "
-        f"{found.matching:,}</p>"
+        f"<p class='muted'>{e(query.describe(zone))}: {first:,}–{first + len(found.runs) - 1:,} of {total}</p>"
     )
     parts.append(
         "<table class='runs'><tr><th>run</th><th>workflow</th><th>status</th><th>current step</th><th>input</th>"

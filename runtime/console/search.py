@@ -2,10 +2,11 @@
 started, with counts per status, a page at a time.
 
 The store lists runs newest first by status and workflow (``Store.list_runs``), which
-both backends answer from an index. The rest of a search is done here over the newest
-``SCAN_LIMIT`` runs of the workflow asked for (all of them on a developer's machine; on a
-large deployment the page says the search covered the newest ones). An exact id is looked
-up directly, so a run is found by its id however old it is.
+both backends answer from an index: a page of those is read from the store however deep.
+The counts per status and a search by id prefix or time are done here over the newest
+``SCAN_LIMIT`` runs of the workflow asked for (all of them on a developer's machine; past
+that the page says what the counts and the search covered). An exact id is looked up
+directly, so a run is found by its id however old it is.
 
 Every parameter is read leniently and safely: a value that is not what it should be is
 ignored and the page says so, never an error. ``page`` is a small digit string, clamped.
@@ -106,9 +107,9 @@ class RunQuery:
 class Found:
     runs: list[RunRecord]  # this page
     counts: dict[str, int]  # per status, over the runs matching everything but the status
-    matching: int  # runs matching every filter
+    matching: int  # runs matching every filter (of those counted, when capped)
     more: bool  # a later page exists
-    capped: bool  # the search covered only the newest SCAN_LIMIT runs
+    capped: bool  # counts (and an id or time search) covered only the newest SCAN_LIMIT runs
     exact: RunRecord | None = None  # the run whose id is exactly the one searched
     notes: list[str] = field(default_factory=list)
 
@@ -130,11 +131,17 @@ def find_runs(runs: Runs, q: RunQuery) -> Found:
         counts[r.status] = counts.get(r.status, 0) + 1
     matching = [r for r in candidates if q.status is None or r.status == q.status]
     start = q.page * PAGE_SIZE
+    if not q.id and q.since is None and q.until is None:
+        # Status and workflow alone: the store pages through every run, however many.
+        listed = runs.runs(status=q.status, workflow=q.workflow, limit=start + PAGE_SIZE + 1)
+        page, more = listed[start : start + PAGE_SIZE], len(listed) > start + PAGE_SIZE
+    else:
+        page, more = matching[start : start + PAGE_SIZE], len(matching) > start + PAGE_SIZE
     return Found(
-        runs=matching[start : start + PAGE_SIZE],
+        runs=page,
         counts=counts,
-        matching=len(matching),
-        more=len(matching) > start + PAGE_SIZE,
+        matching=max(len(matching), start + len(page)),
+        more=more,
         capped=capped,
         exact=exact,
         notes=list(q.problems),
