@@ -4,6 +4,9 @@ Console commands work on a data folder (``PROJECT/.lunaflow`` by default), besid
 running ``lunaflow dev`` or without one. Exit codes: 0 done; 1 refused or failed (the
 reason on stderr; for ``check``, a run would diverge); 2 bad usage; 3 ``signal`` reached
 an ended run and was set aside.
+
+Everything printed that came from users (run ids, step names, errors, payloads) is text:
+the rich consoles have markup off, and styles are applied with ``Text`` spans only.
 """
 
 from __future__ import annotations
@@ -20,11 +23,14 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from runtime import __version__
 from runtime.console import timeline
+from runtime.core import values
 from runtime.core.clock import SystemClock
-from runtime.dev.server import DevServer, data_folder
+from runtime.dev.server import DevServer, NotAProject, ServeError, check_project, data_folder
+from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal
 from runtime.errors import LunaflowError, UnknownWorkflow
 from runtime.platform.runs import Runs
 from runtime.store.base import RunRecord
@@ -32,8 +38,8 @@ from runtime.store.sqlite import STORE_FILE, SQLiteStore
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_SET_ASIDE = 0, 1, 2, 3
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 
 def _when(at: float | None) -> str:
@@ -87,44 +93,80 @@ def _open_runs(args: argparse.Namespace) -> Runs:
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    server = DevServer(args.project, data=args.data, host=args.host, port=args.port)
+    try:
+        check_project(args.project)
+    except NotAProject as e:
+        raise Usage(str(e)) from None
+    level = QUIET if args.quiet else VERBOSE if args.verbose else NORMAL
+    terminal = Terminal(sys.stdout, level=level)
+    logging.basicConfig(level=logging.INFO, handlers=[terminal.handler()], force=True)
+    try:
+        server = DevServer(
+            args.project,
+            data=args.data,
+            host=args.host,
+            port=args.port,
+            observer=terminal,
+            say=terminal.note,
+            reload=not args.no_reload,
+            allow_hosts=args.allow_host,
+        )
+    except ServeError as e:
+        err.print(f"lunaflow dev: {e}")
+        return EXIT_REFUSED
     server.serve_until_signalled()
     return EXIT_OK
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
     runs = _open_runs(args)
-    found = runs.runs(status=args.status, workflow=args.workflow)[: args.limit]
+    found = runs.runs(status=args.status, workflow=args.workflow, limit=args.limit)
     if args.json:
         _emit([_run_dict(r) for r in found])
         return EXIT_OK
-    table = Table(title=f"{len(found)} run(s)")
-    for column in ("run", "workflow", "status", "current step", "started", "updated"):
-        table.add_column(column)
+    out.print(f"{len(found)} run(s)", style="italic")
+    if not found:
+        return EXIT_OK
+    # Run ids are printed whole, always: the other columns give way, and on a terminal too
+    # narrow for a table each run becomes a block of lines.
+    id_width = max(len(r.id) for r in found)
+    if out.width >= id_width + 56:
+        table = Table()
+        table.add_column("run", no_wrap=True, min_width=id_width)
+        for column in ("workflow", "status", "current step", "started", "updated"):
+            table.add_column(column, overflow="fold")
+        for r in found:
+            table.add_row(
+                Text(r.id),
+                Text(r.workflow),
+                _status(r.status),
+                Text(r.current_step or ""),
+                Text(_when(r.created_at)),
+                Text(_when(r.updated_at)),
+            )
+        out.print(table)
+        return EXIT_OK
     for r in found:
-        table.add_row(
-            r.id,
-            r.workflow,
-            _status(r.status),
-            r.current_step or "",
-            _when(r.created_at),
-            _when(r.updated_at),
-        )
-    out.print(table)
+        out.print(Text(r.id, style="bold"), no_wrap=True, overflow="ignore", crop=False)
+        line = Text("  ").append(Text(r.workflow)).append(" · ").append(_status(r.status))
+        if r.current_step and r.status not in ("completed", "cancelled"):
+            line.append(" · ").append(Text(r.current_step))
+        out.print(line)
+        out.print(Text(f"  started {_when(r.created_at)} · updated {_when(r.updated_at)}"))
     return EXIT_OK
 
 
-def _status(status: str) -> str:
-    color = {
-        "failed": "red",
-        "completed": "green",
-        "cancelled": "dim",
-        "awaiting": "yellow",
-        "sleeping": "cyan",
-    }
-    c = color.get(status)
-    return f"[{c}]{status}[/{c}]" if c else status
+_STATUS_STYLES = {
+    "failed": "red",
+    "completed": "green",
+    "cancelled": "dim",
+    "awaiting": "yellow",
+    "sleeping": "cyan",
+}
+
+
+def _status(status: str) -> Text:
+    return Text(status, style=_STATUS_STYLES.get(status, ""))
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -147,20 +189,21 @@ def cmd_show(args: argparse.Namespace) -> int:
             }
         )
         return EXIT_OK
-    out.print(f"[bold]{run.id}[/bold]  workflow {run.workflow}  status {_status(run.status)}")
-    out.print(f"started {_when(run.created_at)}  updated {_when(run.updated_at)}")
+    head = Text(run.id, style="bold").append("  workflow ").append(Text(run.workflow)).append("  status ")
+    out.print(head.append(_status(run.status)))
+    out.print(Text(f"started {_when(run.created_at)}  updated {_when(run.updated_at)}"))
     if run.parent_id:
-        out.print(f"parent {run.parent_id}")
+        out.print(Text(f"parent {run.parent_id}"))
     if children:
-        out.print(f"children {', '.join(children)}")
+        out.print(Text(f"children {', '.join(children)}"))
     if run.current_step and run.status not in ("completed", "cancelled"):
-        out.print(f"current {run.current_step}")
+        out.print(Text(f"current {run.current_step}"))
     if due is not None:
-        out.print(f"timer due {_when(due / 1000)}")
+        out.print(Text(f"timer due {_when(due / 1000)}"))
     if run.error:
-        out.print(f"[red]error[/red] {run.error}")
+        out.print(Text("error", style="red").append(" ").append(Text(run.error)))
     if run.status == "completed":
-        out.print(f"result {json.dumps(run.result, ensure_ascii=False)}")
+        out.print(Text(f"result {json.dumps(run.result, ensure_ascii=False)}"))
     table = Table(title="timeline")
     for column in ("#", "at", "what", "detail"):
         table.add_column(column)
@@ -174,7 +217,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                 f"→ {item.resolution} at {_when(item.resolved_at)}" if item.resolution else "waiting"
             )
             detail = "  ".join(parts)
-        table.add_row(str(item.seq), _when(item.at), item.title, detail)
+        table.add_row(Text(str(item.seq)), Text(_when(item.at)), Text(item.title), Text(detail))
         for a in item.attempts:
             took = "" if a.ended_at is None else f" took {max(0.0, a.ended_at - a.started_at):.3f}s"
             line = f"attempt {a.attempt} {a.outcome}{took}  step id {a.step_id}"
@@ -182,15 +225,21 @@ def cmd_show(args: argparse.Namespace) -> int:
                 line += f"\n  error: {a.error}"
             if a.retry_at is not None:
                 line += f"\n  retry at {_when(a.retry_at)}"
-            table.add_row("", _when(a.started_at), "", line)
+            table.add_row(Text(""), Text(_when(a.started_at)), Text(""), Text(line))
     out.print(table)
     if signals:
         st = Table(title="signals")
         for column in ("id", "at", "name", "state", "payload"):
             st.add_column(column)
-        for s in signals:
-            state = s.state.replace("_", " ") + (f" (entry {s.consumed_seq})" if s.consumed_seq else "")
-            st.add_row(str(s.id), _when(s.at), s.name, state, json.dumps(s.payload, ensure_ascii=False))
+        for sig in signals:
+            state = sig.state.replace("_", " ") + (f" (entry {sig.consumed_seq})" if sig.consumed_seq else "")
+            st.add_row(
+                Text(str(sig.id)),
+                Text(_when(sig.at)),
+                Text(sig.name),
+                Text(state),
+                Text(json.dumps(sig.payload, ensure_ascii=False)),
+            )
         out.print(st)
     return EXIT_OK
 
@@ -223,9 +272,9 @@ def cmd_signal(args: argparse.Namespace) -> int:
     if args.json:
         _emit({"run": args.run_id, "signal": args.name, "delivered": live})
     elif live:
-        out.print(f"signal '{args.name}' sent to {args.run_id}")
+        out.print(Text(f"signal '{args.name}' sent to {args.run_id}"))
     else:
-        out.print(f"run {args.run_id} has ended; signal '{args.name}' was set aside")
+        out.print(Text(f"run {args.run_id} has ended; signal '{args.name}' was set aside"))
     return EXIT_OK if live else EXIT_SET_ASIDE
 
 
@@ -319,11 +368,12 @@ def _report_check(args: argparse.Namespace, verdicts: list[Any]) -> int:
         _emit([v.__dict__ for v in verdicts])
     else:
         table = Table(title=f"{len(verdicts)} in-flight run(s), {len(diverging)} would diverge")
-        for column in ("run", "workflow", "status", "verdict"):
+        table.add_column("run", no_wrap=True)
+        for column in ("workflow", "status", "verdict"):
             table.add_column(column)
         for v in verdicts:
-            verdict = f"[red]{v.message}[/red]" if v.diverges else v.message
-            table.add_row(v.run_id, v.workflow, _status(v.status), verdict)
+            verdict = Text(v.message, style="red" if v.diverges else "")
+            table.add_row(Text(v.run_id), Text(v.workflow), _status(v.status), verdict)
         out.print(table)
     return EXIT_REFUSED if diverging else EXIT_OK
 
@@ -343,8 +393,8 @@ def cmd_new(args: argparse.Namespace) -> int:
 
     created = scaffold(Path(args.name))
     for path in created:
-        out.print(f"created {path}")
-    out.print(f"next: lunaflow test {args.name} && lunaflow dev {args.name}")
+        out.print(Text(f"created {path}"))
+    out.print(Text(f"next: lunaflow test {args.name} && lunaflow dev {args.name}"))
     return EXIT_OK
 
 
@@ -365,7 +415,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     if args.stack:
         command += ["-c", f"stack={args.stack}"]
     if args.dry_run:
-        out.print("would run: " + " ".join(command))
+        out.print(Text("would run: " + " ".join(command)))
         return EXIT_OK
     return subprocess.call(command)
 
@@ -374,19 +424,34 @@ def _done(args: argparse.Namespace, value: Any, text: str) -> int:
     if args.json:
         _emit(value)
     else:
-        out.print(text)
+        out.print(Text(text))
     return EXIT_OK
 
 
 def _json_arg(text: str | None, what: str) -> Any:
+    """A JSON argument. Text that cannot be read as JSON (malformed, nested too deep for the
+    parser, an integer past Python's digit limit) is bad usage; a value the platform then
+    refuses (too big, too deep to keep) is a refusal, as from any other client."""
     if text is None:
         return None
+    example = 'quote it for the shell, e.g. \'{"by": "ada"}\''
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as e:
+        raise Usage(f"{what} is not valid JSON ({e}); {example}") from None
+    except RecursionError:
         raise Usage(
-            f'{what} is not valid JSON ({e}); quote it for the shell, e.g. \'{{"by": "ada"}}\''
-        ) from e
+            f"{what} is nested too deeply to read; keep values under {values.MAX_DEPTH} levels"
+        ) from None
+    except ValueError as e:  # an integer literal past Python's digit limit
+        raise Usage(f"{what} holds a number too long to read ({e}); send big numbers as strings") from None
+    return value
+
+
+def _positive(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of 1 or more (got {text!r})")
+    return int(text)
 
 
 # --- the parser --------------------------------------------------------------------------
@@ -415,9 +480,27 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("dev", help="serve a project locally: fetch routes, runs, timers, /_console")
     p.add_argument("project")
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8787)
     p.add_argument("--data", help="the data folder (default: PROJECT/.lunaflow)")
+    p.add_argument("--no-reload", action="store_true", help="do not reload the project when its files change")
+    loud = p.add_mutually_exclusive_group()
+    loud.add_argument(
+        "-q", "--quiet", action="store_true", help="print failures only (failed attempts and runs, warnings)"
+    )
+    loud.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also print every step attempt that succeeded and signals",
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="serve requests for this Host name too (loopback names always are); repeatable",
+    )
     p.set_defaults(func=cmd_dev)
 
     p = sub.add_parser(
@@ -456,7 +539,7 @@ def _parser() -> argparse.ArgumentParser:
         "--status", choices=["running", "sleeping", "awaiting", "failed", "completed", "cancelled"]
     )
     p.add_argument("--workflow")
-    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--limit", type=_positive, default=100, help="at most this many runs (default 100)")
     p.set_defaults(func=cmd_runs)
 
     p = console("show", "one run's journal as a timeline")
@@ -512,7 +595,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> None:
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`lunaflow runs --json | head`): nothing left to say to it.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_OK
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -30,13 +30,25 @@ class PowertoolsObserver:
     def step_started(self, run_id: str, workflow: str, step: str, attempt: int) -> None:
         self.logger.append_keys(step=step)
 
-    def step(self, run_id: str, workflow: str, step: str, attempt: int, ok: bool) -> None:
+    def step(
+        self,
+        run_id: str,
+        workflow: str,
+        step: str,
+        attempt: int,
+        ok: bool,
+        *,
+        step_id: str = "",
+        error: str | None = None,
+    ) -> None:
         self.logger.remove_keys(["step"])
         self.metrics.add_metric(
             name=Metric.STEPS_SUCCEEDED if ok else Metric.STEPS_FAILED, unit=MetricUnit.Count, value=1
         )
 
-    def retry(self, run_id: str, workflow: str, step: str) -> None:
+    def retry(
+        self, run_id: str, workflow: str, step: str, *, attempt: int = 0, retry_at: float | None = None
+    ) -> None:
         self.metrics.add_metric(name=Metric.STEP_RETRIES, unit=MetricUnit.Count, value=1)
 
     def signal_resumed(self, run_id: str, workflow: str, latency_s: float) -> None:
@@ -46,9 +58,20 @@ class PowertoolsObserver:
             value=round(latency_s * 1000, 3),
         )
 
-    def ended(self, run_id: str, workflow: str, status: str) -> None:
+    def ended(
+        self,
+        run_id: str,
+        workflow: str,
+        status: str,
+        *,
+        error: str | None = None,
+        traceback: str | None = None,
+    ) -> None:
         name = Metric.RUNS_COMPLETED if status == "completed" else Metric.RUNS_FAILED
         self.metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
+
+    def cancelled(self, run_id: str, workflow: str) -> None:
+        pass  # no metric: a cancel is an operator's act, logged by whoever made it
 
     def started(self, run_id: str, workflow: str) -> None:
         self.metrics.add_metric(name=Metric.RUNS_STARTED, unit=MetricUnit.Count, value=1)

@@ -8,19 +8,26 @@ once while each Lua state serves one thread at a time. A run is advanced by one 
 at a time (an in-process claim); across processes the store's conditional appends decide.
 Killed at any instant, the next start finds everything in the data folder: wake-ups,
 runs left ``running``, timers (those due while it was down fire at once).
+
+It reloads the project when its files change (runtime/dev/reload.py), prints what runs do
+through an ``Observer`` (runtime/dev/terminal.py), and keeps its HTTP strict
+(runtime/dev/http.py): loopback ``Host`` names only, bodies framed exactly, and console
+actions only with this process's token from the console's own origin.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import queue
+import secrets
 import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -28,6 +35,9 @@ from typing import Any
 
 from runtime.console import page as console_page
 from runtime.core.clock import SystemClock, now_ms
+from runtime.dev.http import HostAllowlist, Refusal, cross_site, read_body
+from runtime.dev.reload import Reloader
+from runtime.engine.observe import Observer
 from runtime.engine.project import ProjectSource
 from runtime.engine.worker import Worker
 from runtime.platform.fetch import (
@@ -51,6 +61,44 @@ DRAIN_SECONDS = 5.0
 
 def data_folder(project: str | Path, data: str | Path | None) -> Path:
     return Path(data) if data is not None else Path(project) / ".lunaflow"
+
+
+class ServeError(Exception):
+    """``lunaflow dev`` cannot serve as asked (the port is taken, the address is wrong)."""
+
+
+class NotAProject(ServeError):
+    """The folder named as the project does not exist or holds no scripts."""
+
+
+def check_project(project: str | Path) -> Path:
+    """The project folder, if it is one: it exists and holds ``.lua`` scripts. Checked
+    before anything is written, so a mistyped name creates nothing."""
+    root = Path(project)
+    if not root.is_dir():
+        what = "is not a folder" if root.exists() else "does not exist"
+        raise NotAProject(
+            f"project folder {project} {what}; name a folder of .lua scripts (lunaflow new NAME makes one)"
+        )
+    if not any(root.glob("*.lua")):
+        raise NotAProject(
+            f"project folder {project} holds no .lua scripts at its top level, so there is nothing to serve; "
+            "name the project's folder (lunaflow new NAME makes one)"
+        )
+    return root
+
+
+def _bind_error(e: OSError, host: str, port: int) -> ServeError:
+    if e.errno == errno.EADDRINUSE:
+        return ServeError(
+            f"port {port} on {host} is in use (another lunaflow dev?); stop that process or pick another "
+            f"port with --port {port + 1 if port else 8788}"
+        )
+    if e.errno == errno.EACCES:
+        return ServeError(
+            f"port {port} on {host} needs privileges this user lacks; pick a port above 1023 with --port"
+        )
+    return ServeError(f"cannot listen on {host}:{port} ({e.strerror or e}); check --host and --port")
 
 
 class WorkerPool:
@@ -82,15 +130,20 @@ class DevServer:
         host: str = "127.0.0.1",
         port: int = 8787,
         workers: int = 2,
+        observer: Observer | None = None,
+        say: Callable[[str], None] | None = None,
+        reload: bool = True,
+        allow_hosts: Sequence[str] = (),
     ) -> None:
-        self.project = Path(project)
+        self.project = check_project(project)
         self.data_dir = data_folder(project, data)
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.say = say or (lambda text: print(f"lunaflow dev: {text}", flush=True))
         clock = SystemClock()
         source = ProjectSource.read(project)
         self.store = SQLiteStore(self.data_dir / STORE_FILE)
         self.services = LocalServices(self.data_dir, clock.now, source.queue_settings)
-        self.platform = Platform(project, self.store, clock, services=self.services)
+        self.platform = Platform(project, self.store, clock, services=self.services, observer=observer)
         self.pool = WorkerPool(self.platform, workers + 2)
         self.workers = workers
         self._work: queue.Queue[tuple[str, int] | None] = queue.Queue()
@@ -101,7 +154,18 @@ class DevServer:
         self._threads: list[threading.Thread] = []
         self.owner = f"dev-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.lease = LeaseTerms(self.owner, LEASE_MS)
-        self.httpd = _Server((host, port), _Handler, self)
+        # Console actions carry this; a page of another process (or none) cannot act.
+        self.token = secrets.token_urlsafe(32)
+        self.console = console_page.LocalConsole(self.platform, token=self.token, poke=self.poke)
+        self.hosts = HostAllowlist(host, allow_hosts)
+        self.reloader = (
+            Reloader(self.platform, self.project, self.say, skip=self.data_dir) if reload else None
+        )
+        try:
+            self.httpd = _Server((host, port), _Handler, self)
+        except OSError as e:
+            self.platform.close()
+            raise _bind_error(e, host, port) from None
 
     @property
     def address(self) -> tuple[str, int]:
@@ -121,6 +185,8 @@ class DevServer:
             thread = threading.Thread(target=target, name=f"lunaflow-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
+        if self.reloader is not None:
+            self.reloader.start()
         self.poke()
 
     def poke(self) -> None:
@@ -130,6 +196,8 @@ class DevServer:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+        if self.reloader is not None:
+            self.reloader.stop()
         self.httpd.shutdown()
         for _ in range(self.workers):
             self._work.put(None)
@@ -148,12 +216,15 @@ class DevServer:
         signal.signal(signal.SIGTERM, on_signal)
         self.start()
         host, port = self.address
-        print(
-            f"lunaflow dev: serving {self.project} on http://{host}:{port} (console: /_console)", flush=True
-        )
-        print(f"lunaflow dev: state in {self.data_dir}", flush=True)
+        shown = f"[{host}]" if ":" in host else host
+        self.say(f"serving {self.project} on http://{shown}:{port} (console: /_console)")
+        self.say(f"state in {self.data_dir}")
+        if self.reloader is not None:
+            self.say(
+                "reloads when the project's scripts, migrations or lunaflow.toml change (--no-reload: off)"
+            )
         stopped.wait()
-        print("lunaflow dev: stopping", flush=True)
+        self.say("stopping")
         self.stop()
 
     # --- work --------------------------------------------------------------------------
@@ -223,8 +294,12 @@ class DevServer:
             )
         return response
 
-    def handle_console(self, method: str, path: str, form: dict[str, str]) -> Response:
-        return console_page.render_console(self.platform, method, path, form, poke=self.poke)
+    def handle_console(
+        self, method: str, path: str, form: dict[str, str], *, refused: str | None = None
+    ) -> Response:
+        """A console page or action; ``refused`` says why a state-changing request looked
+        cross-site (then it is refused whatever it carries)."""
+        return self.console.handle(method, path, form, cross_site=refused)
 
 
 class _Server(ThreadingHTTPServer):
@@ -250,26 +325,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self) -> None:
         dev = self.server.dev
+        host = self.headers.get("host")
+        if not dev.hosts.allows(host):
+            self._refuse(dev.hosts.refusal(host))
+            return
         try:
-            length = int(self.headers.get("content-length") or 0)
-        except ValueError:
-            self._send(Response(400, {"content-type": "text/plain"}, "bad content-length header"))
+            raw = read_body(self.rfile, self.headers, MAX_BODY_BYTES, DRAIN_LIMIT)
+        except Refusal as refusal:
+            if refusal.drain:
+                self._drain(refusal.drain)
+            self._refuse(refusal)
             return
-        if length < 0:
-            self._send(Response(400, {"content-type": "text/plain"}, "bad content-length header"))
-            return
-        if length > MAX_BODY_BYTES:
-            self._drain(length)
-            self._send(
-                Response(
-                    413,
-                    {"content-type": "text/plain"},
-                    f"request body of {length} bytes is over the limit of {MAX_BODY_BYTES} bytes",
-                ),
-                close=True,
-            )
-            return
-        raw = self.rfile.read(length) if length else b""
         try:
             body = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -280,7 +346,8 @@ class _Handler(BaseHTTPRequestHandler):
                 form = (
                     dict(make_request(self.command, "/?" + body)["query"]) if self.command == "POST" else {}
                 )
-                response = dev.handle_console(self.command, self.path, form)
+                refused = cross_site(self.headers, host) if self.command != "GET" else None
+                response = dev.handle_console(self.command, self.path, form, refused=refused)
             else:
                 headers = {k: v for k, v in self.headers.items()}
                 response = dev.handle_fetch(
@@ -291,6 +358,9 @@ class _Handler(BaseHTTPRequestHandler):
             log.exception("request %s %s failed (request id %s)", self.command, self.path, request_id)
             response = error
         self._send(response)
+
+    def _refuse(self, refusal: Refusal) -> None:
+        self._send(Response(refusal.status, {"content-type": "text/plain"}, refusal.message), close=True)
 
     def _drain(self, length: int) -> None:
         """Read and drop an oversized body (within bounds), so a client that writes its whole

@@ -157,12 +157,11 @@ class Executor:
             decision = session.replay.redecide()
         else:
             if run.workflow not in code.workflows:
+                error = _undeclared(run)
                 self.store.append(
-                    run_id,
-                    run.journal_len,
-                    [],
-                    update=RunUpdate(Status.FAILED, None, error=_undeclared(run)),
+                    run_id, run.journal_len, [], update=RunUpdate(Status.FAILED, None, error=error)
                 )
+                self.observer.ended(run_id, run.workflow, Status.FAILED, error=error)
                 return Status.FAILED
             journal = snap.journal if session is None else self.store.journal(run_id)
             replay = Replay(run_id, journal, now, signals)
@@ -294,7 +293,7 @@ class Executor:
         if isinstance(decision, Fail | Diverged):
             self._save(s, RunUpdate(Status.FAILED, replay.current, error=decision.error), TimerSet(None))
             self.wakes.timer(s.run.id, None)
-            self.observer.ended(s.run.id, s.run.workflow, Status.FAILED)
+            self.observer.ended(s.run.id, s.run.workflow, Status.FAILED, error=decision.error)
             return Status.FAILED
         if isinstance(decision, Complete):
             self._save(s, RunUpdate(Status.COMPLETED, None, result=decision.result))
@@ -305,10 +304,12 @@ class Executor:
 
     def _raised(self, s: Session, out: Raised) -> Status:
         message = self.redact(out.message)
-        if out.traceback:
-            log.warning("run %s failed: %s\n%s", s.run.id, message, self.redact(out.traceback))
+        traceback = None if out.traceback is None else self.redact(out.traceback)
+        if traceback:
+            # The observer is told too; a terminal that prints its events skips this record.
+            log.warning("run %s failed: %s\n%s", s.run.id, message, traceback, extra={"observed": True})
         self._save(s, RunUpdate(Status.FAILED, s.replay.current, error=message))
-        self.observer.ended(s.run.id, s.run.workflow, Status.FAILED)
+        self.observer.ended(s.run.id, s.run.workflow, Status.FAILED, error=message, traceback=traceback)
         return Status.FAILED
 
     def _complete(self, s: Session, result: Any) -> Decision:
@@ -336,12 +337,22 @@ class Executor:
                 timeout_ms=ex.timeout_ms,
             )
         s.replay.refresh(now_ms(self.clock), s.replay.signals)
-        self.observer.step(s.run.id, s.run.workflow, ex.name, ex.attempt, outcome.ok)
-        if outcome.ok:
+        error = None if outcome.ok else self.redact(outcome.error or "error")
+        self.observer.step(
+            s.run.id, s.run.workflow, ex.name, ex.attempt, outcome.ok, step_id=ex.step_id, error=error
+        )
+        if error is None:
             return s.replay.step_succeeded(StepValues(tuple(outcome.values or ())))
-        decision = s.replay.step_failed(self.redact(outcome.error or "error"))
+        decision = s.replay.step_failed(error)
         if not isinstance(decision, Fail):
-            self.observer.retry(s.run.id, s.run.workflow, ex.name)
+            due = decision.due_ms if isinstance(decision, Park) else None
+            self.observer.retry(
+                s.run.id,
+                s.run.workflow,
+                ex.name,
+                attempt=ex.attempt + 1,
+                retry_at=self.clock.now() if due is None else due / 1000,
+            )
         return decision
 
     def _note_signal(self, s: Session, decision: Resume) -> None:

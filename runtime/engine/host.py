@@ -130,7 +130,7 @@ def host_functions(
         if not replayed:
             py_level = {"warn": logging.WARNING, "error": logging.ERROR}.get(level, logging.INFO)
             shown = json.dumps(said, ensure_ascii=False, separators=(",", ":")) if said is not None else ""
-            lua_log.log(py_level, "%s %s", message, shown)
+            lua_log.log(py_level, "%s %s", message, shown, extra={"run": worker.current_run})
 
     def service(kind: str, name: str, method: str, args_json: str) -> Any:
         return pack(need(f"{kind} '{name}'").call(kind, name, method, json.loads(args_json)))

@@ -87,9 +87,17 @@ class Platform(Runs):
 
     def deploy(self, project: str | Path) -> None:
         """Load new code; in-flight runs replay on it at their next wake."""
-        source = ProjectSource.read(project)
-        worker = Worker(source, self.setup)  # raises first if the project is refused
-        self.source, self.worker = source, worker
+        self.install(self.load(project))
+
+    def load(self, project: str | Path) -> Worker:
+        """New code in a worker of its own, not serving yet: raises if the project is
+        refused, and can be checked against in-flight runs before ``install``."""
+        return Worker(ProjectSource.read(project), self.setup)
+
+    def install(self, worker: Worker) -> None:
+        """Serve ``worker``'s code from now on; other workers are replaced as they are
+        next lent out (``fresh``)."""
+        self.source, self.worker = worker.source, worker
 
     def fresh(self, worker: Worker) -> Worker:
         """The worker itself, or a new one if its Lua state ran out of memory or its code

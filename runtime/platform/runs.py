@@ -109,9 +109,10 @@ class Runs:
             entry = Entry(run.journal_len + 1, Kind.CANCELLED, None, {}, self.clock.now())
             try:
                 self.store.append(run_id, run.journal_len, [entry], update=RunUpdate(Status.CANCELLED, None))
-                break
             except JournalConflict:
                 continue
+            self.observer.cancelled(run_id, run.workflow)
+            break
         self.wakes.timer(run_id, None)
         for child in self.store.children(run_id):
             self._cancel_tree(child)

@@ -213,7 +213,7 @@ def dev_body(tmp_path: Path) -> str:
     try:
         size = limits.MAX_BODY_BYTES + 1
         with socket.create_connection(server.address, timeout=10) as sock:
-            sock.sendall(f"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: {size}\r\n\r\n".encode())
+            sock.sendall(f"POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: {size}\r\n\r\n".encode())
             sock.shutdown(socket.SHUT_WR)
             raw = b""
             while chunk := sock.recv(65536):

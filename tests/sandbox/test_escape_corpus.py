@@ -438,7 +438,7 @@ def test_a_response_header_value_cannot_add_headers_on_the_wire(dev: Any) -> Non
     try:
         sock.sendall(
             b"POST /case/response?name=074&v=a%0d%0aSet-Cookie:%20pwned=1 HTTP/1.1\r\n"
-            + f"Host: x\r\nConnection: close\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            + f"Host: localhost\r\nConnection: close\r\nContent-Length: {len(body)}\r\n\r\n".encode()
             + body
         )
         raw = b""

@@ -20,6 +20,7 @@ local sethook, traceback, real_getmt, getinfo = debug.sethook, debug.traceback, 
 local PRELUDE_SOURCE = getinfo(1, "S").source
 local raw_random, raw_randomseed = math.random, math.randomseed
 local sfmt, srep, sbyte, schar, ssub, sgsub = string.format, string.rep, string.byte, string.char, string.sub, string.gsub
+local sfind, sgmatch = string.find, string.gmatch
 local tconcat, tsort = table.concat, table.sort
 local mtype, mhuge, mfloor = math.type, math.huge, math.floor
 local utf8len = utf8.len
@@ -260,6 +261,30 @@ local function error_text(e)
   end
   if e == nil then return "nil" end
   return "(error object is a " .. type_(e) .. " value)"
+end
+
+-- A traceback of the user's frames. The engine's own Lua (prelude, patterns, guards) and the
+-- C functions it calls on the user's behalf (the xpcall around a workflow function) name
+-- lines the user cannot act on, so they are left out; a C function the user called (error,
+-- pcall) stays, since the user's frame follows it.
+local ENGINE_CHUNKS = { getinfo(1, "S").short_src, ssub(PATTERNS_SOURCE, 2), ssub(GUARDS_SOURCE, 2) }
+
+local function user_traceback(tb)
+  local lines = {}
+  for line in sgmatch(tb .. "\n", "(.-)\n") do lines[#lines + 1] = line end
+  local function engine(line)
+    if line == nil then return true end
+    for _, chunk in ipairs(ENGINE_CHUNKS) do
+      if sfind(line, chunk, 1, true) then return true end
+    end
+    return false
+  end
+  local out = {}
+  for i, line in ipairs(lines) do
+    local c_frame = sfind(line, "^%s*%[C%]:") ~= nil
+    if not engine(line) and not (c_frame and engine(lines[i + 1])) then out[#out + 1] = line end
+  end
+  return safe_text(tconcat(out, "\n"))
 end
 
 ---------------------------------------------------------------------------------------
@@ -837,6 +862,39 @@ function wf_methods.all(self, names, opts)
   return unpack(out, 1, out.n)
 end
 
+-- `wf:awiat(...)` would otherwise fail with Lua's "attempt to call a nil value (method
+-- 'awiat')": name the nearest method instead, at the user's line.
+local WF_METHODS = { "step", "sleep", "await", "race", "all", "version" }
+
+local function edit_distance(a, b)
+  local prev = {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local row = { [0] = i }
+    for j = 1, #b do
+      local cost = sbyte(a, i) == sbyte(b, j) and 0 or 1
+      row[j] = math.min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + cost)
+    end
+    prev = row
+  end
+  return prev[#b]
+end
+
+local function no_such_wf_member(k)
+  local what = type_(k) == "string" and sfmt("'%s'", ssub(k, 1, 64)) or tostring_(type_(k) == "number" and k or type_(k))
+  local best, best_d
+  if type_(k) == "string" and #k <= 64 then
+    for _, m in ipairs(WF_METHODS) do
+      local d = edit_distance(k, m)
+      if best_d == nil or d < best_d then best, best_d = m, d end
+    end
+  end
+  local hint = (best_d ~= nil and best_d <= math.max(1, #best // 2)) and sfmt("did you mean wf:%s? ", best) or ""
+  -- Level 3: this function, the __index metamethod, then the user's line.
+  raw_error(sfmt("wf has no method or field %s; %swf has the methods step, sleep, await, race, all "
+    .. "and version, and the fields id, workflow and step_id", what, hint), 3)
+end
+
 local function new_wf(run_id, workflow)
   local fields = { id = run_id, workflow = workflow }
   local wf
@@ -849,7 +907,9 @@ local function new_wf(run_id, workflow)
       end
       local v = fields[k]
       if v ~= nil then return v end
-      return wf_methods[k]
+      v = wf_methods[k]
+      if v == nil then no_such_wf_member(k) end
+      return v
     end,
     __newindex = function(_, k) raw_error("wf is read-only (tried to set wf." .. tostring_(k) .. ")", 2) end,
   })
@@ -872,23 +932,57 @@ sb_math.randomseed = function() raw_error("math.randomseed is refused: the platf
   .. "so replay stays deterministic; call math.random without seeding", 2) end
 
 local MAX_DATE_FORMAT = 4096
-local sb_os = {
-  time = sb_time,
-  clock = sb_clock,
-  date = function(fmt, t)
-    if in_run_code() then
-      raw_error("os.date is refused in run code: its result depends on when replay happens; "
-        .. "format os.time() yourself, or call os.date in a handler", 2)
-    end
-    -- strftime works through the format in C, up to a tenth of a microsecond a byte.
-    if type_(fmt) == "string" and #fmt > MAX_DATE_FORMAT then
-      raw_error(sfmt("os.date format is %d bytes, over the limit of %d; format fewer fields "
-        .. "per call and join the results", #fmt, MAX_DATE_FORMAT), 2)
-    end
-    return os.date(fmt or "%c", t or call_host("now"))
-  end,
-  difftime = os.difftime,
-}
+local DATE_REFUSED = "os.date is refused in run code: its result depends on when replay happens; "
+  .. "format os.time() yourself, or call os.date in a handler"
+
+local function sb_date(fmt, t)
+  if in_run_code() then raise_at_user(DATE_REFUSED) end
+  -- strftime works through the format in C, up to a tenth of a microsecond a byte.
+  if type_(fmt) == "string" and #fmt > MAX_DATE_FORMAT then
+    raw_error(sfmt("os.date format is %d bytes, over the limit of %d; format fewer fields "
+      .. "per call and join the results", #fmt, MAX_DATE_FORMAT), 2)
+  end
+  return os.date(fmt or "%c", t or call_host("now"))
+end
+
+local sb_os = { time = sb_time, clock = sb_clock, difftime = os.difftime }
+
+-- os.date refused in run code names the user's line. `return os.date(...)` is a tail call:
+-- by the time os.date runs, the caller's frame is gone and no level of error() names it.
+-- So `date` is not a raw field of `os` but answered by __index, which runs in the frame
+-- that looks it up; in run code the answer is a refusal that carries that line. pairs(os)
+-- still lists `date`, in a fixed order (replay walks it the same way). The metatable is
+-- left unprotected, as `os` had none: replacing it only changes the user's own lookups.
+local function date_refused_where_looked_up(os_table)
+  setmt(os_table, {
+    __index = function(_, k)
+      if k ~= "date" then return nil end
+      if not in_run_code() then return sb_date end
+      local info = getinfo(2, "Sl")
+      local where = ""
+      if info and info.currentline > 0 and not ENGINE_SOURCES[info.source] then
+        where = sfmt("%s:%d: ", info.short_src, info.currentline)
+      end
+      return function(...)
+        if in_run_code() then raw_error(where .. DATE_REFUSED, 0) end
+        return sb_date(...)
+      end
+    end,
+    __pairs = function(t)
+      local keys = { "date" }
+      for k in next_, t do keys[#keys + 1] = k end
+      tsort(keys)
+      local i = 0
+      return function()
+        i = i + 1
+        local k = keys[i]
+        if k ~= nil then return k, t[k] end
+      end, t, nil
+    end,
+  })
+  return os_table
+end
+date_refused_where_looked_up(sb_os)
 
 local sb_json = {
   encode = function(v)
@@ -1194,7 +1288,7 @@ function engine.new_run(run_id, workflow, input)
   local wf = new_wf(run_id, workflow)
   local co = raw_create(function()
     local r = pack(raw_xpcall(fn, function(e)
-      return { message = error_text(e), traceback = safe_text(traceback(nil, 2)) }
+      return { message = error_text(e), traceback = user_traceback(traceback(nil, 2)) }
     end, wf, input))
     -- Encoded here, where the hook still runs: a result can take as long as any code.
     if r[1] then r.json, r.problem = encode(r[2], "result") end
@@ -1283,7 +1377,7 @@ local function run_handler_code(fn, ctx_fields, limit, finish, ...)
   local args = pack(...)
   local co = raw_create(function()
     local r = pack(raw_xpcall(fn, function(e)
-      return { message = error_text(e), traceback = safe_text(traceback(nil, 2)) }
+      return { message = error_text(e), traceback = user_traceback(traceback(nil, 2)) }
     end, unpack(args, 1, args.n)))
     -- `finish` encodes what the caller hands back, here where the hook still runs.
     if r[1] then r.done = pack(finish(r)) end
