@@ -26,6 +26,12 @@ class Recorder:
     def activation(self, run_id: str, workflow: str) -> None:
         pass
 
+    def activation_ended(self, run_id: str, workflow: str) -> None:
+        pass
+
+    def step_started(self, run_id: str, workflow: str, step: str, attempt: int) -> None:
+        pass
+
     def step(
         self,
         run_id: str,
