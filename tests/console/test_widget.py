@@ -382,3 +382,16 @@ def test_search_in_a_widget_reads_the_inputs(world: World, console_context: Fake
     assert "awaiting 2" in found.text
     none = call(click(with_forms(event, id="zzz"), search.payload), console_context)
     assert "No runs with id 'zzz' (exact or prefix)." in none.text
+
+
+@pytest.mark.parametrize("page", ["²", "10^23", "9" * 400, "-1", "1.5"])
+def test_a_page_parameter_that_is_not_a_small_digit_string_shows_the_first_page(
+    page: str, world: World, console_context: FakeContext
+) -> None:
+    """Issue 20.7: ``page="²"`` passes ``isdigit()`` and failed ``int()``; the widget takes only
+    ASCII digit strings, clamps them, and says when it ignored one, as the local page does."""
+    world.start("parent", None, "parent-1")
+    event = {**load("cw_widget_runs.json"), "page": page}
+    shown = call(event, console_context)
+    assert "parent-1" in shown.source
+    assert "Traceback" not in shown.source
