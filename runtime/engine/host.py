@@ -31,6 +31,17 @@ lua_log = logging.getLogger("lunaflow.lua")
 HostFn = Callable[..., Any]
 LogSink = Callable[[dict[str, Any]], None]
 
+MAX_LOG_CHARS = 16 * 1024  # of a log line's message, and of its fields as JSON; the rest is cut
+
+
+def clip(text: str, limit: int = MAX_LOG_CHARS) -> str:
+    """``text`` cut to at most ``limit`` characters, saying how much was cut (a text it has
+    cut already comes back as it is)."""
+    if len(text) <= limit:
+        return text
+    kept = limit - 48  # room for the note
+    return f"{text[:kept]}... ({len(text) - kept} more characters cut)"
+
 
 class RunApi(Protocol):
     """What Lua's run handles and ``secret`` reach in the platform."""
@@ -115,13 +126,15 @@ def host_functions(
         # A line the workflow function says while replaying was said when the run first
         # passed there: it is kept for inspection, marked, and not written out again.
         replayed = mode == "run" and worker.replaying()
-        record = {"level": level, "message": message, "fields": json.loads(fields), "run": worker.current_run}
+        message = clip(message)
+        kept = json.loads(fields) if len(fields) <= MAX_LOG_CHARS else {"cut": f"{len(fields)} characters"}
+        record = {"level": level, "message": message, "fields": kept, "run": worker.current_run}
         if replayed:
             record["replayed"] = True
         logs(record)
         if not replayed:
             py_level = {"warn": logging.WARNING, "error": logging.ERROR}.get(level, logging.INFO)
-            lua_log.log(py_level, "%s %s", message, fields if fields != "null" else "")
+            lua_log.log(py_level, "%s %s", message, clip(fields) if fields != "null" else "")
 
     def service(kind: str, name: str, method: str, args_json: str) -> Any:
         return pack(need(f"{kind} '{name}'").call(kind, name, method, json.loads(args_json)))

@@ -10,7 +10,6 @@ the lease unless the park or end released it, clear the wake-up that asked for i
 from __future__ import annotations
 
 import logging
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from runtime.engine.worker import Worker, WorkerSetup
 from runtime.errors import EngineBug, InvalidInput, UnknownWorkflow
 from runtime.platform import fetch
 from runtime.platform.fetch import Failure, Response
+from runtime.platform.logs import LogHistory
 from runtime.platform.runs import Runs
 from runtime.services.base import Services
 from runtime.store.base import Lease, RunRecord, Store
@@ -54,12 +54,14 @@ class Platform(Runs):
         read_only: bool = False,
         waker: Waker | None = None,
         observer: Observer | None = None,
+        keep_logs: bool = False,
     ) -> None:
         super().__init__(store, clock, waker, observer)
         # lunaflow check replays with the project's code but must write nothing.
         self.read_only = read_only
         self.services = services
-        self.logs: deque[dict[str, Any]] = deque(maxlen=10_000)
+        # Only the test harness reads a history of the scripts' log lines.
+        self.logs = LogHistory(keep=keep_logs)
         self.setup = WorkerSetup(
             store=store,
             clock=clock,

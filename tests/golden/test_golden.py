@@ -153,8 +153,8 @@ def test_golden_journals_cover_every_case() -> None:
 
 @pytest.mark.parametrize("doc", goldens(), ids=lambda d: d["_file"])
 def test_journal_format_is_frozen_entry_1_is_run_started_with_format_1(doc: dict[str, Any]) -> None:
-    """runtime/core/journal.py: "Entry 1 is always run.started and carries format, the journal format version";
-    the goldens were written in format 1."""
+    """runtime/core/journal.py: "Entry 1 is always run.started and carries format, the journal
+    format version"; the goldens were written in format 1."""
     first = doc["entries"][0]
     assert first["seq"] == 1
     assert first["kind"] == "run.started"

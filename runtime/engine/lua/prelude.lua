@@ -231,8 +231,10 @@ local ctx = { mode = "load" }
 
 local function in_run_code() return ctx.mode == "run" or ctx.mode == "body" end
 
--- How deep calls into user code are nested (an object method called from a step body):
--- only the outermost call starts a budget.
+-- How deep calls into user code are nested (an object method called from a step body, or
+-- from an object method): only the outermost call starts a budget, so a nested call shares
+-- its deadline, instruction budget and CPU clock, and a kill stops them all. Every entry
+-- that resumes user code counts (load_script, drive, run_body, run_handler_code).
 local depth = 0
 
 local function check_killed() if budget.killed then raw_error(budget.killed, 0) end end
@@ -420,9 +422,19 @@ local function raise_at_user(msg)
   end
 end
 
+-- Python may build values of any size while it holds the state, so the memory limit is
+-- lifted around the call and armed again after (host_arm and host_lift take and return
+-- nothing: calling them allocates nothing in Lua). A state the answer left over its limit
+-- fails its next allocation here, in Lua, where that is an ordinary error.
+local host_arm, host_lift, host_call, host_monotonic = host.arm, host.lift, host.call, host.monotonic
 local function call_host(fname, ...)
-  local r = pack(host.call(fname, ...))
+  host_lift()
+  local r = pack(host_call(fname, ...))
+  host_arm()
   check_killed()
+  -- Time spent in the host counts against a step's deadline (an HTTP call, a query): the
+  -- hook alone would not read the clock again before the body returns.
+  if budget.deadline and host_monotonic() > budget.deadline then kill(budget.timeout_msg) end
   if not r[1] then raise_at_user(r[2]) end
   return unpack(r, 2, r.n)
 end
@@ -1171,7 +1183,9 @@ function engine.load_script(name, source, limit)
   begin_call(limit)
   local co = raw_create(fn)
   guard(co)
+  depth = depth + 1
   local ok, e = raw_resume(co)
+  depth = depth - 1
   if ok and raw_status(co) == "suspended" then ok, e = false, name .. ": a script's top level cannot yield" end
   sethook(co)
   ctx = saved
@@ -1215,7 +1229,9 @@ function engine.drive(session, reply, limit)
   ctx = { mode = "run", run = session.run, wf = session.wf, workflow = session.workflow }
   begin_call(limit)
   guard(co)
+  depth = depth + 1
   local ok, a, b = raw_resume(co, reply)
+  depth = depth - 1
   sethook(co)
   ctx = saved
   local killed = budget.killed
@@ -1256,7 +1272,9 @@ function engine.run_body(session, fn, name, step_id, now_s, seed1, seed2, timeou
   -- The values are encoded inside, where the hook still runs.
   local co = raw_create(function() return encode_list(pack(fn())) end)
   guard(co)
+  depth = depth + 1
   local ok, json, problem = raw_resume(co)
+  depth = depth - 1
   if ok and raw_status(co) == "suspended" then
     ok, json = false, sfmt("step '%s' yielded; a step body runs to completion (coroutine.yield belongs "
       .. "inside coroutine.create/wrap)", name)
@@ -1369,4 +1387,25 @@ function engine.has_handler(kind, name)
 end
 
 engine.encode = encode
-return engine
+
+-- The host calls each engine function through its entry: the memory limit is armed while
+-- Lua runs and lifted before anything goes back to Python (lupa allocates in Lua to hand a
+-- table over), and whatever the function raises is caught here, so Python always gets
+-- (ok, ...) with the limit lifted. The nesting depth and the context are put back as they
+-- were, whatever the function left.
+local function leave(outer_depth, outer_ctx, ...)
+  depth, ctx = outer_depth, outer_ctx
+  host_lift()
+  return ...
+end
+local entries = {}
+for name, f in next_, engine do
+  if name ~= "encode" then
+    entries[name] = function(...)
+      local outer_depth, outer_ctx = depth, ctx
+      host_arm()
+      return leave(outer_depth, outer_ctx, raw_pcall(f, ...))
+    end
+  end
+end
+return engine, entries
