@@ -18,7 +18,7 @@ class Attempt:
     step_id: str
     started_at: float
     ended_at: float | None = None
-    outcome: str = "running"  # running | ok | failed
+    outcome: str = "running"  # running | ok | failed | interrupted (its process ended; run again)
     error: str | None = None
     retry_at: float | None = None
 
@@ -47,6 +47,11 @@ def build(entries: list[Entry]) -> list[Item]:
                 open_step = Item(e.seq, e.at, "step", f"step '{e.name}'", f"pass {e.data['pass']}")
                 items.append(open_step)
             open_step.attempts.append(Attempt(int(e.data["attempt"]), str(e.data["step_id"]), e.at))
+        elif e.kind == Kind.STEP_RERUN and open_step is not None and open_step.attempts:
+            # The same attempt started again: the start before it was cut by its process's end.
+            last = open_step.attempts[-1]
+            last.outcome = "interrupted"
+            open_step.attempts.append(Attempt(last.attempt, last.step_id, e.at))
         elif e.kind in (Kind.STEP_RESULT, Kind.STEP_FAILED) and open_step is not None and open_step.attempts:
             last = open_step.attempts[-1]
             last.ended_at = e.at

@@ -92,6 +92,18 @@ def _refuse_constant(name: str) -> Any:
     raise InvalidInput(f"json.parse: {name} is not JSON; numbers must be finite")
 
 
+def _parse_int(text: str) -> int:
+    # A Lua integer has 64 bits, at most 19 digits; longer ones would only be refused later,
+    # and Python refuses to convert over 4,300 digits at all.
+    digits = len(text.lstrip("-"))
+    if digits > 19:
+        raise InvalidInput(
+            f"json.parse: the number {text[:24]}... has {digits} digits, more than a Lua integer holds "
+            "(64 bits); send big numbers as strings"
+        )
+    return int(text)
+
+
 def host_functions(
     api: RunApi, services: Services | None, logs: LogSink, worker: Executing
 ) -> dict[str, HostFn]:
@@ -115,7 +127,7 @@ def host_functions(
 
     def json_parse(text: str) -> Any:
         try:
-            value = json.loads(text, parse_constant=_refuse_constant)
+            value = json.loads(text, parse_constant=_refuse_constant, parse_int=_parse_int)
         except json.JSONDecodeError as e:
             raise InvalidInput(f"json.parse: the text is not valid JSON ({e})") from e
         except RecursionError as e:

@@ -127,6 +127,7 @@ class Platform(Runs):
         worker: Worker | None = None,
         lease: LeaseTerms | None = None,
         deadline: float | None = None,
+        cap: float | None = None,
         token: int | None = None,
     ) -> Lease:
         """Advance one run: ``Lease.OK`` once done, ``BUSY`` when another worker holds its
@@ -134,7 +135,8 @@ class Platform(Runs):
 
         ``worker`` is one the caller already made current (a pool's); by default the
         platform's own. ``deadline`` (``time.monotonic()``) stops new work in time for a
-        Lambda's end; ``token`` is the wake-up being served, cleared when done."""
+        Lambda's end, and ``cap`` stops a step attempt still running then (see
+        ``Executor.advance``); ``token`` is the wake-up being served, cleared when done."""
         if lease is not None:
             taken = self.store.acquire_lease(run_id, lease.owner, now_ms(self.clock), lease.lease_ms)
             if taken == Lease.BUSY:
@@ -145,7 +147,7 @@ class Platform(Runs):
         if worker is None:
             worker = self.worker = self.fresh(self.worker)
         try:
-            worker.executor.advance(run_id, worker.code, deadline=deadline)
+            worker.executor.advance(run_id, worker.code, deadline=deadline, cap=cap)
         finally:
             # Parking and ending release the lease in the same write; any other way out of
             # the activation (out of time, a conflict, nothing to do, an error) releases it here.
@@ -178,6 +180,8 @@ class Platform(Runs):
                     raise EngineBug("the worker loop did not settle after a million activations")
 
     def fetch(self, request: dict[str, Any], worker: Worker | None = None) -> tuple[Response, Failure | None]:
+        """Run the fetch handler; ``InvalidInput`` for a request that is not text."""
+        fetch.check_text(request)
         if worker is None:
             worker = self.worker = self.fresh(self.worker)
         return fetch.handle(worker.code, request)
