@@ -592,15 +592,74 @@ local function refuse_in_run(name, why)
   end
 end
 
--- Lua 5.4 seeds its table hashes per state, so `pairs` order differs between processes.
--- In the workflow function that would let replay take another path; there `pairs` walks
--- keys in a fixed order (by type, then value).
+-- Lua 5.4 seeds its table hashes per state, so `next` (and `pairs`) walk keys in another
+-- order in another process, and a table, function or coroutine key has no order but its
+-- address. In the workflow function either would let replay take another path, so there
+-- `pairs` and `next` walk keys in one fixed order (booleans, numbers, strings; each by
+-- value) and refuse keys that only have an address.
+local KEY_RANK = { boolean = 1, number = 2, string = 3 }
+
 local function key_less(a, b)
-  local ta, tb = type_(a), type_(b)
-  if ta ~= tb then return ta < tb end
-  if ta == "number" or ta == "string" then return a < b end
-  if ta == "boolean" then return (not a) and b end
-  return tostring_(a) < tostring_(b)
+  local ra, rb = KEY_RANK[type_(a)], KEY_RANK[type_(b)]
+  if ra ~= rb then return ra < rb end
+  if ra == 1 then return (not a) and b end
+  return a < b
+end
+
+local function refuse_key(k)
+  raise_at_user(sfmt("pairs/next over a table with a %s key is refused in the workflow function: such "
+    .. "keys are ordered by their address, which a replay does not reproduce; key the table by "
+    .. "strings or numbers, or keep the items in an array and walk it with ipairs", type_(k)))
+end
+
+-- The table's keys in order, checked.
+local function sorted_keys(t)
+  local keys, n = {}, 0
+  for k in next_, t do
+    if not KEY_RANK[type_(k)] then refuse_key(k) end
+    n = n + 1
+    keys[n] = k
+  end
+  tsort(keys, key_less)
+  return keys, n
+end
+
+-- `next` in key order. A walk (next(t) then next(t, k)...) sorts the keys at its second
+-- step and keeps them for the table; a key the kept order does not hold sorts them again.
+-- Like Lua's own `next`, a walk that adds keys to the table meets them or not (here: not),
+-- the same way on every replay.
+local walk_of = setmt({}, { __mode = "k" }) -- table -> { keys = sorted keys, at = key -> index }
+
+local function ordered_next(t, k)
+  if k == nil then
+    walk_of[t] = nil
+    local first
+    for key in next_, t do
+      if not KEY_RANK[type_(key)] then refuse_key(key) end
+      if first == nil or key_less(key, first) then first = key end
+    end
+    if first == nil then return nil end
+    return first, rawget_(t, first)
+  end
+  local walk = walk_of[t]
+  local i = walk and walk.at[k]
+  if i == nil then
+    local keys, n = sorted_keys(t)
+    local at = {}
+    for j = 1, n do at[keys[j]] = j end
+    walk = { keys = keys, at = at }
+    walk_of[t] = walk
+    i = at[k]
+    if i == nil then raw_error("invalid key to 'next'", 2) end
+  end
+  local keys = walk.keys
+  while true do
+    i = i + 1
+    local nk = keys[i]
+    if nk == nil then return nil end
+    local v = rawget_(t, nk)
+    if v ~= nil then return nk, v end -- a key cleared during the walk is passed over
+  end
 end
 
 local raw_pairs = pairs
@@ -608,16 +667,22 @@ local function sb_pairs(t)
   if ctx.mode ~= "run" or type_(t) ~= "table" then return raw_pairs(t) end
   local mt = real_getmt(t)
   if mt and mt.__pairs then return raw_pairs(t) end
-  local keys = {}
-  for k in next_, t do keys[#keys + 1] = k end
-  tsort(keys, key_less)
+  local keys = sorted_keys(t)
   local i = 0
   return function()
-    i = i + 1
-    local k = keys[i]
-    if k == nil then return nil end
-    return k, rawget_(t, k)
+    while true do
+      i = i + 1
+      local k = keys[i]
+      if k == nil then return nil end
+      local v = rawget_(t, k)
+      if v ~= nil then return k, v end
+    end
   end, t, nil
+end
+
+local function sb_next(t, k)
+  if ctx.mode ~= "run" or type_(t) ~= "table" then return next_(t, k) end
+  return ordered_next(t, k)
 end
 
 ---------------------------------------------------------------------------------------
@@ -929,7 +994,7 @@ end
 local sb_log = { info = log_fn("info"), warn = log_fn("warn"), error = log_fn("error") }
 
 local base = {
-  assert = assert, error = raw_error, ipairs = ipairs, next = next_, pairs = sb_pairs,
+  assert = assert, error = raw_error, ipairs = ipairs, next = sb_next, pairs = sb_pairs,
   pcall = sb_pcall, xpcall = sb_xpcall, rawequal = rawequal, rawget = rawget_, rawlen = rawlen,
   rawset = rawset_, select = select_, getmetatable = getmt,
   setmetatable = function(t, mt)
