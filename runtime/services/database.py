@@ -4,19 +4,23 @@ Migrations are ``migrations/<db>/NNN_name.sql`` files in the project. Each runs 
 transaction and is recorded in ``_lunaflow_migrations``; a failing one is rolled back and
 reported with its file and the SQL error.
 
-Writes go through one connection, one at a time. ``query`` and ``first`` read through a
-connection of their own thread (WAL lets readers run beside the writer), so a long query in
-one step does not hold up a route reading the same database; a read-only connection refuses
-writes, which then take the writer. Every connection has the authorizer (no ATTACH, no
-pragmas that change settings) and a progress handler that interrupts a statement once the
-step attempt running it is past its deadline (``runtime.services.deadline``).
+Writes go through one connection, one at a time. ``query`` and ``first`` read through
+read-only connections of their own, one per read running at once (WAL lets readers run
+beside the writer), so a long query in one step does not hold up a route reading the same
+database; a read-only connection refuses writes, which then take the writer. Every
+connection has the authorizer (no ATTACH, no pragmas that change settings) and a progress
+handler that interrupts a statement once the step attempt running it is past its deadline
+(``runtime.services.deadline``).
 """
 
 from __future__ import annotations
 
+import queue
 import re
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +41,9 @@ class Database:
             "CREATE TABLE IF NOT EXISTS _lunaflow_migrations (file TEXT PRIMARY KEY, applied_at TEXT)"
         )
         self._db.set_authorizer(_authorize)
-        self._readers = threading.local()
+        # Idle read-only connections: a read takes one (or opens one) and puts it back, so
+        # there are as many as reads ever ran at once, whatever threads come and go.
+        self._readers: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
         self._all_readers: list[sqlite3.Connection] = []
         self._guard = threading.Lock()
 
@@ -56,13 +62,18 @@ class Database:
             conn.set_authorizer(_authorize)
         return conn
 
-    def _reader(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._readers, "conn", None)
-        if conn is None:
-            conn = self._readers.conn = self._connect(read_only=True)
+    @contextmanager
+    def _reader(self) -> Iterator[sqlite3.Connection]:
+        try:
+            conn = self._readers.get_nowait()
+        except queue.Empty:
+            conn = self._connect(read_only=True)
             with self._guard:
                 self._all_readers.append(conn)
-        return conn
+        try:
+            yield conn
+        finally:
+            self._readers.put(conn)
 
     def migrate(self, folder: Path) -> list[str]:
         """Apply the folder's migrations not applied yet; returns the files applied."""
@@ -115,7 +126,8 @@ class Database:
             # goes through the writer, to see what the transaction wrote.
             if method != "exec" and not self._db.in_transaction:
                 try:
-                    return self._run(self._reader(), method, sql, params)
+                    with self._reader() as reader:
+                        return self._run(reader, method, sql, params)
                 except sqlite3.OperationalError as e:
                     if "readonly" not in str(e):
                         raise  # anything but a write (INSERT ... RETURNING) through query
