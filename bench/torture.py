@@ -373,7 +373,7 @@ def make_plans(
             expected = {
                 "hungry": {"eaten": k},
                 "slowcalls": {"status": 200, "n": k},
-                "doomed": {"attempt": 2, "k": k},
+                "doomed": {"survived": True, "k": k},
             }[kind]
             plans.append(Plan(run_id, kind, inp, expected))
         elif kind == "chain":

@@ -3,7 +3,7 @@
 Only the harness keeps one: nothing reads a history in ``lunaflow dev`` or on Lambda, where
 each line is printed (cut, ``runtime.engine.host.clip``) and gone. The history is bounded
 twice: each record's texts are cut to ``MAX_LOG_CHARS``, and the oldest records are dropped
-past ``MAX_RECORDS`` records or ``MAX_HISTORY_CHARS`` characters in all.
+past ``MAX_LOG_RECORDS`` records or ``MAX_LOG_HISTORY_CHARS`` characters in all.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 from runtime.engine.host import MAX_LOG_CHARS, clip
 
-MAX_RECORDS = 10_000
-MAX_HISTORY_CHARS = 8 * 1024 * 1024
+MAX_LOG_RECORDS = 10_000
+MAX_LOG_HISTORY_CHARS = 8 * 1024 * 1024
 
 
 class LogHistory:
@@ -45,7 +45,7 @@ class LogHistory:
             kept[key] = value
         self._records.append((size, kept))
         self._chars += size
-        while self._records and (len(self._records) > MAX_RECORDS or self._chars > MAX_HISTORY_CHARS):
+        while self._records and (len(self._records) > MAX_LOG_RECORDS or self._chars > MAX_LOG_HISTORY_CHARS):
             self._chars -= self._records.popleft()[0]
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
