@@ -73,6 +73,11 @@ def build(entries: list[Entry]) -> list[Item]:
             open_step.attempts.append(
                 Attempt(int(e.data["attempt"]), str(e.data["step_id"]), e.at, seq=e.seq)
             )
+        elif e.kind == Kind.STEP_RERUN and open_step is not None and open_step.attempts:
+            # The same attempt started again: the start before it was cut by its process's end.
+            last = open_step.attempts[-1]
+            last.outcome, last.ended_at = "interrupted", e.at
+            open_step.attempts.append(Attempt(last.attempt, last.step_id, e.at, seq=e.seq))
         elif e.kind in (Kind.STEP_RESULT, Kind.STEP_FAILED) and open_step is not None and open_step.attempts:
             last = open_step.attempts[-1]
             last.ended_at = e.at

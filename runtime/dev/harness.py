@@ -60,7 +60,9 @@ class LocalPlatform:
             objects=self._objects,
             http=self._http,
         )
-        platform = Platform(project, store, self._clock, services=services, cache_size=self._cache_size)
+        platform = Platform(
+            project, store, self._clock, services=services, cache_size=self._cache_size, keep_logs=True
+        )
         platform.recover()
         platform.run_until_idle()
         return platform

@@ -2,10 +2,13 @@
 and queues, all state in a data folder (SPEC section 5).
 
 Threads: the HTTP server (a thread per request), a dispatcher that turns due timers and
-wake-ups into work, and a few run workers. Each worker and each request borrows a
-``Worker`` (its own Lua state) from a pool, so several requests and runs progress at
-once while each Lua state serves one thread at a time. A run is advanced by one thread
-at a time (an in-process claim); across processes the store's conditional appends decide.
+wake-ups into work (it runs no Lua), a few run workers and a queue deliverer. Each run
+worker and the deliverer has a ``Worker`` (a Lua state) of its own; requests borrow one
+from a pool of their own, made as needed up to ``REQUEST_STATES``, and a request that
+cannot get one within ``REQUEST_WAIT_S`` is answered 503. So requests stuck on a slow
+upstream never hold back runs, timers or queues, and each Lua state serves one thread at
+a time. A run is advanced by one thread at a time (an in-process claim); across processes
+the store's conditional appends decide.
 Killed at any instant, the next start finds everything in the data folder: wake-ups,
 runs left ``running``, timers (those due while it was down fire at once).
 
@@ -57,6 +60,8 @@ POLL_S = 0.25  # how often the dispatcher looks for work written by other proces
 LEASE_MS = 60 * 60 * 1000  # a run's lease; a live owner (heartbeat) keeps it as long as it needs
 DRAIN_LIMIT = 64 * 1024 * 1024  # an oversized body up to this is read and dropped before the 413
 DRAIN_SECONDS = 5.0
+REQUEST_STATES = 8  # Lua states serving requests, made as needed
+REQUEST_WAIT_S = 5.0  # how long a request waits for one before it is answered 503
 
 
 def data_folder(project: str | Path, data: str | Path | None) -> Path:
@@ -101,24 +106,53 @@ def _bind_error(e: OSError, host: str, port: int) -> ServeError:
     return ServeError(f"cannot listen on {host}:{port} ({e.strerror or e}); check --host and --port")
 
 
-class WorkerPool:
-    """Workers (Lua states) lent to one thread at a time."""
+class PoolBusy(Exception):
+    """Every worker of the pool stayed lent for as long as the borrower would wait."""
 
-    def __init__(self, platform: Platform, size: int) -> None:
+
+class WorkerPool:
+    """Workers (Lua states) lent to one thread at a time, made as needed up to ``size``."""
+
+    def __init__(self, platform: Platform, size: int, first: Worker | None = None) -> None:
         self.platform = platform
+        self.size = size
         self._free: queue.LifoQueue[Worker] = queue.LifoQueue()
-        self._free.put(platform.worker)
-        for _ in range(size - 1):
-            self._free.put(platform.new_worker())
+        self._made = 0
+        self._lock = threading.Lock()
+        if first is not None:
+            self._free.put(first)
+            self._made = 1
 
     @contextlib.contextmanager
-    def borrow(self) -> Iterator[Worker]:
-        worker = self._free.get()
+    def borrow(self, timeout: float | None = None) -> Iterator[Worker]:
+        """A worker for the block; ``PoolBusy`` when none is free within ``timeout`` s."""
+        worker = self._take(timeout)
         try:
             worker = self.platform.fresh(worker)
             yield worker
         finally:
             self._free.put(worker)
+
+    def _take(self, timeout: float | None) -> Worker:
+        try:
+            return self._free.get_nowait()
+        except queue.Empty:
+            pass
+        with self._lock:
+            make = self._made < self.size
+            if make:
+                self._made += 1
+        if make:
+            try:
+                return self.platform.new_worker()
+            except BaseException:
+                with self._lock:
+                    self._made -= 1
+                raise
+        try:
+            return self._free.get(timeout=timeout)
+        except queue.Empty:
+            raise PoolBusy from None
 
 
 class DevServer:
@@ -134,6 +168,8 @@ class DevServer:
         say: Callable[[str], None] | None = None,
         reload: bool = True,
         allow_hosts: Sequence[str] = (),
+        request_states: int = REQUEST_STATES,
+        request_wait_s: float = REQUEST_WAIT_S,
     ) -> None:
         self.project = check_project(project)
         self.data_dir = data_folder(project, data)
@@ -144,8 +180,13 @@ class DevServer:
         self.store = SQLiteStore(self.data_dir / STORE_FILE)
         self.services = LocalServices(self.data_dir, clock.now, source.queue_settings)
         self.platform = Platform(project, self.store, clock, services=self.services, observer=observer)
-        self.pool = WorkerPool(self.platform, workers + 2)
+        # Requests have a pool of their own; each run worker and the queue deliverer a worker.
+        self.requests = WorkerPool(self.platform, request_states, first=self.platform.worker)
+        self.request_wait_s = request_wait_s
         self.workers = workers
+        self._run_workers = [self.platform.new_worker() for _ in range(workers)]
+        self._queue_worker = self.platform.new_worker()
+        self._queues_due = threading.Event()
         self._work: queue.Queue[tuple[str, int] | None] = queue.Queue()
         self._claimed: set[str] = set()
         self._claim_lock = threading.Lock()
@@ -177,12 +218,14 @@ class DevServer:
     def start(self) -> None:
         self.store.heartbeat(self.owner, now_ms(self.platform.clock))
         self.platform.recover()
-        specs = [("dispatcher", self._dispatch_loop)] + [
-            (f"worker-{i}", self._work_loop) for i in range(self.workers)
+        specs: list[tuple[str, Callable[..., None], tuple[Any, ...]]] = [
+            ("dispatcher", self._dispatch_loop, ()),
+            ("queues", self._queue_loop, (self._queue_worker,)),
         ]
-        specs.append(("http", self.httpd.serve_forever))
-        for name, target in specs:
-            thread = threading.Thread(target=target, name=f"lunaflow-{name}", daemon=True)
+        specs += [(f"worker-{i}", self._work_loop, (w,)) for i, w in enumerate(self._run_workers)]
+        specs.append(("http", self.httpd.serve_forever, ()))
+        for name, target, args in specs:
+            thread = threading.Thread(target=target, args=args, name=f"lunaflow-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
         if self.reloader is not None:
@@ -190,12 +233,13 @@ class DevServer:
         self.poke()
 
     def poke(self) -> None:
-        """New work may exist (a request started or signalled a run)."""
+        """New work may exist (a request started or signalled a run, or sent a message)."""
         self._wake.set()
+        self._queues_due.set()
 
     def stop(self) -> None:
         self._stop.set()
-        self._wake.set()
+        self.poke()
         if self.reloader is not None:
             self.reloader.stop()
         self.httpd.shutdown()
@@ -240,26 +284,35 @@ class DevServer:
                             continue
                         self._claimed.add(run_id)
                     self._work.put((run_id, token))
-                with self.pool.borrow() as worker:
-                    self.services.run_due(worker)
             except Exception:  # the loop must outlive any one bad iteration
                 log.exception("dispatcher iteration failed")
             self._wake.wait(timeout=self._next_wait())
             self._wake.clear()
 
     def _next_wait(self) -> float:
-        now = time.time()
         waits = [POLL_S]
         due = self.store.next_due()
         if due is not None:
-            waits.append(due / 1000 - now)
-        with self.pool.borrow() as worker:
-            queued = self.services.next_due(worker)
-        if queued is not None:
-            waits.append(queued - now)
+            waits.append(due / 1000 - time.time())
         return max(0.0, min(waits))
 
-    def _work_loop(self) -> None:
+    def _queue_loop(self, worker: Worker) -> None:
+        """Deliver due queue messages, on a Lua state of this thread's own: a slow handler
+        holds back other messages, never timers or runs."""
+        while not self._stop.is_set():
+            wait = POLL_S
+            try:
+                worker = self.platform.fresh(worker)
+                self.services.run_due(worker)
+                queued = self.services.next_due(worker)
+                if queued is not None:
+                    wait = max(0.0, min(wait, queued - time.time()))
+            except Exception:  # the loop must outlive any one bad delivery
+                log.exception("delivering queue messages failed")
+            self._queues_due.wait(timeout=wait)
+            self._queues_due.clear()
+
+    def _work_loop(self, worker: Worker) -> None:
         while True:
             item = self._work.get()
             if item is None:
@@ -267,8 +320,8 @@ class DevServer:
             run_id, token = item
             try:
                 # Busy: another process on this data folder is advancing it; its wake-up stays.
-                with self.pool.borrow() as worker:
-                    self.platform.advance(run_id, worker=worker, lease=self.lease, token=token)
+                worker = self.platform.fresh(worker)
+                self.platform.advance(run_id, worker=worker, lease=self.lease, token=token)
             except Exception:
                 log.exception("advancing run %s failed; it stays woken and will be retried", run_id)
                 time.sleep(0.5)
@@ -280,8 +333,11 @@ class DevServer:
     # --- requests ----------------------------------------------------------------------
 
     def handle_fetch(self, request: dict[str, Any]) -> Response:
-        with self.pool.borrow() as worker:
-            response, failure = self.platform.fetch(request, worker)
+        try:
+            with self.requests.borrow(timeout=self.request_wait_s) as worker:
+                response, failure = self.platform.fetch(request, worker)
+        except PoolBusy:
+            return self._busy(request)
         self.poke()
         if failure is not None:
             log.error(
@@ -293,6 +349,22 @@ class DevServer:
                 failure.traceback or "",
             )
         return response
+
+    def _busy(self, request: dict[str, Any]) -> Response:
+        states, wait = self.requests.size, self.request_wait_s
+        log.warning(
+            "request %s %s answered 503: all %d Lua states that serve requests stayed busy for %g s",
+            request["method"],
+            request["path"],
+            states,
+            wait,
+        )
+        return Response(
+            503,
+            {"content-type": "text/plain; charset=utf-8", "retry-after": "1"},
+            f"lunaflow dev is busy: all {states} Lua states that serve requests stayed in use for "
+            f"{wait:g} s (handlers waiting on slow calls?); try again shortly\n",
+        )
 
     def handle_console(
         self, method: str, path: str, form: dict[str, str], *, refused: str | None = None

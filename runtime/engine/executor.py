@@ -133,10 +133,19 @@ class Executor:
 
     # --- live runs ---------------------------------------------------------------------
 
-    def advance(self, run_id: str, code: Code, *, deadline: float | None = None) -> Status | None:
+    def advance(
+        self, run_id: str, code: Code, *, deadline: float | None = None, cap: float | None = None
+    ) -> Status | None:
         """Advance the run until it parks or ends; returns its status then (None: no such run).
-        With ``deadline`` (a ``time.monotonic()`` value), stop before starting new work once it
-        has passed, and wake the run again so a fresh invocation continues it."""
+
+        ``deadline`` (a ``time.monotonic()`` value): no new work starts once it has passed,
+        and the run is woken so a fresh invocation continues it. ``cap`` (the same clock; a
+        Lambda invocation's hard end less the time to save): every step attempt run here
+        stops there if its own ``timeout`` has not stopped it first, in Lua and in the host
+        calls it makes (``runtime.services.deadline``). An attempt stopped at the cap is
+        recorded as nothing, as if the process had ended: the run is woken and the next
+        activation re-runs it with the same step id, journaled as a ``step.rerun``; after 3
+        starts it fails as interrupted and retries apply."""
         session = self._cache.pop(run_id, None)
         self.parked_or_ended = False
         # A cached session reads only what was appended after it (normally nothing).
@@ -170,7 +179,7 @@ class Executor:
         self.observer.activation(run_id, run.workflow)
         self._active = session
         try:
-            status = self._drive(session, decision, deadline, live=True)
+            status = self._drive(session, decision, deadline, cap, live=True)
             assert isinstance(status, Status)
             return status
         except JournalConflict:
@@ -201,7 +210,7 @@ class Executor:
         session = Session(run, code, code.new_run(run.id, run.workflow, run.input), replay, replay.length)
         self._active = session
         try:
-            stopped = self._drive(session, None, None, live=False)
+            stopped = self._drive(session, None, None, None, live=False)
         finally:
             self._active = None
         assert isinstance(stopped, _Stopped)
@@ -227,7 +236,7 @@ class Executor:
     # --- the one loop ------------------------------------------------------------------
 
     def _drive(
-        self, s: Session, decision: Decision | None, deadline: float | None, *, live: bool
+        self, s: Session, decision: Decision | None, deadline: float | None, cap: float | None, *, live: bool
     ) -> Status | _Stopped:
         """Drive the coroutine, answering its commands from the journal. Live, act on what
         the journal does not answer (save, run the step, park) and go on until the run parks
@@ -269,12 +278,12 @@ class Executor:
                 continue
             if not live:
                 return _Stopped(decision)
-            outcome = self._act(s, decision)
+            outcome = self._act(s, decision, cap)
             if isinstance(outcome, Status):
                 return outcome
             decision = outcome
 
-    def _act(self, s: Session, decision: Decision) -> Decision | Status:
+    def _act(self, s: Session, decision: Decision, cap: float | None) -> Decision | Status:
         """Do what the core decided the journal does not answer: the next decision, or the
         status the run parked or ended in."""
         replay = s.replay
@@ -284,7 +293,7 @@ class Executor:
             # Already running: the current step is progress a backend may skip writing.
             progress = s.status == Status.RUNNING
             self._save(s, RunUpdate(Status.RUNNING, replay.current, progress_only=progress))
-            return self._run_step(s, decision)
+            return self._run_step(s, decision, cap)
         if isinstance(decision, Park):
             self._save(s, RunUpdate(decision.status, decision.current), TimerSet(decision.due_ms))
             self.wakes.timer(s.run.id, decision.due_ms)
@@ -325,7 +334,7 @@ class Executor:
             s.step_fn = issued.fn
         return decide(s.replay, issued.command)
 
-    def _run_step(self, s: Session, ex: Execute) -> Decision:
+    def _run_step(self, s: Session, ex: Execute, cap: float | None) -> Decision | Status:
         self.observer.step_started(s.run.id, s.run.workflow, ex.name, ex.attempt)
         with self._running(s.run.id, ex.name):
             outcome = s.code.run_body(
@@ -335,7 +344,15 @@ class Executor:
                 step_id=ex.step_id,
                 now_s=ex.started_at,
                 timeout_ms=ex.timeout_ms,
+                cap=cap,
             )
+        if outcome.interrupted:
+            # Out of time mid-body, as if the process had ended there: nothing is recorded,
+            # and the next activation runs the attempt again (replay journals the re-run).
+            log.info("run %s: step '%s' stopped at the activation's cap", s.run.id, ex.name)
+            self.forget(s.run.id)
+            self.wakes.wake(s.run.id)
+            return Status.RUNNING
         s.replay.refresh(now_ms(self.clock), s.replay.signals)
         error = None if outcome.ok else self.redact(outcome.error or "error")
         self.observer.step(

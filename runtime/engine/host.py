@@ -32,6 +32,17 @@ lua_log = logging.getLogger("lunaflow.lua")
 HostFn = Callable[..., Any]
 LogSink = Callable[[dict[str, Any]], None]
 
+MAX_LOG_CHARS = 16 * 1024  # of a log line's message, and of its fields as JSON; the rest is cut
+
+
+def clip(text: str, limit: int = MAX_LOG_CHARS) -> str:
+    """``text`` cut to at most ``limit`` characters, saying how much was cut (a text it has
+    cut already comes back as it is)."""
+    if len(text) <= limit:
+        return text
+    kept = limit - 48  # room for the note
+    return f"{text[:kept]}... ({len(text) - kept} more characters cut)"
+
 
 class RunApi(Protocol):
     """What Lua's run handles and ``secret`` reach in the platform."""
@@ -82,6 +93,18 @@ def _refuse_constant(name: str) -> Any:
     raise InvalidInput(f"json.parse: {name} is not JSON; numbers must be finite")
 
 
+def _parse_int(text: str) -> int:
+    # A Lua integer has 64 bits, at most 19 digits; longer ones would only be refused later,
+    # and Python refuses to convert over 4,300 digits at all.
+    digits = len(text.lstrip("-"))
+    if digits > 19:
+        raise InvalidInput(
+            f"json.parse: the number {text[:24]}... has {digits} digits, more than a Lua integer holds "
+            "(64 bits); send big numbers as strings"
+        )
+    return int(text)
+
+
 def host_functions(
     api: RunApi,
     services: Services | None,
@@ -111,7 +134,7 @@ def host_functions(
 
     def json_parse(text: str) -> Any:
         try:
-            value = json.loads(text, parse_constant=_refuse_constant)
+            value = json.loads(text, parse_constant=_refuse_constant, parse_int=_parse_int)
         except json.JSONDecodeError as e:
             raise InvalidInput(f"json.parse: the text is not valid JSON ({e})") from e
         except RecursionError as e:
@@ -122,7 +145,9 @@ def host_functions(
         # A line the workflow function says while replaying was said when the run first
         # passed there: it is kept for inspection, marked, and not written out again.
         replayed = mode == "run" and worker.replaying()
-        message, said = redactor.text(message), redactor.value(json.loads(fields))
+        message = redactor.text(clip(message))
+        kept = json.loads(fields) if len(fields) <= MAX_LOG_CHARS else {"cut": f"{len(fields)} characters"}
+        said = redactor.value(kept)
         record = {"level": level, "message": message, "fields": said, "run": worker.current_run}
         if replayed:
             record["replayed"] = True
@@ -130,7 +155,7 @@ def host_functions(
         if not replayed:
             py_level = {"warn": logging.WARNING, "error": logging.ERROR}.get(level, logging.INFO)
             shown = json.dumps(said, ensure_ascii=False, separators=(",", ":")) if said is not None else ""
-            lua_log.log(py_level, "%s %s", message, shown, extra={"run": worker.current_run})
+            lua_log.log(py_level, "%s %s", message, clip(shown), extra={"run": worker.current_run})
 
     def service(kind: str, name: str, method: str, args_json: str) -> Any:
         return pack(need(f"{kind} '{name}'").call(kind, name, method, json.loads(args_json)))

@@ -17,6 +17,7 @@ from runtime.engine.host import LogSink, RunApi, host_functions, lua_log
 from runtime.engine.observe import Observer
 from runtime.engine.project import ProjectSource
 from runtime.engine.redact import Redactor
+from runtime.engine.sandbox import LuaMemoryError
 from runtime.engine.wake import Wakes
 from runtime.services.base import ServiceError, Services
 from runtime.store.base import Store
@@ -72,14 +73,17 @@ class Worker:
         self, cls: str, key: str, method: str, state: Any, args: list[Any]
     ) -> tuple[list[Any], Any]:
         code = self.code
-        ok, *out = code.call_object(
-            cls,
-            key,
-            method,
-            code.sandbox.to_lua(state),
-            code.sandbox.pack(args),
-            code.source.limits.instructions,
-        )
+        try:
+            ok, *out = code.call_object(
+                cls,
+                key,
+                method,
+                code.sandbox.to_lua(state),
+                code.sandbox.pack(args),
+                code.source.limits.instructions,
+            )
+        except LuaMemoryError:
+            ok, out = False, ["not enough memory"]
         if not ok:
             raise ServiceError(code.sandbox.explain(str(out[0])))
         results, state = out

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from runtime.engine.code import Code
+from runtime.errors import InvalidInput
 
 MAX_BODY_BYTES = 1024 * 1024
 
@@ -75,6 +76,37 @@ def request_target(requestline: str, parsed: str) -> str:
     ``lunaflow dev``, for the handler to see the same path on both."""
     words = requestline.split()
     return words[1] if len(words) >= 2 else parsed
+
+
+def check_text(request: dict[str, Any]) -> None:
+    """Refuse a request whose strings are not text: a lone surrogate (a Python string that
+    came from bad UTF-16 or a JSON escape) has no UTF-8 form for the handler to see."""
+
+    def check(value: Any, what: str) -> None:
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise InvalidInput(
+                    f"fetch: the request's {what} is not valid UTF-8 text ({e.reason} at character "
+                    f"{e.start}); pass text that encodes as UTF-8, binary data base64-encoded"
+                ) from None
+
+    check(request.get("method"), "method")
+    check(request.get("path"), "path")
+    check(request.get("body"), "body")
+    for part, label in (("query", "query"), ("headers", "header")):
+        for name, value in (request.get(part) or {}).items():
+            check(name, f"{label} name")
+            check(value, f"value of {label} '{name}'" if _is_text(name) else f"{label} value")
+
+
+def _is_text(value: Any) -> bool:
+    try:
+        str(value).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def error_response(message: str, status: int = 500) -> tuple[Response, str]:

@@ -10,7 +10,6 @@ the lease unless the park or end released it, clear the wake-up that asked for i
 from __future__ import annotations
 
 import logging
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from runtime.engine.worker import Worker, WorkerSetup
 from runtime.errors import EngineBug, InvalidInput, UnknownWorkflow
 from runtime.platform import fetch
 from runtime.platform.fetch import Failure, Response
+from runtime.platform.logs import LogHistory
 from runtime.platform.runs import Runs
 from runtime.services.base import Services
 from runtime.store.base import Lease, RunRecord, Store
@@ -55,12 +55,14 @@ class Platform(Runs):
         read_only: bool = False,
         waker: Waker | None = None,
         observer: Observer | None = None,
+        keep_logs: bool = False,
     ) -> None:
         super().__init__(store, clock, waker, observer)
         # lunaflow check replays with the project's code but must write nothing.
         self.read_only = read_only
         self.services = services
-        self.logs: deque[dict[str, Any]] = deque(maxlen=10_000)
+        # Only the test harness reads a history of the scripts' log lines.
+        self.logs = LogHistory(keep=keep_logs)
         self.redactor = Redactor()  # every secret value handed to Lua, kept out of errors and logs
         self.setup = WorkerSetup(
             store=store,
@@ -136,6 +138,7 @@ class Platform(Runs):
         worker: Worker | None = None,
         lease: LeaseTerms | None = None,
         deadline: float | None = None,
+        cap: float | None = None,
         token: int | None = None,
     ) -> Lease:
         """Advance one run: ``Lease.OK`` once done, ``BUSY`` when another worker holds its
@@ -143,7 +146,8 @@ class Platform(Runs):
 
         ``worker`` is one the caller already made current (a pool's); by default the
         platform's own. ``deadline`` (``time.monotonic()``) stops new work in time for a
-        Lambda's end; ``token`` is the wake-up being served, cleared when done."""
+        Lambda's end, and ``cap`` stops a step attempt still running then (see
+        ``Executor.advance``); ``token`` is the wake-up being served, cleared when done."""
         if lease is not None:
             taken = self.store.acquire_lease(run_id, lease.owner, now_ms(self.clock), lease.lease_ms)
             if taken == Lease.BUSY:
@@ -154,7 +158,7 @@ class Platform(Runs):
         if worker is None:
             worker = self.worker = self.fresh(self.worker)
         try:
-            worker.executor.advance(run_id, worker.code, deadline=deadline)
+            worker.executor.advance(run_id, worker.code, deadline=deadline, cap=cap)
         finally:
             # Parking and ending release the lease in the same write; any other way out of
             # the activation (out of time, a conflict, nothing to do, an error) releases it here.
@@ -187,6 +191,8 @@ class Platform(Runs):
                     raise EngineBug("the worker loop did not settle after a million activations")
 
     def fetch(self, request: dict[str, Any], worker: Worker | None = None) -> tuple[Response, Failure | None]:
+        """Run the fetch handler; ``InvalidInput`` for a request that is not text."""
+        fetch.check_text(request)
         if worker is None:
             worker = self.worker = self.fresh(self.worker)
         response, failure = fetch.handle(worker.code, request)

@@ -232,8 +232,10 @@ local ctx = { mode = "load" }
 
 local function in_run_code() return ctx.mode == "run" or ctx.mode == "body" end
 
--- How deep calls into user code are nested (an object method called from a step body):
--- only the outermost call starts a budget.
+-- How deep calls into user code are nested (an object method called from a step body, or
+-- from an object method): only the outermost call starts a budget, so a nested call shares
+-- its deadline, instruction budget and CPU clock, and a kill stops them all. Every entry
+-- that resumes user code counts (load_script, drive, run_body, run_handler_code).
 local depth = 0
 
 local function check_killed() if budget.killed then raw_error(budget.killed, 0) end end
@@ -445,9 +447,19 @@ local function raise_at_user(msg)
   end
 end
 
+-- Python may build values of any size while it holds the state, so the memory limit is
+-- lifted around the call and armed again after (host_arm and host_lift take and return
+-- nothing: calling them allocates nothing in Lua). A state the answer left over its limit
+-- fails its next allocation here, in Lua, where that is an ordinary error.
+local host_arm, host_lift, host_call, host_monotonic = host.arm, host.lift, host.call, host.monotonic
 local function call_host(fname, ...)
-  local r = pack(host.call(fname, ...))
+  host_lift()
+  local r = pack(host_call(fname, ...))
+  host_arm()
   check_killed()
+  -- Time spent in the host counts against a step's deadline (an HTTP call, a query): the
+  -- hook alone would not read the clock again before the body returns.
+  if budget.deadline and host_monotonic() > budget.deadline then kill(budget.timeout_msg) end
   if not r[1] then raise_at_user(r[2]) end
   return unpack(r, 2, r.n)
 end
@@ -605,15 +617,74 @@ local function refuse_in_run(name, why)
   end
 end
 
--- Lua 5.4 seeds its table hashes per state, so `pairs` order differs between processes.
--- In the workflow function that would let replay take another path; there `pairs` walks
--- keys in a fixed order (by type, then value).
+-- Lua 5.4 seeds its table hashes per state, so `next` (and `pairs`) walk keys in another
+-- order in another process, and a table, function or coroutine key has no order but its
+-- address. In the workflow function either would let replay take another path, so there
+-- `pairs` and `next` walk keys in one fixed order (booleans, numbers, strings; each by
+-- value) and refuse keys that only have an address.
+local KEY_RANK = { boolean = 1, number = 2, string = 3 }
+
 local function key_less(a, b)
-  local ta, tb = type_(a), type_(b)
-  if ta ~= tb then return ta < tb end
-  if ta == "number" or ta == "string" then return a < b end
-  if ta == "boolean" then return (not a) and b end
-  return tostring_(a) < tostring_(b)
+  local ra, rb = KEY_RANK[type_(a)], KEY_RANK[type_(b)]
+  if ra ~= rb then return ra < rb end
+  if ra == 1 then return (not a) and b end
+  return a < b
+end
+
+local function refuse_key(k)
+  raise_at_user(sfmt("pairs/next over a table with a %s key is refused in the workflow function: such "
+    .. "keys are ordered by their address, which a replay does not reproduce; key the table by "
+    .. "strings or numbers, or keep the items in an array and walk it with ipairs", type_(k)))
+end
+
+-- The table's keys in order, checked.
+local function sorted_keys(t)
+  local keys, n = {}, 0
+  for k in next_, t do
+    if not KEY_RANK[type_(k)] then refuse_key(k) end
+    n = n + 1
+    keys[n] = k
+  end
+  tsort(keys, key_less)
+  return keys, n
+end
+
+-- `next` in key order. A walk (next(t) then next(t, k)...) sorts the keys at its second
+-- step and keeps them for the table; a key the kept order does not hold sorts them again.
+-- Like Lua's own `next`, a walk that adds keys to the table meets them or not (here: not),
+-- the same way on every replay.
+local walk_of = setmt({}, { __mode = "k" }) -- table -> { keys = sorted keys, at = key -> index }
+
+local function ordered_next(t, k)
+  if k == nil then
+    walk_of[t] = nil
+    local first
+    for key in next_, t do
+      if not KEY_RANK[type_(key)] then refuse_key(key) end
+      if first == nil or key_less(key, first) then first = key end
+    end
+    if first == nil then return nil end
+    return first, rawget_(t, first)
+  end
+  local walk = walk_of[t]
+  local i = walk and walk.at[k]
+  if i == nil then
+    local keys, n = sorted_keys(t)
+    local at = {}
+    for j = 1, n do at[keys[j]] = j end
+    walk = { keys = keys, at = at }
+    walk_of[t] = walk
+    i = at[k]
+    if i == nil then raw_error("invalid key to 'next'", 2) end
+  end
+  local keys = walk.keys
+  while true do
+    i = i + 1
+    local nk = keys[i]
+    if nk == nil then return nil end
+    local v = rawget_(t, nk)
+    if v ~= nil then return nk, v end -- a key cleared during the walk is passed over
+  end
 end
 
 local raw_pairs = pairs
@@ -621,16 +692,22 @@ local function sb_pairs(t)
   if ctx.mode ~= "run" or type_(t) ~= "table" then return raw_pairs(t) end
   local mt = real_getmt(t)
   if mt and mt.__pairs then return raw_pairs(t) end
-  local keys = {}
-  for k in next_, t do keys[#keys + 1] = k end
-  tsort(keys, key_less)
+  local keys = sorted_keys(t)
   local i = 0
   return function()
-    i = i + 1
-    local k = keys[i]
-    if k == nil then return nil end
-    return k, rawget_(t, k)
+    while true do
+      i = i + 1
+      local k = keys[i]
+      if k == nil then return nil end
+      local v = rawget_(t, k)
+      if v ~= nil then return k, v end
+    end
   end, t, nil
+end
+
+local function sb_next(t, k)
+  if ctx.mode ~= "run" or type_(t) ~= "table" then return next_(t, k) end
+  return ordered_next(t, k)
 end
 
 ---------------------------------------------------------------------------------------
@@ -1011,7 +1088,7 @@ end
 local sb_log = { info = log_fn("info"), warn = log_fn("warn"), error = log_fn("error") }
 
 local base = {
-  assert = assert, error = raw_error, ipairs = ipairs, next = next_, pairs = sb_pairs,
+  assert = assert, error = raw_error, ipairs = ipairs, next = sb_next, pairs = sb_pairs,
   pcall = sb_pcall, xpcall = sb_xpcall, rawequal = rawequal, rawget = rawget_, rawlen = rawlen,
   rawset = rawset_, select = select_, getmetatable = getmt,
   setmetatable = function(t, mt)
@@ -1265,7 +1342,9 @@ function engine.load_script(name, source, limit)
   begin_call(limit)
   local co = raw_create(fn)
   guard(co)
+  depth = depth + 1
   local ok, e = raw_resume(co)
+  depth = depth - 1
   if ok and raw_status(co) == "suspended" then ok, e = false, name .. ": a script's top level cannot yield" end
   sethook(co)
   ctx = saved
@@ -1309,7 +1388,9 @@ function engine.drive(session, reply, limit)
   ctx = { mode = "run", run = session.run, wf = session.wf, workflow = session.workflow }
   begin_call(limit)
   guard(co)
+  depth = depth + 1
   local ok, a, b = raw_resume(co, reply)
+  depth = depth - 1
   sethook(co)
   ctx = saved
   local killed = budget.killed
@@ -1350,7 +1431,9 @@ function engine.run_body(session, fn, name, step_id, now_s, seed1, seed2, timeou
   -- The values are encoded inside, where the hook still runs.
   local co = raw_create(function() return encode_list(pack(fn())) end)
   guard(co)
+  depth = depth + 1
   local ok, json, problem = raw_resume(co)
+  depth = depth - 1
   if ok and raw_status(co) == "suspended" then
     ok, json = false, sfmt("step '%s' yielded; a step body runs to completion (coroutine.yield belongs "
       .. "inside coroutine.create/wrap)", name)
@@ -1463,4 +1546,25 @@ function engine.has_handler(kind, name)
 end
 
 engine.encode = encode
-return engine
+
+-- The host calls each engine function through its entry: the memory limit is armed while
+-- Lua runs and lifted before anything goes back to Python (lupa allocates in Lua to hand a
+-- table over), and whatever the function raises is caught here, so Python always gets
+-- (ok, ...) with the limit lifted. The nesting depth and the context are put back as they
+-- were, whatever the function left.
+local function leave(outer_depth, outer_ctx, ...)
+  depth, ctx = outer_depth, outer_ctx
+  host_lift()
+  return ...
+end
+local entries = {}
+for name, f in next_, engine do
+  if name ~= "encode" then
+    entries[name] = function(...)
+      local outer_depth, outer_ctx = depth, ctx
+      host_arm()
+      return leave(outer_depth, outer_ctx, raw_pcall(f, ...))
+    end
+  end
+end
+return engine, entries
