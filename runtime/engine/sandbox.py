@@ -109,6 +109,14 @@ class Sandbox:
     def _lift(self) -> None:
         self.lua.set_max_memory(0)
 
+    def over_limit(self) -> bool:
+        """Whether what the host converted into the state (a request, a reply, a value) left
+        it over its limit, garbage collected: the call it was for must not start."""
+        if self.lua.get_memory_used() <= self.max_memory:
+            return False
+        self.lua.gccollect()
+        return bool(self.lua.get_memory_used() > self.max_memory)
+
     def after_entry(self) -> None:
         """With the limit lifted after an engine entry: taint a state left near its limit."""
         room = self.max_memory // HEADROOM_SHARE
@@ -179,6 +187,11 @@ class Engine:
     @staticmethod
     def _entry(sandbox: Sandbox, entry: Any) -> Callable[..., Any]:
         def call(*args: Any) -> Any:
+            # The arguments were converted with the limit lifted; checked now, before any Lua
+            # runs, so a call whose input does not fit fails the same way whatever it does.
+            if sandbox.over_limit():
+                sandbox.tainted = True
+                raise LuaMemoryError("not enough memory")
             try:
                 out = entry(*args)
             finally:

@@ -31,7 +31,7 @@ def servers(tmp_path: Path) -> Iterator[Servers]:
 def _serving(srv: DevServer) -> None:
     assert srv.alive, f"lunaflow dev died with exit code {srv.proc.returncode}\n{srv.output_tail()}"
     assert srv.get("/ping", timeout=5).status == 200
-    assert "PANIC" not in srv.stderr(), srv.output_tail()
+    assert "PANIC" not in srv.output(), srv.output_tail()
 
 
 HOARD_ROUTES = (
@@ -59,7 +59,7 @@ def test_a_request_into_a_full_state_is_answered_and_the_server_lives(
         reply = srv.request("POST", "/big", "a" * 300_000, timeout=10)
         assert reply.status in (200, 500), reply
         if reply.status == 500:
-            assert LIMIT_ERROR in srv.stderr(), srv.output_tail()
+            assert LIMIT_ERROR in srv.output(), srv.output_tail()
     _serving(srv)
 
 
@@ -67,7 +67,9 @@ PARKED_RUN = (
     FILL_LUA
     + r"""
 workflow "hoarder" (function(wf, input)
-  fill_memory(64 * 1024)
+  -- Small chunks: the state ends with less free than the signal's 90 KB, whatever the
+  -- engine itself allocates around the call.
+  fill_memory(8 * 1024)
   local got = wf:await("big")
   return #got
 end)
@@ -201,7 +203,7 @@ def test_a_host_result_into_a_full_state_does_not_freeze_the_process(
     reply = srv.request("POST", "/parse", body, timeout=8)
     assert reply.status in (200, 500), reply
     if reply.status == 500:
-        assert LIMIT_ERROR in srv.stderr(), srv.output_tail()
+        assert LIMIT_ERROR in srv.output(), srv.output_tail()
     _serving(srv)
 
 
@@ -231,4 +233,4 @@ def test_the_dev_server_does_not_keep_what_its_routes_log(
         assert srv.request("POST", "/log", body).status == 200
     grown_mb = (rss_kb(srv.proc.pid) - before) / 1024
     assert grown_mb < 64, f"RSS grew by {grown_mb:.0f} MB over 120 logged 1 MiB bodies"
-    assert len(srv.stderr()) < 10 * 1024 * 1024, "every logged megabyte was printed in full"
+    assert len(srv.output()) < 10 * 1024 * 1024, "every logged megabyte was printed in full"
