@@ -64,16 +64,36 @@ class Usage(Exception):
 
 
 def _aws(args: argparse.Namespace) -> Any:
-    """The deployed stack's AwsRuntime (``--aws``), found through its CloudFormation outputs."""
+    """The deployed stack's AwsRuntime (``--aws``), found through its CloudFormation outputs.
+    A missing region or missing credentials is the user's setup, said in one line (botocore
+    raises them from deep inside the first client or request)."""
     import boto3
+    from botocore.exceptions import BotoCoreError, NoCredentialsError, NoRegionError
 
     from runtime.aws.runtime import AwsRuntime, Clients
     from runtime.aws.stack import config_from_stack
 
-    session = boto3.session.Session()
     stack = args.stack or f"lunaflow-{Path(args.project).resolve().name}"
-    config = config_from_stack(session.client("cloudformation"), stack, args.project)
-    return AwsRuntime(config, Clients.from_session(session))
+    try:
+        session = boto3.session.Session()
+        config = config_from_stack(session.client("cloudformation"), stack, args.project)
+        return AwsRuntime(config, Clients.from_session(session))
+    except NoRegionError:
+        raise LunaflowError(
+            f"no AWS region is set, so stack '{stack}' cannot be found (--aws works on the stack "
+            "`npx cdk deploy` made in your account); set AWS_REGION (or AWS_DEFAULT_REGION), or a "
+            "region in ~/.aws/config with `aws configure`"
+        ) from None
+    except NoCredentialsError:
+        raise LunaflowError(
+            f"no AWS credentials were found, so stack '{stack}' cannot be read (--aws signs its "
+            "requests as you); run `aws configure`, or set AWS_PROFILE, or AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY"
+        ) from None
+    except BotoCoreError as e:
+        raise LunaflowError(
+            f"AWS could not be reached for stack '{stack}' ({e}); check the network and the region"
+        ) from None
 
 
 def _open_runs(args: argparse.Namespace) -> Runs:
