@@ -34,7 +34,7 @@ def _too_long(value: object, what: str, ms: float) -> InvalidInput:
     shown = f'"{value}"' if isinstance(value, str) else repr(value)
     return InvalidInput(
         f"bad duration {shown} for {what}: it is {_days(ms)} days, over the limit of "
-        f"{MAX_DAYS:,} days (100 years of 365 days); use at most \"{MAX_DAYS}d\""
+        f'{MAX_DAYS:,} days (100 years of 365 days); use at most "{MAX_DAYS}d"'
     )
 
 
