@@ -20,10 +20,17 @@ from tests.support.cli import ROOT, cli
 AUCTION = ROOT / "examples" / "auction"
 
 
+def test_the_auction_example_ships_a_golden_that_replays() -> None:
+    """examples/auction/tests/golden/ holds a recorded paid sale, replayed by its tests."""
+    verdicts = replay_goldens(AUCTION)
+    assert [v.file for v in verdicts] == ["tests/golden/sale-lot-1.json"]
+    assert verdicts[0].passed and verdicts[0].message == "replays cleanly to its return", verdicts
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     root = tmp_path / "auction"
-    shutil.copytree(AUCTION, root, ignore=shutil.ignore_patterns(".lunaflow"))
+    shutil.copytree(AUCTION, root, ignore=shutil.ignore_patterns(".lunaflow", "golden"))
     return root
 
 
