@@ -469,7 +469,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     verdict = cmd_check(args)
     if verdict != EXIT_OK and not args.force:
         err.print(
-            "lunaflow deploy: refused — the new code would make in-flight runs diverge (listed above). "
+            "lunaflow deploy: refused — the new code would make in-flight runs diverge, or golden "
+            "journals fail to replay (listed above). "
             'Keep the old step names, branch with wf:version("change-id"), or pass --force to deploy anyway'
         )
         return EXIT_REFUSED

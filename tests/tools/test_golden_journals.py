@@ -188,3 +188,18 @@ def test_a_secret_read_in_the_workflow_function_replays_with_a_placeholder(
     assert "s3cret" not in path.read_text(encoding="utf-8")
     [v] = replay_goldens(project)
     assert v.passed, v
+
+
+def test_lunaflow_deploy_refuses_code_that_does_not_replay_a_golden(project: Path) -> None:
+    """The reference: `lunaflow deploy` runs `check`, so a golden that no longer replays
+    refuses the deploy (checked on a local data folder with --data and --dry-run)."""
+    with LocalPlatform(project, data_dir=project / ".lunaflow") as p:
+        _paid_sale(p, "lot-5")
+        p.record("sale-lot-5")
+    data = str(project / ".lunaflow")
+    done = cli("deploy", str(project), "--data", data, "--dry-run")
+    assert done.code == 0 and "would run: npx cdk deploy" in done.out, done
+    _rename_step(project, "settle", "settled")
+    done = cli("deploy", str(project), "--data", data, "--dry-run")
+    assert done.code == 1, done
+    assert "lunaflow deploy: refused" in done.err and "would run" not in done.out, done
