@@ -64,16 +64,36 @@ class Usage(Exception):
 
 
 def _aws(args: argparse.Namespace) -> Any:
-    """The deployed stack's AwsRuntime (``--aws``), found through its CloudFormation outputs."""
+    """The deployed stack's AwsRuntime (``--aws``), found through its CloudFormation outputs.
+    A missing region or missing credentials is the user's setup, said in one line (botocore
+    raises them from deep inside the first client or request)."""
     import boto3
+    from botocore.exceptions import BotoCoreError, NoCredentialsError, NoRegionError
 
     from runtime.aws.runtime import AwsRuntime, Clients
     from runtime.aws.stack import config_from_stack
 
-    session = boto3.session.Session()
     stack = args.stack or f"lunaflow-{Path(args.project).resolve().name}"
-    config = config_from_stack(session.client("cloudformation"), stack, args.project)
-    return AwsRuntime(config, Clients.from_session(session))
+    try:
+        session = boto3.session.Session()
+        config = config_from_stack(session.client("cloudformation"), stack, args.project)
+        return AwsRuntime(config, Clients.from_session(session))
+    except NoRegionError:
+        raise LunaflowError(
+            f"no AWS region is set, so stack '{stack}' cannot be found (--aws works on the stack "
+            "`npx cdk deploy` made in your account); set AWS_REGION (or AWS_DEFAULT_REGION), or a "
+            "region in ~/.aws/config with `aws configure`"
+        ) from None
+    except NoCredentialsError:
+        raise LunaflowError(
+            f"no AWS credentials were found, so stack '{stack}' cannot be read (--aws signs its "
+            "requests as you); run `aws configure`, or set AWS_PROFILE, or AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY"
+        ) from None
+    except BotoCoreError as e:
+        raise LunaflowError(
+            f"AWS could not be reached for stack '{stack}' ({e}); check the network and the region"
+        ) from None
 
 
 def _open_runs(args: argparse.Namespace) -> Runs:
@@ -331,20 +351,48 @@ def cmd_secret_set(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_record(args: argparse.Namespace) -> int:
+    """Record a run's journal as a golden of the project (tests/golden/), which `lunaflow
+    test` and `lunaflow check` replay on the project's code from then on."""
+    from runtime.dev.golden import write_golden
+
+    try:
+        check_project(args.project)
+    except NotAProject as e:
+        raise Usage(str(e)) from None
+    runs = _open_runs(args)
+    run = runs.get(args.run_id)
+    entries = runs.journal(run.id)
+    path = write_golden(args.project, run, entries, name=args.name)
+    value = {"run": run.id, "workflow": run.workflow, "status": run.status, "entries": len(entries)}
+    return _done(
+        args,
+        {**value, "golden": str(path)},
+        f"recorded run {run.id} ({run.workflow}, {run.status}, {len(entries)} journal entries) in {path}; "
+        f"`lunaflow test {args.project}` and `lunaflow check {args.project}` replay it",
+    )
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from runtime.dev.check import check_runs
+    from runtime.dev.golden import golden_files, replay_goldens
     from runtime.engine.project import ProjectSource
     from runtime.platform.platform import Platform
     from runtime.services.local import LocalServices
 
+    goldens = replay_goldens(args.project)
     if args.aws:
         runtime = _aws(args)
         aws_platform = Platform(args.project, runtime.store, runtime.clock, read_only=True)
-        return _report_check(args, check_runs(aws_platform.worker, aws_platform.store))
+        return _report_check(args, check_runs(aws_platform.worker, aws_platform.store), goldens)
     data = data_folder(args.project, args.data)
     if not (data / STORE_FILE).exists():
+        if golden_files(args.project):
+            return _report_check(args, None, goldens)
         raise Usage(
-            f"no lunaflow data in {data}: there are no runs to check (pass --data DIR to point elsewhere)"
+            f"no lunaflow data in {data} and no golden journals in {args.project}/tests/golden: there "
+            "are no runs to check (pass --data DIR to point elsewhere; `lunaflow record RUN_ID` "
+            "records a golden)"
         )
     clock = SystemClock()
     source = ProjectSource.read(args.project)
@@ -359,23 +407,37 @@ def cmd_check(args: argparse.Namespace) -> int:
         verdicts = check_runs(platform.worker, platform.store)
     finally:
         platform.close()
-    return _report_check(args, verdicts)
+    return _report_check(args, verdicts, goldens)
 
 
-def _report_check(args: argparse.Namespace, verdicts: list[Any]) -> int:
-    diverging = [v for v in verdicts if v.diverges]
+def _report_check(args: argparse.Namespace, verdicts: list[Any] | None, goldens: list[Any]) -> int:
+    """The verdicts on in-flight runs (None: no data folder to read) and on golden journals."""
+    diverging = [v for v in verdicts or [] if v.diverges]
+    failing = [g for g in goldens if not g.passed]
     if args.json:
-        _emit([v.__dict__ for v in verdicts])
+        # Golden journals join the list only when the project has some, so the JSON of a
+        # project without goldens is what it was.
+        _emit([v.__dict__ for v in verdicts or []] + [{**g.__dict__, "golden": g.file} for g in goldens])
     else:
-        table = Table(title=f"{len(verdicts)} in-flight run(s), {len(diverging)} would diverge")
-        table.add_column("run", no_wrap=True)
-        for column in ("workflow", "status", "verdict"):
-            table.add_column(column)
-        for v in verdicts:
-            verdict = Text(v.message, style="red" if v.diverges else "")
-            table.add_row(Text(v.run_id), Text(v.workflow), _status(v.status), verdict)
-        out.print(table)
-    return EXIT_REFUSED if diverging else EXIT_OK
+        if verdicts is not None:
+            table = Table(title=f"{len(verdicts)} in-flight run(s), {len(diverging)} would diverge")
+            table.add_column("run", no_wrap=True)
+            for column in ("workflow", "status", "verdict"):
+                table.add_column(column)
+            for v in verdicts:
+                verdict = Text(v.message, style="red" if v.diverges else "")
+                table.add_row(Text(v.run_id), Text(v.workflow), _status(v.status), verdict)
+            out.print(table)
+        if goldens:
+            table = Table(title=f"{len(goldens)} golden journal(s), {len(failing)} would not replay")
+            table.add_column("golden", no_wrap=True)
+            for column in ("run", "workflow", "recorded", "verdict"):
+                table.add_column(column)
+            for g in goldens:
+                verdict = Text(g.message, style="" if g.passed else "red")
+                table.add_row(Text(g.file), Text(g.run_id), Text(g.workflow), Text(g.status), verdict)
+            out.print(table)
+    return EXIT_REFUSED if diverging or failing else EXIT_OK
 
 
 def cmd_test(args: argparse.Namespace) -> int:
@@ -407,7 +469,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     verdict = cmd_check(args)
     if verdict != EXIT_OK and not args.force:
         err.print(
-            "lunaflow deploy: refused — the new code would make in-flight runs diverge (listed above). "
+            "lunaflow deploy: refused — the new code would make in-flight runs diverge, or golden "
+            "journals fail to replay (listed above). "
             'Keep the old step names, branch with wf:version("change-id"), or pass --force to deploy anyway'
         )
         return EXIT_REFUSED
@@ -504,7 +567,8 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_dev)
 
     p = sub.add_parser(
-        "check", help="replay in-flight runs against the current code; list those that diverge"
+        "check",
+        help="replay in-flight runs and golden journals against the current code; list those that diverge",
     )
     p.add_argument("project")
     p.add_argument("--data", help="the data folder (default: PROJECT/.lunaflow)")
@@ -513,7 +577,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--stack", help="with --aws: the stack name (default: lunaflow-<project folder name>)")
     p.set_defaults(func=cmd_check)
 
-    p = sub.add_parser("test", help="run the project's Lua tests (tests/*_test.lua) on a fake clock")
+    p = console("record", "record a run's journal as a golden of the project (tests/golden/)")
+    p.add_argument("run_id")
+    p.add_argument("--name", help="the golden's file name, without .json (default: the run id)")
+    p.set_defaults(func=cmd_record)
+
+    p = sub.add_parser(
+        "test",
+        help="run the project's Lua tests (tests/*_test.lua) on a fake clock and replay its golden journals",
+    )
     p.add_argument("project")
     p.add_argument("-k", help="run only tests whose name contains this")
     p.set_defaults(func=cmd_test)

@@ -15,6 +15,7 @@ from typing import Any
 from runtime.core.clock import FakeClock, now_ms
 from runtime.core.durations import parse_ms
 from runtime.core.journal import Entry
+from runtime.dev.golden import write_golden
 from runtime.dev.standins import HttpFn, ObjectFn, ServiceFn, StandinServices
 from runtime.errors import InvalidInput
 from runtime.platform.fetch import Response, make_request
@@ -172,6 +173,11 @@ class LocalPlatform:
         """Drop all in-memory state and reopen the same data, as after a crash."""
         self.platform.close()
         self.platform = self._open(self.project)
+
+    def record(self, run_id: str, name: str | None = None) -> Path:
+        """Write the run's journal as a golden of the project (``tests/golden/``), as
+        ``lunaflow record`` does; ``lunaflow test`` and ``lunaflow check`` replay it."""
+        return write_golden(self.project, self.get(run_id), self.journal(run_id), name=name)
 
     def set_secret(self, name: str, value: str) -> int:
         if not isinstance(value, str):

@@ -1,11 +1,12 @@
-"""Issue 17, point 4: the README's examples run in order, and the docs name only files
-that exist.
+"""Issue 17, point 4 and issue 21: the README's examples run in order, and the docs name
+only files that exist.
 
-The README's quickstart and console command blocks are run, in document order, as real
-shell commands against a real ``lunaflow dev examples/auction`` on a fresh data folder
-(tests/support/docs.py). To run the commands verbatim (``-p examples/auction``, the default
-data folder), the example is copied into a temporary folder that stands for the
-repository root and the commands run there; the only rewrite is the port.
+The README's blocks themselves run as pytest items (the root conftest.py hands README.md
+and docs/*.md to Sybil; tests/support/docs.py runs each block): its quickstart and console
+command blocks, in document order, as real shell commands against a real ``lunaflow dev
+examples/auction`` (started by the README's own ``lunaflow dev`` line) on a fresh data
+folder, in a copy of the example standing for the repository root. The tests here check
+that those blocks are the ones that run, and what the examples alone would not show.
 """
 
 from __future__ import annotations
@@ -22,19 +23,9 @@ from tests.support.docs import Block, Session, commands, shell_blocks
 README = ROOT / "README.md"
 
 
-def _drives_the_local_example(block: Block) -> bool:
-    """Blocks a reader runs against ``lunaflow dev examples/auction``: their commands reach
-    the server or the example's data, and install, serve, deploy or reach AWS nothing."""
-    texts = [c.text for c in commands(block)]
-    if any(re.search(r"pip install|npx |--aws|^lunaflow dev ", t) for t in texts):
-        return False
-    return any(
-        re.search(r"localhost:8787|-p examples/auction|lunaflow check examples/auction", t) for t in texts
-    )
-
-
 def _runnable() -> list[Block]:
-    return [b for b in shell_blocks(README) if _drives_the_local_example(b)]
+    """The README's shell blocks that run (not marked aws, install or bench)."""
+    return [b for b in shell_blocks(README) if b.role == "run"]
 
 
 def _fresh_root(tmp_path: Path) -> Path:
@@ -48,26 +39,18 @@ def _fresh_root(tmp_path: Path) -> Path:
 
 
 def test_the_runnable_blocks_are_the_quickstart_and_the_console_commands() -> None:
-    """The selection finds the quickstart (curl commands with outputs) and the console's
-    command block (lunaflow commands), so the run below covers them."""
+    """The README's running blocks start ``lunaflow dev examples/auction`` first, then hold
+    the quickstart (curl commands with outputs) and every console command, so the Sybil
+    items cover them; only installs and AWS are checked offline."""
     blocks = _runnable()
-    assert len(blocks) >= 2, [b.line for b in blocks]
     found = [c for b in blocks for c in commands(b)]
+    assert found[0].text == "lunaflow dev examples/auction", found[0]
     assert any(c.text.startswith("curl") and c.expected for c in found), found
-    for verb in ("runs", "show", "signal", "cancel", "start", "check"):
+    for verb in ("runs", "show", "signal", "cancel", "start", "check", "record", "test"):
         assert any(c.text.startswith(f"lunaflow {verb} ") for c in found), verb
-
-
-def test_readme_blocks_run_in_order_on_a_fresh_data_folder(servers: Servers, tmp_path: Path) -> None:
-    """Every command of the README's quickstart and console blocks, run in order against a
-    real ``lunaflow dev`` on a fresh data folder, exits as said and prints what its ``# ->``
-    lines say."""
-    root = _fresh_root(tmp_path)
-    project = root / "examples" / "auction"
-    dev = servers.start(project, project / ".lunaflow")
-    session = Session(root, rewrite=lambda c: c.replace("localhost:8787", f"127.0.0.1:{dev.port}"))
-    for block in _runnable():
-        session.check(commands(block), "README.md")
+    offline = [b for b in shell_blocks(README) if b.role != "run"]
+    assert {b.role for b in offline} == {"install", "aws"}, [(b.line, b.info) for b in offline]
+    assert all("--aws" in b.text or "cdk" in b.text for b in offline if b.role == "aws")
 
 
 def test_a_sale_started_from_the_cli_is_a_sale_the_api_knows(servers: Servers, tmp_path: Path) -> None:
@@ -110,3 +93,35 @@ def test_docs_name_only_files_in_the_repository() -> None:
             if not ((doc.parent / name).exists() or (ROOT / name).exists()):
                 missing.append(f"{doc.relative_to(ROOT)} -> {name}")
     assert not missing, "docs name files that are not in the repository: " + "; ".join(missing)
+
+
+def _slugs(doc: Path) -> set[str]:
+    """GitHub's anchors for a document's headings."""
+    text = re.sub(r"^(```|~~~).*?^\1", "", doc.read_text(encoding="utf-8"), flags=re.S | re.M)
+    heads = re.findall(r"^#+\s+(.*)$", text, flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+
+
+def test_links_to_sections_name_headings_that_exist() -> None:
+    """A link to ``#section`` (in the same file or another document) names a heading that
+    exists, as GitHub spells its anchors."""
+    broken = []
+    for doc in [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md"]:
+        for target, anchor in re.findall(r"\]\(([^)\s#]*)#([^)\s]+)\)", doc.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", target):
+                continue
+            linked = (doc.parent / target) if target else doc
+            if not linked.exists() or anchor not in _slugs(linked):
+                broken.append(f"{doc.relative_to(ROOT)} -> {target}#{anchor}")
+    assert not broken, "links to sections that do not exist: " + "; ".join(broken)
+
+
+def test_docs_cite_no_document_outside_the_repository() -> None:
+    """The SPEC and the product page (seed-workflows.txt) live outside the repository: the
+    docs cite the reference instead."""
+    cited = []
+    for doc in [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md"]:
+        for n, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+            if re.search(r"\bSPEC\b|seed-workflows|\bthe seed\b", line):
+                cited.append(f"{doc.relative_to(ROOT)}:{n}")
+    assert not cited, "docs cite documents that are not in the repository: " + ", ".join(cited)

@@ -1191,6 +1191,12 @@ local sb_http = {
 local absent_in_run = { http = true, crypto = true, Jwt = true }
 local extras = { http = sb_http, crypto = sb_crypto, Jwt = sb_jwt }
 
+-- The platform's tables are shared by every script and run of the project: like handles,
+-- their metatables are protected (setmetatable refuses, getmetatable answers false).
+for _, t in ipairs({ sb_json, sb_log, base.uuid, sb_crypto, sb_http, sb_jwt }) do
+  setmt(t, { __metatable = false })
+end
+
 local function script_env()
   local env = {}
   env._G = env
