@@ -38,13 +38,26 @@ def _fresh_root(tmp_path: Path) -> Path:
     return root
 
 
+def test_the_set_up_is_two_commands_that_install_what_they_need() -> None:
+    """Exactly two set-up commands: one installs and runs the auction under ``lunaflow
+    dev`` (the server the quickstart's blocks talk to), one installs and runs the tests
+    (what .ci/run runs)."""
+    setup = README.read_text(encoding="utf-8").split("## Set up", 1)[1].split("\n## ", 1)[0]
+    blocks = [b for b in shell_blocks(README) if b.text.strip() and b.text.strip() in setup]
+    assert [b.role for b in blocks] == ["install", "install"], [(b.line, b.info) for b in blocks]
+    serve, test = (b.text.strip() for b in blocks)
+    assert "pip install" in serve and serve.endswith("&& lunaflow dev examples/auction"), serve
+    assert "pip install" in test and test.endswith("python3 -m pytest -q"), test
+    ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8")
+    assert test.split("&& ", 2)[-1] in ci, "CI runs the README's test command"
+
+
 def test_the_runnable_blocks_are_the_quickstart_and_the_console_commands() -> None:
-    """The README's running blocks start ``lunaflow dev examples/auction`` first, then hold
-    the quickstart (curl commands with outputs) and every console command, so the Sybil
-    items cover them; only installs and AWS are checked offline."""
+    """The README's running blocks hold the quickstart (curl commands with outputs) and every
+    console command, so the Sybil items cover them; only installs and AWS are checked
+    offline (the first install also starts the server the quickstart talks to)."""
     blocks = _runnable()
     found = [c for b in blocks for c in commands(b)]
-    assert found[0].text == "lunaflow dev examples/auction", found[0]
     assert any(c.text.startswith("curl") and c.expected for c in found), found
     for verb in ("runs", "show", "signal", "cancel", "start", "check", "record", "test"):
         assert any(c.text.startswith(f"lunaflow {verb} ") for c in found), verb

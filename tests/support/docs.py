@@ -491,13 +491,15 @@ class DocRun:
         if failed:
             raise AssertionError("Lua tests failed:\n" + "\n".join(failed))
 
+    def _start_dev(self, project: str) -> None:
+        path = self.root / project
+        self.port = self.servers.start(path, path / ".lunaflow").port
+
     def _sh_run(self, block: Block) -> None:
         for command in commands(block):
             m = re.fullmatch(r"lunaflow dev (\S+)", command.text)
             if m:
-                project = self.root / m.group(1)
-                dev = self.servers.start(project, project / ".lunaflow")
-                self.port = dev.port
+                self._start_dev(m.group(1))
                 continue
             self.session.check([command], self.name)
 
@@ -506,7 +508,16 @@ class DocRun:
         if problems:
             raise AssertionError(f"{self.where(block)}:\n" + "\n".join(problems))
 
-    _sh_aws = _sh_install = _sh_bench = _offline
+    def _sh_install(self, block: Block) -> None:
+        """Checked offline; an install that ends by serving a project (the README's first
+        set-up command) starts that server here, for the blocks that talk to it."""
+        self._offline(block)
+        for command in commands(block):
+            m = re.search(r"&&\s*lunaflow dev (\S+)$", command.text)
+            if m:
+                self._start_dev(m.group(1))
+
+    _sh_aws = _sh_bench = _offline
 
     def _python_run(self, block: Block) -> None:
         here = os.getcwd()
