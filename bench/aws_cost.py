@@ -161,7 +161,7 @@ def describe(op: str, params: dict[str, Any]) -> str:
             ("signal_seq", "signal: number + wake-up"),
             ("REMOVE timer_due", "fire timer"),
             ("lock_owner = :me", "object: lock"),
-            ("REMOVE lock_owner", "object: state + unlock"),
+            ("REMOVE lock_owner", "object: unlock (the call failed)"),
             ("REMOVE wake_pk, wake_sk", "clear wake-up"),
             ("wake_token", "wake-up"),
             ("#state = :state", "signal: state"),
@@ -193,6 +193,8 @@ def describe(op: str, params: dict[str, Any]) -> str:
         pk = params["Item"]["pk"]["S"]
         if pk.startswith("KV#"):
             return "kv put"
+        if pk.startswith("OBJ#"):
+            return "object: state + unlock"
         return "signal item" if params["Item"]["sk"]["S"].startswith("S#") else "put"
     if op == "DeleteItem":
         return "kv delete" if params["Key"]["pk"]["S"].startswith("KV#") else "delete"

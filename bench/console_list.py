@@ -103,34 +103,35 @@ def main() -> int:
         cloudwatch = render.CloudWatchActions(
             endpoint="arn:aws:lambda:eu-west-1:123456789012:function:console"
         )
-        first = render.runs_page(runs, local, status_filter=None, workflow=None)
+        Q = render.RunQuery
+        first = render.runs_page(runs, local, Q())
         shown = first.count("<tr>") - 1
         print(f"first page: {shown} rows, {len(first)} characters of HTML\n")
 
         cases: list[tuple[str, Callable[[], object]]] = [
             (
                 "first page, no filter (local actions)",
-                lambda: render.runs_page(runs, local, status_filter=None, workflow=None),
+                lambda: render.runs_page(runs, local, Q()),
             ),
             (
                 "first page, no filter (CloudWatch actions)",
-                lambda: render.runs_page(runs, cloudwatch, status_filter=None, workflow=None),
+                lambda: render.runs_page(runs, cloudwatch, Q()),
             ),
             (
                 "first page, status=failed",
-                lambda: render.runs_page(runs, local, status_filter="failed", workflow=None),
+                lambda: render.runs_page(runs, local, Q(status="failed")),
             ),
             (
                 "first page, workflow=charge",
-                lambda: render.runs_page(runs, local, status_filter=None, workflow="charge"),
+                lambda: render.runs_page(runs, local, Q(workflow="charge")),
             ),
             (
                 "first page, status=failed workflow=charge",
-                lambda: render.runs_page(runs, local, status_filter="failed", workflow="charge"),
+                lambda: render.runs_page(runs, local, Q(status="failed", workflow="charge")),
             ),
             (
                 "page 101 (runs 5001-5050), no filter",
-                lambda: render.runs_page(runs, local, status_filter=None, workflow=None, page=100),
+                lambda: render.runs_page(runs, local, Q(page=100)),
             ),
             (
                 "GET /_console (render_console, whole document)",

@@ -15,6 +15,13 @@ POSTs ``wf.step_id`` to it and succeeds once the row is on disk. Each row carrie
 server generation that posted it (a generation is one dev server process between two
 kills; the next starts only after the ledger has answered every request of the one
 before). The script exits 0 when every bad count is 0, 1 otherwise.
+
+Mixed in with those runs are the runtime's own limits (tests/projects/torture/limits.lua,
+a project with 32 MiB Lua states): steps whose first attempt runs its state out of memory,
+a fetch handler that fills its state and keeps the hoard (and starts carrying a 200 KB
+body), steps that time out in host calls (HTTP to a slow loopback server, a long database
+query), and a step whose first attempt asks the ledger to SIGKILL the server running it,
+every time (the fourth start must record it as interrupted and go on to attempt 2).
 """
 
 from __future__ import annotations
@@ -69,6 +76,8 @@ class Ledger:
         self.answers_lost = 0  # effects done whose poster died before reading the answer
         self._inflight = 0
         self._inflight_lock = threading.Lock()
+        self.on_kill: Callable[[int], None] | None = None  # a body asked to end its server
+        self._ended: dict[int, threading.Event] = {}
         ledger = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -82,10 +91,14 @@ class Ledger:
                 gen = int(self.headers.get(GEN_HEADER) or ledger.gen)
                 length = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(length) if length else b""
-                if self.path != "/effect" or not body or len(body) != length:
+                if self.path not in ("/effect", "/effect/kill") or not body or len(body) != length:
                     self._answer(400, "want POST /effect with the step id as the body")
                     return
                 ledger.effect(body.decode("utf-8"), gen)
+                if self.path == "/effect/kill" and ledger.on_kill is not None:
+                    # The body asks to be killed: no answer until its server is dead.
+                    ledger.on_kill(gen)
+                    ledger.ended(gen).wait(timeout=60)
                 if ledger.effect_ms:  # the effect is done; its answer takes a while, as over a network
                     time.sleep(ledger.rng.uniform(0, 2 * ledger.effect_ms) / 1000)
                 self._answer(200, "ok")
@@ -132,6 +145,11 @@ class Ledger:
         with self._inflight_lock:
             self._inflight -= 1
 
+    def ended(self, gen: int) -> threading.Event:
+        """Set once generation ``gen``'s servers are dead."""
+        with self._inflight_lock:
+            return self._ended.setdefault(gen, threading.Event())
+
     @property
     def url(self) -> str:
         host, port = self.server.server_address[:2]
@@ -165,6 +183,44 @@ class Ledger:
             self.db.close()
 
 
+class SlowServer:
+    """A loopback server whose ``GET /slow?ms=N`` answers after N ms: the slow upstream
+    that step timeouts must cut."""
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                ms = int(self.path.partition("ms=")[2] or 0)
+                time.sleep(ms / 1000)
+                with contextlib.suppress(OSError):  # the caller gave up at its deadline
+                    self.send_response(200)
+                    self.send_header("content-length", "2")
+                    self.end_headers()
+                    self.wfile.write(b"ok")
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 256
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, name="slow", daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 # --- the dev server, killed and started again --------------------------------------------
 
 
@@ -181,7 +237,13 @@ class Fleet:
         self.gen = 0
         self.all: list[DevServer] = []
         self.kills = 0
+        self.asked_kills = 0  # kills a step body asked for
         self.failed: str | None = None
+        self.turn = threading.Lock()  # one kill-and-restart at a time (the killer, a body's ask)
+        self.asks: queue.Queue[int | None] = queue.Queue()
+        self.reaper = threading.Thread(target=self._reap, name="reaper", daemon=True)
+        self.reaper.start()
+        ledger.on_kill = self.asks.put
 
     def spawn(self) -> None:
         self.gen += 1
@@ -208,8 +270,12 @@ class Fleet:
             servers, self.servers = self.servers, []
         if not servers:
             return
+        died = [s for s in servers if s.proc.poll() is not None]  # before ours: on their own
+        if died:
+            how = "died (" + ", ".join(f"{s.name} exit {s.proc.returncode}" for s in died) + ")"
         for server in servers:
             stop(server)
+        self.ledger.ended(self.gen).set()
         self.ledger.quiesce()
         self.ledger.write(
             "UPDATE gens SET ended_at = ?, ended_by = ? WHERE gen = ?", (time.time(), how, self.gen)
@@ -221,7 +287,18 @@ class Fleet:
         self.ledger.write("INSERT INTO kills (gen, after_s) VALUES (?,?)", (self.gen, after_s))
 
     def stop(self) -> None:
+        self.asks.put(None)
         self._end("stop", lambda s: s.stop(signal.SIGTERM))
+
+    def _reap(self) -> None:
+        """Kill the generation a step body asked to end, and start the next."""
+        while (gen := self.asks.get()) is not None:
+            with self.turn:
+                if gen != self.gen or not self.servers:
+                    continue  # already gone (a random kill came first)
+                self.asked_kills += 1
+                self.kill(0.0)
+                self.spawn()
 
     def current(self) -> DevServer:
         with self.cond:
@@ -233,6 +310,7 @@ class Fleet:
             return self.servers[0] if self.size == 1 else self.rng.choice(self.servers)
 
     def close(self) -> None:
+        self.asks.put(None)
         for server in self.all:
             if server.proc.poll() is None:
                 server.proc.kill()
@@ -262,7 +340,19 @@ class Plan:
     children: list[tuple[str, str, Any]] = field(default_factory=list)  # (id, workflow, expected)
 
 
-def make_plans(n: int, rng: random.Random, ledger_url: str, dup: float) -> list[Plan]:
+BASE_MIX = {"chain": 40, "waits": 35, "parent": 25}
+LIMITS_MIX = {"hungry": 3, "slowcalls": 3, "doomed": 1}
+
+
+def make_plans(
+    n: int,
+    rng: random.Random,
+    ledger_url: str,
+    dup: float,
+    mix: dict[str, int] | None = None,
+    slow_url: str = "",
+) -> list[Plan]:
+    mix = mix or BASE_MIX
     plans = []
     nonces = 0
     expected: dict[str, Any]
@@ -277,10 +367,20 @@ def make_plans(n: int, rng: random.Random, ledger_url: str, dup: float) -> list[
         return wait if rng.random() < 0.5 else None
 
     for i in range(1, n + 1):
-        kind = rng.choices(["chain", "waits", "parent"], weights=[40, 35, 25])[0]
+        kind = rng.choices(list(mix), weights=list(mix.values()))[0]
         run_id = f"{kind}-{i:04d}"
         k = rng.randint(1, 9)
-        if kind == "chain":
+        if kind in LIMITS_MIX:
+            # Each fails in its first attempt only (out of memory, timed out in a host call,
+            # its process killed three times), so the result is the input's.
+            inp = {"ledger": ledger_url, "k": k, "slow": slow_url}
+            expected = {
+                "hungry": {"eaten": k},
+                "slowcalls": {"status": 200, "n": k},
+                "doomed": {"survived": True, "k": k},
+            }[kind]
+            plans.append(Plan(run_id, kind, inp, expected))
+        elif kind == "chain":
             steps, fails = rng.randint(2, 5), rng.choice([0, 0, 1, 2])
             nap = rng.choice(["100ms", "250ms", "400ms"])
             total = k * steps * (steps + 1) // 2
@@ -406,7 +506,13 @@ class Driver:
             time.sleep(0.02)
 
     def drive(self, plan: Plan) -> None:
-        self.call("POST", "/t/start", {"workflow": plan.workflow, "id": plan.run_id, "input": plan.input})
+        start: dict[str, Any] = {"workflow": plan.workflow, "id": plan.run_id, "input": plan.input}
+        if plan.workflow == "hungry":
+            # A handler fills a request state to its limit; the next big request meets it.
+            self.call("POST", "/t/hoard", {})
+            self.count("memory-hungry requests")
+            start["pad"] = "p" * 200_000
+        self.call("POST", "/t/start", start)
         self.count("runs started")
         for s in plan.signals:
             if s.wait is not None:
@@ -460,6 +566,7 @@ class Settings:
     dup: float = 0.3  # share of signals sent twice
     effect_ms: float = 10.0  # mean delay between an effect's commit and the ledger's answer
     servers: int = 1  # dev servers on the one data folder (2: the race tests)
+    limits: bool = True  # mix in the limit cases (memory, host-call timeouts, a killing step)
     wait_s: float = 120.0  # bound on one run reaching a wait, or its end
     settle_s: float = 60.0  # bound on every run ending once the driver is done
     work: Path | None = None  # default: a fresh temporary folder
@@ -487,8 +594,14 @@ def run(settings: Settings, out: Callable[[str], None] = print) -> Outcome:
     data = work / "data"
     install_audit(data)
     ledger = Ledger(work / "ledger.sqlite", settings.effect_ms)
+    slow = SlowServer()
     fleet = Fleet(PROJECT, data, work, ledger, settings.servers)
-    plans = make_plans(settings.runs, rng, ledger.url, settings.dup)
+    mix = dict(BASE_MIX)
+    if settings.limits:
+        mix.update(LIMITS_MIX)
+        if not settings.kills:
+            del mix["doomed"]  # no kills means none, asked for or not
+    plans = make_plans(settings.runs, rng, ledger.url, settings.dup, mix, slow.url)
     for p in plans:
         ledger.write("INSERT INTO plans VALUES (?,?,?)", (p.run_id, p.workflow, json.dumps(p.expected)))
         for child_id, wf, expected in p.children:
@@ -513,8 +626,9 @@ def run(settings: Settings, out: Callable[[str], None] = print) -> Outcome:
                     delay = krng.uniform(settings.kill_min, settings.kill_max)
                 if stop_killing.wait(delay):
                     return
-                fleet.kill(delay)
-                fleet.spawn()
+                with fleet.turn:
+                    fleet.kill(delay)
+                    fleet.spawn()
 
         killer = threading.Thread(target=kill_loop, name="killer", daemon=True)
         if settings.kills:
@@ -562,6 +676,7 @@ def run(settings: Settings, out: Callable[[str], None] = print) -> Outcome:
         with contextlib.suppress(Exception):
             ledger.quiesce(timeout=5)
         ledger.close()
+        slow.close()
     seconds = time.monotonic() - began
     report = check(PROJECT, data, work / "ledger.sqlite", logs=[s.output() for s in fleet.all])
     assert driver is not None
@@ -577,8 +692,17 @@ def run(settings: Settings, out: Callable[[str], None] = print) -> Outcome:
     ]
     if settings.kills:
         lines.append(
-            f"SIGKILLs: {fleet.kills}, at random instants: {int(settings.early * 100)}% within 0.05-0.6 s "
-            f"of a start, the others {settings.kill_min:g}-{settings.kill_max:g} s after it"
+            f"SIGKILLs: {fleet.kills}: {fleet.kills - fleet.asked_kills} at random instants "
+            f"({int(settings.early * 100)}% within 0.05-0.6 s of a start, the others "
+            f"{settings.kill_min:g}-{settings.kill_max:g} s after it), {fleet.asked_kills} asked for by "
+            "a step body"
+        )
+    if settings.limits:
+        kinds = Counter(p.workflow for p in plans)
+        lines.append(
+            "limit cases: "
+            + ", ".join(f"{kinds[k]} {k}" for k in LIMITS_MIX if k in mix)
+            + " runs (32 MiB Lua states)"
         )
     if ledger.answers_lost:
         driver.stats["ledger answers cut by a SIGKILL"] = ledger.answers_lost
@@ -613,6 +737,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--early", type=float, default=d.early)
     ap.add_argument("--no-kills", action="store_true", help="no SIGKILLs (a baseline)")
     ap.add_argument("--servers", type=int, default=d.servers, help="dev servers on the one data folder")
+    ap.add_argument("--no-limits", action="store_true", help="leave out the limit cases")
     ap.add_argument("--dup", type=float, default=d.dup)
     ap.add_argument(
         "--effect-ms",
@@ -661,6 +786,7 @@ def main(argv: list[str] | None = None) -> int:
         dup=a.dup,
         effect_ms=a.effect_ms,
         servers=a.servers,
+        limits=not a.no_limits,
         work=a.dir,
         keep=a.keep,
     )

@@ -27,7 +27,7 @@ Bad counts (each must be 0):
   generation started after the step's outcome was on disk.
 - ``effects_without_intent``: a body ran under a step id no journal intent names.
 - ``outcomes_without_effect``: a step result or failure recorded for an attempt whose
-  body never reached the ledger.
+  body never reached the ledger (but a failure as interrupted, which no body records).
 - ``positions_written_twice``: journal positions (run, seq) written by more than one
   committed write, counted by triggers the driver installs on the journal table before
   the first server starts (each insert, update or delete of a journal row is logged in the
@@ -37,6 +37,12 @@ Bad counts (each must be 0):
 - ``divergences``: runs failed with a journal divergence, and runs whose journal does not
   replay cleanly against the project's code (``runtime.dev.check.check_run``).
 - ``engine_bug_reports``: "lunaflow engine bug" lines in the servers' logs.
+- ``server_deaths``: server processes that ended on their own (a Lua panic's SIGABRT, an
+  uncaught error), not by the driver's SIGKILL or SIGTERM.
+
+A step's attempt may start more than once: its intent, then a ``step.rerun`` entry (with
+``start`` 2, 3) each time a process ended while the body ran; after 3 starts the attempt is
+recorded as failed (``... was interrupted 3 times: the process running it ended``).
 """
 
 from __future__ import annotations
@@ -120,6 +126,7 @@ BAD = (
     "malformed_entries",
     "divergences",
     "engine_bug_reports",
+    "server_deaths",
 )
 
 
@@ -164,6 +171,10 @@ class Report:
     signals_stored: int = 0
     signals_set_aside: int = 0
     signals_before_wait: int = 0  # consumed signals that arrived before the run waited
+    reruns: int = 0  # step.rerun entries: an attempt started again after its process ended
+    interrupted_failures: int = 0  # attempts recorded as failed after 3 interrupted starts
+    timeouts: int = 0  # attempts recorded as timed out (step timeouts, in Lua or in host calls)
+    memory_refusals: int = 0  # attempts and requests stopped at the Lua state's memory limit
     # bad counts
     runs_not_as_expected: int = 0
     unplanned_runs: int = 0
@@ -177,6 +188,7 @@ class Report:
     malformed_entries: int = 0
     divergences: int = 0
     engine_bug_reports: int = 0
+    server_deaths: int = 0
     audit_installed: bool = False
     examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
@@ -212,6 +224,10 @@ class Report:
             f"  signals stored                     {self.signals_stored}",
             f"  signals set aside                  {self.signals_set_aside}",
             f"  signals there before their wait    {self.signals_before_wait}",
+            f"  attempts re-run after a process end {self.reruns}",
+            f"  attempts failed as interrupted 3x  {self.interrupted_failures}",
+            f"  attempts timed out                 {self.timeouts}",
+            f"  calls stopped at the memory limit  {self.memory_refusals}",
             f"  journal write audit                {'on' if self.audit_installed else 'MISSING'}",
             "bad counts (each must be 0)",
         ]
@@ -230,6 +246,8 @@ class _Intent:
     name: str
     pass_: int
     attempt: int
+    starts: int = 1
+    interrupted: bool = False  # failed after 3 starts ended by their process, none with an outcome
     outcome_seq: int | None = None
     outcome_at: float | None = None
 
@@ -258,6 +276,8 @@ def check(
         for line in text.splitlines():
             if "lunaflow engine bug" in line:
                 r.note("engine_bug_reports", line.strip()[:200])
+            if "ran out of memory (the Lua state's limit is" in line:
+                r.memory_refusals += 1
     return r
 
 
@@ -282,6 +302,9 @@ def _check(r: Report, db: sqlite3.Connection, ledger: sqlite3.Connection) -> Non
     gens = {row[0]: row for row in ledger.execute("SELECT gen, spawned_at, ended_at, ended_by FROM gens")}
     r.generations = len(gens)
     r.sigkills = sum(1 for g in gens.values() if g[3] == "sigkill")
+    for gen, g in sorted(gens.items()):
+        if g[3] is not None and str(g[3]).startswith("died"):
+            r.note("server_deaths", f"generation {gen}: {g[3]}")
     kill_times = sorted(g[2] for g in gens.values() if g[3] == "sigkill")
     for es in entries.values():
         first, last = es[0][4], es[-1][4]
@@ -393,7 +416,9 @@ def _check(r: Report, db: sqlite3.Connection, ledger: sqlite3.Connection) -> Non
                 r.crash_window_repeats += 1
             seen.add(gen)
     for step_id, intent in intents.items():
-        if intent.outcome_seq is not None and step_id not in copies:
+        # An attempt failed as interrupted is recorded without running its body: each of its
+        # starts may have ended before the effect.
+        if intent.outcome_seq is not None and step_id not in copies and not intent.interrupted:
             r.note(
                 "outcomes_without_effect",
                 f"{step_id}: outcome at seq {intent.outcome_seq}, the body never ran",
@@ -443,11 +468,29 @@ def _grammar(
                 continue
             if kind == "step.failed":
                 r.recorded_failures += 1
+                error = str(data.get("error"))
+                if "was interrupted" in error:
+                    r.interrupted_failures += 1
+                    open_intent.interrupted = True
+                    if f"interrupted {open_intent.starts} times" not in error or open_intent.starts < 3:
+                        bad(seq, f"failed as interrupted after {open_intent.starts} start(s): {error}")
+                elif f"step '{name}' timed out after" in error:
+                    r.timeouts += 1
+                elif "ran out of memory (the Lua state's limit is" in error:
+                    r.memory_refusals += 1
                 if int(data["attempt"]) != open_intent.attempt:
                     bad(seq, f"failure of attempt {data['attempt']} closes attempt {open_intent.attempt}")
                 last_attempt[(open_intent.name, open_intent.pass_)] = (open_intent.attempt, True)
             open_intent.outcome_seq, open_intent.outcome_at = seq, at
             open_intent = None
+        elif kind == "step.rerun":
+            if open_intent is None or open_intent.name != name:
+                bad(seq, f"step.rerun '{name}' with no open intent for it")
+                continue
+            if int(data["attempt"]) != open_intent.attempt or int(data["start"]) != open_intent.starts + 1:
+                bad(seq, f"rerun {data} of attempt {open_intent.attempt} after {open_intent.starts} start(s)")
+            open_intent.starts += 1
+            r.reruns += 1
         elif kind == "wait":
             if open_intent is not None or open_wait is not None:
                 bad(seq, "a wait while a step or wait is open")

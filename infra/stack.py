@@ -43,7 +43,7 @@ class LunaflowStack(Stack):
         self.journal = JournalTable(self, "Journal")
         self.values = ValuesBucket(self, "Values")
         self.wake = WakePath(self, "Wake")
-        self.queues = UserQueues(self, "Queues", sorted(set(needs.queues) | set(needs.sent_queues)))
+        self.queues = UserQueues(self, "Queues", needs)
         self.database = Database(self, "Database", needs.databases) if needs.databases else None
         self.functions = Functions(
             self,

@@ -4,6 +4,9 @@ Console commands work on a data folder (``PROJECT/.lunaflow`` by default), besid
 running ``lunaflow dev`` or without one. Exit codes: 0 done; 1 refused or failed (the
 reason on stderr; for ``check``, a run would diverge); 2 bad usage; 3 ``signal`` reached
 an ended run and was set aside.
+
+Everything printed that came from users (run ids, step names, errors, payloads) is text:
+the rich consoles have markup off, and styles are applied with ``Text`` spans only.
 """
 
 from __future__ import annotations
@@ -20,11 +23,14 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from runtime import __version__
 from runtime.console import timeline
+from runtime.core import values
 from runtime.core.clock import SystemClock
-from runtime.dev.server import DevServer, data_folder
+from runtime.dev.server import DevServer, NotAProject, ServeError, check_project, data_folder
+from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal
 from runtime.errors import LunaflowError, UnknownWorkflow
 from runtime.platform.runs import Runs
 from runtime.store.base import RunRecord
@@ -32,8 +38,8 @@ from runtime.store.sqlite import STORE_FILE, SQLiteStore
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_SET_ASIDE = 0, 1, 2, 3
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 
 def _when(at: float | None) -> str:
@@ -58,16 +64,36 @@ class Usage(Exception):
 
 
 def _aws(args: argparse.Namespace) -> Any:
-    """The deployed stack's AwsRuntime (``--aws``), found through its CloudFormation outputs."""
+    """The deployed stack's AwsRuntime (``--aws``), found through its CloudFormation outputs.
+    A missing region or missing credentials is the user's setup, said in one line (botocore
+    raises them from deep inside the first client or request)."""
     import boto3
+    from botocore.exceptions import BotoCoreError, NoCredentialsError, NoRegionError
 
     from runtime.aws.runtime import AwsRuntime, Clients
     from runtime.aws.stack import config_from_stack
 
-    session = boto3.session.Session()
     stack = args.stack or f"lunaflow-{Path(args.project).resolve().name}"
-    config = config_from_stack(session.client("cloudformation"), stack, args.project)
-    return AwsRuntime(config, Clients.from_session(session))
+    try:
+        session = boto3.session.Session()
+        config = config_from_stack(session.client("cloudformation"), stack, args.project)
+        return AwsRuntime(config, Clients.from_session(session))
+    except NoRegionError:
+        raise LunaflowError(
+            f"no AWS region is set, so stack '{stack}' cannot be found (--aws works on the stack "
+            "`npx cdk deploy` made in your account); set AWS_REGION (or AWS_DEFAULT_REGION), or a "
+            "region in ~/.aws/config with `aws configure`"
+        ) from None
+    except NoCredentialsError:
+        raise LunaflowError(
+            f"no AWS credentials were found, so stack '{stack}' cannot be read (--aws signs its "
+            "requests as you); run `aws configure`, or set AWS_PROFILE, or AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY"
+        ) from None
+    except BotoCoreError as e:
+        raise LunaflowError(
+            f"AWS could not be reached for stack '{stack}' ({e}); check the network and the region"
+        ) from None
 
 
 def _open_runs(args: argparse.Namespace) -> Runs:
@@ -87,44 +113,80 @@ def _open_runs(args: argparse.Namespace) -> Runs:
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    server = DevServer(args.project, data=args.data, host=args.host, port=args.port)
+    try:
+        check_project(args.project)
+    except NotAProject as e:
+        raise Usage(str(e)) from None
+    level = QUIET if args.quiet else VERBOSE if args.verbose else NORMAL
+    terminal = Terminal(sys.stdout, level=level)
+    logging.basicConfig(level=logging.INFO, handlers=[terminal.handler()], force=True)
+    try:
+        server = DevServer(
+            args.project,
+            data=args.data,
+            host=args.host,
+            port=args.port,
+            observer=terminal,
+            say=terminal.note,
+            reload=not args.no_reload,
+            allow_hosts=args.allow_host,
+        )
+    except ServeError as e:
+        err.print(f"lunaflow dev: {e}")
+        return EXIT_REFUSED
     server.serve_until_signalled()
     return EXIT_OK
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
     runs = _open_runs(args)
-    found = runs.runs(status=args.status, workflow=args.workflow)[: args.limit]
+    found = runs.runs(status=args.status, workflow=args.workflow, limit=args.limit)
     if args.json:
         _emit([_run_dict(r) for r in found])
         return EXIT_OK
-    table = Table(title=f"{len(found)} run(s)")
-    for column in ("run", "workflow", "status", "current step", "started", "updated"):
-        table.add_column(column)
+    out.print(f"{len(found)} run(s)", style="italic")
+    if not found:
+        return EXIT_OK
+    # Run ids are printed whole, always: the other columns give way, and on a terminal too
+    # narrow for a table each run becomes a block of lines.
+    id_width = max(len(r.id) for r in found)
+    if out.width >= id_width + 56:
+        table = Table()
+        table.add_column("run", no_wrap=True, min_width=id_width)
+        for column in ("workflow", "status", "current step", "started", "updated"):
+            table.add_column(column, overflow="fold")
+        for r in found:
+            table.add_row(
+                Text(r.id),
+                Text(r.workflow),
+                _status(r.status),
+                Text(r.current_step or ""),
+                Text(_when(r.created_at)),
+                Text(_when(r.updated_at)),
+            )
+        out.print(table)
+        return EXIT_OK
     for r in found:
-        table.add_row(
-            r.id,
-            r.workflow,
-            _status(r.status),
-            r.current_step or "",
-            _when(r.created_at),
-            _when(r.updated_at),
-        )
-    out.print(table)
+        out.print(Text(r.id, style="bold"), no_wrap=True, overflow="ignore", crop=False)
+        line = Text("  ").append(Text(r.workflow)).append(" · ").append(_status(r.status))
+        if r.current_step and r.status not in ("completed", "cancelled"):
+            line.append(" · ").append(Text(r.current_step))
+        out.print(line)
+        out.print(Text(f"  started {_when(r.created_at)} · updated {_when(r.updated_at)}"))
     return EXIT_OK
 
 
-def _status(status: str) -> str:
-    color = {
-        "failed": "red",
-        "completed": "green",
-        "cancelled": "dim",
-        "awaiting": "yellow",
-        "sleeping": "cyan",
-    }
-    c = color.get(status)
-    return f"[{c}]{status}[/{c}]" if c else status
+_STATUS_STYLES = {
+    "failed": "red",
+    "completed": "green",
+    "cancelled": "dim",
+    "awaiting": "yellow",
+    "sleeping": "cyan",
+}
+
+
+def _status(status: str) -> Text:
+    return Text(status, style=_STATUS_STYLES.get(status, ""))
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -147,20 +209,21 @@ def cmd_show(args: argparse.Namespace) -> int:
             }
         )
         return EXIT_OK
-    out.print(f"[bold]{run.id}[/bold]  workflow {run.workflow}  status {_status(run.status)}")
-    out.print(f"started {_when(run.created_at)}  updated {_when(run.updated_at)}")
+    head = Text(run.id, style="bold").append("  workflow ").append(Text(run.workflow)).append("  status ")
+    out.print(head.append(_status(run.status)))
+    out.print(Text(f"started {_when(run.created_at)}  updated {_when(run.updated_at)}"))
     if run.parent_id:
-        out.print(f"parent {run.parent_id}")
+        out.print(Text(f"parent {run.parent_id}"))
     if children:
-        out.print(f"children {', '.join(children)}")
+        out.print(Text(f"children {', '.join(children)}"))
     if run.current_step and run.status not in ("completed", "cancelled"):
-        out.print(f"current {run.current_step}")
+        out.print(Text(f"current {run.current_step}"))
     if due is not None:
-        out.print(f"timer due {_when(due / 1000)}")
+        out.print(Text(f"timer due {_when(due / 1000)}"))
     if run.error:
-        out.print(f"[red]error[/red] {run.error}")
+        out.print(Text("error", style="red").append(" ").append(Text(run.error)))
     if run.status == "completed":
-        out.print(f"result {json.dumps(run.result, ensure_ascii=False)}")
+        out.print(Text(f"result {json.dumps(run.result, ensure_ascii=False)}"))
     table = Table(title="timeline")
     for column in ("#", "at", "what", "detail"):
         table.add_column(column)
@@ -174,7 +237,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                 f"→ {item.resolution} at {_when(item.resolved_at)}" if item.resolution else "waiting"
             )
             detail = "  ".join(parts)
-        table.add_row(str(item.seq), _when(item.at), item.title, detail)
+        table.add_row(Text(str(item.seq)), Text(_when(item.at)), Text(item.title), Text(detail))
         for a in item.attempts:
             took = "" if a.ended_at is None else f" took {max(0.0, a.ended_at - a.started_at):.3f}s"
             line = f"attempt {a.attempt} {a.outcome}{took}  step id {a.step_id}"
@@ -182,15 +245,21 @@ def cmd_show(args: argparse.Namespace) -> int:
                 line += f"\n  error: {a.error}"
             if a.retry_at is not None:
                 line += f"\n  retry at {_when(a.retry_at)}"
-            table.add_row("", _when(a.started_at), "", line)
+            table.add_row(Text(""), Text(_when(a.started_at)), Text(""), Text(line))
     out.print(table)
     if signals:
         st = Table(title="signals")
         for column in ("id", "at", "name", "state", "payload"):
             st.add_column(column)
-        for s in signals:
-            state = s.state.replace("_", " ") + (f" (entry {s.consumed_seq})" if s.consumed_seq else "")
-            st.add_row(str(s.id), _when(s.at), s.name, state, json.dumps(s.payload, ensure_ascii=False))
+        for sig in signals:
+            state = sig.state.replace("_", " ") + (f" (entry {sig.consumed_seq})" if sig.consumed_seq else "")
+            st.add_row(
+                Text(str(sig.id)),
+                Text(_when(sig.at)),
+                Text(sig.name),
+                Text(state),
+                Text(json.dumps(sig.payload, ensure_ascii=False)),
+            )
         out.print(st)
     return EXIT_OK
 
@@ -223,9 +292,9 @@ def cmd_signal(args: argparse.Namespace) -> int:
     if args.json:
         _emit({"run": args.run_id, "signal": args.name, "delivered": live})
     elif live:
-        out.print(f"signal '{args.name}' sent to {args.run_id}")
+        out.print(Text(f"signal '{args.name}' sent to {args.run_id}"))
     else:
-        out.print(f"run {args.run_id} has ended; signal '{args.name}' was set aside")
+        out.print(Text(f"run {args.run_id} has ended; signal '{args.name}' was set aside"))
     return EXIT_OK if live else EXIT_SET_ASIDE
 
 
@@ -282,20 +351,48 @@ def cmd_secret_set(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_record(args: argparse.Namespace) -> int:
+    """Record a run's journal as a golden of the project (tests/golden/), which `lunaflow
+    test` and `lunaflow check` replay on the project's code from then on."""
+    from runtime.dev.golden import write_golden
+
+    try:
+        check_project(args.project)
+    except NotAProject as e:
+        raise Usage(str(e)) from None
+    runs = _open_runs(args)
+    run = runs.get(args.run_id)
+    entries = runs.journal(run.id)
+    path = write_golden(args.project, run, entries, name=args.name)
+    value = {"run": run.id, "workflow": run.workflow, "status": run.status, "entries": len(entries)}
+    return _done(
+        args,
+        {**value, "golden": str(path)},
+        f"recorded run {run.id} ({run.workflow}, {run.status}, {len(entries)} journal entries) in {path}; "
+        f"`lunaflow test {args.project}` and `lunaflow check {args.project}` replay it",
+    )
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from runtime.dev.check import check_runs
+    from runtime.dev.golden import golden_files, replay_goldens
     from runtime.engine.project import ProjectSource
     from runtime.platform.platform import Platform
     from runtime.services.local import LocalServices
 
+    goldens = replay_goldens(args.project)
     if args.aws:
         runtime = _aws(args)
         aws_platform = Platform(args.project, runtime.store, runtime.clock, read_only=True)
-        return _report_check(args, check_runs(aws_platform.worker, aws_platform.store))
+        return _report_check(args, check_runs(aws_platform.worker, aws_platform.store), goldens)
     data = data_folder(args.project, args.data)
     if not (data / STORE_FILE).exists():
+        if golden_files(args.project):
+            return _report_check(args, None, goldens)
         raise Usage(
-            f"no lunaflow data in {data}: there are no runs to check (pass --data DIR to point elsewhere)"
+            f"no lunaflow data in {data} and no golden journals in {args.project}/tests/golden: there "
+            "are no runs to check (pass --data DIR to point elsewhere; `lunaflow record RUN_ID` "
+            "records a golden)"
         )
     clock = SystemClock()
     source = ProjectSource.read(args.project)
@@ -310,22 +407,37 @@ def cmd_check(args: argparse.Namespace) -> int:
         verdicts = check_runs(platform.worker, platform.store)
     finally:
         platform.close()
-    return _report_check(args, verdicts)
+    return _report_check(args, verdicts, goldens)
 
 
-def _report_check(args: argparse.Namespace, verdicts: list[Any]) -> int:
-    diverging = [v for v in verdicts if v.diverges]
+def _report_check(args: argparse.Namespace, verdicts: list[Any] | None, goldens: list[Any]) -> int:
+    """The verdicts on in-flight runs (None: no data folder to read) and on golden journals."""
+    diverging = [v for v in verdicts or [] if v.diverges]
+    failing = [g for g in goldens if not g.passed]
     if args.json:
-        _emit([v.__dict__ for v in verdicts])
+        # Golden journals join the list only when the project has some, so the JSON of a
+        # project without goldens is what it was.
+        _emit([v.__dict__ for v in verdicts or []] + [{**g.__dict__, "golden": g.file} for g in goldens])
     else:
-        table = Table(title=f"{len(verdicts)} in-flight run(s), {len(diverging)} would diverge")
-        for column in ("run", "workflow", "status", "verdict"):
-            table.add_column(column)
-        for v in verdicts:
-            verdict = f"[red]{v.message}[/red]" if v.diverges else v.message
-            table.add_row(v.run_id, v.workflow, _status(v.status), verdict)
-        out.print(table)
-    return EXIT_REFUSED if diverging else EXIT_OK
+        if verdicts is not None:
+            table = Table(title=f"{len(verdicts)} in-flight run(s), {len(diverging)} would diverge")
+            table.add_column("run", no_wrap=True)
+            for column in ("workflow", "status", "verdict"):
+                table.add_column(column)
+            for v in verdicts:
+                verdict = Text(v.message, style="red" if v.diverges else "")
+                table.add_row(Text(v.run_id), Text(v.workflow), _status(v.status), verdict)
+            out.print(table)
+        if goldens:
+            table = Table(title=f"{len(goldens)} golden journal(s), {len(failing)} would not replay")
+            table.add_column("golden", no_wrap=True)
+            for column in ("run", "workflow", "recorded", "verdict"):
+                table.add_column(column)
+            for g in goldens:
+                verdict = Text(g.message, style="" if g.passed else "red")
+                table.add_row(Text(g.file), Text(g.run_id), Text(g.workflow), Text(g.status), verdict)
+            out.print(table)
+    return EXIT_REFUSED if diverging or failing else EXIT_OK
 
 
 def cmd_test(args: argparse.Namespace) -> int:
@@ -343,8 +455,8 @@ def cmd_new(args: argparse.Namespace) -> int:
 
     created = scaffold(Path(args.name))
     for path in created:
-        out.print(f"created {path}")
-    out.print(f"next: lunaflow test {args.name} && lunaflow dev {args.name}")
+        out.print(Text(f"created {path}"))
+    out.print(Text(f"next: lunaflow test {args.name} && lunaflow dev {args.name}"))
     return EXIT_OK
 
 
@@ -357,7 +469,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     verdict = cmd_check(args)
     if verdict != EXIT_OK and not args.force:
         err.print(
-            "lunaflow deploy: refused — the new code would make in-flight runs diverge (listed above). "
+            "lunaflow deploy: refused — the new code would make in-flight runs diverge, or golden "
+            "journals fail to replay (listed above). "
             'Keep the old step names, branch with wf:version("change-id"), or pass --force to deploy anyway'
         )
         return EXIT_REFUSED
@@ -365,7 +478,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     if args.stack:
         command += ["-c", f"stack={args.stack}"]
     if args.dry_run:
-        out.print("would run: " + " ".join(command))
+        out.print(Text("would run: " + " ".join(command)))
         return EXIT_OK
     return subprocess.call(command)
 
@@ -374,19 +487,34 @@ def _done(args: argparse.Namespace, value: Any, text: str) -> int:
     if args.json:
         _emit(value)
     else:
-        out.print(text)
+        out.print(Text(text))
     return EXIT_OK
 
 
 def _json_arg(text: str | None, what: str) -> Any:
+    """A JSON argument. Text that cannot be read as JSON (malformed, nested too deep for the
+    parser, an integer past Python's digit limit) is bad usage; a value the platform then
+    refuses (too big, too deep to keep) is a refusal, as from any other client."""
     if text is None:
         return None
+    example = 'quote it for the shell, e.g. \'{"by": "ada"}\''
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as e:
+        raise Usage(f"{what} is not valid JSON ({e}); {example}") from None
+    except RecursionError:
         raise Usage(
-            f'{what} is not valid JSON ({e}); quote it for the shell, e.g. \'{{"by": "ada"}}\''
-        ) from e
+            f"{what} is nested too deeply to read; keep values under {values.MAX_DEPTH} levels"
+        ) from None
+    except ValueError as e:  # an integer literal past Python's digit limit
+        raise Usage(f"{what} holds a number too long to read ({e}); send big numbers as strings") from None
+    return value
+
+
+def _positive(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of 1 or more (got {text!r})")
+    return int(text)
 
 
 # --- the parser --------------------------------------------------------------------------
@@ -415,13 +543,32 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("dev", help="serve a project locally: fetch routes, runs, timers, /_console")
     p.add_argument("project")
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8787)
     p.add_argument("--data", help="the data folder (default: PROJECT/.lunaflow)")
+    p.add_argument("--no-reload", action="store_true", help="do not reload the project when its files change")
+    loud = p.add_mutually_exclusive_group()
+    loud.add_argument(
+        "-q", "--quiet", action="store_true", help="print failures only (failed attempts and runs, warnings)"
+    )
+    loud.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also print every step attempt that succeeded and signals",
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="serve requests for this Host name too (loopback names always are); repeatable",
+    )
     p.set_defaults(func=cmd_dev)
 
     p = sub.add_parser(
-        "check", help="replay in-flight runs against the current code; list those that diverge"
+        "check",
+        help="replay in-flight runs and golden journals against the current code; list those that diverge",
     )
     p.add_argument("project")
     p.add_argument("--data", help="the data folder (default: PROJECT/.lunaflow)")
@@ -430,7 +577,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--stack", help="with --aws: the stack name (default: lunaflow-<project folder name>)")
     p.set_defaults(func=cmd_check)
 
-    p = sub.add_parser("test", help="run the project's Lua tests (tests/*_test.lua) on a fake clock")
+    p = console("record", "record a run's journal as a golden of the project (tests/golden/)")
+    p.add_argument("run_id")
+    p.add_argument("--name", help="the golden's file name, without .json (default: the run id)")
+    p.set_defaults(func=cmd_record)
+
+    p = sub.add_parser(
+        "test",
+        help="run the project's Lua tests (tests/*_test.lua) on a fake clock and replay its golden journals",
+    )
     p.add_argument("project")
     p.add_argument("-k", help="run only tests whose name contains this")
     p.set_defaults(func=cmd_test)
@@ -456,7 +611,7 @@ def _parser() -> argparse.ArgumentParser:
         "--status", choices=["running", "sleeping", "awaiting", "failed", "completed", "cancelled"]
     )
     p.add_argument("--workflow")
-    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--limit", type=_positive, default=100, help="at most this many runs (default 100)")
     p.set_defaults(func=cmd_runs)
 
     p = console("show", "one run's journal as a timeline")
@@ -512,7 +667,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> None:
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`lunaflow runs --json | head`): nothing left to say to it.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_OK
+    sys.exit(code)
 
 
 if __name__ == "__main__":

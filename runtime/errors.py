@@ -48,6 +48,17 @@ class RunIdTaken(LunaflowError):
         )
 
 
+class SignalBacklogFull(InvalidInput):
+    """A signal for a run that already holds the most unconsumed signals a run keeps."""
+
+    def __init__(self, run_id: str, limit: int) -> None:
+        self.run_id = run_id
+        super().__init__(
+            f"run '{run_id}' already has {limit} unconsumed signals, the most a run keeps; "
+            "its code is not waiting for what is sent — consume them with waits, or send fewer"
+        )
+
+
 class InvalidTransition(LunaflowError):
     """An action that the run's current status does not allow (resume a completed run...)."""
 

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support.devserver import Servers
 
 PROJECTS = Path(__file__).parent / "projects"
 
@@ -25,3 +27,13 @@ def make_project(tmp_path: Path) -> Callable[..., Path]:
         return root
 
     return make
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[Servers]:
+    """``lunaflow dev`` processes for one test, killed when it ends."""
+    started = Servers(tmp_path)
+    try:
+        yield started
+    finally:
+        started.close()

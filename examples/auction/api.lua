@@ -51,8 +51,16 @@ on "fetch" (function(request)
         end
         local sale = sale_of(body.id)
         if not sale then return reply(404, { error = "no sale " .. body.id }) end
-        if sale.state == "void" then
-            return reply(409, { error = "sale " .. body.id .. " is void; it can no longer be paid" })
+        -- A second click joins the payment already made (same run id, charged once).
+        local paying = pcall(function() return pay:get("pay-" .. body.id):status() end)
+        if not paying then
+            if sale.state ~= "open" then
+                return reply(409, { error = "sale " .. body.id .. " is " .. sale.state .. "; it can no longer be paid" })
+            end
+            local status = settle:get("sale-" .. body.id):status()
+            if status == "completed" or status == "cancelled" then
+                return reply(409, { error = "sale " .. body.id .. "'s run is " .. status .. "; it can no longer be paid" })
+            end
         end
         local run = pay:start({ id = body.id, user = body.user, price = sale.price }, { id = "pay-" .. body.id })
         return reply(202, { sale = body.id, run = run.id })

@@ -2,6 +2,13 @@ local sales = database "sales" { migrations = "migrations/sales" }
 local Account = objects "Account"
 
 local settle = workflow "settle-sale" (function(wf, sale)
+    -- The sale's row, written here too so a sale started any way (the API, `lunaflow start`,
+    -- another workflow) is one the routes know; the API writes it before it answers.
+    wf:step("record", function()
+        sales:exec("INSERT INTO sales (id, winner, price, state) VALUES (?, ?, ?, 'open') ON CONFLICT (id) DO NOTHING",
+            { sale.id, sale.winner, sale.price })
+    end)
+
     wf:step("notify", { retries = 3 }, function()
         Account(sale.winner):notify("pay-up", { price = sale.price })
     end)
@@ -9,10 +16,15 @@ local settle = workflow "settle-sale" (function(wf, sale)
     local paid, which = wf:race({ "paid", "cancelled" }, { timeout = "72h" })
 
     if which ~= "paid" then
-        wf:step("void", { retries = 3 }, function()
-            sales:exec("UPDATE sales SET state = 'void' WHERE id = ?", { sale.id })
+        -- Void only a sale nobody is paying: a payment that held the sale first (pay.lua)
+        -- wins, and its "paid" signal is on its way.
+        local voided = wf:step("void", { retries = 3 }, function()
+            return sales:exec("UPDATE sales SET state = 'void' WHERE id = ? AND state = 'open'", { sale.id }).changes == 1
         end)
-        return { outcome = "void" }
+        if voided then
+            return { outcome = "void" }
+        end
+        wf:await("paid")
     end
 
     wf:step("settle", { retries = 3 }, function()

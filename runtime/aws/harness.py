@@ -185,6 +185,7 @@ class AwsPlatform(Harness):
             owner=owner,
             services=standins,
             cache_size=self.cache_size,
+            keep_logs=True,
         )
         self._containers.add(made)
         return made

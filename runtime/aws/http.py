@@ -4,11 +4,14 @@ Powertools' ``APIGatewayProxyEventV2``."""
 from __future__ import annotations
 
 import base64
+import binascii
 from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
-from runtime.platform.fetch import MAX_BODY_BYTES, Response, make_request
+from runtime.platform.fetch import MAX_BODY_BYTES, Response, request_table
+
+NOT_BASE64 = "request body is marked base64 but is not valid base64"
 
 
 class BadRequest(Exception):
@@ -31,12 +34,18 @@ def request_from_event(raw: dict[str, Any]) -> dict[str, Any]:
         }
     )
     method = str(event.request_context.http.method or "GET")
+    # rawPath verbatim: read as a URL, `//host/admin` would reach Lua as `/admin`.
     path = str(event.raw_path or event.request_context.http.path or "/")
     raw_query = str(event.raw_query_string or "")
-    target = path + ("?" + raw_query if raw_query else "")
     headers = {str(k).lower(): str(v) for k, v in (event.headers or {}).items()}
     body = event.body or ""
-    data = base64.b64decode(body) if event.is_base64_encoded and body else str(body).encode("utf-8")
+    if event.is_base64_encoded and body:
+        try:
+            data = base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError) as e:
+            raise BadRequest(Response(400, {"content-type": "text/plain"}, NOT_BASE64)) from e
+    else:
+        data = str(body).encode("utf-8")
     if len(data) > MAX_BODY_BYTES:
         raise BadRequest(
             Response(
@@ -53,7 +62,7 @@ def request_from_event(raw: dict[str, Any]) -> dict[str, Any]:
         ) from e
     if event.cookies and "cookie" not in headers:
         headers["cookie"] = "; ".join(event.cookies)
-    return make_request(method, target, text, headers)
+    return request_table(method, path, raw_query, text, headers)
 
 
 def response_to_event(response: Response) -> dict[str, Any]:

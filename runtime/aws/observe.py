@@ -1,5 +1,6 @@
-"""Powertools on AWS: run id, workflow and step on every log line; metrics for runs, steps,
-retries and signal-to-resume latency (CloudWatch embedded metric format)."""
+"""Powertools on AWS: run id, workflow and step on every log line said while a worker
+advances that run (and the step while its body runs); metrics for runs, steps, retries and
+signal-to-resume latency (CloudWatch embedded metric format)."""
 
 from __future__ import annotations
 
@@ -8,22 +9,46 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from runtime.aws.contract import Metric
 
+RUN_KEYS = ("run_id", "workflow", "step")  # the keys a line about a run carries
+
 
 class PowertoolsObserver:
     def __init__(self, logger: Logger, metrics: Metrics) -> None:
         self.logger = logger
         self.metrics = metrics
 
+    # The keys live on the container's logger and outlast an activation: each is set where
+    # its scope begins and removed where it ends, so no line carries another run's or step's.
+
     def activation(self, run_id: str, workflow: str) -> None:
+        self.logger.remove_keys(list(RUN_KEYS))
         self.logger.append_keys(run_id=run_id, workflow=workflow)
 
-    def step(self, run_id: str, workflow: str, step: str, attempt: int, ok: bool) -> None:
+    def activation_ended(self, run_id: str, workflow: str) -> None:
+        self.logger.remove_keys(list(RUN_KEYS))
+
+    def step_started(self, run_id: str, workflow: str, step: str, attempt: int) -> None:
         self.logger.append_keys(step=step)
+
+    def step(
+        self,
+        run_id: str,
+        workflow: str,
+        step: str,
+        attempt: int,
+        ok: bool,
+        *,
+        step_id: str = "",
+        error: str | None = None,
+    ) -> None:
+        self.logger.remove_keys(["step"])
         self.metrics.add_metric(
             name=Metric.STEPS_SUCCEEDED if ok else Metric.STEPS_FAILED, unit=MetricUnit.Count, value=1
         )
 
-    def retry(self, run_id: str, workflow: str, step: str) -> None:
+    def retry(
+        self, run_id: str, workflow: str, step: str, *, attempt: int = 0, retry_at: float | None = None
+    ) -> None:
         self.metrics.add_metric(name=Metric.STEP_RETRIES, unit=MetricUnit.Count, value=1)
 
     def signal_resumed(self, run_id: str, workflow: str, latency_s: float) -> None:
@@ -33,13 +58,24 @@ class PowertoolsObserver:
             value=round(latency_s * 1000, 3),
         )
 
-    def ended(self, run_id: str, workflow: str, status: str) -> None:
+    def ended(
+        self,
+        run_id: str,
+        workflow: str,
+        status: str,
+        *,
+        error: str | None = None,
+        traceback: str | None = None,
+    ) -> None:
         name = Metric.RUNS_COMPLETED if status == "completed" else Metric.RUNS_FAILED
         self.metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
 
     def wake_failed(self, run_id: str) -> None:
         """A wake record the worker failed (SQS retries it; the reconciler heals it)."""
         self.metrics.add_metric(name=Metric.WAKE_FAILURES, unit=MetricUnit.Count, value=1)
+
+    def cancelled(self, run_id: str, workflow: str) -> None:
+        pass  # no metric: a cancel is an operator's act, logged by whoever made it
 
     def started(self, run_id: str, workflow: str) -> None:
         self.metrics.add_metric(name=Metric.RUNS_STARTED, unit=MetricUnit.Count, value=1)

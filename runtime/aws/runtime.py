@@ -26,7 +26,7 @@ from runtime.aws.secrets import SecretsManagerSecrets
 from runtime.aws.services import AwsServices
 from runtime.aws.wake import AwsWaker, wake_message
 from runtime.core.clock import Clock, SystemClock, now_ms
-from runtime.engine.executor import Deadline
+from runtime.engine.executor import ActivationDeadline
 from runtime.engine.observe import Observer
 from runtime.platform.fetch import Failure, Response
 from runtime.platform.platform import LeaseTerms, Platform
@@ -84,8 +84,10 @@ class AwsRuntime:
         owner: str | None = None,
         services: Callable[[Services], Services] | None = None,
         cache_size: int = 256,
+        keep_logs: bool = False,
     ) -> None:
-        """``services`` wraps the AWS services (the harness's stand-ins)."""
+        """``services`` wraps the AWS services (the harness's stand-ins); ``keep_logs`` keeps
+        a bounded log history for tests to read (a Lambda prints each line and keeps none)."""
         self.config = config
         self.clock = clock or SystemClock()
         self.owner = owner or f"lambda-{uuid.uuid4()}"
@@ -131,6 +133,7 @@ class AwsRuntime:
             waker=self.waker,
             observer=observer,
             cache_size=cache_size,
+            keep_logs=keep_logs,
         )
 
     # --- the worker --------------------------------------------------------------------
@@ -159,7 +162,7 @@ class AwsRuntime:
             self.store.fire_timer(run_id, now)  # no stale timer while it runs
         left_ms = WORKER_TIMEOUT_S * 1000 if remaining_ms is None else remaining_ms
         started = time.monotonic()
-        deadline = Deadline(
+        deadline = ActivationDeadline(
             at=started + left_ms / 1000 - SAFETY_S,
             steps_until=started + left_ms / 1000 - SAVE_S,
             longest_step_ms=LONGEST_STEP_MS,

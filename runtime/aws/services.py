@@ -19,9 +19,10 @@ from runtime.core.durations import parse_ms
 from runtime.core.values import compact
 from runtime.services import builtins
 from runtime.services.base import ObjectRunner, QueueRunner, ServiceError
+from runtime.services.keys import check_key, check_name, fits_a_key, shown, stored
 from runtime.services.kv import MAX_LIST
 from runtime.services.queues import MAX_DELAY_S
-from runtime.store.items import conditional, n, s
+from runtime.store.items import condition_failed, conditional, n, s
 
 # A call's lock on its key lasts 10 s and is renewed every 3 s while the call runs, so a
 # call cut off by its invocation's end (a timeout, a kill) blocks the key for 10 s at most,
@@ -29,6 +30,7 @@ from runtime.store.items import conditional, n, s
 OBJECT_LOCK_MS = 10_000
 OBJECT_RENEW_S = 3.0
 OBJECT_WAIT_S = 15.0
+MAX_HIDE_S = 12 * 60 * 60  # SQS's longest visibility timeout
 
 
 class DynamoKV:
@@ -39,11 +41,12 @@ class DynamoKV:
         self._db, self.table, self._clock = db, table, clock
 
     def call(self, ns: str, method: str, args: list[Any]) -> list[Any]:
+        check_name(ns, f"kv '{shown(ns)}'")
         now = self._clock.now()
         if method in ("get", "put", "delete"):
             if not args or not isinstance(args[0], str) or not args[0]:
                 raise ServiceError(f"kv '{ns}':{method} expects a non-empty string key first")
-            key = {"pk": s(f"KV#{ns}"), "sk": s(args[0])}
+            key = {"pk": s(f"KV#{ns}"), "sk": s(check_key(args[0], f"kv '{ns}':{method}"))}
         if method == "get":
             item = self._db.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
             if item is None or ("expires_at" in item and float(item["expires_at"]["N"]) <= now):
@@ -57,7 +60,7 @@ class DynamoKV:
             if value is None:
                 self._db.delete_item(TableName=self.table, Key=key)
                 return []
-            item = {**key, "value": s(compact(value))}
+            item = {**key, "value": s(stored(value, f"the value of kv '{ns}' key '{shown(args[0])}'"))}
             if opts.get("ttl") is not None:
                 item["expires_at"] = n(
                     math.ceil(now + parse_ms(opts["ttl"], f"the ttl of kv '{ns}':put") / 1000)
@@ -78,13 +81,16 @@ class DynamoKV:
             limit = opts.get("limit", MAX_LIST)
             if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIST:
                 raise ServiceError(f"kv '{ns}':list limit must be a whole number from 1 to {MAX_LIST}")
+            prefix = str(opts.get("prefix") or "")
+            if not fits_a_key(prefix):
+                return [[]]  # DynamoDB would refuse the condition; no key could match it
             out: list[dict[str, Any]] = []
             request: dict[str, Any] = {
                 "TableName": self.table,
                 "KeyConditionExpression": "pk = :p AND begins_with(sk, :prefix)",
                 "ExpressionAttributeValues": {
                     ":p": s(f"KV#{ns}"),
-                    ":prefix": s(str(opts.get("prefix") or "")),
+                    ":prefix": s(prefix),
                 },
                 "ConsistentRead": True,
             }
@@ -104,28 +110,48 @@ class DynamoKV:
 class DynamoObjects:
     """Object state: pk ``OBJ#<class>``, sk the key. A call takes the key's lock with a
     conditional write, runs the method, then writes the state and drops the lock in one
-    conditional write, so calls to one key are serialized across every Lambda."""
+    conditional write, so calls to one key are serialized across every Lambda. Whatever stops
+    that write, the lock is dropped on its own: a key left locked would refuse every call
+    for ``OBJECT_LOCK_MS``."""
 
     def __init__(self, db: Any, table: str, clock: Clock) -> None:
         self._db, self.table, self._clock = db, table, clock
 
     def call(self, runner: ObjectRunner, cls: str, key: str, method: str, args: list[Any]) -> list[Any]:
-        item_key = {"pk": s(f"OBJ#{cls}"), "sk": s(key)}
+        check_name(cls, f"object '{shown(cls)}'")
+        what = f"{cls}('{shown(key)}'):{method}"
+        item_key = {"pk": s(f"OBJ#{cls}"), "sk": s(check_key(key, what))}
         me = str(uuid.uuid4())
-        state = self._lock(item_key, me, f"{cls}('{key}'):{method}")
+        item = self._lock(item_key, me, what)
         done = threading.Event()
         renewer = threading.Thread(target=self._renew, args=(item_key, me, done), daemon=True)
         renewer.start()
         try:
-            results, new_state = runner.call_object(cls, key, method, state, args)
-        except BaseException:
+            try:
+                state = json.loads(item["state"]["S"]) if "state" in item else {}
+                results, new_state = runner.call_object(cls, key, method, state, args)
+                text = stored({} if new_state is None else new_state, f"the state of {cls}('{shown(key)}')")
+            except BaseException:
+                self._unlock(item_key, me)
+                raise
+        finally:
             done.set()
             renewer.join()
-            self._unlock(item_key, me, None)
-            raise
-        done.set()
-        renewer.join()
-        self._unlock(item_key, me, new_state if new_state is not None else {})
+        version = int(item["version"]["N"]) if "version" in item else 0
+        try:
+            self._save(item_key, me, text, version)
+        except ClientError as e:
+            self._unlock(item_key, me)
+            if condition_failed(e):
+                raise ServiceError(
+                    f"{what}: the call held the object's lock past {OBJECT_LOCK_MS // 1000}s and another "
+                    "call took it, so this call's state change was dropped; keep object methods short"
+                ) from e
+            error = e.response.get("Error", {})
+            raise ServiceError(
+                f"{what}: its new state could not be saved (DynamoDB said {error.get('Code')}: "
+                f"{error.get('Message')}); the state is as it was before the call — call it again"
+            ) from e
         return results
 
     def _renew(self, key: dict[str, Any], me: str, done: threading.Event) -> None:
@@ -143,7 +169,8 @@ class DynamoObjects:
                     },
                 )
 
-    def _lock(self, key: dict[str, Any], me: str, what: str) -> Any:
+    def _lock(self, key: dict[str, Any], me: str, what: str) -> dict[str, Any]:
+        """Take the key's lock; the object's item as it is now."""
         give_up = time.monotonic() + OBJECT_WAIT_S
         pause = 0.02
         while True:
@@ -158,8 +185,8 @@ class DynamoObjects:
                 ReturnValues="ALL_NEW",
             )
             if locked:
-                item = locked["Attributes"]
-                return json.loads(item["state"]["S"]) if "state" in item else {}
+                item: dict[str, Any] = locked["Attributes"]
+                return item
             if time.monotonic() > give_up:
                 raise ServiceError(
                     f"{what}: the object is busy with another call for over {OBJECT_WAIT_S:.0f}s"
@@ -167,25 +194,40 @@ class DynamoObjects:
             time.sleep(pause)
             pause = min(pause * 2, 0.5)
 
-    def _unlock(self, key: dict[str, Any], me: str, state: Any) -> None:
-        """Drop the lock; with ``state``, write it first (a failed call leaves it as it was)."""
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "Key": key,
-            "UpdateExpression": "REMOVE lock_owner, lock_until",
-            "ConditionExpression": "lock_owner = :me",
-            "ExpressionAttributeValues": {":me": s(me)},
-        }
-        if state is not None:
-            request["UpdateExpression"] = "SET #state = :state ADD version :one REMOVE lock_owner, lock_until"
-            request["ExpressionAttributeNames"] = {"#state": "state"}
-            request["ExpressionAttributeValues"].update({":state": s(compact(state)), ":one": n(1)})
-        self._db.update_item(**request)
+    def _save(self, key: dict[str, Any], me: str, state: str, version: int) -> None:
+        """Write the state (its JSON text) and drop the lock: one put of the whole item, on
+        condition that the lock is still ours."""
+        self._db.put_item(
+            TableName=self.table,
+            Item={**key, "state": s(state), "version": n(version + 1)},
+            ConditionExpression="lock_owner = :me",
+            ExpressionAttributeValues={":me": s(me)},
+        )
+
+    def _unlock(self, key: dict[str, Any], me: str) -> None:
+        """Drop the lock, leaving the state as it was (a lock another call took is left alone)."""
+        conditional(
+            self._db.update_item,
+            TableName=self.table,
+            Key=key,
+            UpdateExpression="REMOVE lock_owner, lock_until",
+            ConditionExpression="lock_owner = :me",
+            ExpressionAttributeValues={":me": s(me)},
+        )
 
 
 class SqsQueues:
     def __init__(self, sqs: Any, urls: dict[str, str]) -> None:
         self._sqs, self.urls = sqs, urls
+
+    def hide(self, name: str, receipt_handle: str, seconds: int) -> None:
+        """Hide a received message for ``seconds`` from now (0: visible again at once)."""
+        url = self.urls.get(name)
+        if url is None:
+            return  # not a queue of this deployment: its own visibility timeout applies
+        self._sqs.change_message_visibility(
+            QueueUrl=url, ReceiptHandle=receipt_handle, VisibilityTimeout=max(0, min(seconds, MAX_HIDE_S))
+        )
 
     def call(self, name: str, method: str, args: list[Any]) -> list[Any]:
         if method != "send":

@@ -1,74 +1,244 @@
 """The ``/_console`` pages of ``lunaflow dev``: the shared renderer with local actions.
 
-GET ``/_console`` lists runs (``?status=&workflow=&page=``); GET ``/_console/runs/<id>``
-shows one run; POST there with ``action`` asks for confirmation (``step=ask``) and then
-acts (``step=do``), answering with a redirect back to the run.
+GET ``/_console`` lists runs (``?id=&status=&workflow=&since=&until=&page=``); GET
+``/_console/runs/<id>`` shows one run, ``.../value/<ref>`` the whole of a value; a
+``part=live`` parameter answers only the page's changing region (what the page's script
+polls). POST ``/_console/runs/<id>`` with ``action`` resume or cancel asks for confirmation
+(``step=ask``) and then acts (``step=do``); with ``action=signal`` it sends a signal; POST
+``/_console/start`` starts a run. Every POST must carry this process's ``token`` (the forms
+of its pages do) and come from the console's own origin (the server checks Origin and
+Sec-Fetch-Site and says so in ``cross_site``); anything else is refused with 403 before it
+is read further. An action answers with a redirect back to a page (so a reload does not
+repeat it), which shows what happened once.
 """
 
 from __future__ import annotations
 
+import hmac
+import secrets
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from runtime.console import render
+from runtime.console.actions import LocalActions
+from runtime.console.html import Zone, document, e
+from runtime.console.search import RunQuery
 from runtime.errors import LunaflowError, NoSuchRun
 from runtime.platform.fetch import Response
 from runtime.platform.runs import Runs
 
-ACTIONS = render.LocalActions()
+MAX_NOTICES = 256
 
 
-def _page(title: str, body: str, status: int = 200) -> Response:
-    return Response(status, {"content-type": "text/html; charset=utf-8"}, render.document(title, body))
+def _headers(nonce: str | None = None) -> dict[str, str]:
+    # No request leaves the page but to this server; scripts run only with this response's
+    # nonce; the console cannot be framed (a framed Cancel button could be clicked blind).
+    script = f"'nonce-{nonce}'" if nonce else "'none'"
+    return {
+        "content-type": "text/html; charset=utf-8",
+        "cache-control": "no-store",
+        "content-security-policy": (
+            f"default-src 'none'; script-src {script}; style-src 'unsafe-inline'; img-src 'self' data:; "
+            "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+        ),
+        "x-frame-options": "DENY",
+        "x-content-type-options": "nosniff",
+        "referrer-policy": "same-origin",  # "no-referrer" would make Chrome send Origin: null on our own POSTs
+    }
+
+
+class LocalConsole:
+    """The console of one ``lunaflow dev`` process. ``token`` is this process's: a form of
+    another process, or a request that never loaded a page of this one, cannot act."""
+
+    def __init__(self, runs: Runs, *, token: str | None, poke: Callable[[], None]) -> None:
+        self.runs = runs
+        self.token = token
+        self.poke = poke
+        self.actions = LocalActions(token=token or "")
+        self.zone = Zone()
+        self._notices: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # --- pages -----------------------------------------------------------------------------
+
+    def _page(self, title: str, body: str, status: int = 200) -> Response:
+        nonce = secrets.token_urlsafe(12)
+        return Response(status, _headers(nonce), document(title, body, nonce=nonce))
+
+    def _fragment(self, body: str) -> Response:
+        return Response(200, _headers(), body)
+
+    def _refused(self, message: str, status: int, back: str = "") -> Response:
+        return self._page(
+            "refused", f"<div class='lf'><p class='err'>{e(message)}</p><p>{back}</p></div>", status
+        )
+
+    def handle(
+        self, method: str, target: str, form: dict[str, str], *, cross_site: str | None = None
+    ) -> Response:
+        parts = urlsplit(target)
+        path = parts.path.rstrip("/")
+        query = dict(parse_qsl(parts.query))
+        if method == "POST":
+            refusal = self._check(form, cross_site)
+            if refusal is not None:
+                return refusal
+        elif method not in ("GET", "HEAD"):
+            return self._refused(f"{method} is not a console method; the console answers GET and POST", 405)
+        now = self.runs.clock.now()
+        if path in ("/_console", ""):
+            if method == "POST":
+                return self._refused("POST /_console/start starts a run; /_console itself takes no POST", 405)
+            q = RunQuery.read(query, self.zone)
+            if query.get("part") == "live":
+                return self._fragment(render.runs_live(self.runs, self.actions, q, zone=self.zone, now=now))
+            notice = self._notice(query.get("done"))
+            body = render.runs_page(self.runs, self.actions, q, zone=self.zone, now=now, notice=notice)
+            return self._page("lunaflow runs", body)
+        if path == "/_console/start" and method == "POST":
+            return self._start(form, now)
+        if path.startswith("/_console/runs/"):
+            rest = path[len("/_console/runs/") :]
+            raw_id, _, tail = rest.partition("/value/")
+            run_id = unquote(raw_id)
+            try:
+                if tail:
+                    return self._value(run_id, unquote(tail))
+                if method == "POST":
+                    return self._act(run_id, form, now)
+                if query.get("part") == "live":
+                    run = self.runs.get(run_id)
+                    return self._fragment(
+                        render.run_live(self.runs, self.actions, run, zone=self.zone, now=now)
+                    )
+                notice = self._notice(query.get("done"))
+                return self._page(
+                    run_id,
+                    render.run_page(self.runs, self.actions, run_id, zone=self.zone, now=now, notice=notice),
+                )
+            except NoSuchRun as err:
+                back = self.actions.list_link("all runs")
+                return self._page("no such run", f"<div class='lf'><p>{e(err)}</p><p>{back}</p></div>", 404)
+        return self._page("not found", "<div class='lf'><p>no such console page</p></div>", 404)
+
+    def _check(self, form: dict[str, str], cross_site: str | None) -> Response | None:
+        if cross_site is not None:
+            return self._refused(
+                f"This console action was refused: it came from another site ({cross_site}). The console acts "
+                "only on requests from its own pages.",
+                403,
+            )
+        sent = form.get("token", "")
+        if not self.token or not hmac.compare_digest(sent.encode(), self.token.encode()):
+            return self._refused(
+                "This console action was refused: it carries no valid token of this lunaflow dev process (a "
+                "page of another process, or a request that did not come from a console page, looks like "
+                "this). Reload the console page and try again.",
+                403,
+            )
+        return None
+
+    # --- actions ---------------------------------------------------------------------------
+
+    def _redirect(self, to: str, notice: str | None = None) -> Response:
+        if notice:
+            key = secrets.token_urlsafe(9)
+            with self._lock:
+                self._notices[key] = notice
+                while len(self._notices) > MAX_NOTICES:
+                    self._notices.popitem(last=False)
+            to += ("&" if "?" in to else "?") + f"done={key}"
+        return Response(303, {"location": to, "cache-control": "no-store"}, "")
+
+    def _notice(self, key: str | None) -> str | None:
+        if not key:
+            return None
+        with self._lock:
+            return self._notices.pop(key, None)
+
+    def _run_url(self, run_id: str) -> str:
+        return f"/_console/runs/{quote(run_id, safe='')}"
+
+    def _act(self, run_id: str, form: dict[str, str], now: float) -> Response:
+        action = form.get("action")
+        run = self.runs.get(run_id)
+        back = self.actions.run_link(run_id, "back")
+        if action == "signal":
+            try:
+                said = render.send_signal(
+                    self.runs, run_id, form.get("signal_name", ""), form.get("signal_payload", "")
+                )
+            except LunaflowError as err:
+                page = render.run_page(
+                    self.runs, self.actions, run_id, zone=self.zone, now=now,
+                    signal_form=render.Form(form, str(err)),
+                )  # fmt: skip
+                return self._page(f"signal {run_id}", page, 400)
+            self.poke()
+            return self._redirect(self._run_url(run_id), said)
+        if action not in ("resume", "cancel"):
+            return self._refused("unknown action; the console resumes, cancels and signals runs", 400, back)
+        if form.get("step") != "do":
+            message = (
+                render.cancel_confirmation(self.runs, run)
+                if action == "cancel"
+                else f"Resume {run.id}? Its failed step gets a fresh set of attempts."
+            )
+            return self._page(f"{action} {run.id}", render.confirm_page(self.actions, run, action, message))
+        try:
+            if action == "resume":
+                self.runs.resume(run_id)
+            else:
+                self.runs.cancel(run_id)
+        except LunaflowError as err:
+            return self._refused(str(err), 409, back)
+        self.poke()
+        done = "resumed: its failed step gets a fresh set of attempts" if action == "resume" else "cancelled"
+        return self._redirect(self._run_url(run_id), f"Run {run_id} {done}.")
+
+    def _start(self, form: dict[str, str], now: float) -> Response:
+        try:
+            run, said = render.start_run(
+                self.runs,
+                form.get("start_workflow", ""),
+                form.get("start_input", ""),
+                form.get("start_id", ""),
+            )
+        except LunaflowError as err:
+            page = render.runs_page(
+                self.runs,
+                self.actions,
+                RunQuery(),
+                zone=self.zone,
+                now=now,
+                start_form=render.Form(form, str(err)),
+            )
+            return self._page("start a run", page, 400)
+        self.poke()
+        return self._redirect(self._run_url(run.id), said)
+
+    def _value(self, run_id: str, ref: str) -> Response:
+        try:
+            body = render.value_page(self.runs, self.actions, run_id, ref)
+        except KeyError:
+            return self._page(
+                "not found", f"<div class='lf'><p>run {e(run_id)} has no value {e(ref)}</p></div>", 404
+            )
+        return self._page(f"{run_id} {ref}", body)
 
 
 def render_console(
-    runs: Runs, method: str, target: str, form: dict[str, str], *, poke: Callable[[], None]
+    runs: Runs,
+    method: str,
+    target: str,
+    form: dict[str, str],
+    *,
+    poke: Callable[[], None],
+    token: str | None = None,
+    cross_site: str | None = None,
 ) -> Response:
-    parts = urlsplit(target)
-    path = parts.path.rstrip("/")
-    query = dict(parse_qsl(parts.query))
-    if path in ("/_console", ""):
-        status = query.get("status") or None
-        if status is not None and status not in render.STATUSES:
-            status = None
-        page = int(query["page"]) if query.get("page", "").isdigit() else 0
-        body = render.runs_page(
-            runs, ACTIONS, status_filter=status, workflow=query.get("workflow") or None, page=page
-        )
-        return _page("lunaflow runs", body)
-    if path.startswith("/_console/runs/"):
-        run_id = unquote(path[len("/_console/runs/") :])
-        try:
-            if method == "POST":
-                return _act(runs, run_id, form, poke)
-            return _page(run_id, render.run_page(runs, ACTIONS, run_id))
-        except NoSuchRun as e:
-            return _page("no such run", f"<div class='lf'><p>{render.e(e)}</p></div>", 404)
-    return _page("not found", "<div class='lf'><p>no such console page</p></div>", 404)
-
-
-def _act(runs: Runs, run_id: str, form: dict[str, str], poke: Callable[[], None]) -> Response:
-    action = form.get("action")
-    if action not in ("resume", "cancel"):
-        return _page("refused", "<div class='lf'><p class='err'>unknown action</p></div>", 400)
-    run = runs.get(run_id)
-    if form.get("step") != "do":
-        message = (
-            render.cancel_confirmation(runs, run)
-            if action == "cancel"
-            else f"Resume {run.id}? Its failed step gets a fresh set of attempts."
-        )
-        return _page(f"{action} {run.id}", render.confirm_page(ACTIONS, run, action, message))
-    try:
-        if action == "resume":
-            runs.resume(run_id)
-        else:
-            runs.cancel(run_id)
-    except LunaflowError as e:
-        body = (
-            f"<div class='lf'><p class='err'>{render.e(e)}</p><p>{ACTIONS.run_link(run_id, 'back')}</p></div>"
-        )
-        return _page("refused", body, 409)
-    poke()
-    return Response(303, {"location": f"/_console/runs/{quote(run_id, safe='')}"}, "")
+    """One request to a console without notices kept between requests (tests, tools)."""
+    return LocalConsole(runs, token=token, poke=poke).handle(method, target, form, cross_site=cross_site)

@@ -1,189 +1,359 @@
-"""The console's one renderer: HTML with no JavaScript, for the local ``/_console`` page and
-for CloudWatch custom widgets (which strip scripts). Only links and buttons differ between
-the two, so they come from an ``Actions`` object: forms that POST locally,
-``cwdb-action`` elements on AWS.
+"""The console's one renderer: the runs list and a run's page, for the local ``/_console``
+page and for the CloudWatch custom widgets alike. Only links, buttons and forms differ
+between the two (runtime/console/actions.py); what a page shows is written once, here.
+
+A page's changing part is its ``live`` region (``runs_live``, ``run_live``): the local page
+fetches it again every second or two and swaps it in, so a running run updates without a
+reload; a widget is rendered whole at each dashboard refresh.
 """
 
 from __future__ import annotations
 
-import html
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, Protocol
-from urllib.parse import quote, urlencode
+from typing import Any
 
-from runtime.console import timeline
-from runtime.core.journal import CANCELLABLE, RESUMABLE
+from runtime.console import chart, timeline
+from runtime.console.actions import Actions, CloudWatchActions, LocalActions
+from runtime.console.html import STYLE, Zone, duration, e, json_value, moment, plural, pretty, status
+from runtime.console.search import PAGE_SIZE, SCAN_LIMIT, STATUSES, Found, RunQuery, find_runs
+from runtime.core import values
+from runtime.core.journal import CANCELLABLE, ENDED, RESUMABLE, Status
+from runtime.errors import InvalidInput
+from runtime.platform.platform import Platform
 from runtime.platform.runs import Runs
 from runtime.store.base import RunRecord
 
-PAGE_SIZE = 50
-STATUSES = ("running", "sleeping", "awaiting", "failed", "completed", "cancelled")
+__all__ = [
+    "PAGE_SIZE",
+    "STATUSES",
+    "STYLE",
+    "Actions",
+    "CloudWatchActions",
+    "Form",
+    "LocalActions",
+    "RunQuery",
+    "Zone",
+    "e",
+    "run_page",
+    "runs_page",
+]
 
-STYLE = """
-.lf{font:13px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;color:#1f2328}
-.lf h1{font-size:18px;margin:0 0 8px}.lf h2{font-size:15px;margin:16px 0 6px}
-.lf table{border-collapse:collapse;width:100%}.lf td,.lf th{border-bottom:1px solid #d8dee4;padding:4px 8px;text-align:left;vertical-align:top}
-.lf th{font-weight:600;color:#57606a}.lf code,.lf pre{font:12px ui-monospace,Menlo,monospace}.lf pre{margin:0;white-space:pre-wrap}
-.lf .st{display:inline-block;padding:0 7px;border-radius:10px;font-size:12px;background:#eaeef2}
-.lf .failed{background:#ffebe9;color:#a40e26}.lf .completed{background:#dafbe1;color:#116329}.lf .cancelled{color:#6e7781}
-.lf .awaiting{background:#fff8c5;color:#7d4e00}.lf .sleeping{background:#ddf4ff;color:#0550ae}.lf .running{background:#fbefff;color:#6639ba}
-.lf .err{color:#a40e26}.lf .muted{color:#6e7781}.lf .att{margin-left:14px}
-.lf .bar{margin:8px 0}.lf .bar form,.lf .bar a{display:inline-block;margin-right:8px}
-.lf button,.lf .btn{font:inherit;padding:3px 10px;border:1px solid #d0d7de;border-radius:6px;background:#f6f8fa;color:#24292f;text-decoration:none;cursor:pointer}
-.lf button.danger,.lf .btn.danger{color:#a40e26}
-"""
-
-
-def e(value: object) -> str:
-    return html.escape("" if value is None else str(value))
-
-
-def when(at: float | None) -> str:
-    if at is None:
-        return ""
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def short(value: Any, limit: int = 120) -> str:
-    return timeline.short(value, limit)
-
-
-def status(value: str) -> str:
-    return f"<span class='st {e(value)}'>{e(value)}</span>"
-
-
-class Actions(Protocol):
-    """How the page links and acts, locally or in CloudWatch."""
-
-    def run_link(self, run_id: str, text: str) -> str: ...
-
-    def list_link(self, text: str, **filters: str) -> str: ...
-
-    def button(
-        self, run_id: str, action: str, label: str, confirmation: str, danger: bool = False
-    ) -> str: ...
-
-    def filters(self, status: str | None, workflow: str | None) -> str: ...
+POLL_MS = 1500  # how often the local page asks for its live region
 
 
 @dataclass(frozen=True)
-class LocalActions:
-    """The ``lunaflow dev`` page: plain links and forms that POST."""
+class Form:
+    """What a form was last sent with and what was wrong with it, to show it again."""
 
-    base: str = "/_console"
-
-    def run_link(self, run_id: str, text: str) -> str:
-        return f"<a href='{e(self.base)}/runs/{e(quote(run_id, safe=''))}'>{e(text)}</a>"
-
-    def list_link(self, text: str, **filters: str) -> str:
-        query = urlencode({k: v for k, v in filters.items() if v})
-        return f"<a href='{e(self.base)}{'?' + e(query) if query else ''}'>{e(text)}</a>"
-
-    def button(self, run_id: str, action: str, label: str, confirmation: str, danger: bool = False) -> str:
-        # The confirmation is a second step: the first button leads to a page that asks.
-        target = f"{self.base}/runs/{quote(run_id, safe='')}"
-        return (
-            f"<form method='post' action='{e(target)}'>"
-            f"<input type='hidden' name='action' value='{e(action)}'>"
-            f"<input type='hidden' name='confirm' value='{e(confirmation)}'>"
-            f"<button class='{'danger' if danger else ''}' name='step' value='ask'>{e(label)}</button></form>"
-        )
-
-    def filters(self, status: str | None, workflow: str | None) -> str:
-        options = "".join(
-            f"<option value='{s}'{' selected' if s == status else ''}>{s}</option>" for s in ("", *STATUSES)
-        )
-        return (
-            f"<form method='get' action='{e(self.base)}' class='bar'>status <select name='status'>{options}</select> "
-            f"workflow <input name='workflow' value='{e(workflow or '')}'> <button>filter</button></form>"
-        )
+    values: dict[str, str]
+    error: str
 
 
-def confirm_page(actions: LocalActions, run: RunRecord, action: str, message: str) -> str:
-    target = f"{actions.base}/runs/{quote(run.id, safe='')}"
-    return (
-        f"<div class='lf'><h1>{e(action.capitalize())} {e(run.id)}?</h1><p>{e(message)}</p><div class='bar'>"
-        f"<form method='post' action='{e(target)}'><input type='hidden' name='action' value='{e(action)}'>"
-        f"<button class='danger' name='step' value='do'>Yes, {e(action)}</button></form>"
-        f"{actions.run_link(run.id, 'No, go back')}</div></div>"
-    )
+def declared_workflows(runs: Runs) -> list[str]:
+    """The workflows the project declares (what can be started, what the filter offers);
+    without code (a data folder alone) none are known."""
+    return sorted(runs.code.workflows) if isinstance(runs, Platform) else []
 
 
-@dataclass(frozen=True)
-class CloudWatchActions:
-    """CloudWatch custom widgets: buttons and links are ``cwdb-action`` elements that call
-    the console function back; its JSON's keys arrive as the event's top-level keys."""
-
-    endpoint: str  # the console function's ARN
-
-    def _call(self, payload: dict[str, str], display: str = "widget", confirmation: str | None = None) -> str:
-        confirm = f" confirmation='{e(confirmation)}'" if confirmation else ""
-        return (
-            f"<cwdb-action action='call' endpoint='{e(self.endpoint)}' display='{display}'{confirm}>"
-            f"{e(json.dumps(payload, separators=(',', ':')))}</cwdb-action>"
-        )
-
-    def run_link(self, run_id: str, text: str) -> str:
-        return f"<a class='btn'>{e(text)}</a>" + self._call({"view": "run", "run_id": run_id})
-
-    def list_link(self, text: str, **filters: str) -> str:
-        return f"<a class='btn'>{e(text)}</a>" + self._call(
-            {"view": "runs", **{k: v for k, v in filters.items() if v}}
-        )
-
-    def button(self, run_id: str, action: str, label: str, confirmation: str, danger: bool = False) -> str:
-        css = "btn danger" if danger else "btn"
-        return f"<a class='{css}'>{e(label)}</a>" + self._call(
-            {"view": "run", "run_id": run_id, "action": action}, confirmation=confirmation
-        )
-
-    def filters(self, status: str | None, workflow: str | None) -> str:
-        links = [self.list_link("all")] + [self.list_link(s, status=s) for s in STATUSES]
-        return "<div class='bar'>" + " ".join(links) + "</div>"
-
-
-# --- the pages ---------------------------------------------------------------------------
+# --- the runs list -------------------------------------------------------------------------
 
 
 def runs_page(
-    runs: Runs, actions: Actions, *, status_filter: str | None, workflow: str | None, page: int = 0
+    runs: Runs,
+    actions: Actions,
+    query: RunQuery | None = None,
+    *,
+    zone: Zone | None = None,
+    now: float | None = None,
+    notice: str | None = None,
+    start_form: Form | None = None,
 ) -> str:
-    # One row past the page says whether an older page exists, without counting every run.
-    found = runs.runs(status=status_filter, workflow=workflow, limit=(page + 1) * PAGE_SIZE + 1)
-    shown = found[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]
-    rows = "".join(
-        f"<tr><td>{actions.run_link(r.id, r.id)}</td><td>{e(r.workflow)}</td><td>{status(r.status)}</td>"
-        f"<td>{e(r.current_step if r.status not in ('completed', 'cancelled') else '')}</td>"
-        f"<td>{when(r.created_at)}</td><td>{when(r.updated_at)}</td></tr>"
-        for r in shown
+    query = query or RunQuery()
+    zone = zone or Zone()
+    now = runs.clock.now() if now is None else now
+    workflows = declared_workflows(runs)
+    parts = ["<div class='lf'><h1>Runs</h1>"]
+    if notice:
+        parts.append(f"<p class='note'>{e(notice)}</p>")
+    parts.append(_search_form(actions, query, workflows, zone))
+    poll = f" data-poll='{POLL_MS}'" if actions.live else ""
+    parts.append(f"<div id='live'{poll}>{runs_live(runs, actions, query, zone=zone, now=now)}</div>")
+    if workflows:
+        parts.append(_start_form(actions, workflows, start_form))
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def runs_live(runs: Runs, actions: Actions, query: RunQuery, *, zone: Zone, now: float) -> str:
+    found = find_runs(runs, query)
+    parts = [_counts(actions, query, found, zone)]
+    for note in found.notes:
+        parts.append(f"<p class='muted'>Ignored: {e(note)}.</p>")
+    if found.capped:
+        parts.append(
+            f"<p class='muted'>The counts, and a search by id prefix or time, cover the newest {SCAN_LIMIT:,} runs "
+            "of this selection; the pages go through all of them, and an exact run id is found however old.</p>"
+        )
+    if not found.runs:
+        parts.append(
+            f"<p class='empty'>No {e(query.describe(zone))}{' on this page' if query.page else ''}.</p>"
+        )
+        if query.page:
+            parts.append(
+                f"<div class='bar'>{actions.list_link('first page', **query.params(zone, page=''))}</div>"
+            )
+        return "".join(parts)
+    first = query.page * PAGE_SIZE + 1
+    total = f"{found.matching:,}" + ("+" if found.capped else "")
+    parts.append(
+        f"<p class='muted'>{e(query.describe(zone))}: {first:,}–{first + len(found.runs) - 1:,} of {total}</p>"
     )
+    parts.append(
+        "<table class='runs'><tr><th>run</th><th>workflow</th><th>status</th><th>current step</th><th>input</th>"
+        "<th>result or error</th><th>parent</th><th>started</th><th>updated</th></tr>"
+    )
+    for r in found.runs:
+        current = r.current_step if r.status not in ENDED else ""
+        parts.append(
+            f"<tr><td class='id'>{actions.run_link(r.id, r.id)}{actions.copy(r.id)}</td><td>{e(r.workflow)}</td>"
+            f"<td>{status(r.status)}</td><td>{e(current or '')}</td>"
+            f"<td class='wide'>{json_value(r.input, key='in-' + r.id, summary_limit=40)}</td>"
+            f"<td class='wide'>{_outcome(r)}</td>"
+            f"<td class='id'>{actions.run_link(r.parent_id, r.parent_id) if r.parent_id else ''}</td>"
+            f"<td>{moment(r.created_at, zone, now)}</td><td>{moment(r.updated_at, zone, now)}</td></tr>"
+        )
+    parts.append("</table>")
     nav = []
-    if page > 0:
-        nav.append(
-            actions.list_link(
-                "newer", status=status_filter or "", workflow=workflow or "", page=str(page - 1)
+    if query.page > 0:
+        nav.append(actions.list_link("newer", **query.params(zone, page=str(query.page - 1))))
+    if found.more:
+        nav.append(actions.list_link("older", **query.params(zone, page=str(query.page + 1))))
+    parts.append(f"<div class='bar'>{' '.join(nav)}</div>")
+    return "".join(parts)
+
+
+def _outcome(r: RunRecord) -> str:
+    if r.status == Status.COMPLETED:
+        return json_value(r.result, key="out-" + r.id, summary_limit=40)
+    if r.error:
+        cut = r.error if len(r.error) <= 140 else r.error[:139] + "…"
+        return f"<span class='err' title='{e(r.error)}'>{e(cut)}</span>"
+    return ""
+
+
+def _counts(actions: Actions, query: RunQuery, found: Found, zone: Zone) -> str:
+    total = sum(found.counts.values())
+    links = [
+        actions.list_link(
+            f"all {total:,}", "on" if query.status is None else "", **query.params(zone, status="", page="")
+        )
+    ]
+    for s in STATUSES:
+        css = f"st {s}" + (" on" if query.status == s else "")
+        links.append(
+            actions.list_link(f"{s} {found.counts.get(s, 0):,}", css, **query.params(zone, status=s, page=""))
+        )
+    return f"<div class='counts'>{''.join(links)}</div>"
+
+
+def _search_form(actions: Actions, query: RunQuery, workflows: list[str], zone: Zone) -> str:
+    statuses = "".join(
+        f"<option value='{s}'{' selected' if s == (query.status or '') else ''}>{s or 'any status'}</option>"
+        for s in ("", *STATUSES)
+    )
+    names = sorted(set(workflows) | ({query.workflow} if query.workflow else set()))
+    flows = "<option value=''>any workflow</option>" + "".join(
+        f"<option value='{e(w)}'{' selected' if w == query.workflow else ''}>{e(w)}</option>" for w in names
+    )
+    values = query.params(zone)
+    fields = (
+        f"<label>run id <input name='id' value='{e(query.id)}' placeholder='exact or prefix' size='22'></label>"
+        f"<label>status <select name='status'>{statuses}</select></label>"
+        f"<label>workflow <select name='workflow'>{flows}</select></label>"
+        f"<label>started since <input type='datetime-local' name='since' value='{e(values.get('since', ''))}'></label>"
+        f"<label>before <input type='datetime-local' name='until' value='{e(values.get('until', ''))}'></label>"
+        f"<span class='muted'>({e(zone.label)})</span>"
+    )
+    return actions.form("search", fields, "Search")
+
+
+def _start_form(actions: Actions, workflows: list[str], form: Form | None) -> str:
+    values = form.values if form else {}
+    chosen = values.get("start_workflow", "")
+    options = "".join(
+        f"<option value='{e(w)}'{' selected' if w == chosen else ''}>{e(w)}</option>" for w in workflows
+    )
+    error = f"<p class='err'>{e(form.error)}</p>" if form and form.error else ""
+    fields = (
+        "<h2>Start a run</h2>"
+        f"<label>workflow <select name='start_workflow'>{options}</select></label>"
+        f"<label>input (JSON) <textarea name='start_input' rows='3' data-json placeholder='{{\"id\": \"lot-42\"}}'>"
+        f"{e(values.get('start_input', ''))}</textarea><span class='jerr'></span></label>"
+        f"<label>run id <input name='start_id' value='{e(values.get('start_id', ''))}' "
+        "placeholder='optional: a fresh UUID if empty' size='30'></label>"
+        f"{error}"
+    )
+    return actions.form("start", fields, "Start run")
+
+
+# --- one run ---------------------------------------------------------------------------------
+
+
+def run_page(
+    runs: Runs,
+    actions: Actions,
+    run_id: str,
+    *,
+    zone: Zone | None = None,
+    now: float | None = None,
+    notice: str | None = None,
+    signal_form: Form | None = None,
+) -> str:
+    zone = zone or Zone()
+    now = runs.clock.now() if now is None else now
+    run = runs.get(run_id)
+    parts = [f"<div class='lf'><p>{actions.list_link('all runs')}</p>"]
+    if notice:
+        parts.append(f"<p class='note'>{e(notice)}</p>")
+    poll = f" data-poll='{POLL_MS}'" if actions.live else ""
+    parts.append(f"<div id='live'{poll}>{run_live(runs, actions, run, zone=zone, now=now)}</div>")
+    parts.append(_signal_form(actions, run, signal_form))
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def run_live(runs: Runs, actions: Actions, run: RunRecord, *, zone: Zone, now: float) -> str:
+    entries = runs.journal(run.id)
+    items = timeline.build(entries)
+    signals = runs.store.signals(run.id)
+    children = runs.store.children(run.id)
+    due = runs.store.timer(run.id)
+    parts = [f"<h1>{e(run.id)}{actions.copy(run.id)} {status(run.status)}</h1>"]
+    ended_at = run.updated_at if run.status in (*ENDED, Status.FAILED) else now
+    facts = [
+        f"workflow <b>{e(run.workflow)}</b>",
+        f"started {moment(run.created_at, zone, now)}",
+        f"updated {moment(run.updated_at, zone, now)}",
+        ("running for " if ended_at == now else "took ") + e(duration(ended_at - run.created_at)),
+    ]
+    if run.parent_id:
+        facts.append("parent " + actions.run_link(run.parent_id, run.parent_id))
+    if children:
+        facts.append("children " + ", ".join(actions.run_link(c, c) for c in children))
+    if run.current_step and run.status not in ENDED:
+        facts.append(f"at <code>{e(run.current_step)}</code>")
+    if due is not None and run.status in (Status.SLEEPING, Status.AWAITING):
+        facts.append(f"timer due {moment(due / 1000, zone, now)}")
+    parts.append("<p>" + " · ".join(facts) + "</p>")
+    more_input = actions.value_link(run.id, "input", "show all")
+    parts.append(f"<p><b>input</b> {json_value(run.input, key='input', more=more_input)}</p>")
+    if run.error:
+        parts.append(f"<div class='err'><b>error</b> <pre>{e(run.error)}</pre></div>")
+    if run.status == Status.COMPLETED:
+        more = actions.value_link(run.id, "result", "show all")
+        parts.append(f"<p><b>result</b> {json_value(run.result, key='result', more=more, open_=True)}</p>")
+    buttons = []
+    if run.status in RESUMABLE:
+        buttons.append(
+            actions.button(
+                run.id, "resume", "Resume", f"Resume {run.id}? Its failed step gets a fresh set of attempts."
             )
         )
-    if len(found) > (page + 1) * PAGE_SIZE:
-        nav.append(
-            actions.list_link(
-                "older", status=status_filter or "", workflow=workflow or "", page=str(page + 1)
-            )
+    if run.status in CANCELLABLE:
+        buttons.append(
+            actions.button(run.id, "cancel", "Cancel", cancel_confirmation(runs, run), danger=True)
         )
-    first = page * PAGE_SIZE + 1 if shown else 0
-    caption = (
-        f"runs {first}-{page * PAGE_SIZE + len(shown)}"
-        + (f" {status_filter}" if status_filter else "")
-        + (f" of {workflow}" if workflow else "")
+    if buttons:
+        parts.append("<div class='bar'>" + "".join(buttons) + "</div>")
+    parts.append("<h2>Timeline</h2>")
+    parts.append(chart.draw(run, items, signals, zone=zone, now=now))
+    parts.append(
+        "<h2>Journal</h2><table class='journal'><tr><th>#</th><th>at</th><th>what</th><th>detail</th></tr>"
     )
-    return (
-        f"<div class='lf'><h1>Runs</h1>{actions.filters(status_filter, workflow)}<p class='muted'>{e(caption)}</p>"
-        "<table><tr><th>run</th><th>workflow</th><th>status</th><th>current step</th><th>started</th>"
-        f"<th>updated</th></tr>{rows}</table><div class='bar'>{' '.join(nav)}</div></div>"
+    parts.extend(_journal_rows(actions, run, items, zone))
+    parts.append("</table>")
+    if signals:
+        parts.append(
+            "<h2>Signals</h2><table class='signals'><tr><th>id</th><th>at</th><th>name</th><th>state</th>"
+            "<th>payload</th></tr>"
+        )
+        for s in signals:
+            state = s.state.replace("_", " ") + (f" (entry {s.consumed_seq})" if s.consumed_seq else "")
+            more = actions.value_link(run.id, f"signal-{s.id}", "show all")
+            parts.append(
+                f"<tr><td>{s.id}</td><td>{e(zone.when(s.at))}</td><td>{e(s.name)}</td><td>{e(state)}</td>"
+                f"<td class='wide'>{json_value(s.payload, key=f'sig-{s.id}', more=more)}</td></tr>"
+            )
+        parts.append("</table>")
+    return "".join(parts)
+
+
+def _journal_rows(
+    actions: Actions, run: RunRecord, items: Iterable[timeline.Item], zone: Zone
+) -> Iterable[str]:
+    for item in items:
+        detail = e(item.detail)
+        if item.kind == "wait":
+            bits = []
+            if item.due_at is not None:
+                bits.append(
+                    ("wakes" if item.name == "sleep" else "times out") + f" at {e(zone.when(item.due_at))}"
+                )
+            if item.resolution:
+                bits.append(
+                    f"→ {e(item.resolution)} at {e(zone.when(item.resolved_at))} (waited {e(duration(item.waited))})"
+                )
+            else:
+                bits.append("<span class='muted'>waiting</span>")
+            detail = " · ".join(bits)
+        elif item.kind == "step" and item.attempts:
+            detail += f" · {e(plural(len(item.attempts), 'attempt'))}"
+        if item.value_seq is not None and len(item.detail) >= 60:
+            detail += " " + actions.value_link(run.id, f"entry-{item.value_seq}", "show all")
+        css = (
+            " class='err'"
+            if item.kind == "step" and item.attempts and item.attempts[-1].outcome not in ("ok", "running")
+            else ""
+        )
+        yield (
+            f"<tr id='e{item.seq}'><td>{item.seq}</td><td>{e(zone.when(item.at))}</td>"
+            f"<td{css}>{e(item.title)}</td><td>{detail}</td></tr>"
+        )
+        for a in item.attempts:
+            took = "" if a.took is None else f", took {duration(a.took)}"
+            line = (
+                f"attempt {a.attempt}: {e(a.outcome)}{e(took)} · step id <code>{e(a.step_id)}</code>"
+                f"{actions.copy(a.step_id)}"
+            )
+            if a.error:
+                line += f"<br><span class='err'>{e(a.error)}</span>"
+            if a.retry_at is not None:
+                line += f"<br><span class='muted'>retry at {e(zone.when(a.retry_at))}</span>"
+            yield f"<tr><td></td><td>{e(zone.when(a.started_at))}</td><td></td><td class='att'>{line}</td></tr>"
+
+
+def _signal_form(actions: Actions, run: RunRecord, form: Form | None) -> str:
+    values = form.values if form else {}
+    error = f"<p class='err'>{e(form.error)}</p>" if form and form.error else ""
+    ended = (
+        f"<p class='muted'>This run has ended ({e(run.status)}): a signal sent now is set aside.</p>"
+        if run.status in ENDED
+        else ""
     )
+    fields = (
+        f"<h2>Send a signal</h2>{ended}"
+        f"<label>name <input name='signal_name' value='{e(values.get('signal_name', ''))}' required "
+        "placeholder='paid' size='24'></label>"
+        f"<label>payload (JSON, optional) <textarea name='signal_payload' rows='3' data-json "
+        f'placeholder=\'{{"by": "ada"}}\'>{e(values.get("signal_payload", ""))}</textarea>'
+        "<span class='jerr'></span></label>"
+        f"{error}"
+    )
+    return actions.form("signal", fields, "Send signal", run_id=run.id)
+
+
+# --- actions' words ----------------------------------------------------------------------
 
 
 def descendants(runs: Runs, run_id: str) -> list[str]:
@@ -201,96 +371,78 @@ def cancel_confirmation(runs: Runs, run: RunRecord) -> str:
     return message
 
 
-def run_page(runs: Runs, actions: Actions, run_id: str, *, notice: str | None = None) -> str:
-    run = runs.get(run_id)
-    entries = runs.journal(run.id)
-    items = timeline.build(entries)
-    signals = runs.store.signals(run.id)
-    children = runs.store.children(run.id)
-    due = runs.store.timer(run.id)
-    parts = [f"<div class='lf'><p>{actions.list_link('all runs')}</p>"]
-    parts.append(f"<h1>{e(run.id)} {status(run.status)}</h1>")
-    if notice:
-        parts.append(f"<p class='muted'>{e(notice)}</p>")
-    facts = [
-        f"workflow <b>{e(run.workflow)}</b>",
-        f"started {when(run.created_at)}",
-        f"updated {when(run.updated_at)}",
-    ]
-    if run.parent_id:
-        facts.append("parent " + actions.run_link(run.parent_id, run.parent_id))
-    if children:
-        facts.append("children " + ", ".join(actions.run_link(c, c) for c in children))
-    if run.current_step and run.status not in ("completed", "cancelled"):
-        facts.append(f"at <code>{e(run.current_step)}</code>")
-    if due is not None and run.status in ("sleeping", "awaiting"):
-        facts.append(f"timer due {when(due / 1000)}")
-    parts.append("<p>" + " · ".join(facts) + "</p>")
-    if run.error:
-        parts.append(f"<p class='err'><b>error</b> {e(run.error)}</p>")
-    if run.status == "completed":
-        parts.append(f"<p><b>result</b> <code>{e(short(run.result, 400))}</code></p>")
-    buttons = []
-    if run.status in RESUMABLE:
-        buttons.append(
-            actions.button(
-                run.id, "resume", "Resume", f"Resume {run.id}? Its failed step gets a fresh set of attempts."
-            )
-        )
-    if run.status in CANCELLABLE:
-        buttons.append(
-            actions.button(run.id, "cancel", "Cancel", cancel_confirmation(runs, run), danger=True)
-        )
-    if buttons:
-        parts.append("<div class='bar'>" + "".join(buttons) + "</div>")
-    parts.append("<h2>Timeline</h2><table><tr><th>#</th><th>at</th><th>what</th><th>detail</th></tr>")
-    parts.extend(_timeline_rows(items))
-    parts.append("</table>")
-    if signals:
-        parts.append(
-            "<h2>Signals</h2><table><tr><th>id</th><th>at</th><th>name</th><th>state</th><th>payload</th></tr>"
-        )
-        for s in signals:
-            state = s.state.replace("_", " ") + (f" (entry {s.consumed_seq})" if s.consumed_seq else "")
-            parts.append(
-                f"<tr><td>{s.id}</td><td>{when(s.at)}</td><td>{e(s.name)}</td><td>{e(state)}</td>"
-                f"<td><code>{e(short(s.payload))}</code></td></tr>"
-            )
-        parts.append("</table>")
-    parts.append("</div>")
-    return "".join(parts)
-
-
-def _timeline_rows(items: Iterable[timeline.Item]) -> Iterable[str]:
-    for item in items:
-        detail = e(item.detail)
-        if item.kind == "wait":
-            bits = []
-            if item.due_at is not None:
-                bits.append(("wakes" if item.title == "sleep" else "times out") + f" at {when(item.due_at)}")
-            if item.resolution:
-                bits.append(f"→ {e(item.resolution)} at {when(item.resolved_at)}")
-            else:
-                bits.append("<span class='muted'>waiting</span>")
-            detail = " · ".join(bits)
-        css = (
-            " class='err'"
-            if item.kind == "step" and item.attempts and item.attempts[-1].outcome == "failed"
-            else ""
-        )
-        yield f"<tr><td>{item.seq}</td><td>{when(item.at)}</td><td{css}>{e(item.title)}</td><td>{detail}</td></tr>"
-        for a in item.attempts:
-            took = "" if a.ended_at is None else f", took {max(0.0, a.ended_at - a.started_at):.3f}s"
-            line = f"attempt {a.attempt}: {e(a.outcome)}{took} · step id <code>{e(a.step_id)}</code>"
-            if a.error:
-                line += f"<br><span class='err'>{e(a.error)}</span>"
-            if a.retry_at is not None:
-                line += f"<br><span class='muted'>retry at {when(a.retry_at)}</span>"
-            yield f"<tr><td></td><td>{when(a.started_at)}</td><td></td><td class='att'>{line}</td></tr>"
-
-
-def document(title: str, body: str) -> str:
+def confirm_page(actions: LocalActions, run: RunRecord, action: str, message: str) -> str:
     return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>"
-        f"<style>body{{margin:24px}}{STYLE}</style></head><body>{body}</body></html>"
+        f"<div class='lf'><h1>{e(action.capitalize())} {e(run.id)}?</h1><p>{e(message)}</p><div class='bar'>"
+        f"{actions.confirm(run.id, action, f'Yes, {action}', danger=action == 'cancel')}"
+        f"{actions.run_link(run.id, 'No, go back')}</div></div>"
+    )
+
+
+def read_json(text: str, what: str) -> Any:
+    """A JSON value typed into a form; empty is null. Raises InvalidInput naming the
+    problem (shown beside the form, nothing sent)."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return values.loads_bounded(text, what)
+    except ValueError as err:  # json's decode errors and integers past the digit limit
+        raise InvalidInput(f"{what} is not valid JSON ({err}); nothing was sent") from None
+
+
+def send_signal(runs: Runs, run_id: str, name: str, payload_text: str) -> str:
+    """Send a signal from a console form; returns what happened, in words."""
+    name = name.strip()
+    if not name:
+        raise InvalidInput("a signal needs a name; nothing was sent")
+    payload = read_json(payload_text, f"the payload of signal '{name}'")
+    live = runs.signal(run_id, name, payload)
+    if live:
+        return (
+            f"Signal '{name}' was delivered to {run_id}: it is consumed when the run waits for '{name}' "
+            "(now, if it is waiting for it)."
+        )
+    run = runs.get(run_id)
+    return f"Run {run_id} has ended ({run.status}), so signal '{name}' was set aside; nothing consumes it."
+
+
+def start_run(runs: Runs, workflow: str, input_text: str, run_id: str) -> tuple[RunRecord, str]:
+    """Start (or join) a run from a console form; returns it and what happened."""
+    if workflow not in declared_workflows(runs):
+        raise InvalidInput(f"workflow {workflow!r} is not declared by this project; pick one from the list")
+    value = read_json(input_text, "the input")
+    before = runs.store.get_run(run_id.strip()) if run_id.strip() else None
+    run = runs.start(workflow, value, id=run_id.strip() or None)
+    if before is not None:
+        return run, f"Run {run.id} already existed, so the start joined it (the input sent was ignored)."
+    return run, f"Started run {run.id} of {workflow}."
+
+
+def value_of(runs: Runs, run_id: str, ref: str) -> Any:
+    """The whole of a value the run page shows cut short: ``input``, ``result``,
+    ``signal-<id>``, ``entry-<seq>`` (a journal entry's data)."""
+    run = runs.get(run_id)
+    if ref == "input":
+        return run.input
+    if ref == "result":
+        return run.result
+    kind, _, number = ref.partition("-")
+    if number.isascii() and number.isdigit() and len(number) <= 12:
+        if kind == "signal":
+            for s in runs.store.signals(run.id):
+                if s.id == int(number):
+                    return s.payload
+        if kind == "entry":
+            for entry in runs.journal(run.id):
+                if entry.seq == int(number):
+                    return entry.data
+    raise KeyError(ref)
+
+
+def value_page(runs: Runs, actions: Actions, run_id: str, ref: str) -> str:
+    value = value_of(runs, run_id, ref)
+    return (
+        f"<div class='lf'><p>{actions.run_link(run_id, 'back to ' + run_id)}</p>"
+        f"<h1>{e(run_id)}: {e(ref)}</h1><pre>{e(pretty(value))}</pre></div>"
     )

@@ -1,6 +1,13 @@
-"""A run's journal read as a timeline: what the console shows, in the terminal and on the
-web. Each step becomes its attempts (start, end, duration, step id, error); each wait its
-due time and how it resolved; signals are listed as consumed or set aside."""
+"""A run's journal read as a timeline: what the console shows, in the terminal, on the web
+page and in the CloudWatch widgets.
+
+Each step becomes its attempts (start, end, outcome, step id, error, the retry it
+scheduled); each wait its due time and what ended it (a signal, its timer, its timeout, or
+the run's cancel); signals are listed as consumed, pending or set aside. An attempt's
+outcome is ``ok``, ``failed``, ``timed out`` (its error says so), ``interrupted`` (the
+process running it ended), ``cancelled`` (the run was cancelled while it ran) or
+``running``.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +18,8 @@ from runtime.core.journal import Entry, Kind, describe_wait
 from runtime.core.values import compact
 from runtime.store.base import SignalRecord
 
+OUTCOMES = ("ok", "failed", "timed out", "interrupted", "cancelled", "running")
+
 
 @dataclass
 class Attempt:
@@ -18,9 +27,14 @@ class Attempt:
     step_id: str
     started_at: float
     ended_at: float | None = None
-    outcome: str = "running"  # running | ok | failed
+    outcome: str = "running"  # one of OUTCOMES
     error: str | None = None
     retry_at: float | None = None
+    seq: int = 0  # the journal entry of its intent
+
+    @property
+    def took(self) -> float | None:
+        return None if self.ended_at is None else max(0.0, self.ended_at - self.started_at)
 
 
 @dataclass
@@ -34,6 +48,14 @@ class Item:
     due_at: float | None = None
     resolved_at: float | None = None
     resolution: str | None = None
+    name: str | None = None  # a step's name; a wait's kind (sleep, await, race, all)
+    ended_by: str | None = None  # a wait's end: signal | timer | timeout | cancel
+    signal: str | None = None  # the signal that ended a wait
+    value_seq: int | None = None  # the entry holding the item's value (a result, a payload)
+
+    @property
+    def waited(self) -> float | None:
+        return None if self.resolved_at is None else max(0.0, self.resolved_at - self.at)
 
 
 def build(entries: list[Entry]) -> list[Item]:
@@ -41,26 +63,36 @@ def build(entries: list[Entry]) -> list[Item]:
     open_step: Item | None = None
     for e in entries:
         if e.kind == Kind.STARTED:
-            items.append(Item(e.seq, e.at, "start", "started", short(e.data.get("input"))))
+            items.append(Item(e.seq, e.at, "start", "started", short(e.data.get("input")), value_seq=e.seq))
         elif e.kind == Kind.STEP_INTENT:
-            if open_step is None or open_step.title != f"step '{e.name}'" or _step_done(open_step):
-                open_step = Item(e.seq, e.at, "step", f"step '{e.name}'", f"pass {e.data['pass']}")
+            if open_step is None or open_step.name != e.name or _step_done(open_step):
+                open_step = Item(
+                    e.seq, e.at, "step", f"step '{e.name}'", f"pass {e.data['pass']}", name=e.name
+                )
                 items.append(open_step)
-            open_step.attempts.append(Attempt(int(e.data["attempt"]), str(e.data["step_id"]), e.at))
+            open_step.attempts.append(
+                Attempt(int(e.data["attempt"]), str(e.data["step_id"]), e.at, seq=e.seq)
+            )
+        elif e.kind == Kind.STEP_RERUN and open_step is not None and open_step.attempts:
+            # The same attempt started again: the start before it was cut by its process's end.
+            last = open_step.attempts[-1]
+            last.outcome, last.ended_at = "interrupted", e.at
+            open_step.attempts.append(Attempt(last.attempt, last.step_id, e.at, seq=e.seq))
         elif e.kind in (Kind.STEP_RESULT, Kind.STEP_FAILED) and open_step is not None and open_step.attempts:
             last = open_step.attempts[-1]
             last.ended_at = e.at
             if e.kind == Kind.STEP_RESULT:
                 last.outcome = "ok"
                 vals = e.data.get("values") or []
+                open_step.value_seq = e.seq
                 open_step.detail = (
                     "returned nothing"
                     if not vals
                     else f"returned {short(vals if len(vals) > 1 else vals[0])}"
                 )
             else:
-                last.outcome = "failed"
                 last.error = str(e.data.get("error"))
+                last.outcome = failure_kind(last.error)
                 if e.data.get("retry_at") is not None:
                     last.retry_at = int(e.data["retry_at"]) / 1000
                 if e.data.get("final"):
@@ -68,28 +100,62 @@ def build(entries: list[Entry]) -> list[Item]:
         elif e.kind == Kind.WAIT:
             title = describe_wait(e.name or "", list(e.data.get("names", [])))
             due = e.data.get("due_at")
-            items.append(Item(e.seq, e.at, "wait", title, due_at=None if due is None else due / 1000))
+            items.append(
+                Item(e.seq, e.at, "wait", title, due_at=None if due is None else due / 1000, name=e.name)
+            )
         elif e.kind == Kind.WAIT_DONE:
             wait = next((i for i in reversed(items) if i.kind == "wait"), None)
             if wait is not None:
                 wait.resolved_at = e.at
                 by = e.data.get("by")
                 if by == "signal":
+                    wait.ended_by, wait.signal, wait.value_seq = "signal", str(e.data.get("signal")), e.seq
                     wait.resolution = f"signal '{e.data.get('signal')}' {short(e.data.get('payload'))}"
+                elif by == "timer":
+                    wait.ended_by, wait.resolution = "timer", "timer fired"
                 else:
-                    wait.resolution = "timer fired" if by == "timer" else "timed out"
+                    wait.ended_by, wait.resolution = "timeout", "timed out"
         elif e.kind == Kind.VALUE:
             items.append(Item(e.seq, e.at, "value", f"{e.name}()", short(e.data.get("value"))))
         elif e.kind == Kind.RESUMED:
             items.append(Item(e.seq, e.at, "resumed", "resumed"))
             open_step = None  # attempts the resume allowed are listed after it
         elif e.kind == Kind.CANCELLED:
+            _cut_by_cancel(items, e.at)
             items.append(Item(e.seq, e.at, "cancelled", "cancelled"))
         elif e.kind == Kind.COMPLETED:
             items.append(
-                Item(e.seq, e.at, "completed", "completed", f"returned {short(e.data.get('result'))}")
+                Item(
+                    e.seq,
+                    e.at,
+                    "completed",
+                    "completed",
+                    f"returned {short(e.data.get('result'))}",
+                    value_seq=e.seq,
+                )
             )
     return items
+
+
+def failure_kind(error: str) -> str:
+    """How a recorded failure reads: a timeout and an interruption say so in their error
+    (``step 'x' timed out after Nms``; ``attempt N was interrupted``)."""
+    if " timed out after " in error:
+        return "timed out"
+    if " was interrupted " in error:
+        return "interrupted"
+    return "failed"
+
+
+def _cut_by_cancel(items: list[Item], at: float) -> None:
+    """A cancel ends what was still open: the wait the run was parked on, an attempt whose
+    result was never recorded."""
+    for item in items:
+        if item.kind == "wait" and item.resolved_at is None:
+            item.resolved_at, item.ended_by, item.resolution = at, "cancel", "ended by cancel"
+        for a in item.attempts:
+            if a.ended_at is None:
+                a.ended_at, a.outcome = at, "cancelled"
 
 
 def _step_done(item: Item) -> bool:

@@ -19,6 +19,9 @@ class Kind(StrEnum):
     STEP_INTENT = "step.intent"  # name; data: pass, attempt, step_id
     STEP_RESULT = "step.result"  # name; data: n, values
     STEP_FAILED = "step.failed"  # name; data: attempt, error, final, retry_at
+    # name; data: attempt, start (2, 3...): the attempt's body runs again, its intent having no
+    # outcome (the process running it ended); the start count bounds how often that happens
+    STEP_RERUN = "step.rerun"
     VALUE = "value"  # name: the call (os.time...); data: value
     WAIT = "wait"  # name: op; data: names, timeout_ms, due_at
     WAIT_DONE = "wait.done"  # name: op; data: by (signal|timeout|timer), signal, payload, signal_id
@@ -99,7 +102,7 @@ def describe_wait(op: str, names: list[str]) -> str:
 
 def describe(entry: Entry) -> str:
     """How an entry reads in a divergence message: ``step 'settle'``, ``await 'paid'``."""
-    if entry.kind in (Kind.STEP_INTENT, Kind.STEP_RESULT, Kind.STEP_FAILED):
+    if entry.kind in (Kind.STEP_INTENT, Kind.STEP_RERUN, Kind.STEP_RESULT, Kind.STEP_FAILED):
         return f"step '{entry.name}'"
     if entry.kind in (Kind.WAIT, Kind.WAIT_DONE):
         return describe_wait(entry.name or "", list(entry.data.get("names", [])))

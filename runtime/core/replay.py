@@ -111,12 +111,19 @@ class Complete:
 Decision = Resume | Execute | Park | Fail | Diverged | NeedValue | Complete
 
 
+# Starts of one attempt (its intent, then each re-run) that may end with the process: after
+# this many the attempt is recorded as failed, and retries and backoff apply as for any failure.
+MAX_STARTS = 3
+
+
 @dataclass
 class _StepInFlight:
     cmd: StepCmd
     pass_: int
     attempt: int  # the attempt being run or last recorded
     used: int  # attempts recorded against the current budget (reset by resume)
+    intent: Entry | None = None  # the current attempt's intent
+    starts: int = 0  # times the current attempt's body was started (intent and re-runs)
 
 
 @dataclass
@@ -194,7 +201,10 @@ class Replay:
             if expect_intent and e.kind == Kind.STEP_INTENT and e.name == cmd.name:
                 flight.attempt = int(e.data["attempt"])
                 flight.used += 1
+                flight.intent, flight.starts = e, 1
                 last_failure, expect_intent = None, False
+            elif not expect_intent and e.kind == Kind.STEP_RERUN and e.name == cmd.name:
+                flight.starts += 1
             elif not expect_intent and e.kind == Kind.STEP_RESULT and e.name == cmd.name:
                 self.pos += 1
                 self._step = None
@@ -207,7 +217,7 @@ class Replay:
                 flight.used = 0
                 last_failure, expect_intent = None, True
             else:
-                # No engine writes anything between a step's intent and its outcome.
+                # No engine writes anything between a step's intent and its outcome but re-runs.
                 raise EngineBug(
                     f"run '{self.run_id}' journal entry {e.seq} ({e.kind}) interrupts step '{cmd.name}'"
                 )
@@ -217,6 +227,18 @@ class Replay:
         if last_failure is None:
             # An intent with no outcome: the process stopped while the body ran. Run the
             # same attempt again; its step id is unchanged so the effect can be recognised.
+            # Each start is journaled (journals of engines before step.rerun count as one
+            # start), so an attempt that ends its process every time fails in the end.
+            if flight.starts >= MAX_STARTS:
+                return self.step_failed(
+                    f"step '{cmd.name}' attempt {flight.attempt} was interrupted {flight.starts} times: "
+                    "the process running it ended"
+                )
+            full = self._full(2)
+            if full is not None:
+                return full
+            flight.starts += 1
+            self._record(Kind.STEP_RERUN, cmd.name, {"attempt": flight.attempt, "start": flight.starts})
             return self._execute()
         if last_failure.data["final"]:
             return Fail(str(last_failure.data["final_error"]))
@@ -333,17 +355,18 @@ class Replay:
         flight.attempt += 1
         flight.used += 1
         sid = step_id(self.run_id, flight.cmd.name, flight.pass_, flight.attempt)
-        self._record(
+        flight.intent = self._record(
             Kind.STEP_INTENT,
             flight.cmd.name,
             {"pass": flight.pass_, "attempt": flight.attempt, "step_id": sid},
         )
+        flight.starts = 1
         return self._execute()
 
     def _execute(self) -> Execute:
         flight = self._flight()
-        intent = self.entries[-1]
-        if intent.kind != Kind.STEP_INTENT:
+        intent = flight.intent
+        if intent is None or intent.kind != Kind.STEP_INTENT:
             raise EngineBug(f"run '{self.run_id}' would run step '{flight.cmd.name}' without an intent")
         return Execute(
             flight.cmd.name, intent.data["step_id"], flight.attempt, flight.cmd.timeout_ms, intent.at

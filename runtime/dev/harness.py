@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from runtime.core.clock import now_ms
+from runtime.dev.golden import write_golden
 from runtime.platform.fetch import Response, make_request
 from runtime.platform.harness import Harness, earliest_after
 from runtime.platform.platform import Platform
@@ -56,7 +57,9 @@ class LocalPlatform(Harness):
             objects=self._objects,
             http=self._http,
         )
-        platform = Platform(project, store, self._clock, services=services, cache_size=self._cache_size)
+        platform = Platform(
+            project, store, self._clock, services=services, cache_size=self._cache_size, keep_logs=True
+        )
         platform.recover()
         platform.run_until_idle()
         return platform
@@ -113,3 +116,8 @@ class LocalPlatform(Harness):
         """Drop all in-memory state and reopen the same data, as after a crash."""
         self.platform.close()
         self.platform = self._open(self.project)
+
+    def record(self, run_id: str, name: str | None = None) -> Path:
+        """Write the run's journal as a golden of the project (``tests/golden/``), as
+        ``lunaflow record`` does; ``lunaflow test`` and ``lunaflow check`` replay it."""
+        return write_golden(self.project, self.get(run_id), self.journal(run_id), name=name)

@@ -1,5 +1,6 @@
 """``lunaflow test PROJECT``: the project's own Lua tests (``tests/*_test.lua``) against an
-in-process platform on a fake clock.
+in-process platform on a fake clock; then the project's golden journals (``tests/golden/``,
+runtime/dev/golden.py) are replayed on its code.
 
 A test file declares tests; each runs against a fresh ``LocalPlatform`` of the project::
 
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from runtime.dev.golden import replay_goldens
 from runtime.dev.harness import LocalPlatform
 from runtime.dev.standins import NotStubbed
 from runtime.engine.project import ProjectSource
@@ -222,6 +224,10 @@ def run_tests(project: str | Path, *, pattern: str | None = None, out: TextIO | 
 
     for path in sorted((project / "tests").glob("*_test.lua")):
         _run_file(project, path, pattern, report, write)
+    for v in replay_goldens(project, pattern):
+        what = f"golden run {v.run_id} ({v.workflow}, {v.status})"
+        report.outcomes.append(Outcome(v.file, what, None if v.passed else v.message))
+        write(f"PASS {v.file}: {what}: {v.message}" if v.passed else f"FAIL {v.message} ({v.file}: {what})")
     write(f"{len(report.passed)} passed, {len(report.failed)} failed")
     return report
 

@@ -34,14 +34,37 @@ local function reply(status, value)
     return {{ status_code = status, headers = {{ ["content-type"] = "application/json" }}, body = json.encode(value) }}
 end
 
+-- The request's JSON object, or nil: a body that is not one is the client's mistake (400).
+local function body_of(request)
+    local ok, body = pcall(json.parse, request.body or "")
+    if ok and type(body) == "table" then return body end
+    return nil
+end
+
+local function valid_id(id)
+    return type(id) == "string" and #id <= 64 and id:match("^[%w_-]+$") ~= nil
+end
+
 on "fetch" (function(request)
-    local ok, body = pcall(json.parse, request.body)
-    if request.method == "POST" and request.path == "/orders" and ok and type(body) == "table" then
+    if request.method == "POST" and request.path == "/orders" then
+        local body = body_of(request)
+        if not body or not valid_id(body.id) or type(body.item) ~= "string" then
+            return reply(400, {{ error = 'send {{"id": "1", "item": "tea"}}: an id of letters, digits, - or _, and an item' }})
+        end
         local run = approve:start({{ id = body.id, item = body.item }}, {{ id = "order-" .. body.id }})
         return reply(201, {{ run = run.id }})
     end
-    if request.method == "POST" and request.path == "/orders/approve" and ok and type(body) == "table" then
-        local live = approve:get("order-" .. body.id):signal("approved", {{ by = body.by }})
+    if request.method == "POST" and request.path == "/orders/approve" then
+        local body = body_of(request)
+        if not body or not valid_id(body.id) then
+            return reply(400, {{ error = 'send {{"id": "1", "by": "ada"}}' }})
+        end
+        local run = approve:get("order-" .. body.id)
+        -- A handle's calls fail for a run that does not exist: that is a 404, not a 500.
+        if not pcall(run.status, run) then
+            return reply(404, {{ error = "no order " .. body.id }})
+        end
+        local live = run:signal("approved", {{ by = body.by }})
         return reply(live and 202 or 409, {{ delivered = live }})
     end
     return reply(404, {{ error = "no route " .. request.method .. " " .. request.path }})
@@ -69,6 +92,13 @@ test("an order nobody approves expires after 48 hours", function(p)
     p:start("approve-order", {{ id = "2", item = "cake" }}, {{ id = "order-2" }})
     p:advance("48h")
     assert_eq(p:get("order-2").result, {{ state = "expired" }})
+end)
+
+test("a bad request is a 400, an unknown order a 404", function(p)
+    assert_eq(p:fetch("POST", "/orders", {{ body = "{{not json" }}).status_code, 400)
+    assert_eq(p:fetch("POST", "/orders", {{ body = json.encode({{ item = "tea" }}) }}).status_code, 400)
+    local r = p:fetch("POST", "/orders/approve", {{ body = json.encode({{ id = "nope", by = "ada" }}) }})
+    assert_eq(r.status_code, 404)
 end)
 """
 

@@ -2,25 +2,35 @@
 and queues, all state in a data folder (SPEC section 5).
 
 Threads: the HTTP server (a thread per request), a dispatcher that turns due timers and
-wake-ups into work, and a few run workers. Each worker and each request borrows a
-``Worker`` (its own Lua state) from a pool, so several requests and runs progress at
-once while each Lua state serves one thread at a time. A run is advanced by one thread
-at a time (an in-process claim); across processes the store's conditional appends decide.
+wake-ups into work (it runs no Lua), a few run workers and a queue deliverer. Each run
+worker and the deliverer has a ``Worker`` (a Lua state) of its own; requests borrow one
+from a pool of their own, made as needed up to ``REQUEST_STATES``, and a request that
+cannot get one within ``REQUEST_WAIT_S`` is answered 503. So requests stuck on a slow
+upstream never hold back runs, timers or queues, and each Lua state serves one thread at
+a time. A run is advanced by one thread at a time (an in-process claim); across processes
+the store's conditional appends decide.
 Killed at any instant, the next start finds everything in the data folder: wake-ups,
 runs left ``running``, timers (those due while it was down fire at once).
+
+It reloads the project when its files change (runtime/dev/reload.py), prints what runs do
+through an ``Observer`` (runtime/dev/terminal.py), and keeps its HTTP strict
+(runtime/dev/http.py): loopback ``Host`` names only, bodies framed exactly, and console
+actions only with this process's token from the console's own origin.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import queue
+import secrets
 import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -28,6 +38,9 @@ from typing import Any
 
 from runtime.console import page as console_page
 from runtime.core.clock import SystemClock, now_ms
+from runtime.dev.http import HostAllowlist, Refusal, cross_site, read_body
+from runtime.dev.reload import Reloader
+from runtime.engine.observe import Observer
 from runtime.engine.project import ProjectSource
 from runtime.engine.worker import Worker
 from runtime.platform.fetch import (
@@ -35,6 +48,7 @@ from runtime.platform.fetch import (
     Response,
     error_response,
     make_request,
+    request_target,
 )
 from runtime.platform.platform import LeaseTerms, Platform
 from runtime.services.local import LocalServices
@@ -46,30 +60,99 @@ POLL_S = 0.25  # how often the dispatcher looks for work written by other proces
 LEASE_MS = 60 * 60 * 1000  # a run's lease; a live owner (heartbeat) keeps it as long as it needs
 DRAIN_LIMIT = 64 * 1024 * 1024  # an oversized body up to this is read and dropped before the 413
 DRAIN_SECONDS = 5.0
+REQUEST_STATES = 8  # Lua states serving requests, made as needed
+REQUEST_WAIT_S = 5.0  # how long a request waits for one before it is answered 503
 
 
 def data_folder(project: str | Path, data: str | Path | None) -> Path:
     return Path(data) if data is not None else Path(project) / ".lunaflow"
 
 
-class WorkerPool:
-    """Workers (Lua states) lent to one thread at a time."""
+class ServeError(Exception):
+    """``lunaflow dev`` cannot serve as asked (the port is taken, the address is wrong)."""
 
-    def __init__(self, platform: Platform, size: int) -> None:
+
+class NotAProject(ServeError):
+    """The folder named as the project does not exist or holds no scripts."""
+
+
+def check_project(project: str | Path) -> Path:
+    """The project folder, if it is one: it exists and holds ``.lua`` scripts. Checked
+    before anything is written, so a mistyped name creates nothing."""
+    root = Path(project)
+    if not root.is_dir():
+        what = "is not a folder" if root.exists() else "does not exist"
+        raise NotAProject(
+            f"project folder {project} {what}; name a folder of .lua scripts (lunaflow new NAME makes one)"
+        )
+    if not any(root.glob("*.lua")):
+        raise NotAProject(
+            f"project folder {project} holds no .lua scripts at its top level, so there is nothing to serve; "
+            "name the project's folder (lunaflow new NAME makes one)"
+        )
+    return root
+
+
+def _bind_error(e: OSError, host: str, port: int) -> ServeError:
+    if e.errno == errno.EADDRINUSE:
+        return ServeError(
+            f"port {port} on {host} is in use (another lunaflow dev?); stop that process or pick another "
+            f"port with --port {port + 1 if port else 8788}"
+        )
+    if e.errno == errno.EACCES:
+        return ServeError(
+            f"port {port} on {host} needs privileges this user lacks; pick a port above 1023 with --port"
+        )
+    return ServeError(f"cannot listen on {host}:{port} ({e.strerror or e}); check --host and --port")
+
+
+class PoolBusy(Exception):
+    """Every worker of the pool stayed lent for as long as the borrower would wait."""
+
+
+class WorkerPool:
+    """Workers (Lua states) lent to one thread at a time, made as needed up to ``size``."""
+
+    def __init__(self, platform: Platform, size: int, first: Worker | None = None) -> None:
         self.platform = platform
+        self.size = size
         self._free: queue.LifoQueue[Worker] = queue.LifoQueue()
-        self._free.put(platform.worker)
-        for _ in range(size - 1):
-            self._free.put(platform.new_worker())
+        self._made = 0
+        self._lock = threading.Lock()
+        if first is not None:
+            self._free.put(first)
+            self._made = 1
 
     @contextlib.contextmanager
-    def borrow(self) -> Iterator[Worker]:
-        worker = self._free.get()
+    def borrow(self, timeout: float | None = None) -> Iterator[Worker]:
+        """A worker for the block; ``PoolBusy`` when none is free within ``timeout`` s."""
+        worker = self._take(timeout)
         try:
             worker = self.platform.fresh(worker)
             yield worker
         finally:
             self._free.put(worker)
+
+    def _take(self, timeout: float | None) -> Worker:
+        try:
+            return self._free.get_nowait()
+        except queue.Empty:
+            pass
+        with self._lock:
+            make = self._made < self.size
+            if make:
+                self._made += 1
+        if make:
+            try:
+                return self.platform.new_worker()
+            except BaseException:
+                with self._lock:
+                    self._made -= 1
+                raise
+        try:
+            return self._free.get(timeout=timeout)
+        except queue.Empty:
+            raise PoolBusy from None
 
 
 class DevServer:
@@ -81,17 +164,29 @@ class DevServer:
         host: str = "127.0.0.1",
         port: int = 8787,
         workers: int = 2,
+        observer: Observer | None = None,
+        say: Callable[[str], None] | None = None,
+        reload: bool = True,
+        allow_hosts: Sequence[str] = (),
+        request_states: int = REQUEST_STATES,
+        request_wait_s: float = REQUEST_WAIT_S,
     ) -> None:
-        self.project = Path(project)
+        self.project = check_project(project)
         self.data_dir = data_folder(project, data)
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.say = say or (lambda text: print(f"lunaflow dev: {text}", flush=True))
         clock = SystemClock()
         source = ProjectSource.read(project)
         self.store = SQLiteStore(self.data_dir / STORE_FILE)
         self.services = LocalServices(self.data_dir, clock.now, source.queue_settings)
-        self.platform = Platform(project, self.store, clock, services=self.services)
-        self.pool = WorkerPool(self.platform, workers + 2)
+        self.platform = Platform(project, self.store, clock, services=self.services, observer=observer)
+        # Requests have a pool of their own; each run worker and the queue deliverer a worker.
+        self.requests = WorkerPool(self.platform, request_states, first=self.platform.worker)
+        self.request_wait_s = request_wait_s
         self.workers = workers
+        self._run_workers = [self.platform.new_worker() for _ in range(workers)]
+        self._queue_worker = self.platform.new_worker()
+        self._queues_due = threading.Event()
         self._work: queue.Queue[tuple[str, int] | None] = queue.Queue()
         self._claimed: set[str] = set()
         self._claim_lock = threading.Lock()
@@ -100,7 +195,18 @@ class DevServer:
         self._threads: list[threading.Thread] = []
         self.owner = f"dev-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.lease = LeaseTerms(self.owner, LEASE_MS)
-        self.httpd = _Server((host, port), _Handler, self)
+        # Console actions carry this; a page of another process (or none) cannot act.
+        self.token = secrets.token_urlsafe(32)
+        self.console = console_page.LocalConsole(self.platform, token=self.token, poke=self.poke)
+        self.hosts = HostAllowlist(host, allow_hosts)
+        self.reloader = (
+            Reloader(self.platform, self.project, self.say, skip=self.data_dir) if reload else None
+        )
+        try:
+            self.httpd = _Server((host, port), _Handler, self)
+        except OSError as e:
+            self.platform.close()
+            raise _bind_error(e, host, port) from None
 
     @property
     def address(self) -> tuple[str, int]:
@@ -112,23 +218,30 @@ class DevServer:
     def start(self) -> None:
         self.store.heartbeat(self.owner, now_ms(self.platform.clock))
         self.platform.recover()
-        specs = [("dispatcher", self._dispatch_loop)] + [
-            (f"worker-{i}", self._work_loop) for i in range(self.workers)
+        specs: list[tuple[str, Callable[..., None], tuple[Any, ...]]] = [
+            ("dispatcher", self._dispatch_loop, ()),
+            ("queues", self._queue_loop, (self._queue_worker,)),
         ]
-        specs.append(("http", self.httpd.serve_forever))
-        for name, target in specs:
-            thread = threading.Thread(target=target, name=f"lunaflow-{name}", daemon=True)
+        specs += [(f"worker-{i}", self._work_loop, (w,)) for i, w in enumerate(self._run_workers)]
+        specs.append(("http", self.httpd.serve_forever, ()))
+        for name, target, args in specs:
+            thread = threading.Thread(target=target, args=args, name=f"lunaflow-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
+        if self.reloader is not None:
+            self.reloader.start()
         self.poke()
 
     def poke(self) -> None:
-        """New work may exist (a request started or signalled a run)."""
+        """New work may exist (a request started or signalled a run, or sent a message)."""
         self._wake.set()
+        self._queues_due.set()
 
     def stop(self) -> None:
         self._stop.set()
-        self._wake.set()
+        self.poke()
+        if self.reloader is not None:
+            self.reloader.stop()
         self.httpd.shutdown()
         for _ in range(self.workers):
             self._work.put(None)
@@ -147,12 +260,15 @@ class DevServer:
         signal.signal(signal.SIGTERM, on_signal)
         self.start()
         host, port = self.address
-        print(
-            f"lunaflow dev: serving {self.project} on http://{host}:{port} (console: /_console)", flush=True
-        )
-        print(f"lunaflow dev: state in {self.data_dir}", flush=True)
+        shown = f"[{host}]" if ":" in host else host
+        self.say(f"serving {self.project} on http://{shown}:{port} (console: /_console)")
+        self.say(f"state in {self.data_dir}")
+        if self.reloader is not None:
+            self.say(
+                "reloads when the project's scripts, migrations or lunaflow.toml change (--no-reload: off)"
+            )
         stopped.wait()
-        print("lunaflow dev: stopping", flush=True)
+        self.say("stopping")
         self.stop()
 
     # --- work --------------------------------------------------------------------------
@@ -168,26 +284,35 @@ class DevServer:
                             continue
                         self._claimed.add(run_id)
                     self._work.put((run_id, token))
-                with self.pool.borrow() as worker:
-                    self.services.run_due(worker)
             except Exception:  # the loop must outlive any one bad iteration
                 log.exception("dispatcher iteration failed")
             self._wake.wait(timeout=self._next_wait())
             self._wake.clear()
 
     def _next_wait(self) -> float:
-        now = time.time()
         waits = [POLL_S]
         due = self.store.next_due()
         if due is not None:
-            waits.append(due / 1000 - now)
-        with self.pool.borrow() as worker:
-            queued = self.services.next_due(worker)
-        if queued is not None:
-            waits.append(queued - now)
+            waits.append(due / 1000 - time.time())
         return max(0.0, min(waits))
 
-    def _work_loop(self) -> None:
+    def _queue_loop(self, worker: Worker) -> None:
+        """Deliver due queue messages, on a Lua state of this thread's own: a slow handler
+        holds back other messages, never timers or runs."""
+        while not self._stop.is_set():
+            wait = POLL_S
+            try:
+                worker = self.platform.fresh(worker)
+                self.services.run_due(worker)
+                queued = self.services.next_due(worker)
+                if queued is not None:
+                    wait = max(0.0, min(wait, queued - time.time()))
+            except Exception:  # the loop must outlive any one bad delivery
+                log.exception("delivering queue messages failed")
+            self._queues_due.wait(timeout=wait)
+            self._queues_due.clear()
+
+    def _work_loop(self, worker: Worker) -> None:
         while True:
             item = self._work.get()
             if item is None:
@@ -195,8 +320,8 @@ class DevServer:
             run_id, token = item
             try:
                 # Busy: another process on this data folder is advancing it; its wake-up stays.
-                with self.pool.borrow() as worker:
-                    self.platform.advance(run_id, worker=worker, lease=self.lease, token=token)
+                worker = self.platform.fresh(worker)
+                self.platform.advance(run_id, worker=worker, lease=self.lease, token=token)
             except Exception:
                 log.exception("advancing run %s failed; it stays woken and will be retried", run_id)
                 time.sleep(0.5)
@@ -208,8 +333,11 @@ class DevServer:
     # --- requests ----------------------------------------------------------------------
 
     def handle_fetch(self, request: dict[str, Any]) -> Response:
-        with self.pool.borrow() as worker:
-            response, failure = self.platform.fetch(request, worker)
+        try:
+            with self.requests.borrow(timeout=self.request_wait_s) as worker:
+                response, failure = self.platform.fetch(request, worker)
+        except PoolBusy:
+            return self._busy(request)
         self.poke()
         if failure is not None:
             log.error(
@@ -222,8 +350,28 @@ class DevServer:
             )
         return response
 
-    def handle_console(self, method: str, path: str, form: dict[str, str]) -> Response:
-        return console_page.render_console(self.platform, method, path, form, poke=self.poke)
+    def _busy(self, request: dict[str, Any]) -> Response:
+        states, wait = self.requests.size, self.request_wait_s
+        log.warning(
+            "request %s %s answered 503: all %d Lua states that serve requests stayed busy for %g s",
+            request["method"],
+            request["path"],
+            states,
+            wait,
+        )
+        return Response(
+            503,
+            {"content-type": "text/plain; charset=utf-8", "retry-after": "1"},
+            f"lunaflow dev is busy: all {states} Lua states that serve requests stayed in use for "
+            f"{wait:g} s (handlers waiting on slow calls?); try again shortly\n",
+        )
+
+    def handle_console(
+        self, method: str, path: str, form: dict[str, str], *, refused: str | None = None
+    ) -> Response:
+        """A console page or action; ``refused`` says why a state-changing request looked
+        cross-site (then it is refused whatever it carries)."""
+        return self.console.handle(method, path, form, cross_site=refused)
 
 
 class _Server(ThreadingHTTPServer):
@@ -249,26 +397,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self) -> None:
         dev = self.server.dev
+        host = self.headers.get("host")
+        if not dev.hosts.allows(host):
+            self._refuse(dev.hosts.refusal(host))
+            return
         try:
-            length = int(self.headers.get("content-length") or 0)
-        except ValueError:
-            self._send(Response(400, {"content-type": "text/plain"}, "bad content-length header"))
+            raw = read_body(self.rfile, self.headers, MAX_BODY_BYTES, DRAIN_LIMIT)
+        except Refusal as refusal:
+            if refusal.drain:
+                self._drain(refusal.drain)
+            self._refuse(refusal)
             return
-        if length < 0:
-            self._send(Response(400, {"content-type": "text/plain"}, "bad content-length header"))
-            return
-        if length > MAX_BODY_BYTES:
-            self._drain(length)
-            self._send(
-                Response(
-                    413,
-                    {"content-type": "text/plain"},
-                    f"request body of {length} bytes is over the limit of {MAX_BODY_BYTES} bytes",
-                ),
-                close=True,
-            )
-            return
-        raw = self.rfile.read(length) if length else b""
         try:
             body = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -279,15 +418,21 @@ class _Handler(BaseHTTPRequestHandler):
                 form = (
                     dict(make_request(self.command, "/?" + body)["query"]) if self.command == "POST" else {}
                 )
-                response = dev.handle_console(self.command, self.path, form)
+                refused = cross_site(self.headers, host) if self.command != "GET" else None
+                response = dev.handle_console(self.command, self.path, form, refused=refused)
             else:
                 headers = {k: v for k, v in self.headers.items()}
-                response = dev.handle_fetch(make_request(self.command, self.path, body, headers))
+                response = dev.handle_fetch(
+                    make_request(self.command, request_target(self.requestline, self.path), body, headers)
+                )
         except Exception:
             error, request_id = error_response("")
             log.exception("request %s %s failed (request id %s)", self.command, self.path, request_id)
             response = error
         self._send(response)
+
+    def _refuse(self, refusal: Refusal) -> None:
+        self._send(Response(refusal.status, {"content-type": "text/plain"}, refusal.message), close=True)
 
     def _drain(self, length: int) -> None:
         """Read and drop an oversized body (within bounds), so a client that writes its whole

@@ -20,6 +20,8 @@ from runtime.core.replay import StepCmd, ValueCmd, VersionCmd, WaitCmd
 from runtime.engine.project import Declaration, ProjectSource, load
 from runtime.engine.sandbox import LuaMemoryError, Sandbox
 from runtime.errors import InvalidInput
+from runtime.services import deadline
+from runtime.services.deadline import Deadline
 
 Command = StepCmd | WaitCmd | ValueCmd | VersionCmd
 
@@ -50,6 +52,9 @@ class BodyOutcome:
     ok: bool
     values: list[Any] | None = None
     error: str | None = None
+    # Stopped at the caller's deadline, not by anything of the attempt's own: nothing is
+    # recorded, and the run continues later (the attempt re-runs, counted as interrupted).
+    interrupted: bool = False
 
 
 class Code:
@@ -151,25 +156,54 @@ class Code:
         return self.sandbox.lua.table_from({"error": message})
 
     def run_body(
-        self, session: Any, fn: Any, *, name: str, step_id: str, now_s: float, timeout_ms: int | None
+        self,
+        session: Any,
+        fn: Any,
+        *,
+        name: str,
+        step_id: str,
+        now_s: float,
+        timeout_ms: int | None,
+        cap: float | None = None,
     ) -> BodyOutcome:
+        """Run one attempt's body. Its deadline, the step's ``timeout`` from now, holds for
+        the Lua code (the count hook, after every host call) and for the host calls it makes
+        (``runtime.services.deadline``): past it the attempt fails with ``step 'name' timed out
+        after Nms``, also when the body returns late. ``cap`` (``time.monotonic()``) is the
+        caller's own deadline (a Lambda invocation's end); an attempt it stops comes back
+        ``interrupted``."""
         digest = hashlib.sha256(step_id.encode("utf-8")).digest()
-        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
+        limit = None
+        if timeout_ms is not None:
+            at = time.monotonic() + timeout_ms / 1000
+            limit = Deadline(at, f"step '{name}' timed out after {timeout_ms}ms")
+        capped = False
+        if cap is not None and (limit is None or cap < limit.at):
+            limit = Deadline(cap, f"step '{name}' was stopped: the activation running it is out of time")
+            capped = True
         try:
-            ok, out = self.engine.run_body(
-                session,
-                fn,
-                name,
-                step_id,
-                int(now_s),
-                int.from_bytes(digest[:7], "big"),
-                int.from_bytes(digest[7:14], "big"),
-                None if timeout_ms is None else f"step '{name}' timed out after {timeout_ms}ms",
-                self.source.limits.instructions,
-                deadline,
-            )
+            with deadline.attempt(limit):
+                ok, out = self.engine.run_body(
+                    session,
+                    fn,
+                    name,
+                    step_id,
+                    int(now_s),
+                    int.from_bytes(digest[:7], "big"),
+                    int.from_bytes(digest[7:14], "big"),
+                    None if limit is None else limit.message,
+                    self.source.limits.instructions,
+                    None if limit is None else limit.at,
+                )
         except LuaMemoryError:
-            return BodyOutcome(False, error=self._explain("not enough memory"))
+            ok, out = False, "not enough memory"
+        if limit is not None and limit.passed():
+            if not capped:
+                # Timed out however the body ended: killed, or back late from a C call or a
+                # host call made between two readings of the clock.
+                return BodyOutcome(False, error=limit.message)
+            if not ok:
+                return BodyOutcome(False, error=limit.message, interrupted=True)
         if not ok:
             return BodyOutcome(False, error=self._explain(str(out)))
         encoded = str(out)

@@ -19,7 +19,7 @@ import random
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +41,7 @@ from runtime.core.replay import (
     VersionCmd,
     WaitCmd,
 )
-from runtime.engine.code import BodyOutcome, Code, Command, Issued, Raised, Returned
+from runtime.engine.code import Code, Command, Issued, Raised, Returned
 from runtime.engine.observe import Observer, Quiet
 from runtime.engine.wake import Wakes
 from runtime.errors import InvalidInput, JournalConflict
@@ -77,15 +77,16 @@ class Verdict:
 
 
 @dataclass(frozen=True)
-class Deadline:
+class ActivationDeadline:
     """How long an activation may run, where a platform bounds it (a Lambda invocation).
     Times are ``time.monotonic()`` values.
 
     ``at`` is when the activation stops starting new work, saves and wakes the run for a
     fresh activation. ``steps_until`` is the latest a step attempt may run to (the end,
-    less the time to save its outcome): a step without a timeout gets the time left until
-    then; a step with a timeout starts only if its timeout fits, else the run continues in
-    a fresh activation; a timeout over ``longest_step_ms`` could never fit and fails the run."""
+    less the time to save its outcome): a step with a timeout starts only if its timeout
+    fits, else the run continues in a fresh activation, and a timeout over
+    ``longest_step_ms`` could never fit and fails the run; any other attempt still running
+    then is stopped, recorded as nothing, and re-run in a fresh activation (``advance``)."""
 
     at: float
     steps_until: float
@@ -112,8 +113,11 @@ class Executor:
         cache_size: int = 256,
         wakes: Wakes | None = None,
         observer: Observer | None = None,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self.store = store
+        # Error text leaves here for the journal and the logs: secrets handed out become markers.
+        self.redact: Callable[[str], str] = redact or (lambda text: text)
         self.clock = clock
         self.wakes = wakes or Wakes(store)
         self.observer: Observer = observer or Quiet()
@@ -150,10 +154,19 @@ class Executor:
 
     # --- live runs ---------------------------------------------------------------------
 
-    def advance(self, run_id: str, code: Code, *, deadline: Deadline | None = None) -> Status | None:
+    def advance(
+        self, run_id: str, code: Code, *, deadline: ActivationDeadline | None = None
+    ) -> Status | None:
         """Advance the run until it parks or ends; returns its status then (None: no such run).
-        With ``deadline``, stop before starting new work it leaves no time for, and wake the
-        run again so a fresh activation continues it."""
+
+        ``deadline`` bounds the activation where a platform does (a Lambda invocation): no
+        new work starts once ``deadline.at`` has passed, and the run is woken so a fresh
+        activation continues it. A step with a ``timeout`` starts only if the timeout fits
+        before ``deadline.steps_until``; every other attempt is stopped there, in Lua and in
+        the host calls it makes (``runtime.services.deadline``). An attempt stopped so is
+        recorded as nothing, as if the process had ended: the run is woken and the next
+        activation re-runs it with the same step id, journaled as a ``step.rerun``; after 3
+        starts it fails as interrupted and retries apply."""
         session = self._cache.pop(run_id, None)
         self.parked_or_ended = False
         # A cached session reads only what was appended after it (normally nothing).
@@ -174,12 +187,11 @@ class Executor:
             decision = session.replay.redecide()
         else:
             if run.workflow not in code.workflows:
+                error = _undeclared(run)
                 self.store.append(
-                    run_id,
-                    run.journal_len,
-                    [],
-                    update=RunUpdate(Status.FAILED, None, error=_undeclared(run)),
+                    run_id, run.journal_len, [], update=RunUpdate(Status.FAILED, None, error=error)
                 )
+                self.observer.ended(run_id, run.workflow, Status.FAILED, error=error)
                 return Status.FAILED
             journal = snap.journal if session is None else self.store.journal(run_id)
             replay = Replay(run_id, journal, now, signals)
@@ -201,6 +213,7 @@ class Executor:
             return None if fresh is None else fresh.status
         finally:
             self._active = None
+            self.observer.activation_ended(run_id, run.workflow)
 
     # --- replay only -------------------------------------------------------------------
 
@@ -244,7 +257,7 @@ class Executor:
     # --- the one loop ------------------------------------------------------------------
 
     def _drive(
-        self, s: Session, decision: Decision | None, deadline: Deadline | None, *, live: bool
+        self, s: Session, decision: Decision | None, deadline: ActivationDeadline | None, *, live: bool
     ) -> Status | _Stopped:
         """Drive the coroutine, answering its commands from the journal. Live, act on what
         the journal does not answer (save, run the step, park) and go on until the run parks
@@ -311,7 +324,7 @@ class Executor:
         self.observer.ended(s.run.id, s.run.workflow, Status.FAILED)
         return Status.FAILED
 
-    def _act(self, s: Session, decision: Decision, deadline: Deadline | None = None) -> Decision | Status:
+    def _act(self, s: Session, decision: Decision, deadline: ActivationDeadline | None) -> Decision | Status:
         """Do what the core decided the journal does not answer: the next decision, or the
         status the run parked or ended in."""
         replay = s.replay
@@ -335,7 +348,7 @@ class Executor:
         if isinstance(decision, Fail | Diverged):
             self._save(s, RunUpdate(Status.FAILED, replay.current, error=decision.error), TimerSet(None))
             self.wakes.timer(s.run.id, None)
-            self.observer.ended(s.run.id, s.run.workflow, Status.FAILED)
+            self.observer.ended(s.run.id, s.run.workflow, Status.FAILED, error=decision.error)
             return Status.FAILED
         if isinstance(decision, Complete):
             self._save(s, RunUpdate(Status.COMPLETED, None, result=decision.result))
@@ -345,10 +358,13 @@ class Executor:
         raise AssertionError(decision)
 
     def _raised(self, s: Session, out: Raised) -> Status:
-        if out.traceback:
-            log.warning("run %s failed: %s\n%s", s.run.id, out.message, out.traceback)
-        self._save(s, RunUpdate(Status.FAILED, s.replay.current, error=out.message))
-        self.observer.ended(s.run.id, s.run.workflow, Status.FAILED)
+        message = self.redact(out.message)
+        traceback = None if out.traceback is None else self.redact(out.traceback)
+        if traceback:
+            # The observer is told too; a terminal that prints its events skips this record.
+            log.warning("run %s failed: %s\n%s", s.run.id, message, traceback, extra={"observed": True})
+        self._save(s, RunUpdate(Status.FAILED, s.replay.current, error=message))
+        self.observer.ended(s.run.id, s.run.workflow, Status.FAILED, error=message, traceback=traceback)
         return Status.FAILED
 
     def _complete(self, s: Session, result: Any) -> Decision:
@@ -364,10 +380,8 @@ class Executor:
             s.step_fn = issued.fn
         return decide(s.replay, issued.command)
 
-    def _run_step(self, s: Session, ex: Execute, deadline: Deadline | None = None) -> Decision:
-        # A step without a timeout gets the time the activation has left.
-        given = ex.timeout_ms if ex.timeout_ms is not None or deadline is None else deadline.step_ms()
-        began = time.monotonic()
+    def _run_step(self, s: Session, ex: Execute, deadline: ActivationDeadline | None) -> Decision | Status:
+        self.observer.step_started(s.run.id, s.run.workflow, ex.name, ex.attempt)
         with self._running(s.run.id, ex.name):
             outcome = s.code.run_body(
                 s.lua,
@@ -375,22 +389,33 @@ class Executor:
                 name=ex.name,
                 step_id=ex.step_id,
                 now_s=ex.started_at,
-                timeout_ms=given,
+                timeout_ms=ex.timeout_ms,
+                cap=None if deadline is None else deadline.steps_until,
             )
-        if (
-            not outcome.ok
-            and ex.timeout_ms is None
-            and given is not None
-            and time.monotonic() - began >= given / 1000
-        ):
-            outcome = BodyOutcome(False, error=_out_of_activation(ex, given))
+        if outcome.interrupted:
+            # Out of time mid-body, as if the process had ended there: nothing is recorded,
+            # and the next activation runs the attempt again (replay journals the re-run).
+            log.info("run %s: step '%s' stopped at the end of its activation's time", s.run.id, ex.name)
+            self.forget(s.run.id)
+            self.wakes.wake(s.run.id)
+            return Status.RUNNING
         s.replay.refresh(now_ms(self.clock), s.replay.signals)
-        self.observer.step(s.run.id, s.run.workflow, ex.name, ex.attempt, outcome.ok)
-        if outcome.ok:
+        error = None if outcome.ok else self.redact(outcome.error or "error")
+        self.observer.step(
+            s.run.id, s.run.workflow, ex.name, ex.attempt, outcome.ok, step_id=ex.step_id, error=error
+        )
+        if error is None:
             return s.replay.step_succeeded(StepValues(tuple(outcome.values or ())))
-        decision = s.replay.step_failed(outcome.error or "error")
+        decision = s.replay.step_failed(error)
         if not isinstance(decision, Fail):
-            self.observer.retry(s.run.id, s.run.workflow, ex.name)
+            due = decision.due_ms if isinstance(decision, Park) else None
+            self.observer.retry(
+                s.run.id,
+                s.run.workflow,
+                ex.name,
+                attempt=ex.attempt + 1,
+                retry_at=self.clock.now() if due is None else due / 1000,
+            )
         return decision
 
     def _note_signal(self, s: Session, decision: Resume) -> None:
@@ -430,10 +455,16 @@ def decide(replay: Replay, cmd: Command) -> Decision:
 
 
 def _withdrawn(entries: list[Entry], ex: Execute | None) -> list[Entry]:
-    """``entries`` without the intent of ``ex``'s attempt, when it is the last and unsaved."""
+    """``entries`` without the start of ``ex``'s attempt (its intent, or the re-run of an
+    interrupted one), when it is the last and unsaved: a start that never ran its body is
+    not counted against the attempt."""
     last = entries[-1] if entries else None
-    if ex is not None and last is not None and last.kind == Kind.STEP_INTENT:
-        return entries[:-1] if last.data.get("step_id") == ex.step_id else entries
+    if ex is None or last is None or last.name != ex.name:
+        return entries
+    if last.kind == Kind.STEP_INTENT and last.data.get("step_id") == ex.step_id:
+        return entries[:-1]
+    if last.kind == Kind.STEP_RERUN and last.data.get("attempt") == ex.attempt:
+        return entries[:-1]
     return entries
 
 
@@ -442,14 +473,6 @@ def _too_long(ex: Execute, longest_ms: int) -> str:
         f"step '{ex.name}' has timeout {ex.timeout_ms}ms, more than the {longest_ms}ms a step may run "
         "here (one Lambda invocation, less the time to replay and save); lower the timeout or split "
         "the step, deploy, then resume the run"
-    )
-
-
-def _out_of_activation(ex: Execute, given_ms: int | None) -> str:
-    return (
-        f"step '{ex.name}' timed out after {given_ms}ms, the time left in its Lambda invocation (a step "
-        "without a timeout gets what is left); give the step a timeout, so it starts only when it "
-        "fits, or split it"
     )
 
 

@@ -21,6 +21,7 @@ from runtime.core import values
 from runtime.core.clock import Clock
 from runtime.core.ids import check_run_id
 from runtime.engine.code import Code
+from runtime.engine.redact import Redactor
 from runtime.errors import InvalidInput, ServiceUnavailable
 from runtime.services import builtins
 from runtime.services.base import Services
@@ -30,6 +31,17 @@ lua_log = logging.getLogger("lunaflow.lua")
 
 HostFn = Callable[..., Any]
 LogSink = Callable[[dict[str, Any]], None]
+
+MAX_LOG_CHARS = 16 * 1024  # of a log line's message, and of its fields as JSON; the rest is cut
+
+
+def clip(text: str, limit: int = MAX_LOG_CHARS) -> str:
+    """``text`` cut to at most ``limit`` characters, saying how much was cut (a text it has
+    cut already comes back as it is)."""
+    if len(text) <= limit:
+        return text
+    kept = limit - 48  # room for the note
+    return f"{text[:kept]}... ({len(text) - kept} more characters cut)"
 
 
 class RunApi(Protocol):
@@ -81,10 +93,28 @@ def _refuse_constant(name: str) -> Any:
     raise InvalidInput(f"json.parse: {name} is not JSON; numbers must be finite")
 
 
+def _parse_int(text: str) -> int:
+    # A Lua integer has 64 bits, at most 19 digits; longer ones would only be refused later,
+    # and Python refuses to convert over 4,300 digits at all.
+    digits = len(text.lstrip("-"))
+    if digits > 19:
+        raise InvalidInput(
+            f"json.parse: the number {text[:24]}... has {digits} digits, more than a Lua integer holds "
+            "(64 bits); send big numbers as strings"
+        )
+    return int(text)
+
+
 def host_functions(
-    api: RunApi, services: Services | None, logs: LogSink, worker: Executing
+    api: RunApi,
+    services: Services | None,
+    logs: LogSink,
+    worker: Executing,
+    *,
+    redactor: Redactor | None = None,
 ) -> dict[str, HostFn]:
     """The functions one worker's Lua state may call."""
+    redactor = redactor or Redactor()
 
     def lua(value: Any) -> Any:
         return worker.code.sandbox.to_lua(value)
@@ -104,7 +134,7 @@ def host_functions(
 
     def json_parse(text: str) -> Any:
         try:
-            value = json.loads(text, parse_constant=_refuse_constant)
+            value = json.loads(text, parse_constant=_refuse_constant, parse_int=_parse_int)
         except json.JSONDecodeError as e:
             raise InvalidInput(f"json.parse: the text is not valid JSON ({e})") from e
         except RecursionError as e:
@@ -115,13 +145,17 @@ def host_functions(
         # A line the workflow function says while replaying was said when the run first
         # passed there: it is kept for inspection, marked, and not written out again.
         replayed = mode == "run" and worker.replaying()
-        record = {"level": level, "message": message, "fields": json.loads(fields), "run": worker.current_run}
+        message = redactor.text(clip(message))
+        kept = json.loads(fields) if len(fields) <= MAX_LOG_CHARS else {"cut": f"{len(fields)} characters"}
+        said = redactor.value(kept)
+        record = {"level": level, "message": message, "fields": said, "run": worker.current_run}
         if replayed:
             record["replayed"] = True
         logs(record)
         if not replayed:
             py_level = {"warn": logging.WARNING, "error": logging.ERROR}.get(level, logging.INFO)
-            lua_log.log(py_level, "%s %s", message, fields if fields != "null" else "")
+            shown = json.dumps(said, ensure_ascii=False, separators=(",", ":")) if said is not None else ""
+            lua_log.log(py_level, "%s %s", message, clip(shown), extra={"run": worker.current_run})
 
     def service(kind: str, name: str, method: str, args_json: str) -> Any:
         return pack(need(f"{kind} '{name}'").call(kind, name, method, json.loads(args_json)))
@@ -142,6 +176,11 @@ def host_functions(
     def pair(a: Any, b: Any) -> tuple[Any, Any]:
         return a, b
 
+    def secret(name: str) -> str:
+        value = api.secret(name, worker.current_run)
+        redactor.add(name, value)  # handed to Lua: kept out of every text written from now on
+        return value
+
     return {
         "now": lambda: int(api.clock.now()),
         "json_parse": json_parse,
@@ -152,7 +191,7 @@ def host_functions(
         **builtins.jwt_functions(lua, pair, api.clock.now),
         "service": service,
         "object_call": object_call,
-        "secret": lambda name: api.secret(name, worker.current_run),
+        "secret": secret,
         "run_check_id": check_run_id,
         "run_start": start,
         "run_status": lambda wf, rid: api.get(rid, wf).status.value,

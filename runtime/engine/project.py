@@ -23,7 +23,7 @@ from runtime.engine.sandbox import (
     Sandbox,
 )
 from runtime.errors import ProjectLoadError
-from runtime.services.queues import QueueSettings
+from runtime.services.queues import MAX_ATTEMPTS, MAX_RETRY_DELAY_S, QueueSettings
 
 # wf:version("change-id") with a literal id: runs record the ids their starting code knew.
 _VERSION = re.compile(r"""[:.]version\s*\(\s*["']([^"'\\]+)["']\s*\)""")
@@ -88,16 +88,35 @@ class ProjectSource:
             cpu_seconds=float(cpu_seconds),
         )
         name = str(settings.get("name", root.name))
-        queues = {}
-        for qname, q in (settings.get("queues") or {}).items():
-            retry = q.get("retry_delay", "30s")
-            queues[qname] = QueueSettings(
-                attempts=int(q.get("attempts", 3)),
-                retry_delay_s=parse_ms(retry, f"queues.{qname}.retry_delay") / 1000,
-            )
+        queues = {
+            qname: _queue_settings(root, qname, q) for qname, q in (settings.get("queues") or {}).items()
+        }
         texts = list(scripts.values()) + [text for _, text in modules.values()]
         changes = tuple(sorted({m for text in texts for m in _VERSION.findall(text)}))
         return cls(root, name, scripts, modules, limits, queues, changes)
+
+
+def _queue_settings(root: Path, name: str, table: Any) -> QueueSettings:
+    """``[queues.<name>]``: bounded by what SQS can honour, so a project loads alike everywhere."""
+    where = f"lunaflow.toml in {root}: queues.{name}"
+    if not isinstance(table, dict):
+        raise ProjectLoadError(
+            f'{where} must be a table, like [queues.{name}] attempts = 3 retry_delay = "30s"'
+        )
+    attempts = table.get("attempts", QueueSettings.attempts)
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= MAX_ATTEMPTS:
+        raise ProjectLoadError(
+            f"{where}.attempts must be a whole number from 1 to {MAX_ATTEMPTS}, the deliveries of a "
+            f"message before it goes to the dead-letter store (got {attempts!r})"
+        )
+    retry = table.get("retry_delay", "30s")
+    retry_s = parse_ms(retry, f"queues.{name}.retry_delay") / 1000
+    if retry_s > MAX_RETRY_DELAY_S:
+        raise ProjectLoadError(
+            f"{where}.retry_delay is over the limit of 12h, the longest SQS holds a message back "
+            f"(got {retry!r})"
+        )
+    return QueueSettings(attempts=attempts, retry_delay_s=retry_s)
 
 
 @dataclass(frozen=True)

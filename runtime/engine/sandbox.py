@@ -4,6 +4,17 @@ The Lua half (``lua/prelude.lua``) builds the environment user code runs in and 
 ``engine`` table this module drives. Python reaches user code only through that table;
 user code reaches Python only through ``host.call(name, ...)``, which dispatches to the
 functions registered here and always answers ``(true, value)`` or ``(false, message)``.
+
+The memory limit holds only while Lua code runs. Whenever Python holds the state (lupa's
+glue included: pushing arguments, referencing a table handed to Python, ``table_from``),
+it is lifted, because an allocation that failed there would be outside any protected
+call: a Lua panic (the process aborts) or a jump across Python frames (the thread keeps
+the GIL and the process freezes). The prelude arms the limit when an engine entry starts
+and lifts it before anything goes back to Python; ``call_host`` lifts it around each host
+call. A value converted while lifted may leave the state over its limit: the next
+allocation in Lua then fails there, protected, as the call's memory error. After each
+entry a state left within a sixteenth of its limit, after a full collection, is tainted
+and rebuilt before its next call (``Platform.fresh``).
 """
 
 from __future__ import annotations
@@ -28,6 +39,9 @@ DEFAULT_INSTRUCTIONS = 200_000_000
 DEFAULT_CPU_SECONDS = 30.0
 
 HostFn = Callable[..., Any]
+# A state left with less than this share of its limit free after a call (and a full
+# collection) is rebuilt: a hoard kept in a shared table, or a memory error swallowed.
+HEADROOM_SHARE = 16
 LuaMemoryError = lua54.LuaMemoryError
 LuaError = lua54.LuaError
 
@@ -69,10 +83,14 @@ class Sandbox:
             unpack_returned_tuples=True,
             attribute_filter=_no_attributes,
         )
+        self._lift()  # armed only while Lua runs (the module's docstring says why)
         self._host_fns: dict[str, HostFn] = {}
         host = self.lua.table_from(
             {
                 "call": self._dispatch,
+                # Take nothing and return nothing: calling them allocates nothing in Lua.
+                "arm": self._arm,
+                "lift": self._lift,
                 "monotonic": time.monotonic,
                 # This thread's CPU: other threads' work (a second worker) is not this call's.
                 "cpu_time": time.thread_time,
@@ -82,7 +100,30 @@ class Sandbox:
         # The `python` table lupa installs is removed before any user code exists.
         g = self.lua.globals()
         g.python = None
-        self.engine = self.lua.execute(_PRELUDE, host, _PATTERNS, _GUARDS)
+        raw, entries = self.lua.execute(_PRELUDE, host, _PATTERNS, _GUARDS)
+        self.engine = Engine(self, raw, entries)
+
+    def _arm(self) -> None:
+        self.lua.set_max_memory(self.max_memory)
+
+    def _lift(self) -> None:
+        self.lua.set_max_memory(0)
+
+    def over_limit(self) -> bool:
+        """Whether what the host converted into the state (a request, a reply, a value) left
+        it over its limit, garbage collected: the call it was for must not start."""
+        if self.lua.get_memory_used() <= self.max_memory:
+            return False
+        self.lua.gccollect()
+        return bool(self.lua.get_memory_used() > self.max_memory)
+
+    def after_entry(self) -> None:
+        """With the limit lifted after an engine entry: taint a state left near its limit."""
+        room = self.max_memory // HEADROOM_SHARE
+        if self.lua.get_memory_used() > self.max_memory - room:
+            self.lua.gccollect()  # no user finalizers: setmetatable refuses __gc
+            if self.lua.get_memory_used() > self.max_memory - room:
+                self.tainted = True
 
     def explain(self, message: str) -> str:
         """Turn Lua's bare memory error into one that names the limit and the fix."""
@@ -122,3 +163,55 @@ class Sandbox:
         if isinstance(result, tuple):
             return (True, *result)
         return True, result
+
+
+class Engine:
+    """The prelude's engine table as the host calls it.
+
+    Each function runs through its entry in the prelude, which arms the memory limit,
+    catches whatever the function raises and lifts the limit before returning, so lupa
+    converts results and errors with no limit in force. A function that raised comes back
+    as ``LuaMemoryError`` (the state ran out) or ``LuaError`` (an engine bug); callers word
+    the first with ``Sandbox.explain``. ``encode`` is handed to other Lua code, never
+    called from Python, so it is the raw function.
+    """
+
+    def __init__(self, sandbox: Sandbox, raw: Any, entries: Any) -> None:
+        # Bound now: entries are called from inside Lua callbacks (an object called from a
+        # step body), where lupa misreads table fields.
+        self._calls: dict[str, Callable[..., Any]] = {
+            str(name): self._entry(sandbox, entry) for name, entry in entries.items()
+        }
+        self.encode = raw.encode
+
+    @staticmethod
+    def _entry(sandbox: Sandbox, entry: Any) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            # The arguments were converted with the limit lifted; checked now, before any Lua
+            # runs, so a call whose input does not fit fails the same way whatever it does.
+            if sandbox.over_limit():
+                sandbox.tainted = True
+                raise LuaMemoryError("not enough memory")
+            try:
+                out = entry(*args)
+            finally:
+                sandbox._lift()  # also when lupa raised before the entry could lift it
+            sandbox.after_entry()
+            out = out if isinstance(out, tuple) else (out,)
+            if not out[0]:
+                message = str(out[1])
+                if message == "not enough memory":
+                    raise LuaMemoryError(message)
+                raise LuaError(message)
+            rest = out[1:]
+            if len(rest) == 1:
+                return rest[0]
+            return rest if rest else None
+
+        return call
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        try:
+            return self._calls[name]
+        except KeyError:
+            raise AttributeError(f"the engine has no function '{name}'") from None

@@ -6,7 +6,7 @@ Lambda container and the test harness one.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,8 @@ from runtime.engine.executor import Executor
 from runtime.engine.host import LogSink, RunApi, host_functions, lua_log
 from runtime.engine.observe import Observer
 from runtime.engine.project import ProjectSource
+from runtime.engine.redact import Redactor
+from runtime.engine.sandbox import LuaMemoryError
 from runtime.engine.wake import Wakes
 from runtime.services.base import ServiceError, Services
 from runtime.store.base import Store
@@ -33,6 +35,7 @@ class WorkerSetup:
     services: Services | None
     logs: LogSink
     cache_size: int = 256
+    redactor: Redactor = field(default_factory=Redactor)  # the secrets handed out, kept out of text
 
 
 class Worker:
@@ -44,9 +47,13 @@ class Worker:
             cache_size=setup.cache_size,
             wakes=setup.wakes,
             observer=setup.observer,
+            redact=setup.redactor.text,
         )
+        self.redact = setup.redactor.text
         # Loading runs the scripts, whose declarations already call host functions.
-        self.code = Code(source, host_functions(setup.api, setup.services, setup.logs, self))
+        self.code = Code(
+            source, host_functions(setup.api, setup.services, setup.logs, self, redactor=setup.redactor)
+        )
 
     @property
     def project_root(self) -> Path:
@@ -66,14 +73,17 @@ class Worker:
         self, cls: str, key: str, method: str, state: Any, args: list[Any]
     ) -> tuple[list[Any], Any]:
         code = self.code
-        ok, *out = code.call_object(
-            cls,
-            key,
-            method,
-            code.sandbox.to_lua(state),
-            code.sandbox.pack(args),
-            code.source.limits.instructions,
-        )
+        try:
+            ok, *out = code.call_object(
+                cls,
+                key,
+                method,
+                code.sandbox.to_lua(state),
+                code.sandbox.pack(args),
+                code.source.limits.instructions,
+            )
+        except LuaMemoryError:
+            ok, out = False, ["not enough memory"]
         if not ok:
             raise ServiceError(code.sandbox.explain(str(out[0])))
         results, state = out
@@ -86,5 +96,8 @@ class Worker:
         ok, out, tb = self.code.call_handler("queue", queue, message)
         if ok:
             return None
-        lua_log.warning("queue %s message %s failed: %s\n%s", queue, message.get("id"), out, tb or "")
-        return str(out)
+        error = self.redact(str(out))
+        lua_log.warning(
+            "queue %s message %s failed: %s\n%s", queue, message.get("id"), error, self.redact(tb or "")
+        )
+        return error

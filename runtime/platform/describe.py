@@ -14,6 +14,7 @@ from typing import Any
 
 from runtime.engine.project import ProjectSource, load
 from runtime.engine.sandbox import Sandbox
+from runtime.services.queues import QueueSettings
 
 # queue "name" — but not the event name in on "queue" ("name", fn).
 _QUEUE = re.compile(r"""(?<!["'])\bqueue\s*\(?\s*["']([^"'\\]+)["']""")
@@ -27,6 +28,8 @@ class ProjectNeeds:
     workflows: list[str] = field(default_factory=list)
     queues: list[str] = field(default_factory=list)  # names with an on "queue" handler
     sent_queues: list[str] = field(default_factory=list)  # names used with queue "name"
+    # Every queue above, with its attempts and retry delay from lunaflow.toml (or the defaults).
+    queue_settings: dict[str, QueueSettings] = field(default_factory=dict)
     databases: list[str] = field(default_factory=list)
     secrets: list[str] = field(default_factory=list)
     has_fetch: bool = False
@@ -50,12 +53,14 @@ def describe(project: str | Path) -> ProjectNeeds:
     texts = list(source.scripts.values()) + [text for _, text in source.modules.values()]
     secrets = sorted({m for text in texts for m in _SECRET.findall(text)})
     sent = sorted({m for text in texts for m in _QUEUE.findall(text)})
+    handled = sorted(d.name for d in declarations if d.kind == "queue")
     return ProjectNeeds(
         name=source.name,
         root=source.root,
         workflows=sorted(d.name for d in declarations if d.kind == "workflow"),
-        queues=sorted(d.name for d in declarations if d.kind == "queue"),
+        queues=handled,
         sent_queues=sent,
+        queue_settings={name: source.queue_settings(name) for name in sorted(set(handled) | set(sent))},
         databases=databases,
         secrets=secrets,
         has_fetch=any(d.kind == "fetch" for d in declarations),

@@ -11,9 +11,10 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl
 
 from runtime.engine.code import Code
+from runtime.errors import InvalidInput
 
 MAX_BODY_BYTES = 1024 * 1024
 
@@ -32,17 +33,80 @@ def make_request(
     headers: Mapping[str, str] | None = None,
     query: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A request table; a query string in ``target`` becomes ``query`` (later keys win)."""
-    parts = urlsplit(target)
-    q = dict(parse_qsl(parts.query, keep_blank_values=True))
+    """A request table from a request target as the client sent it: the path is everything
+    before the first ``?``, verbatim, and the rest becomes ``query`` (later keys win)."""
+    path, _, query_string = target.partition("?")
+    return request_table(method, _origin_path(path), query_string, body, headers, query)
+
+
+def request_table(
+    method: str,
+    path: str,
+    query_string: str,
+    body: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    query: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A request table from a path taken verbatim and a raw query string. The path is never
+    parsed: read as a URL, ``//host/admin`` would become ``/admin`` and slip past a rule on
+    the path in front of the function."""
+    q = dict(parse_qsl(query_string, keep_blank_values=True))
     q.update(query or {})
     return {
         "method": method.upper(),
-        "path": parts.path or "/",
+        "path": path or "/",
         "query": q,
         "headers": {k.lower(): v for k, v in (headers or {}).items()},
         "body": body or "",
     }
+
+
+def _origin_path(path: str) -> str:
+    """An absolute-form target (``http://host/x``, which HTTP/1.1 servers must accept) is read
+    as its path; any other target is kept as it came."""
+    scheme, sep, rest = path.partition("://")
+    if sep and scheme.lower() in ("http", "https"):
+        return "/" + rest.partition("/")[2]
+    return path
+
+
+def request_target(requestline: str, parsed: str) -> str:
+    """The target of an HTTP request line as the client sent it. ``http.server`` reduces a
+    leading ``//`` to ``/`` in ``path``; API Gateway's ``rawPath`` keeps it, and so must
+    ``lunaflow dev``, for the handler to see the same path on both."""
+    words = requestline.split()
+    return words[1] if len(words) >= 2 else parsed
+
+
+def check_text(request: dict[str, Any]) -> None:
+    """Refuse a request whose strings are not text: a lone surrogate (a Python string that
+    came from bad UTF-16 or a JSON escape) has no UTF-8 form for the handler to see."""
+
+    def check(value: Any, what: str) -> None:
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise InvalidInput(
+                    f"fetch: the request's {what} is not valid UTF-8 text ({e.reason} at character "
+                    f"{e.start}); pass text that encodes as UTF-8, binary data base64-encoded"
+                ) from None
+
+    check(request.get("method"), "method")
+    check(request.get("path"), "path")
+    check(request.get("body"), "body")
+    for part, label in (("query", "query"), ("headers", "header")):
+        for name, value in (request.get(part) or {}).items():
+            check(name, f"{label} name")
+            check(value, f"value of {label} '{name}'" if _is_text(name) else f"{label} value")
+
+
+def _is_text(value: Any) -> bool:
+    try:
+        str(value).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def error_response(message: str, status: int = 500) -> tuple[Response, str]:

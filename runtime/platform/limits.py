@@ -5,18 +5,32 @@ from __future__ import annotations
 from runtime.core.bounds import MAX_JOURNAL_ENTRIES, MAX_SIGNAL_BACKLOG
 from runtime.core.durations import MAX_MS
 from runtime.core.ids import MAX_RUN_ID_BYTES
+from runtime.core.replay import MAX_STARTS
 from runtime.core.values import MAX_VALUE_BYTES
+from runtime.engine.host import MAX_LOG_CHARS
 from runtime.engine.sandbox import DEFAULT_CPU_SECONDS, DEFAULT_INSTRUCTIONS, DEFAULT_MEMORY_BYTES
 from runtime.platform.fetch import MAX_BODY_BYTES
+from runtime.platform.logs import MAX_LOG_HISTORY_CHARS, MAX_LOG_RECORDS
+from runtime.services.builtins import DEFAULT_HTTP_TIMEOUT_S
+from runtime.services.keys import MAX_KEY_BYTES
+from runtime.services.queues import MAX_ATTEMPTS, MAX_RETRY_DELAY_S
 
 __all__ = [
+    "MAX_ATTEMPTS",
     "DEFAULT_CPU_SECONDS",
+    "DEFAULT_HTTP_TIMEOUT_S",
     "DEFAULT_INSTRUCTIONS",
     "DEFAULT_MEMORY_BYTES",
     "MAX_BODY_BYTES",
     "MAX_JOURNAL_ENTRIES",
+    "MAX_KEY_BYTES",
+    "MAX_LOG_CHARS",
+    "MAX_LOG_HISTORY_CHARS",
+    "MAX_LOG_RECORDS",
     "MAX_MS",
+    "MAX_RETRY_DELAY_S",
     "MAX_RUN_ID_BYTES",
     "MAX_SIGNAL_BACKLOG",
+    "MAX_STARTS",
     "MAX_VALUE_BYTES",
 ]

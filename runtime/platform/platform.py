@@ -10,21 +10,22 @@ the lease unless the park or end released it, clear the wake-up that asked for i
 from __future__ import annotations
 
 import logging
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runtime.core.clock import Clock, now_ms
 from runtime.engine.code import Code
-from runtime.engine.executor import Deadline
+from runtime.engine.executor import ActivationDeadline
 from runtime.engine.observe import Observer
 from runtime.engine.project import ProjectSource
+from runtime.engine.redact import Redactor
 from runtime.engine.wake import Waker
 from runtime.engine.worker import Worker, WorkerSetup
 from runtime.errors import EngineBug, InvalidInput, UnknownWorkflow
 from runtime.platform import fetch
 from runtime.platform.fetch import Failure, Response
+from runtime.platform.logs import LogHistory
 from runtime.platform.runs import Runs
 from runtime.services.base import Services
 from runtime.store.base import Lease, RunRecord, Store
@@ -55,12 +56,15 @@ class Platform(Runs):
         read_only: bool = False,
         waker: Waker | None = None,
         observer: Observer | None = None,
+        keep_logs: bool = False,
     ) -> None:
         super().__init__(store, clock, waker, observer)
         # lunaflow check replays with the project's code but must write nothing.
         self.read_only = read_only
         self.services = services
-        self.logs: deque[dict[str, Any]] = deque(maxlen=10_000)
+        # Only the test harness reads a history of the scripts' log lines.
+        self.logs = LogHistory(keep=keep_logs)
+        self.redactor = Redactor()  # every secret value handed to Lua, kept out of errors and logs
         self.setup = WorkerSetup(
             store=store,
             clock=clock,
@@ -70,6 +74,7 @@ class Platform(Runs):
             services=services,
             logs=self.logs.append,
             cache_size=cache_size,
+            redactor=self.redactor,
         )
         self.source = ProjectSource.read(project)
         self.worker = self.new_worker()
@@ -85,9 +90,17 @@ class Platform(Runs):
 
     def deploy(self, project: str | Path) -> None:
         """Load new code; in-flight runs replay on it at their next wake."""
-        source = ProjectSource.read(project)
-        worker = Worker(source, self.setup)  # raises first if the project is refused
-        self.source, self.worker = source, worker
+        self.install(self.load(project))
+
+    def load(self, project: str | Path) -> Worker:
+        """New code in a worker of its own, not serving yet: raises if the project is
+        refused, and can be checked against in-flight runs before ``install``."""
+        return Worker(ProjectSource.read(project), self.setup)
+
+    def install(self, worker: Worker) -> None:
+        """Serve ``worker``'s code from now on; other workers are replaced as they are
+        next lent out (``fresh``)."""
+        self.source, self.worker = worker.source, worker
 
     def fresh(self, worker: Worker) -> Worker:
         """The worker itself, or a new one if its Lua state ran out of memory or its code
@@ -125,15 +138,15 @@ class Platform(Runs):
         *,
         worker: Worker | None = None,
         lease: LeaseTerms | None = None,
-        deadline: Deadline | None = None,
+        deadline: ActivationDeadline | None = None,
         token: int | None = None,
     ) -> Lease:
         """Advance one run: ``Lease.OK`` once done, ``BUSY`` when another worker holds its
         lease (the wake-up stays for later), ``MISSING`` when there is no such run.
 
         ``worker`` is one the caller already made current (a pool's); by default the
-        platform's own. ``deadline`` stops new work in time for a Lambda's end; ``token`` is
-        the wake-up being served, cleared when done."""
+        platform's own. ``deadline`` bounds the activation by a Lambda's end (see
+        ``Executor.advance``); ``token`` is the wake-up being served, cleared when done."""
         if lease is not None:
             taken = self.store.acquire_lease(run_id, lease.owner, now_ms(self.clock), lease.lease_ms)
             if taken == Lease.BUSY:
@@ -177,9 +190,17 @@ class Platform(Runs):
                     raise EngineBug("the worker loop did not settle after a million activations")
 
     def fetch(self, request: dict[str, Any], worker: Worker | None = None) -> tuple[Response, Failure | None]:
+        """Run the fetch handler; ``InvalidInput`` for a request that is not text."""
+        fetch.check_text(request)
         if worker is None:
             worker = self.worker = self.fresh(self.worker)
-        return fetch.handle(worker.code, request)
+        response, failure = fetch.handle(worker.code, request)
+        if failure is not None:  # logged by whoever serves the request
+            redact = self.redactor.text
+            failure = Failure(
+                failure.request_id, redact(failure.message), redact(failure.traceback or "") or None
+            )
+        return response, failure
 
     # --- secrets -----------------------------------------------------------------------
 

@@ -16,7 +16,14 @@ from runtime.core.ids import check_run_id
 from runtime.core.journal import CANCELLABLE, FORMAT_VERSION, RESUMABLE, Entry, Kind, Status
 from runtime.engine.observe import Observer, Quiet
 from runtime.engine.wake import Waker, Wakes
-from runtime.errors import InvalidInput, InvalidTransition, JournalConflict, NoSuchRun, RunIdTaken
+from runtime.errors import (
+    InvalidInput,
+    InvalidTransition,
+    JournalConflict,
+    NoSuchRun,
+    RunIdTaken,
+    SignalBacklogFull,
+)
 from runtime.store.base import RunRecord, RunUpdate, Store, TimerSet
 
 
@@ -82,12 +89,12 @@ class Runs:
             raise InvalidInput(f'a signal name must be a non-empty string (got {name!r}), e.g. "paid"')
         self.get(run_id, workflow)
         encoded = values.encode(payload, f"the payload of signal '{name}' for run '{run_id}'")
-        if self.store.signal_backlog(run_id) >= MAX_SIGNAL_BACKLOG:
-            raise InvalidInput(
-                f"run '{run_id}' already has {MAX_SIGNAL_BACKLOG} unconsumed signals, the most a run keeps; "
-                "its code is not waiting for what is sent — consume them with waits, or send fewer"
-            )
-        _, live = self.store.add_signal(run_id, name, values.decode(encoded), self.clock.now())
+        if self.store.signal_backlog(run_id) >= MAX_SIGNAL_BACKLOG:  # refused early, cheaply
+            raise SignalBacklogFull(run_id, MAX_SIGNAL_BACKLOG)
+        # The store counts again inside the write, where concurrent senders cannot overshoot.
+        _, live = self.store.add_signal(
+            run_id, name, values.decode(encoded), self.clock.now(), max_backlog=MAX_SIGNAL_BACKLOG
+        )
         if live:
             self.wakes.prompt(run_id)
         return live
@@ -109,9 +116,10 @@ class Runs:
             entry = Entry(run.journal_len + 1, Kind.CANCELLED, None, {}, self.clock.now())
             try:
                 self.store.append(run_id, run.journal_len, [entry], update=RunUpdate(Status.CANCELLED, None))
-                break
             except JournalConflict:
                 continue
+            self.observer.cancelled(run_id, run.workflow)
+            break
         self.wakes.timer(run_id, None)
         for child in self.store.children(run_id):
             self._cancel_tree(child)

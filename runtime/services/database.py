@@ -3,16 +3,28 @@
 Migrations are ``migrations/<db>/NNN_name.sql`` files in the project. Each runs in its own
 transaction and is recorded in ``_lunaflow_migrations``; a failing one is rolled back and
 reported with its file and the SQL error.
+
+Writes go through one connection, one at a time. ``query`` and ``first`` read through
+read-only connections of their own, one per read running at once (WAL lets readers run
+beside the writer), so a long query in one step does not hold up a route reading the same
+database; a read-only connection refuses writes, which then take the writer. Every
+connection has the authorizer (no ATTACH, no pragmas that change settings) and a progress
+handler that interrupts a statement once the step attempt running it is past its deadline
+(``runtime.services.deadline``).
 """
 
 from __future__ import annotations
 
+import queue
 import re
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from runtime.services import deadline
 from runtime.services.base import ServiceError
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -22,17 +34,46 @@ _MIGRATION = re.compile(r"^(\d+)_.*\.sql$")
 class Database:
     def __init__(self, name: str, path: Path) -> None:
         self.name = name
-        self._lock = threading.RLock()
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30.0)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
+        self.path = path
+        self._lock = threading.RLock()  # the writer, one statement at a time
+        self._db = self._connect(read_only=False)
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS _lunaflow_migrations (file TEXT PRIMARY KEY, applied_at TEXT)"
         )
-        # User SQL stays inside its own database file: no ATTACH (which VACUUM INTO uses too),
-        # no pragmas that name files or change settings.
         self._db.set_authorizer(_authorize)
+        # Idle read-only connections: a read takes one (or opens one) and puts it back, so
+        # there are as many as reads ever ran at once, whatever threads come and go.
+        self._readers: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
+        self._all_readers: list[sqlite3.Connection] = []
+        self._guard = threading.Lock()
+
+    def _connect(self, *, read_only: bool) -> sqlite3.Connection:
+        conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30.0)
+        conn.row_factory = sqlite3.Row
+        if read_only:
+            conn.execute("PRAGMA query_only=ON")  # a write fails before it changes anything
+        else:
+            conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.set_progress_handler(deadline.sqlite_progress, deadline.SQLITE_PROGRESS_STEPS)
+        if read_only:
+            # User SQL stays inside its own database file: no ATTACH (which VACUUM INTO uses
+            # too), no pragmas that name files or change settings.
+            conn.set_authorizer(_authorize)
+        return conn
+
+    @contextmanager
+    def _reader(self) -> Iterator[sqlite3.Connection]:
+        try:
+            conn = self._readers.get_nowait()
+        except queue.Empty:
+            conn = self._connect(read_only=True)
+            with self._guard:
+                self._all_readers.append(conn)
+        try:
+            yield conn
+        finally:
+            self._readers.put(conn)
 
     def migrate(self, folder: Path) -> list[str]:
         """Apply the folder's migrations not applied yet; returns the files applied."""
@@ -80,23 +121,40 @@ class Database:
                 f"database '{self.name}':{method}: parameters must be an array for ? placeholders "
                 "(or a table for :name placeholders)"
             )
-        with self._lock:
-            try:
-                cur = self._db.execute(sql, params)
-                if method == "exec":
-                    return [
-                        {"changes": cur.rowcount if cur.rowcount >= 0 else 0, "last_insert_id": cur.lastrowid}
-                    ]
-                if method == "first":
-                    row = cur.fetchone()
-                    return [None if row is None else _row(self.name, row)]
-                return [[_row(self.name, r) for r in cur.fetchall()]]
-            except sqlite3.Error as e:
-                raise ServiceError(f"database '{self.name}':{method} failed: {e} (SQL: {_clip(sql)})") from e
+        try:
+            # A read beside an open transaction of the writer (BEGIN ... in earlier calls)
+            # goes through the writer, to see what the transaction wrote.
+            if method != "exec" and not self._db.in_transaction:
+                try:
+                    with self._reader() as reader:
+                        return self._run(reader, method, sql, params)
+                except sqlite3.OperationalError as e:
+                    if "readonly" not in str(e):
+                        raise  # anything but a write (INSERT ... RETURNING) through query
+            with self._lock:
+                return self._run(self._db, method, sql, params)
+        except sqlite3.Error as e:
+            limit = deadline.current()
+            if limit is not None and limit.passed():
+                raise limit.expired() from e
+            raise ServiceError(f"database '{self.name}':{method} failed: {e} (SQL: {_clip(sql)})") from e
+
+    def _run(self, conn: sqlite3.Connection, method: str, sql: str, params: Any) -> list[Any]:
+        cur = conn.execute(sql, params)
+        if method == "exec":
+            return [{"changes": cur.rowcount if cur.rowcount >= 0 else 0, "last_insert_id": cur.lastrowid}]
+        if method == "first":
+            row = cur.fetchone()
+            return [None if row is None else _row(self.name, row)]
+        return [[_row(self.name, r) for r in cur.fetchall()]]
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+        with self._guard:
+            for conn in self._all_readers:
+                conn.close()
+            self._all_readers.clear()
 
 
 _READ_PRAGMAS = {"table_info", "table_xinfo", "index_list", "index_info", "foreign_key_list", "user_version"}

@@ -1,4 +1,5 @@
-"""``kv "namespace"``: keys and JSON-like values with optional TTLs, on SQLite."""
+"""``kv "namespace"``: keys and JSON-like values with optional TTLs, on SQLite, within the
+key and value limits of ``runtime.services.keys`` (the same as on DynamoDB)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 from runtime.core.durations import parse_ms
 from runtime.services.base import ServiceError
+from runtime.services.keys import check_key, check_name, fits_a_key, shown, stored
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (
@@ -26,12 +28,13 @@ class KV:
         self._now = now
 
     def call(self, ns: str, method: str, args: list[Any]) -> list[Any]:
+        check_name(ns, f"kv '{shown(ns)}'")
         db = self._db()
         now = self._now()
         if method in ("get", "put", "delete"):
             if not args or not isinstance(args[0], str) or not args[0]:
                 raise ServiceError(f"kv '{ns}':{method} expects a non-empty string key first")
-            key = args[0]
+            key = check_key(args[0], f"kv '{ns}':{method}")
         if method == "get":
             row = db.execute(
                 "SELECT value FROM kv WHERE ns = ? AND key = ? AND (expires_at IS NULL OR expires_at > ?)",
@@ -49,10 +52,11 @@ class KV:
             if value is None:
                 db.execute("DELETE FROM kv WHERE ns = ? AND key = ?", (ns, key))
             else:
+                text = stored(value, f"the value of kv '{ns}' key '{shown(key)}'")
                 db.execute(
                     "INSERT INTO kv VALUES (?,?,?,?) ON CONFLICT (ns, key) DO UPDATE SET "
                     "value = excluded.value, expires_at = excluded.expires_at",
-                    (ns, key, json.dumps(value, separators=(",", ":")), expires),
+                    (ns, key, text, expires),
                 )
             return []
         if method == "delete":
@@ -68,6 +72,8 @@ class KV:
             limit = opts.get("limit", MAX_LIST)
             if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIST:
                 raise ServiceError(f"kv '{ns}':list limit must be a whole number from 1 to {MAX_LIST}")
+            if not fits_a_key(prefix):
+                return [[]]
             rows = db.execute(
                 "SELECT key, value FROM kv WHERE ns = ? AND key >= ? AND key < ? "
                 "AND (expires_at IS NULL OR expires_at > ?) ORDER BY key LIMIT ?",

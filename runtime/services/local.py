@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,9 @@ class LocalServices:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._path = self.data_dir / "services.sqlite"
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        # Each thread's connection, closed when its thread ends (lunaflow dev serves each
+        # request on a thread of its own: kept, they would run the process out of files).
+        self._all: weakref.WeakSet[_ThreadConnection] = weakref.WeakSet()
         self._guard = threading.Lock()
         self._databases: dict[str, Database] = {}
         self._declared: dict[str, Path] = {}
@@ -45,17 +48,17 @@ class LocalServices:
         self.queues = Queues(self._db, now, queue_settings or (lambda name: QueueSettings()))
 
     def _db(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
+        held: _ThreadConnection | None = getattr(self._local, "held", None)
+        if held is None:
             conn = sqlite3.connect(
                 str(self._path), isolation_level=None, check_same_thread=False, timeout=30.0
             )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
-            self._local.conn = conn
+            held = self._local.held = _ThreadConnection(conn)
             with self._guard:
-                self._all.append(conn)
-        return conn
+                self._all.add(held)
+        return held.conn
 
     def declare(self, kind: str, name: str, opts: Any, project_root: Path) -> None:
         if kind != "database":
@@ -112,10 +115,20 @@ class LocalServices:
 
     def close(self) -> None:
         with self._guard:
-            for conn in self._all:
-                conn.close()
+            for held in list(self._all):
+                held.conn.close()
             self._all.clear()
             for db in self._databases.values():
                 db.close()
             self._databases.clear()
         self._local = threading.local()
+
+
+class _ThreadConnection:
+    """A thread's connection, closed with its thread's local data."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __del__(self) -> None:
+        self.conn.close()

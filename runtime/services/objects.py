@@ -1,5 +1,6 @@
 """``object "Name" {...}``: per-key state persisted after each call; calls to one key are
-serialized (a lock per key in this process, and a version check in the table)."""
+serialized (a lock per key in this process, and a version check in the table). Keys and
+state are held to the limits of ``runtime.services.keys``, as on DynamoDB."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from runtime.services import deadline
 from runtime.services.base import ObjectRunner, ServiceError
+from runtime.services.keys import check_key, check_name, shown, stored
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS objects (
@@ -45,6 +48,9 @@ class Objects:
         """Serialize calls to one key across processes sharing the data folder."""
         me = f"{os.getpid()}:{uuid.uuid4().hex}"
         give_up = time.monotonic() + WAIT_S
+        limit = deadline.current()  # a step attempt's deadline bounds the wait too
+        if limit is not None and limit.at < give_up:
+            give_up = limit.at
         pause = 0.005
         while True:
             now = time.time()
@@ -60,6 +66,8 @@ class Objects:
                 self._db().execute("DELETE FROM object_locks WHERE cls = ? AND key = ?", (cls, key))
                 continue
             if time.monotonic() > give_up:
+                if limit is not None and limit.passed():
+                    raise limit.expired()
                 raise ServiceError(f"{what}: the object is busy with another call for over {WAIT_S:.0f}s")
             time.sleep(pause)
             pause = min(pause * 2, 0.2)
@@ -89,8 +97,23 @@ class Objects:
             return False
         return False
 
+    @contextmanager
+    def _thread_lock(self, cls: str, key: str) -> Iterator[None]:
+        """The key's lock in this process; a step attempt waits for it until its deadline."""
+        lock = self._lock(cls, key)
+        limit = deadline.current()
+        if not lock.acquire(timeout=-1 if limit is None else max(0.0, limit.left())):
+            assert limit is not None
+            raise limit.expired()
+        try:
+            yield
+        finally:
+            lock.release()
+
     def call(self, runner: ObjectRunner, cls: str, key: str, method: str, args: list[Any]) -> list[Any]:
-        with self._lock(cls, key), self._process_lock(cls, key, f"{cls}('{key}'):{method}"):
+        check_name(cls, f"object '{shown(cls)}'")
+        check_key(key, f"{cls}('{shown(key)}'):{method}")
+        with self._thread_lock(cls, key), self._process_lock(cls, key, f"{cls}('{key}'):{method}"):
             row = (
                 self._db()
                 .execute("SELECT state, version FROM objects WHERE cls = ? AND key = ?", (cls, key))
@@ -98,12 +121,11 @@ class Objects:
             )
             state, version = ({}, 0) if row is None else (json.loads(row[0]), int(row[1]))
             results, new_state = runner.call_object(cls, key, method, state, args)
-            if new_state is None:
-                new_state = {}
+            text = stored({} if new_state is None else new_state, f"the state of {cls}('{shown(key)}')")
             cur = self._db().execute(
                 "INSERT INTO objects VALUES (?,?,?,1) ON CONFLICT (cls, key) DO UPDATE SET "
                 "state = excluded.state, version = objects.version + 1 WHERE objects.version = ?",
-                (cls, key, json.dumps(new_state, separators=(",", ":")), version),
+                (cls, key, text, version),
             )
             if cur.rowcount != 1:
                 raise ServiceError(

@@ -22,6 +22,8 @@ CREATE INDEX IF NOT EXISTS queue_ready ON queue_messages (state, available_at);
 """
 
 MAX_DELAY_S = 15 * 60  # the same bound as SQS per-message delay, so code behaves alike on AWS
+MAX_ATTEMPTS = 1000  # a queue's attempts: SQS's largest maxReceiveCount
+MAX_RETRY_DELAY_S = 12 * 60 * 60  # a queue's retry_delay: SQS's longest visibility timeout
 BATCH = 10
 
 

@@ -73,8 +73,8 @@ class RunUpdate:
 def current_step(status: Status, stored: str | None, last: Entry) -> str | None:
     """A run's current step, as the console shows it. Steps of a running run are progress,
     which backends need not write to the run's record (``RunUpdate.progress_only``): its
-    last journal entry, an intent, says which step it is in."""
-    if status == Status.RUNNING and last.kind == Kind.STEP_INTENT:
+    last journal entry, an intent or a re-run, says which step it is in."""
+    if status == Status.RUNNING and last.kind in (Kind.STEP_INTENT, Kind.STEP_RERUN):
         return f"step '{last.name}'"
     return stored
 
@@ -166,9 +166,15 @@ class Store(Protocol):
         is released whoever holds it.
         """
 
-    def add_signal(self, run_id: str, name: str, payload: Any, at: float) -> tuple[int, bool]:
+    def add_signal(
+        self, run_id: str, name: str, payload: Any, at: float, max_backlog: int | None = None
+    ) -> tuple[int, bool]:
         """Record a signal. Returns ``(id, live)``; for an ended run it is set aside and
-        ``live`` is False. The run must exist."""
+        ``live`` is False. The run must exist.
+
+        With ``max_backlog``, raises ``SignalBacklogFull`` (recording nothing) when the live
+        run already holds that many unconsumed signals, counted as part of the write, so
+        concurrent senders, in any process, never take it past the bound."""
 
     def pending_signals(self, run_id: str) -> list[Signal]: ...
 

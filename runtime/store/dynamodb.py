@@ -25,7 +25,7 @@ from runtime.core.bounds import MAX_SIGNAL_BACKLOG
 from runtime.core.clock import Clock, SystemClock
 from runtime.core.journal import ENDED, Entry, Kind, Signal, Status
 from runtime.core.values import compact
-from runtime.errors import EngineBug, JournalConflict, LunaflowError
+from runtime.errors import EngineBug, JournalConflict, LunaflowError, SignalBacklogFull
 from runtime.store.base import (
     OWNER_DEAD_AFTER_MS,
     Lease,
@@ -688,22 +688,46 @@ class DynamoDBStore:
 
     # --- signals -----------------------------------------------------------------------
 
-    def add_signal(self, run_id: str, name: str, payload: Any, at: float) -> tuple[int, bool]:
-        # Numbering comes from the run item, so arrival order is exact across senders.
-        numbered = conditional(
-            self._db.update_item,
-            TableName=self.table,
-            Key=run_key(run_id),
-            # Numbering and the wake-up in one write; an ended run's wake-up is dropped by
-            # the worker that finds it ended.
-            UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at) "
-            "ADD signal_seq :one, wake_token :one",
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeValues={":one": n(1), ":w": s(WAKE_PK), ":at": s(f"{at:020.6f}")},
-            ReturnValues="ALL_NEW",
-        )
-        if not numbered:
-            raise EngineBug(f"signal for missing run '{run_id}'")
+    def add_signal(
+        self, run_id: str, name: str, payload: Any, at: float, max_backlog: int | None = None
+    ) -> tuple[int, bool]:
+        # Numbering comes from the run item, so arrival order is exact across senders. The
+        # backlog bound is a condition of the same write: the backlog is the signals ever
+        # sent less those consumed, and consumed ones only grow, so "fewer sent than the
+        # consumed ones counted + the bound" holds at the write whoever else sends. Below
+        # the bound in signals ever sent nothing is read; past it, the journal's count.
+        bound, consumed = max_backlog, 0
+        while True:
+            numbered = conditional(
+                self._db.update_item,
+                TableName=self.table,
+                Key=run_key(run_id),
+                # Numbering and the wake-up in one write; an ended run's wake-up is dropped by
+                # the worker that finds it ended.
+                UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at) "
+                "ADD signal_seq :one, wake_token :one",
+                ConditionExpression="attribute_exists(pk)"
+                + ("" if bound is None else " AND signal_seq < :cap"),
+                ExpressionAttributeValues={
+                    ":one": n(1),
+                    ":w": s(WAKE_PK),
+                    ":at": s(f"{at:020.6f}"),
+                    **({} if bound is None else {":cap": n(consumed + bound)}),
+                },
+                ReturnValues="ALL_NEW",
+            )
+            if numbered:
+                break
+            snap = self.load(run_id)
+            if snap is None:
+                raise EngineBug(f"signal for missing run '{run_id}'")
+            if bound is None or snap.run.status in ENDED:
+                bound = None  # an ended run's signals are set aside, not kept waiting
+                continue
+            counted = len(_consumed(snap.journal or []))
+            if counted <= consumed:
+                raise SignalBacklogFull(run_id, bound)
+            consumed = counted
         item = numbered["Attributes"]
         signal_id = whole(item["signal_seq"])
         live = item["status"]["S"] not in ENDED

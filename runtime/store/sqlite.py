@@ -25,7 +25,7 @@ from typing import Any
 from runtime.core.clock import Clock, SystemClock
 from runtime.core.journal import ENDED, Entry, Kind, Signal, Status
 from runtime.core.values import compact
-from runtime.errors import EngineBug, JournalConflict, LunaflowError
+from runtime.errors import EngineBug, JournalConflict, LunaflowError, SignalBacklogFull
 from runtime.store.base import (
     OWNER_DEAD_AFTER_MS,
     Lease,
@@ -413,12 +413,22 @@ class SQLiteStore:
 
     # --- signals -----------------------------------------------------------------------
 
-    def add_signal(self, run_id: str, name: str, payload: Any, at: float) -> tuple[int, bool]:
+    def add_signal(
+        self, run_id: str, name: str, payload: Any, at: float, max_backlog: int | None = None
+    ) -> tuple[int, bool]:
         with self._write() as db:
             row = db.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()
             if row is None:
                 raise EngineBug(f"signal for missing run '{run_id}'")
             live = row[0] not in ENDED
+            if live and max_backlog is not None:
+                # Counted inside this BEGIN IMMEDIATE: no sender, in this process or another,
+                # inserts between the count and the insert.
+                (pending,) = db.execute(
+                    "SELECT COUNT(*) FROM signals WHERE run_id = ? AND state = 'pending'", (run_id,)
+                ).fetchone()
+                if pending >= max_backlog:
+                    raise SignalBacklogFull(run_id, max_backlog)
             cur = db.execute(
                 "INSERT INTO signals (run_id, name, payload, at, state) VALUES (?,?,?,?,?)",
                 (run_id, name, compact(payload), at, "pending" if live else "set_aside"),

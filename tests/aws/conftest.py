@@ -127,6 +127,9 @@ def make_runtime(aws: AwsWorld, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cal
             clock=clock or FakeClock(),
             observer=PowertoolsObserver(container.logger, container.metrics),
         )
+        # A Lambda keeps no history of the scripts' log lines (nothing reads one there);
+        # these tests read them.
+        rt.platform.logs.keep = True
         container._runtime = rt
         return rt
 

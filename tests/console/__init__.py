@@ -136,14 +136,19 @@ class Html(HTMLParser):
     def names(self) -> set[str]:
         return {t.name for t in self.tags}
 
-    def action(self, label: str, **payload: str) -> CwAction:
-        """The one cwdb-action placed after an element labelled ``label`` whose payload
-        holds ``payload``."""
-        found = [
+    def actions_for(self, label: str, **payload: str) -> list[CwAction]:
+        """The cwdb-actions placed after an element labelled ``label`` whose payload holds
+        ``payload`` (a run's link can appear more than once: its row, a child's parent)."""
+        return [
             a
             for a in self.actions
             if a.label == label and all(a.payload.get(k) == v for k, v in payload.items())
         ]
+
+    def action(self, label: str, **payload: str) -> CwAction:
+        """The one cwdb-action placed after an element labelled ``label`` whose payload
+        holds ``payload``."""
+        found = self.actions_for(label, **payload)
         assert len(found) == 1, (label, payload, [(a.label, a.raw) for a in self.actions])
         return found[0]
 

@@ -11,9 +11,11 @@ error, the payload it is signalled with and its input. Each page is then read ba
   element, an unescaped quote in an attribute would add an attribute such as ``onclick``);
 - each hostile string as visible text, character for character (escaped, not dropped);
 - links, form targets and ``cwdb-action`` payloads that decode to the exact run id.
-The pages: the runs list (with a hostile workflow filter), the run page while awaiting and
-once failed, the child's page, the local confirmation pages and refusals, and the
-CloudWatch widget function's own pages (under moto).
+The pages: the runs list (with a hostile workflow filter and id search), the run page
+while awaiting and once failed (its timeline chart's titles included), the child's page,
+the local confirmation pages, refusals and value pages, and the CloudWatch widget
+function's own pages (under moto). The local page's own script is the one element a
+hostile string never adds: it is checked to be the console's, with this response's nonce.
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ import pytest
 
 from functions import console, worker
 from runtime.aws.runtime import AwsRuntime
+from runtime.console import html as console_html
 from runtime.console import page as console_page
 from runtime.console import render
+from runtime.console.search import RunQuery
 from runtime.core.clock import FakeClock
 from runtime.platform.runs import Runs
 from runtime.testing import LocalPlatform
@@ -49,15 +53,21 @@ PAYLOAD = {"p": "<script>x('p')</script>&\"'"}
 INPUT = {"step": STEP, "value": VALUE, "signal": SIGNAL, "fail_step": FAIL_STEP, "error": ERROR}
 WORKFLOW_FILTER = "<script>alert('wf')</script>\"' onblur='x&amp;"
 
+TOKEN = "t0ken"
+
 # What the console writes, and nothing else.
 ELEMENTS = {
-    "html", "head", "meta", "title", "style", "body", "div", "p", "h1", "h2", "b", "span", "code",
-    "pre", "br", "table", "tr", "th", "td", "a", "form", "input", "button", "select", "option",
-    "cwdb-action",
+    "html", "head", "meta", "link", "title", "style", "body", "div", "p", "h1", "h2", "b", "i", "span",
+    "code", "pre", "br", "table", "tr", "th", "td", "a", "form", "input", "button", "select", "option",
+    "label", "textarea", "details", "summary", "time", "cwdb-action",
+    "svg", "rect", "path", "text",
 }  # fmt: skip
 ATTRIBUTES = {
-    "charset", "class", "href", "method", "action", "type", "name", "value", "selected",
-    "endpoint", "display", "confirmation",
+    "charset", "class", "href", "method", "action", "type", "name", "value", "selected", "id",
+    "endpoint", "display", "confirmation", "content", "rel", "title", "placeholder", "rows", "size",
+    "required", "datetime", "open", "data-key", "data-poll", "data-copy", "data-json", "data-lane",
+    "xmlns", "role", "viewbox", "width", "height", "aria-label", "x", "y", "d", "rx", "stroke",
+    "stroke-width", "fill", "text-anchor",
 }  # fmt: skip
 
 
@@ -68,6 +78,11 @@ def compact(value: Any) -> str:
 
 def safe(source: str) -> Html:
     """Parse a page and fail on anything the console did not mean to write."""
+    own = source.rfind("<script nonce=")
+    if own >= 0:  # the local page's own script, last in the body: exactly the console's
+        script = source[own:]
+        assert script.endswith(f">{console_html.SCRIPT}</script></body></html>"), script[:200]
+        source = source[:own] + "</body></html>"
     page = Html(source)
     for tag in page.tags:
         assert tag.name in ELEMENTS, f"unexpected <{tag.name}> element: hostile text broke out"
@@ -93,7 +108,9 @@ def local_targets(page: Html) -> list[str]:
             else None
         )
         if target and target.startswith("/_console/runs/"):
-            out.append(unquote(urlsplit(target).path[len("/_console/runs/") :]))
+            quoted = urlsplit(target).path[len("/_console/runs/") :].split("/value/")[0]
+            assert "/" not in quoted, target  # the id is one path segment, whatever it holds
+            out.append(unquote(quoted))
     return out
 
 
@@ -123,7 +140,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
 
 
 ACTIONS: dict[str, render.Actions] = {
-    "local": render.LocalActions(),
+    "local": render.LocalActions(token=TOKEN),
     "cloudwatch": render.CloudWatchActions(endpoint="arn:aws:lambda:eu-west-1:123456789012:function:c"),
 }
 
@@ -140,9 +157,19 @@ def check_run_targets(page: Html, style: str, expected: set[str]) -> None:
 @pytest.mark.parametrize("style", sorted(ACTIONS))
 def test_hostile_run_ids_in_the_runs_list_are_text_and_exact_links(hostile: Hostile, style: str) -> None:
     """The runs list shows hostile run ids as text, and links to exactly those runs."""
-    page = safe(render.runs_page(hostile.runs, ACTIONS[style], status_filter=None, workflow=None))
+    page = safe(render.runs_page(hostile.runs, ACTIONS[style], RunQuery()))
     assert RUN_ID in page.text and CHILD_ID in page.text
     check_run_targets(page, style, {RUN_ID, CHILD_ID})
+
+
+@pytest.mark.parametrize("style", sorted(ACTIONS))
+def test_a_hostile_id_search_is_escaped_and_finds_the_run(hostile: Hostile, style: str) -> None:
+    """Searching for the hostile id (exact) finds the run and its child (prefix), and the
+    search box gives the typed text back as typed."""
+    page = safe(render.runs_page(hostile.runs, ACTIONS[style], RunQuery(id=RUN_ID)))
+    check_run_targets(page, style, {RUN_ID, CHILD_ID})
+    [box] = [t for t in page.tags if t.name == "input" and t.attrs.get("name") == "id"]
+    assert box.attrs["value"] == RUN_ID
 
 
 @pytest.mark.parametrize("style", sorted(ACTIONS))
@@ -150,12 +177,13 @@ def test_hostile_workflow_filter_is_escaped(hostile: Hostile, style: str) -> Non
     """A filter value typed by the reader comes back in the page (the input box, the
     caption, the paging links) escaped."""
     page = safe(
-        render.runs_page(hostile.runs, ACTIONS[style], status_filter="failed", workflow=WORKFLOW_FILTER)
+        render.runs_page(hostile.runs, ACTIONS[style], RunQuery(status="failed", workflow=WORKFLOW_FILTER))
     )
     assert WORKFLOW_FILTER in page.text
-    if style == "local":
-        [box] = [t for t in page.tags if t.name == "input" and t.attrs.get("name") == "workflow"]
-        assert box.attrs["value"] == WORKFLOW_FILTER
+    [chosen] = [
+        t for t in page.tags if t.name == "option" and "selected" in t.attrs and t.attrs["value"] != "failed"
+    ]
+    assert chosen.attrs["value"] == WORKFLOW_FILTER
 
 
 @pytest.mark.parametrize("style", sorted(ACTIONS))
@@ -170,8 +198,8 @@ def test_hostile_strings_in_an_awaiting_run_page(hostile: Hostile, style: str) -
     check_run_targets(page, style, {RUN_ID, CHILD_ID})
     confirmation = f"Cancel run {RUN_ID}? This also cancels the runs it started: {CHILD_ID}."
     if style == "local":
-        form = page.form("Cancel")
-        assert form.fields == {"action": "cancel", "confirm": confirmation}
+        form = page.form("Cancel")  # the confirmation is the next page's (test below)
+        assert form.fields == {"token": TOKEN, "action": "cancel"} and form.button_value == "ask"
     else:
         cancel = page.action("Cancel", action="cancel")
         assert cancel.payload == {"view": "run", "run_id": RUN_ID, "action": "cancel"}
@@ -197,9 +225,10 @@ def test_hostile_strings_in_a_failed_run_page(hostile: Hostile, style: str) -> N
         assert s in text, s
     assert text.count(ERROR) >= 3  # the notice, the run's error, the attempt's error
     check_run_targets(page, style, {RUN_ID, CHILD_ID})
+    for chart_title in (f"step id {RUN_ID}/{FAIL_STEP}/1/1", f"error: {ERROR}", f"signal '{SIGNAL}' arrived"):
+        assert any(chart_title in t.text for t in page.tags if t.name == "title"), chart_title
     if style == "local":
-        assert page.form("Resume").fields["action"] == "resume"
-        assert RUN_ID in page.form("Resume").fields["confirm"]
+        assert page.form("Resume").fields == {"token": TOKEN, "action": "resume"}
     else:
         resume = page.action("Resume", action="resume")
         assert resume.payload["run_id"] == RUN_ID
@@ -223,8 +252,9 @@ def test_local_confirmation_pages_escape_hostile_run_ids(hostile: Hostile, actio
         hostile.runs,
         "POST",
         "/_console/runs/" + quote_id(RUN_ID),
-        {"action": action},
+        {"action": action, "token": TOKEN},
         poke=lambda: None,
+        token=TOKEN,
     )
     assert response.status_code == 200
     page = safe(response.body)
@@ -232,7 +262,7 @@ def test_local_confirmation_pages_escape_hostile_run_ids(hostile: Hostile, actio
     if action == "cancel":
         assert f"This also cancels the runs it started: {CHILD_ID}." in page.text
     form = page.form(f"Yes, {action}")
-    assert form.fields == {"action": action} and form.button_value == "do"
+    assert form.fields == {"token": TOKEN, "action": action} and form.button_value == "do"
     assert set(local_targets(page)) == {RUN_ID}
 
 
@@ -248,13 +278,30 @@ def test_local_not_found_and_refusal_pages_escape_hostile_ids(hostile: Hostile) 
         hostile.runs,
         "POST",
         "/_console/runs/" + quote_id(CHILD_ID),
-        {"action": "resume", "step": "do"},
+        {"action": "resume", "step": "do", "token": TOKEN},
         poke=lambda: None,
+        token=TOKEN,
     )
     assert refused.status_code == 409  # the child awaits: resume applies to failed runs only
     page = safe(refused.body)
     assert CHILD_ID in page.text
     assert set(local_targets(page)) == {CHILD_ID}
+    signalled = console_page.render_console(
+        hostile.runs,
+        "POST",
+        "/_console/runs/" + quote_id(CHILD_ID),
+        {"action": "signal", "signal_name": SIGNAL, "signal_payload": "{not json " + ERROR, "token": TOKEN},
+        poke=lambda: None,
+        token=TOKEN,
+    )
+    assert signalled.status_code == 400  # the payload is not JSON: the form again, with why
+    page = safe(signalled.body)
+    [area] = [t for t in page.tags if t.name == "textarea"]
+    assert area.text == "{not json " + ERROR
+    value = console_page.render_console(
+        hostile.runs, "GET", "/_console/runs/" + quote_id(RUN_ID) + "/value/input", {}, poke=lambda: None
+    )
+    assert value.status_code == 200 and json.loads(safe(value.body).tags[-1].text) == INPUT
 
 
 def quote_id(run_id: str) -> str:

@@ -121,8 +121,8 @@ def views(
 SHOW_ATTEMPT = re.compile(
     r"│\s*│ (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) │\s*│ attempt (\d+) (\w+)(?: took [\d.]+s)?  step id (\S+)"
 )
-PAGE_ATTEMPT = re.compile(r"^attempt (\d+): (\w+)(?:, took [\d.]+s)? · step id ")
-RESOLUTION = re.compile(r"→ (.+?) at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+PAGE_ATTEMPT = re.compile(r"^attempt (\d+): ([a-z ]+?)(?:, took [\d.]+ (?:ms|s|min|h|d)[^·]*)? · step id ")
+RESOLUTION = re.compile(r"→ (.+?) at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d")  # (the page adds " UTC")
 SHOW_ERROR = re.compile(r"^│.*│\s+error: (.+?)\s+│$", re.M)
 
 
@@ -156,7 +156,8 @@ def page_attempts(page: Html) -> list[tuple[int, str, str, str]]:
         m = PAGE_ATTEMPT.search(texts[-1]) if len(texts) == 4 else None
         if m:
             [step_id] = [t.text for t in row if t.name == "code"]
-            out.append((int(m.group(1)), m.group(2), step_id, texts[1]))
+            assert texts[1].endswith(" UTC"), texts[1]  # times carry their zone
+            out.append((int(m.group(1)), m.group(2), step_id, texts[1].removesuffix(" UTC")))
     return out
 
 

@@ -133,9 +133,7 @@ def test_runs_widget_lists_the_same_runs_as_the_local_page(
     failed(world, "charge", {"card": "4242"}, "charge-1")
     world.start("parent", None, "parent-1")
     page = call(load("cw_widget_runs.json"), console_context)
-    local = Html(
-        render.runs_page(world.rt.platform, render.LocalActions(), status_filter=None, workflow=None)
-    )
+    local = Html(render.runs_page(world.rt.platform, render.LocalActions(), render.RunQuery()))
     got = rows(page)
     assert got == rows(local)
     by_id = {r[0]: r for r in got[1:]}
@@ -145,7 +143,7 @@ def test_runs_widget_lists_the_same_runs_as_the_local_page(
     assert by_id["parent-1-child"][1:4] == ["child", "awaiting", "await 'go'"]
     # Each run id is a link whose cwdb-action opens that run in the widget.
     for run_id in by_id:
-        link = page.action(run_id, view="run", run_id=run_id)
+        link = page.actions_for(run_id, view="run", run_id=run_id)[0]
         assert link.attrs["action"] == "call"
         assert link.attrs["endpoint"] == CONSOLE_ARN
         assert link.attrs["display"] == "widget"
@@ -157,7 +155,7 @@ def test_runs_widget_filters_by_status_through_its_links(world: World, console_c
     failed(world, "charge", {"card": "4242"}, "charge-1")
     world.start("parent", None, "parent-1")
     event = load("cw_widget_runs.json")
-    link = call(event, console_context).action("failed", view="runs")
+    link = call(event, console_context).action("failed 1", view="runs")
     assert link.payload == {"view": "runs", "status": "failed"}
     got = rows(call(click(event, link.payload), console_context))
     assert [r[0] for r in got[1:]] == ["charge-1"]
@@ -170,7 +168,7 @@ def test_run_widget_shows_the_same_timeline_with_error_and_attempts(
     with times, errors and step ids ...)"; on AWS the same as locally."""
     failed(world, "charge", {"card": "4242"}, "charge-1")
     event = load("cw_widget_runs.json")
-    link = call(event, console_context).action("charge-1", view="run")
+    link = call(event, console_context).action("charge-1", view="run", run_id="charge-1")
     page = call(click(event, link.payload), console_context)
     local = Html(render.run_page(world.rt.platform, render.LocalActions(), "charge-1"))
     assert rows(page) == rows(local)
@@ -195,10 +193,12 @@ def test_resume_button_payload_resumes_the_failed_run(world: World, console_cont
     failed(world, "restock", None, "restock-1")
     assert world.fetch("POST", "/flag/stock", "the widget test") == 200
     event = load("cw_widget_runs.json")
-    opened = click(event, call(event, console_context).action("restock-1", view="run").payload)
+    opened = click(
+        event, call(event, console_context).action("restock-1", view="run", run_id="restock-1").payload
+    )
     resume = call(opened, console_context).action("Resume", run_id="restock-1")
     after = call(click(opened, resume.payload), console_context)
-    assert "resume done" in after.text
+    assert "Run restock-1 resumed." in after.text
     assert world.status("restock-1") != "failed"
     world.settle()
     run = world.rt.platform.get("restock-1")
@@ -208,7 +208,7 @@ def test_resume_button_payload_resumes_the_failed_run(world: World, console_cont
     assert "completed" in page.text and "resumed" in page.text
     # Attempts are counted across the resume (SPEC 3: "attempt counts recorded attempts").
     assert "attempt 3: ok" in page.text and "restock-1/reserve/1/3" in page.text
-    assert [a.payload.get("action") for a in page.actions if "action" in a.payload] == []
+    assert [a.payload.get("action") for a in page.actions if "action" in a.payload] == ["signal"]
 
 
 def test_cancel_button_payload_cancels_an_awaiting_parent_and_its_child(
@@ -219,14 +219,17 @@ def test_cancel_button_payload_cancels_an_awaiting_parent_and_its_child(
     world.start("parent", None, "parent-1")
     assert world.status("parent-1") == "awaiting" and world.status("parent-1-child") == "awaiting"
     event = load("cw_widget_runs.json")
-    opened = click(event, call(event, console_context).action("parent-1", view="run").payload)
+    opened = click(event, call(event, console_context).actions_for("parent-1", run_id="parent-1")[0].payload)
     page = call(opened, console_context)
     assert "children parent-1-child" in page.text
-    assert [a.label for a in page.actions if a.payload.get("action")] == ["Cancel"]  # no resume
+    assert [a.label for a in page.actions if a.payload.get("action")] == [
+        "Cancel",
+        "Send signal",
+    ]  # no resume
     cancel = page.action("Cancel", run_id="parent-1", action="cancel")
     assert "This also cancels the runs it started: parent-1-child." in cancel.attrs["confirmation"]
     after = call(click(opened, cancel.payload), console_context)
-    assert "cancel done" in after.text
+    assert "Run parent-1 cancelled." in after.text
     world.settle()
     assert world.status("parent-1") == "cancelled"
     assert world.status("parent-1-child") == "cancelled"
@@ -238,7 +241,7 @@ def test_action_event_fixture_resumes_the_run_it_names(world: World, console_con
     failed(world, "restock", None, event["run_id"])
     world.fetch("POST", "/flag/stock", "the fixture")
     page = call(event, console_context)
-    assert "resume done" in page.text
+    assert f"Run {event['run_id']} resumed." in page.text
     world.settle()
     assert world.status(event["run_id"]) == "completed"
 
@@ -254,3 +257,141 @@ def test_refused_action_is_shown_in_the_widget(world: World, console_context: Fa
     page = call(event, console_context)  # the same click again, on the completed run
     assert world.status("restock-1") == "completed"
     assert [t for t in page.tags if t.attrs.get("class") == "err"], page.source
+
+
+# --- issue 18: the same timeline, search and actions in the widgets --------------------------
+
+
+def with_forms(event: dict[str, Any], **typed: str) -> dict[str, Any]:
+    """The event a click sends when the widget's inputs hold ``typed``: CloudWatch puts
+    every input's value under ``widgetContext.forms.all``."""
+    out = copy.deepcopy(event)
+    out["widgetContext"]["forms"] = {"all": dict(typed)}
+    return out
+
+
+def timeline_of(source: str) -> str:
+    start = source.index("<div class='timeline'>")
+    return source[start : source.index("<h2>Journal</h2>", start)]
+
+
+def test_run_widget_draws_the_same_timeline_as_the_local_page(
+    world: World, console_context: FakeContext
+) -> None:
+    """The tour's retries, timeout, signal, sleep and cancel, drawn by the widget exactly as
+    the local page draws them (one renderer), with no script in the widget."""
+    world.start("tour", {"lot": 1}, "tour-1")
+    for _ in range(10):
+        if world.status("tour-1") == "awaiting":
+            break
+        world.settle(1)
+    assert world.status("tour-1") == "awaiting"
+    world.rt.platform.signal("tour-1", "go", {"by": "ada"})
+    world.settle()
+    world.settle(2)  # the 1 s sleep's timer
+    world.rt.platform.cancel("tour-1")
+    world.settle()
+    assert world.status("tour-1") == "cancelled"
+    page = call(click(load("cw_widget_runs.json"), {"view": "run", "run_id": "tour-1"}), console_context)
+    local = render.run_page(world.rt.platform, render.LocalActions(), "tour-1")
+    assert timeline_of(page.source) == timeline_of(local)
+    lanes = [t.attrs["data-lane"] for t in page.tags if "data-lane" in t.attrs]
+    assert list(dict.fromkeys(lanes)) == [
+        "step 'flaky'",
+        "step 'slow'",
+        "await 'go'",
+        "sleep",
+        "await 'never'",
+        "signals",
+    ]
+    classes = " ".join(t.attrs.get("class", "") for t in page.tags if "data-lane" in t.attrs)
+    for css in (
+        "o-failed",
+        "o-ok",
+        "o-timed-out",
+        "backoff",
+        "w-signal",
+        "w-timer",
+        "w-cancel",
+        "sig-consumed",
+    ):
+        assert css in classes, css
+    assert "<script" not in page.source.lower() and "button class='copy'" not in page.source
+
+
+def test_the_widget_shows_times_in_the_dashboards_time_zone(
+    world: World, console_context: FakeContext
+) -> None:
+    world.start("child", None, "tz-1")
+    event = load("cw_widget_runs.json")
+    event["widgetContext"]["timezone"] = {"label": "CET", "offsetISO": "+01:00", "offsetInMinutes": -60}
+    page = call(event, console_context)
+    assert "2026-01-01 01:00:00 CET" in page.text  # the fake clock starts at 00:00 UTC
+
+
+def test_the_signal_form_in_a_widget_sends_checks_json_and_answers(
+    world: World, console_context: FakeContext
+) -> None:
+    world.start("child", None, "sig-1")
+    opened = click(load("cw_widget_runs.json"), {"view": "run", "run_id": "sig-1"})
+    send = call(opened, console_context).action("Send signal", action="signal")
+    assert send.payload == {"view": "run", "action": "signal", "run_id": "sig-1"}
+    refused = call(
+        click(with_forms(opened, signal_name="go", signal_payload="{nope"), send.payload), console_context
+    )
+    assert "is not valid JSON" in refused.text and "nothing was sent" in refused.text
+    assert world.rt.platform.store.signals("sig-1") == []
+    sent = call(
+        click(with_forms(opened, signal_name="go", signal_payload='{"by":"w"}'), send.payload),
+        console_context,
+    )
+    assert "Signal 'go' was delivered to sig-1" in sent.text
+    world.settle()
+    assert world.status("sig-1") == "completed"
+    late = call(click(with_forms(opened, signal_name="go", signal_payload=""), send.payload), console_context)
+    assert "Run sig-1 has ended (completed), so signal 'go' was set aside" in late.text
+
+
+def test_the_start_form_in_a_widget_starts_a_declared_workflow(
+    world: World, console_context: FakeContext
+) -> None:
+    event = load("cw_widget_runs.json")
+    page = call(event, console_context)
+    options = [t.attrs["value"] for t in page.tags if t.name == "option" and t.attrs.get("value")]
+    assert {"charge", "child", "tour"} <= set(options)
+    start = page.action("Start run", action="start")
+    typed = with_forms(event, start_workflow="child", start_input='{"from":"widget"}', start_id="w-1")
+    done = call(click(typed, start.payload), console_context)
+    assert "Started run w-1 of child." in done.text
+    assert world.rt.platform.get("w-1").input == {"from": "widget"}
+    bad = call(
+        click(with_forms(event, start_workflow="nope", start_input=""), start.payload), console_context
+    )
+    assert "workflow 'nope' is not declared by this project" in bad.text
+
+
+def test_search_in_a_widget_reads_the_inputs(world: World, console_context: FakeContext) -> None:
+    for run_id in ("find-a-1", "find-a-2", "find-b-1"):
+        world.start("child", None, run_id)
+    event = load("cw_widget_runs.json")
+    search = call(event, console_context).action("Search", action="search")
+    found = call(
+        click(with_forms(event, id="find-a", status="", workflow="child"), search.payload), console_context
+    )
+    assert [r[0] for r in rows(found)[1:]] == ["find-a-2", "find-a-1"]
+    assert "awaiting 2" in found.text
+    none = call(click(with_forms(event, id="zzz"), search.payload), console_context)
+    assert "No runs with id 'zzz' (exact or prefix)." in none.text
+
+
+@pytest.mark.parametrize("page", ["²", "10^23", "9" * 400, "-1", "1.5"])
+def test_a_page_parameter_that_is_not_a_small_digit_string_shows_the_first_page(
+    page: str, world: World, console_context: FakeContext
+) -> None:
+    """Issue 20.7: ``page="²"`` passes ``isdigit()`` and failed ``int()``; the widget takes only
+    ASCII digit strings, clamps them, and says when it ignored one, as the local page does."""
+    world.start("parent", None, "parent-1")
+    event = {**load("cw_widget_runs.json"), "page": page}
+    shown = call(event, console_context)
+    assert "parent-1" in shown.source
+    assert "Traceback" not in shown.source

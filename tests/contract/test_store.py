@@ -6,7 +6,7 @@ import pytest
 
 from runtime.core.clock import FakeClock
 from runtime.core.journal import Entry, Kind
-from runtime.errors import EngineBug, JournalConflict
+from runtime.errors import EngineBug, JournalConflict, SignalBacklogFull
 from runtime.store.base import OWNER_DEAD_AFTER_MS, Lease, RunRecord, RunUpdate, Store, TimerSet
 
 
@@ -364,3 +364,36 @@ def test_progress_while_running_keeps_the_lease(store: Store) -> None:
     assert store.acquire_lease("r1", "w", 1_000, 60_000) == Lease.OK
     store.append("r1", 1, [entry(2)], update=RunUpdate("running", "step 'a'", progress_only=True))
     assert store.acquire_lease("r1", "other", 1_001, 60_000) == Lease.BUSY
+
+
+def test_a_signal_past_the_backlog_bound_is_refused_by_the_write(store: Store) -> None:
+    """Issue 14 point 9: with max_backlog the store counts the unconsumed signals as part of
+    the write (a condition on DynamoDB, inside BEGIN IMMEDIATE on SQLite), refuses the one
+    over the bound and records nothing for it; a consumed signal makes room again."""
+    store.create_run(new_run(), started())
+    sids = [store.add_signal("r1", "x", {"n": i}, 101.0, max_backlog=3)[0] for i in range(3)]
+    with pytest.raises(SignalBacklogFull) as e:
+        store.add_signal("r1", "x", {"n": 3}, 101.0, max_backlog=3)
+    assert str(e.value).startswith("run 'r1' already has 3 unconsumed signals")
+    assert len(store.signals("r1")) == 3
+    done = Entry(
+        2,
+        Kind.WAIT_DONE,
+        "await",
+        {"by": "signal", "signal": "x", "payload": {"n": 0}, "signal_id": sids[0]},
+        102.0,
+    )
+    store.append("r1", 1, [done])
+    store.add_signal("r1", "x", {"n": 4}, 103.0, max_backlog=3)
+    assert len(store.pending_signals("r1")) == 3
+    with pytest.raises(SignalBacklogFull):
+        store.add_signal("r1", "x", {"n": 5}, 104.0, max_backlog=3)
+
+
+def test_the_backlog_bound_does_not_refuse_signals_to_an_ended_run(store: Store) -> None:
+    store.create_run(new_run(), started())
+    for i in range(2):
+        store.add_signal("r1", "x", i, 101.0, max_backlog=2)
+    store.append("r1", 1, [Entry(2, Kind.CANCELLED, None, {}, 102.0)], update=RunUpdate("cancelled", None))
+    _, live = store.add_signal("r1", "x", 3, 103.0, max_backlog=2)
+    assert not live and [s.state for s in store.signals("r1")] == ["set_aside"] * 3

@@ -181,11 +181,13 @@ def test_sigkill_between_effect_and_result_reruns_the_body_with_the_same_step_id
     assert s.lines() == [f"{run_id}/charge/1/1", f"{run_id}/charge/1/1"]
     journal = s.journal(run_id)
     assert intents(journal, "charge") == [f"{run_id}/charge/1/1"]
-    assert [e.kind for e in journal] == [
-        Kind.STARTED,
-        Kind.STEP_INTENT,
-        Kind.STEP_RESULT,
-        Kind.COMPLETED,
+    # The second start of the attempt is journaled before its body runs (issue 14, point 6).
+    assert [(e.kind, e.data.get("start")) for e in journal] == [
+        (Kind.STARTED, None),
+        (Kind.STEP_INTENT, None),
+        (Kind.STEP_RERUN, 2),
+        (Kind.STEP_RESULT, None),
+        (Kind.COMPLETED, None),
     ]
 
 
@@ -252,3 +254,53 @@ def test_step_id_of_the_retry_is_new_when_killed_while_parked_in_backoff(tmp_pat
     assert events[-1]["status"] == "completed", events[-1]
     assert events[-1]["result"] == {"receipt": f"receipt:{run_id}/charge/1/2", "amount": 9}
     assert s.lines() == [f"{run_id}/charge/1/1", f"{run_id}/charge/1/2"]
+
+
+INTERRUPTED = "step 'charge' attempt 1 was interrupted 3 times: the process running it ended"
+
+
+def test_an_attempt_that_always_ends_its_process_fails_after_three_interruptions(tmp_path: Path) -> None:
+    """Issue 14, point 6; SPEC 6: "An attempt interrupted because the process running it
+    ended is re-run with the same step id; after 3 interruptions it is recorded as failed
+    ... then backoff and retries apply as usual." Attempt 1's body is killed inside its
+    effect three times (each start journaled); the fourth process records the attempt as
+    failed without running it, waits out the backoff and runs attempt 2 as a new effect.
+    Before: the body ran again at every start, without end."""
+    s = Setup(tmp_path)
+    run_id, order = "doomed", {"amount": 3}
+    s.flag.write_text("step:/1/1", encoding="utf-8")  # attempt 1 hangs until killed, every time
+    for start in range(1, 4):
+        proc = spawn(s, run_id, order, f"start{start}")
+        try:
+            wait_until(s, proc, f"start{start}", f"effect {start}", lambda n=start: len(s.lines()) >= n)
+            sigkill(proc)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=WAIT_S)
+    assert s.lines() == [f"{run_id}/charge/1/1"] * 3
+
+    last = spawn(s, run_id, order, "start4")
+    try:
+        wait_until(s, last, "start4", "a fourth effect", lambda: len(s.lines()) >= 4)
+        assert s.lines()[3] != f"{run_id}/charge/1/1", "attempt 1's body ran a fourth time"
+        assert last.wait(timeout=WAIT_S) == 0, stderr_of(s, "start4")
+    finally:
+        if last.poll() is None:
+            last.kill()
+            last.wait(timeout=WAIT_S)
+    events = s.event_list()
+    assert events[-1]["status"] == "completed", events[-1]
+    assert events[-1]["result"] == {"receipt": f"receipt:{run_id}/charge/1/2", "amount": 3}
+    assert s.lines() == [f"{run_id}/charge/1/1"] * 3 + [f"{run_id}/charge/1/2"]
+    journal = s.journal(run_id)
+    assert [(e.kind, e.data.get("start")) for e in journal if e.kind.startswith("step.")] == [
+        (Kind.STEP_INTENT, None),
+        (Kind.STEP_RERUN, 2),
+        (Kind.STEP_RERUN, 3),
+        (Kind.STEP_FAILED, None),
+        (Kind.STEP_INTENT, None),
+        (Kind.STEP_RESULT, None),
+    ]
+    failed = next(e for e in journal if e.kind == Kind.STEP_FAILED)
+    assert (failed.data["attempt"], failed.data["error"], failed.data["final"]) == (1, INTERRUPTED, False)

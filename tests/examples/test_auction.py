@@ -121,6 +121,8 @@ def test_the_settled_sale_journal_records_each_step_and_the_paid_signal(p: Local
     _pay(p, user="ada")
     assert _kinds(p, "sale-lot-42") == [
         (Kind.STARTED, "settle-sale"),
+        (Kind.STEP_INTENT, "record"),
+        (Kind.STEP_RESULT, "record"),
         (Kind.STEP_INTENT, "notify"),
         (Kind.STEP_RESULT, "notify"),
         (Kind.WAIT, "race"),
@@ -134,6 +136,7 @@ def test_the_settled_sale_journal_records_each_step_and_the_paid_signal(p: Local
     assert done.data["signal"] == "paid"
     assert done.data["payload"] == {"by": "ada", "receipt": receipt}
     assert [(e.kind, e.name) for e in p.journal("pay-lot-42") if e.kind == Kind.STEP_RESULT] == [
+        (Kind.STEP_RESULT, "hold"),
         (Kind.STEP_RESULT, "charge"),
         (Kind.STEP_RESULT, "sign"),
         (Kind.STEP_RESULT, "tell-sale"),

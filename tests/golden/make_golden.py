@@ -11,6 +11,9 @@ timer) and, for mid-flight runs, the actions that finish it and what they produc
 
 Regenerating changes the goldens on purpose: do it only when the journal format changes
 (and bump ``runtime.core.journal.FORMAT_VERSION``), never to make tests/golden/test_golden.py pass.
+A new kind of entry that journals written before it never hold extends format 1 without a
+bump, as ``step.rerun`` did (issue 14): the earlier goldens replay unchanged, and a new
+golden records the new kind.
 
 ``Warehouse`` is also the stand-in test_golden.py uses, so both see the same object.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +30,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from runtime.core.clock import FakeClock, now_ms  # noqa: E402
+from runtime.core.durations import parse_ms  # noqa: E402
+from runtime.engine.executor import ActivationDeadline  # noqa: E402
 from runtime.testing import LocalPlatform  # noqa: E402
 
 JOURNALS = Path(__file__).resolve().parent / "journals"
@@ -37,13 +44,16 @@ INPUT = {"sku": "tea", "qty": 2}
 
 class Warehouse:
     """Stand-in for ``objects "Warehouse"``: records every call, answers deterministically
-    from the step id it is handed (the effect's name)."""
+    from the step id it is handed (the effect's name). ``stall_s`` makes each call take
+    that long first (an activation's cap then falls inside the step body)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, str, list[Any]]] = []
+        self.stall_s = 0.0
 
     def __call__(self, cls: str, key: str, method: str, args: list[Any]) -> list[Any]:
         self.calls.append((cls, key, method, list(args)))
+        time.sleep(self.stall_s)
         if method == "reserve":
             qty, step_id = args
             return [{"hold_id": f"H:{step_id}", "sku": key, "qty": qty}]
@@ -53,13 +63,31 @@ class Warehouse:
         raise AssertionError(f"unexpected call {cls}({key!r}):{method}")
 
 
-def apply(p: LocalPlatform, run_id: str, actions: list[dict[str, Any]]) -> None:
-    """Actions as stored in a golden file: {"advance": "1s"} or {"signal": name, "payload": v}."""
+def apply(
+    p: LocalPlatform, run_id: str, actions: list[dict[str, Any]], warehouse: Warehouse | None = None
+) -> None:
+    """Actions as stored in a golden file: {"advance": "1s"}, {"signal": name, "payload": v},
+    or {"cut": "1s"}: move the clock that far and run the work then due under an
+    activation cap that falls inside the step body (the Warehouse stalls past it), so the
+    attempt ends with no outcome, as when the process running it ends."""
     for action in actions:
         if "advance" in action:
             p.advance(action["advance"])
         elif "signal" in action:
             p.signal(run_id, action["signal"], action.get("payload"))
+        elif "cut" in action:
+            assert warehouse is not None, "a cut needs the Warehouse to stall"
+            clock = p.platform.clock
+            assert isinstance(clock, FakeClock)
+            clock.advance(parse_ms(action["cut"], "cut") / 1000)
+            p.platform.store.fire_due_timers(now_ms(clock))
+            warehouse.stall_s = 0.2
+            try:
+                for woken, token in p.platform.store.wakeups():
+                    cap = time.monotonic() + 0.05
+                    p.platform.advance(woken, deadline=ActivationDeadline(cap, cap), token=token)
+            finally:
+                warehouse.stall_s = 0.0
         else:
             raise ValueError(f"unknown action {action!r}")
 
@@ -128,6 +156,16 @@ SCENARIOS: list[dict[str, Any]] = [
         "finish": TO_AWAIT + FINISH,
     },
     {
+        "file": "midflight_interrupted.json",
+        "case": "interrupted",
+        "description": "attempt 2 of step 'reserve' started three times (its intent, then two "
+        "step.rerun entries), each start cut before its outcome as when the process running it "
+        "ends; the next activation records it as interrupted and retries",
+        "run_id": "golden-interrupted",
+        "record_after": [{"cut": "1s"}, {"cut": "0s"}, {"cut": "0s"}],
+        "finish": [{"signal": "paid", "payload": {"by": "ada"}}, {"advance": "11m"}],
+    },
+    {
         "file": "divergent_renamed_step.json",
         "case": "divergent",
         "description": "parked awaiting 'paid' under golden_order; the current code "
@@ -145,9 +183,10 @@ SCENARIOS: list[dict[str, Any]] = [
 def record(scenario: dict[str, Any]) -> dict[str, Any]:
     """Run one scenario on the current engine and return its golden document."""
     run_id = scenario["run_id"]
-    with LocalPlatform(ROOT / PROJECT, objects=Warehouse()) as p:
+    warehouse = Warehouse()
+    with LocalPlatform(ROOT / PROJECT, objects=warehouse) as p:
         p.start(WORKFLOW, INPUT, id=run_id)
-        apply(p, run_id, scenario["record_after"])
+        apply(p, run_id, scenario["record_after"], warehouse)
         doc: dict[str, Any] = {"case": scenario["case"], "description": scenario["description"]}
         doc.update(snapshot(p, run_id))
         doc["project"] = PROJECT

@@ -140,7 +140,7 @@ def drive_with_code(code: Code, doc: dict[str, Any]) -> tuple[Any, Replay, list[
 def test_golden_journals_cover_every_case() -> None:
     """The three kinds of golden the suite relies on are all committed."""
     cases = sorted(d["case"] for d in goldens())
-    assert cases == ["complete", "divergent", "mid-flight", "mid-flight"]
+    assert cases == ["complete", "divergent", "interrupted", "mid-flight", "mid-flight"]
     complete = golden("complete.json")
     kinds = [e["kind"] for e in complete["entries"]]
     assert Kind.STEP_FAILED in kinds and kinds.count(Kind.STEP_INTENT) == 3  # a retry
@@ -284,6 +284,65 @@ def test_midflight_backoff_golden_retries_with_the_next_attempts_step_id(tmp_pat
         p.advance("1s")
         assert p.get(doc["run_id"]).status == "awaiting"
     assert warehouse.calls == [("Warehouse", "tea", "reserve", [2, "golden-backoff/reserve/1/2"])]
+
+
+# --- interrupted attempts ----------------------------------------------------------------
+
+
+def test_interrupted_golden_records_the_attempt_as_interrupted_and_retries(tmp_path: Path) -> None:
+    """Issue 14 point 6 / SPEC 6: "An attempt interrupted because the process running it
+    ended is re-run with the same step id; after 3 interruptions it is recorded as failed
+    ... then backoff and retries apply as usual." A journal left with attempt 2 started
+    three times (an intent, two step.rerun entries) and no outcome: the current engine
+    records the failure without running the body again, and attempt 3 runs as a new effect."""
+    doc = golden("midflight_interrupted.json")
+    kinds = [(e["kind"], e["data"].get("start")) for e in doc["entries"][3:]]
+    assert kinds == [(Kind.STEP_INTENT, None), (Kind.STEP_RERUN, 2), (Kind.STEP_RERUN, 3)]
+    load_into(tmp_path, doc)
+    warehouse = gen.Warehouse()
+    with LocalPlatform(ROOT / doc["project"], data_dir=tmp_path, objects=warehouse) as p:
+        journal = as_dicts(p.journal(doc["run_id"]))
+        assert journal[: len(doc["entries"])] == doc["entries"]
+        failed = journal[len(doc["entries"])]
+        assert (failed["kind"], failed["data"]["attempt"], failed["data"]["final"]) == (
+            Kind.STEP_FAILED,
+            2,
+            False,
+        )
+        assert failed["data"]["error"] == (
+            "step 'reserve' attempt 2 was interrupted 3 times: the process running it ended"
+        )
+        assert p.get(doc["run_id"]).status == "sleeping"  # the backoff before attempt 3
+        assert warehouse.calls == []
+        gen.apply(p, doc["run_id"], doc["finish"]["actions"])
+        run = p.get(doc["run_id"])
+        journal = as_dicts(p.journal(doc["run_id"]))
+    assert run.status == "completed", run.error
+    assert run.result["hold"]["hold_id"] == "H:golden-interrupted/reserve/1/3"
+    assert [(e["kind"], e["name"]) for e in journal] == [
+        (e["kind"], e["name"]) for e in doc["finish"]["entries"]
+    ]
+    assert [c[3][-1] for c in warehouse.calls] == [
+        "golden-interrupted/reserve/1/3",
+        "golden-interrupted/ship/1/1",
+    ]
+
+
+def test_an_intent_without_outcome_from_an_earlier_engine_reruns_once_journaled(tmp_path: Path) -> None:
+    """Journals written before step.rerun existed count an intent without outcome as one
+    start: the current engine journals the second start and runs the body again, with the
+    same step id. The interrupted golden, cut after attempt 2's intent, stands in for one."""
+    doc = golden("midflight_interrupted.json")
+    doc = {**doc, "entries": doc["entries"][:4]}  # up to attempt 2's intent: no re-runs yet
+    load_into(tmp_path, doc)
+    warehouse = gen.Warehouse()
+    with LocalPlatform(ROOT / doc["project"], data_dir=tmp_path, objects=warehouse) as p:
+        journal = as_dicts(p.journal(doc["run_id"]))
+        assert p.get(doc["run_id"]).status == "awaiting"
+    assert journal[:4] == doc["entries"]
+    assert (journal[4]["kind"], journal[4]["data"]) == (Kind.STEP_RERUN, {"attempt": 2, "start": 2})
+    assert journal[5]["kind"] == Kind.STEP_RESULT
+    assert [c[3][-1] for c in warehouse.calls] == ["golden-interrupted/reserve/1/2"]
 
 
 # --- divergence --------------------------------------------------------------------------

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 from aws_cdk import FileSystem
-from conftest import AUCTION, QUEUE_PROJECT, REPO, Synth
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from conftest import AUCTION, QUEUE_PROJECT, REPO, Synth
 from infra import bundling, constants
 from runtime.platform.describe import describe
 

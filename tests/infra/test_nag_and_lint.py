@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from cfnlint.api import lint_file  # type: ignore[import-untyped]
-from conftest import Synth, as_list, render
 
+from conftest import Synth, as_list, render
 from infra.nag import accepted
 
 XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}

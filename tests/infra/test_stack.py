@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from aws_cdk import App
 from aws_cdk.assertions import Match
-from conftest import QUEUE_PROJECT, TINY_REQUIREMENTS, Synth, as_list, render
 
+from conftest import QUEUE_PROJECT, TINY_REQUIREMENTS, Synth, as_list, render
 from infra import constants
 from infra.app import build
 from runtime.aws.config import AwsConfig
@@ -642,20 +642,39 @@ def queue_ids(synth: Synth) -> dict[str, tuple[str, str]]:
 
 def test_user_queues_move_poison_messages_to_their_dead_letter_queues(queue_project: Synth) -> None:
     """SPEC: an error retries the message "up to the queue's attempts, then it goes to a
-    dead-letter store"."""
+    dead-letter store" — each queue's attempts from lunaflow.toml (issue 20.4: `attempts = 1`
+    is one delivery, not 5); a retry delay longer than the usual visibility timeout becomes
+    the queue's, so a message whose invocation crashed waits as long."""
     ids = queue_ids(queue_project)
     assert {"emails", "audit"} <= set(ids)
+    queue_fn = queue_project.id(queue_project.stack.functions.queue)
+    usual = 6 * queue_project.props(queue_fn)["Timeout"]
+    expected = {"emails": (1, 2 * 3600), "audit": (3, usual)}  # tests/projects/infra_queue/lunaflow.toml
     for name, (queue, dlq) in ids.items():
         props = queue_project.props(queue)
+        attempts, visibility = expected[name]
         assert props["RedrivePolicy"] == {
             "deadLetterTargetArn": f"<GetAtt:{dlq}.Arn>",
-            "maxReceiveCount": constants.MAX_RECEIVES,
+            "maxReceiveCount": attempts,
         }, name
         assert props["SqsManagedSseEnabled"] is True
-        queue_fn = queue_project.id(queue_project.stack.functions.queue)
-        assert props["VisibilityTimeout"] >= 6 * queue_project.props(queue_fn)["Timeout"]
+        assert props["VisibilityTimeout"] == visibility, name
     alarms = dead_letter_alarms(queue_project)
     assert {dlq for _, dlq in ids.values()} <= set(alarms)
+
+
+def test_the_queue_function_may_hide_a_failed_message_for_its_retry_delay(queue_project: Synth) -> None:
+    """The retry delay is a ChangeMessageVisibility by the queue function on the message it
+    received: its role must allow it on each queue it consumes."""
+    emails, _ = queue_ids(queue_project)["emails"]
+    queue_fn = queue_project.id(queue_project.stack.functions.queue)
+    allowed = {
+        r
+        for s in queue_project.function_statements(queue_fn)
+        if "sqs:ChangeMessageVisibility" in as_list(s["Action"])
+        for r in as_list(s["Resource"])
+    }
+    assert f"<GetAtt:{emails}.Arn>" in allowed
 
 
 def test_the_queue_function_consumes_each_handled_user_queue(queue_project: Synth) -> None:

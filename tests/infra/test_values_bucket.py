@@ -4,7 +4,6 @@ bucket is as durable and as private as the table whose items point into it."""
 from __future__ import annotations
 
 from conftest import Synth, render
-
 from infra.capabilities.values import PITR_DAYS
 from runtime.aws.config import AwsConfig
 from runtime.aws.contract import Env, Output

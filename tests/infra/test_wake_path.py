@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from aws_cdk import App
-from conftest import Synth
 
+from conftest import Synth
 from infra.stack import LunaflowStack, ProjectError
 from runtime.aws.contract import NAMESPACE, SERVICE, WAKE_VISIBILITY_S, Metric
 from runtime.aws.invocation import LONGEST_STEP_MS, step_timeouts, too_long

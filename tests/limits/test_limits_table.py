@@ -25,7 +25,7 @@ import runtime.platform.limits as limits
 from runtime.core import values
 from runtime.core.ids import check_run_id
 from runtime.core.journal import Entry, Kind
-from runtime.core.replay import Fail, Replay, ValueCmd
+from runtime.core.replay import Fail, Replay, StepCmd, ValueCmd
 from runtime.engine.sandbox import Sandbox
 from runtime.errors import LunaflowError
 from runtime.services.base import ServiceError
@@ -213,7 +213,7 @@ def dev_body(tmp_path: Path) -> str:
     try:
         size = limits.MAX_BODY_BYTES + 1
         with socket.create_connection(server.address, timeout=10) as sock:
-            sock.sendall(f"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: {size}\r\n\r\n".encode())
+            sock.sendall(f"POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: {size}\r\n\r\n".encode())
             sock.shutdown(socket.SHUT_WR)
             raw = b""
             while chunk := sock.recv(65536):
@@ -278,6 +278,23 @@ def service(tmp_path: Path, kind: str, name: str, method: str, args: list[Any]) 
     services = LocalServices(tmp_path / "svc", lambda: 0.0)
     try:
         return _refusal(lambda: services.call(kind, name, method, args))
+    finally:
+        services.close()
+
+
+class _State:
+    """An object method that returns a state one byte over the limit."""
+
+    def call_object(
+        self, cls: str, key: str, method: str, state: Any, args: list[Any]
+    ) -> tuple[list[Any], Any]:
+        return [], {"data": "x" * (limits.MAX_VALUE_BYTES - len('{"data":""}') + 1)}
+
+
+def object_state(tmp_path: Path) -> str:
+    services = LocalServices(tmp_path / "svc", lambda: 0.0)
+    try:
+        return _refusal(lambda: services.call_object(_State(), "Box", "b", "fill", []))
     finally:
         services.close()
 
@@ -354,6 +371,56 @@ def test_the_kv_list_message(tmp_path: Path) -> None:
     assert matches(template("kv list page"), service(tmp_path, "kv", "ns", "list", [{"limit": 5000}]))
 
 
+def test_the_stored_value_messages(tmp_path: Path) -> None:
+    """Issue 20.2: one set of key and value limits that both stores honour."""
+    template_text = template("Size of one stored value (kv value, object state)")
+    big = "x" * limits.MAX_VALUE_BYTES
+    assert matches(template_text, service(tmp_path / "kv", "kv", "ns", "put", ["k", big]))
+    assert matches(template_text, object_state(tmp_path / "obj"))
+
+
+def test_the_key_message(tmp_path: Path) -> None:
+    long = "k" * (limits.MAX_KEY_BYTES + 1)
+    label = "Key of kv or an object; kv namespace or object class name"
+    message = service(tmp_path, "kv", "ns", "get", [long])
+    assert matches(template(label), message)
+    quoted = re.findall(r"`([^`]+)`", row(label)["What the user sees"])
+    assert matches(
+        quoted[-1], service(tmp_path / "name", "kv", "n" * (limits.MAX_KEY_BYTES + 1), "get", ["k"])
+    )
+
+
+def queue_settings(tmp_path: Path, settings: str) -> str:
+    from runtime.engine.project import ProjectSource
+
+    (tmp_path / "main.lua").write_text("", encoding="utf-8")
+    (tmp_path / "lunaflow.toml").write_text(f"[queues.q]\n{settings}\n", encoding="utf-8")
+    return _refusal(lambda: ProjectSource.read(tmp_path))
+
+
+def test_the_queue_attempts_message(tmp_path: Path) -> None:
+    """Issue 20.4: the stack sets maxReceiveCount to a queue's attempts; SQS takes 1 to 1000."""
+    for i, bad in enumerate(["0", str(limits.MAX_ATTEMPTS + 1), '"5"', "true"]):
+        folder = tmp_path / str(i)
+        folder.mkdir()
+        assert matches(template("Queue attempts"), queue_settings(folder, f"attempts = {bad}"))
+
+
+def test_the_queue_retry_delay_message(tmp_path: Path) -> None:
+    assert matches(template("Queue retry delay"), queue_settings(tmp_path, 'retry_delay = "12h1s"'))
+
+
+def test_the_largest_queue_settings_load(tmp_path: Path) -> None:
+    from runtime.engine.project import ProjectSource
+
+    (tmp_path / "main.lua").write_text("", encoding="utf-8")
+    (tmp_path / "lunaflow.toml").write_text(
+        f'[queues.q]\nattempts = {limits.MAX_ATTEMPTS}\nretry_delay = "12h"\n', encoding="utf-8"
+    )
+    settings = ProjectSource.read(tmp_path).queue_settings("q")
+    assert (settings.attempts, settings.retry_delay_s) == (limits.MAX_ATTEMPTS, limits.MAX_RETRY_DELAY_S)
+
+
 def test_the_queue_delay_message(tmp_path: Path) -> None:
     message = service(tmp_path, "queue", "jobs", "send", [1, {"delay": "16m"}])
     assert matches(template("Queue send delay"), message)
@@ -374,9 +441,126 @@ def test_the_aws_step_timeout_message() -> None:
     assert matches(template("Step timeout (AWS)"), message)
 
 
+STEP_TIMEOUT = r"""
+object "Slow" { get = function(self, url) return http.get(url).status end }
+workflow "slow" (function(wf, url)
+  return wf:step("call", { timeout = "200ms" }, function() return objects("Slow")("s"):get(url) end)
+end)
+"""
+
+
+@pytest.fixture
+def slow_url() -> Iterator[str]:
+    from tests.support.stress import slow_upstream
+
+    with slow_upstream(5.0) as upstream:
+        yield upstream.url("/slow")
+
+
+def step_timeout(tmp_path: Path, url: str) -> str:
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "main.lua").write_text(STEP_TIMEOUT, encoding="utf-8")
+    with LocalPlatform(project, data_dir=tmp_path / "d") as p:
+        run = p.start("slow", url, id="s1")
+        failed = [e for e in p.journal("s1") if e.kind == Kind.STEP_FAILED]
+    assert run.status == "failed"
+    return str(failed[0].data["error"])
+
+
+def interrupted() -> str:
+    journal = [
+        Entry(1, Kind.STARTED, "w", {"format": 1, "input": None}, 0.0),
+        Entry(2, Kind.STEP_INTENT, "charge", {"pass": 1, "attempt": 1, "step_id": "r/charge/1/1"}, 0.0),
+    ]
+    journal += [
+        Entry(2 + n, Kind.STEP_RERUN, "charge", {"attempt": 1, "start": n + 1}, 0.0)
+        for n in range(1, limits.MAX_STARTS)
+    ]
+    replay = Replay("r", journal, 0)
+    decision = replay.step(StepCmd("charge", 2, 1000, None))
+    assert not isinstance(decision, Fail)
+    [failed] = replay.take_unsaved()
+    return str(failed.data["error"])
+
+
+def http_time(url: str) -> str:
+    from runtime.services.builtins import http_request
+
+    message = _refusal(lambda: http_request({"method": "GET", "url": url, "timeout": "200ms"}, None))
+    default_ms = round(limits.DEFAULT_HTTP_TIMEOUT_S * 1000)
+    return message.replace("timed out after 200ms", f"timed out after {default_ms}ms")
+
+
+def busy(tmp_path: Path) -> str:
+    from runtime.dev.server import DevServer
+
+    server = DevServer(HTTP, data=tmp_path / "data", port=0, request_states=1, request_wait_s=0.05)
+    try:
+        with server.requests.borrow() as _held:  # the only request state, held
+            response = server.handle_fetch(
+                {"method": "GET", "path": "/", "query": {}, "headers": {}, "body": ""}
+            )
+    finally:
+        server.platform.close()
+    assert response.status_code == 503 and response.headers["retry-after"] == "1"
+    from runtime.dev.server import REQUEST_STATES, REQUEST_WAIT_S
+
+    return (
+        response.body.strip()
+        .replace("all 1 Lua states", f"all {REQUEST_STATES} Lua states")
+        .replace("for 0.05 s", f"for {REQUEST_WAIT_S:g} s")
+    )
+
+
+def log_line() -> str:
+    from runtime.engine.host import clip
+
+    return clip("x" * (limits.MAX_LOG_CHARS * 2))
+
+
+def test_the_step_timeout_message(tmp_path: Path, slow_url: str) -> None:
+    """Issue 14 point 5: past its timeout, host calls included, an attempt fails with the
+    SPEC's words."""
+    assert matches(template("Step attempt time"), step_timeout(tmp_path, slow_url))
+
+
+def test_the_interrupted_attempt_message() -> None:
+    assert matches(template("Interrupted starts of one attempt"), interrupted())
+
+
+def test_the_http_time_message(slow_url: str) -> None:
+    assert matches(template("Outbound HTTP exchange time"), http_time(slow_url))
+
+
+def test_the_busy_dev_server_message(tmp_path: Path) -> None:
+    message = busy(tmp_path)
+    assert matches(template("Lua states serving requests (`lunaflow dev`)"), message)
+    assert matches(template("Wait for a request's Lua state (`lunaflow dev`)"), message)
+
+
+def test_the_log_line_message() -> None:
+    assert matches(template("Log line"), log_line())
+
+
+def test_the_log_history_keeps_the_newest_within_its_bounds() -> None:
+    from runtime.platform.logs import LogHistory
+
+    history = LogHistory()
+    for i in range(limits.MAX_LOG_RECORDS + 10):
+        history.append({"level": "info", "message": str(i), "fields": None})
+    assert len(history) == limits.MAX_LOG_RECORDS and next(iter(history))["message"] == "10"
+    for _ in range(2 * limits.MAX_LOG_HISTORY_CHARS // limits.MAX_LOG_CHARS):
+        history.append({"level": "info", "message": "m" * limits.MAX_LOG_CHARS, "fields": None})
+    kept = sum(len(r["message"]) for r in history)
+    assert limits.MAX_LOG_HISTORY_CHARS - 2 * limits.MAX_LOG_CHARS < kept <= limits.MAX_LOG_HISTORY_CHARS
+
+
 def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
     checked = {
         "Size of one value (run input, step result, run result, signal payload)",
+        "Size of one stored value (kv value, object state)",
+        "Key of kv or an object; kv namespace or object class name",
         "Journal entries per run",
         STEPS_PER_RUN,  # points at the journal's message
         "Signal backlog per run",
@@ -391,8 +575,18 @@ def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
         "Outbound HTTP response body",
         "kv list page",
         "Queue send delay",
+        "Queue attempts",
+        "Queue retry delay",
         "`crypto.random_bytes` length",
         "`os.date` format length",
+        "Step attempt time",
+        "Interrupted starts of one attempt",
+        "Outbound HTTP exchange time",
+        "Lua states serving requests (`lunaflow dev`)",
+        "Wait for a request's Lua state (`lunaflow dev`)",  # the same message
+        "Log line",
+        "Log history kept (`LocalPlatform`)",  # checked by what it keeps
+        "Log records kept (`LocalPlatform`)",
     }
     assert {r["Limit"] for r in LIMITS} == checked
 

@@ -99,6 +99,17 @@ def test_no_journal_position_is_written_twice_and_every_journal_replays(torture:
     assert r.engine_bug_reports == 0, explain(torture)
 
 
+def test_the_limit_cases_fail_their_first_attempt_and_the_server_lives(torture: Outcome) -> None:
+    """Issue 14: a step whose object runs the Lua state out of memory, a handler that fills
+    its state and keeps the hoard (then a 200 KB request), steps whose host calls (HTTP, a
+    database query) outlive their timeouts: each first attempt fails with the limit's
+    error, the next completes, and no server process ends but by the driver's kills."""
+    r = torture.report
+    assert r.timeouts >= 2, explain(torture)  # the slow call and the long query
+    assert r.memory_refusals >= 1, explain(torture)
+    assert r.server_deaths == 0, explain(torture)
+
+
 # --- the checker can fail ----------------------------------------------------------------
 
 
@@ -201,3 +212,21 @@ def test_checker_counts_a_journal_the_code_does_not_replay(copy: Path) -> None:
         "AND run_id = (SELECT id FROM runs WHERE workflow = 'chain' LIMIT 1)",
     )
     assert recheck(copy, replay=True).divergences == 1
+
+
+def test_checker_counts_a_failure_as_interrupted_before_three_starts(copy: Path) -> None:
+    """Issue 14 point 6's rule in the grammar: an attempt is recorded as interrupted only
+    after three starts (its intent and two step.rerun entries)."""
+    store = copy / "data" / STORE_FILE
+    run_id, seq, data = sql(
+        store, "SELECT run_id, seq, data FROM journal WHERE kind = 'step.failed' LIMIT 1"
+    )[0]
+    failed = json.loads(str(data))
+    failed["error"] = "step 'flaky' attempt 1 was interrupted 3 times: the process running it ended"
+    sql(store, "UPDATE journal SET data = ? WHERE run_id = ? AND seq = ?", (json.dumps(failed), run_id, seq))
+    assert recheck(copy).malformed_entries == 1
+
+
+def test_checker_counts_a_server_that_died_on_its_own(copy: Path) -> None:
+    sql(copy / "ledger.sqlite", "UPDATE gens SET ended_by = 'died (gen001 exit -6)' WHERE gen = 1")
+    assert recheck(copy).server_deaths == 1

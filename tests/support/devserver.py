@@ -14,16 +14,20 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.support.cli import Done, cli
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECTS = ROOT / "tests" / "projects"
@@ -35,6 +39,7 @@ EXIT_S = 20.0  # bound on a process exiting after a signal
 
 SERVING = re.compile(r"lunaflow dev: serving .* on http://127\.0\.0\.1:(\d+) \(console: /_console\)")
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 @dataclass(frozen=True)
@@ -51,9 +56,20 @@ class Reply:
 
 
 class DevServer:
-    """One ``python -m runtime.cli dev PROJECT --data DIR --port 0`` process."""
+    """One ``python -m runtime.cli dev PROJECT --data DIR --port 0 [EXTRA...]`` process.
+    With ``wait=False`` it does not wait for the address (a start meant to be refused)."""
 
-    def __init__(self, project: Path, data: Path, logs: Path, name: str) -> None:
+    def __init__(
+        self,
+        project: Path,
+        data: Path,
+        logs: Path,
+        name: str,
+        extra: Sequence[str] = (),
+        *,
+        wait: bool = True,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.project = project
         self.data = data
         self.name = name
@@ -61,26 +77,17 @@ class DevServer:
         self.err_path = logs / f"{name}.err"
         self.started_at = time.time()
         self.killed_at: float | None = None
+        argv = [sys.executable, "-m", "runtime.cli", "dev", str(project), "--data", str(data), "--port", "0"]
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
             self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "runtime.cli",
-                    "dev",
-                    str(project),
-                    "--data",
-                    str(data),
-                    "--port",
-                    "0",
-                ],
+                [*argv, *extra],
                 cwd=ROOT,
                 stdout=out,
                 stderr=err,
                 stdin=subprocess.DEVNULL,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             )
-        self.port = self._wait_for_port()
+        self.port = self._wait_for_port() if wait else 0
 
     # --- process -----------------------------------------------------------------------
 
@@ -116,6 +123,24 @@ class DevServer:
     @property
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def wait_exit(self, timeout: float) -> int | None:
+        """The exit code, or None if the process still runs after ``timeout`` seconds."""
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def mark(self) -> tuple[int, int]:
+        """Where each stream ends now: what ``lines_since`` reads from."""
+        return len(self.stdout()), len(self.stderr())
+
+    def output_since(self, mark: tuple[int, int]) -> str:
+        return self.stdout()[mark[0] :] + self.stderr()[mark[1] :]
+
+    def lines_since(self, mark: tuple[int, int]) -> list[str]:
+        """Non-blank lines printed after ``mark`` (stdout's, then stderr's)."""
+        return [line for line in self.output_since(mark).splitlines() if line.strip()]
 
     def kill(self) -> None:
         """SIGKILL: no clean-up runs in the server, as in a crash."""
@@ -190,6 +215,59 @@ class DevServer:
             "POST", path, json.dumps(value), headers={"content-type": "application/json"}, **kw
         )
 
+    def send(
+        self,
+        method: str,
+        path: str,
+        body: bytes = b"",
+        headers: Mapping[str, str] | None = None,
+        *,
+        host: str | None = None,
+    ) -> Reply:
+        """One request with every header under the caller's control, ``Host`` included."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=REQUEST_S)
+        try:
+            conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+            conn.putheader("Host", host if host is not None else f"127.0.0.1:{self.port}")
+            for name, value in (headers or {}).items():
+                conn.putheader(name, value)
+            if body or method == "POST":
+                conn.putheader("Content-Length", str(len(body)))
+            conn.endheaders(body or None)
+            resp = conn.getresponse()
+            return Reply(
+                resp.status,
+                {k.lower(): v for k, v in resp.getheaders()},
+                resp.read().decode("utf-8", "replace"),
+            )
+        finally:
+            conn.close()
+
+    def raw(self, data: bytes, *, timeout: float = 5.0) -> bytes:
+        """Raw bytes on a fresh connection; see ``raw_exchange``."""
+        return raw_exchange(self.port, data, timeout=timeout)
+
+    # --- the CLI on this server's data folder ------------------------------------------
+
+    def cli(self, *args: str, **kw: Any) -> Done:
+        return cli(*args, "-p", str(self.project), "--data", str(self.data), **kw)
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        """The run as ``lunaflow show --json`` gives it."""
+        done = self.cli("show", run_id, "--json")
+        assert done.code == 0, str(done)
+        run: dict[str, Any] = json.loads(done.out)["run"]
+        return run
+
+    def wait_status(self, run_id: str, statuses: set[str], timeout: float = 15.0) -> dict[str, Any]:
+        found: dict[str, Any] = wait_for(
+            f"run {run_id} in {sorted(statuses)}",
+            lambda: (r := self.run(run_id))["status"] in statuses and r,
+            timeout,
+            interval=0.2,
+        )
+        return found
+
 
 class Servers:
     """Starts ``lunaflow dev`` processes for one test and kills every leftover at the end."""
@@ -198,10 +276,22 @@ class Servers:
         self.tmp = tmp
         self.started: list[DevServer] = []
 
-    def start(self, project: Path, data: Path | None = None) -> DevServer:
+    def start(
+        self,
+        project: Path,
+        data: Path | None = None,
+        extra: Sequence[str] = (),
+        *,
+        wait: bool = True,
+        env: Mapping[str, str] | None = None,
+    ) -> DevServer:
         data = data if data is not None else self.tmp / "data"
-        server = DevServer(project, data, self.tmp, f"server{len(self.started) + 1}")
+        name = f"server{len(self.started) + 1}"
+        # Registered before it is waited for, so a server that fails to come up is killed too.
+        server = DevServer(project, data, self.tmp, name, extra, wait=False, env=env)
         self.started.append(server)
+        if wait:
+            server.port = server._wait_for_port()
         return server
 
     def output(self) -> str:
@@ -226,3 +316,72 @@ def wait_for(what: str, cond: Callable[[], Any], timeout: float, interval: float
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
         time.sleep(interval)
+
+
+# --- projects on disk --------------------------------------------------------------------
+
+
+def write_project(root: Path, files: Mapping[str, str]) -> Path:
+    """A throwaway project: ``files`` maps relative paths to their text."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+def copy_project(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".lunaflow"))
+    return dst
+
+
+def edit(path: Path, text: str) -> None:
+    """Rewrite a file so that a watcher comparing modification times sees the change even
+    on a file system with one-second times: the time is pushed forward explicitly."""
+    before = path.stat().st_mtime if path.exists() else None
+    path.write_text(text, encoding="utf-8")
+    if before is not None:
+        later = max(time.time(), before + 2)
+        os.utime(path, (later, later))
+
+
+# --- raw HTTP ------------------------------------------------------------------------------
+
+
+def raw_exchange(port: int, data: bytes, *, timeout: float = 5.0, overall: float = 10.0) -> bytes:
+    """Send ``data`` on a fresh connection and read until the server closes it or stays
+    silent for ``timeout`` seconds (``overall`` bounds the whole exchange)."""
+    got = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        deadline = time.monotonic() + overall
+        while time.monotonic() < deadline:
+            try:
+                chunk = s.recv(65536)
+            except (TimeoutError, ConnectionResetError):
+                break
+            if not chunk:
+                break
+            got += chunk
+    return got
+
+
+def parse_response(raw: bytes) -> tuple[int, dict[str, str], bytes, bytes]:
+    """The first HTTP/1.x response in ``raw``: its status, headers (lower-case names), body
+    (by content-length, else to the end) and whatever bytes follow it."""
+    head, sep, rest = raw.partition(b"\r\n\r\n")
+    if not sep:
+        raise AssertionError(f"no complete HTTP response in {raw[:300]!r}")
+    lines = head.decode("latin-1").split("\r\n")
+    m = re.match(r"HTTP/1\.[01] (\d{3})", lines[0])
+    if not m:
+        raise AssertionError(f"not an HTTP response: {raw[:300]!r}")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    if "content-length" in headers:
+        n = int(headers["content-length"])
+        return int(m.group(1)), headers, rest[:n], rest[n:]
+    return int(m.group(1)), headers, rest, b""

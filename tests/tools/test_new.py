@@ -68,7 +68,7 @@ def test_lunaflow_new_demo_then_lunaflow_test_demo_passes(tmp_path: Path) -> Non
     tested = lunaflow(tmp_path, "test", "demo")
     assert tested.returncode == 0, tested.stdout + tested.stderr
     lines = tested.stdout.splitlines()
-    assert lines[-1] == "2 passed, 0 failed"
+    assert lines[-1] == "3 passed, 0 failed"
     assert all(line.startswith("PASS orders_test.lua: ") for line in lines[:-1])
     # Testing leaves the project as it was: no data folder, nothing new.
     assert files_under(tmp_path / "demo") == SCAFFOLD
@@ -115,6 +115,7 @@ def test_the_scaffolds_own_tests_pass_in_process(tmp_path: Path) -> None:
     assert [o.name for o in report.passed] == [
         "an approved order is approved",
         "an order nobody approves expires after 48 hours",
+        "a bad request is a 400, an unknown order a 404",
     ]
     assert report.failed == []
 

@@ -56,12 +56,67 @@ def test_a_recorded_step_returns_its_result_without_executing() -> None:
     assert r.take_unsaved() == []
 
 
+INTENT_1 = (Kind.STEP_INTENT, "charge", {"pass": 1, "attempt": 1, "step_id": "r1/charge/1/1"})
+
+
 def test_an_intent_without_outcome_reruns_the_same_attempt_with_the_same_step_id() -> None:
-    j = journal((Kind.STEP_INTENT, "charge", {"pass": 1, "attempt": 1, "step_id": "r1/charge/1/1"}))
+    """The re-run is journaled (the attempt's second start) before the body runs again."""
+    r = Replay("r1", journal(INTENT_1), T0)
+    d = r.step(step())
+    assert isinstance(d, Execute) and d.step_id == "r1/charge/1/1"
+    [rerun] = r.take_unsaved()
+    assert (rerun.seq, rerun.kind, rerun.name, rerun.data) == (
+        3,
+        Kind.STEP_RERUN,
+        "charge",
+        {"attempt": 1, "start": 2},
+    )
+
+
+def test_a_rerun_that_returns_records_its_outcome_after_the_reruns() -> None:
+    j = journal(INTENT_1, (Kind.STEP_RERUN, "charge", {"attempt": 1, "start": 2}))
     r = Replay("r1", j, T0)
     d = r.step(step())
     assert isinstance(d, Execute) and d.step_id == "r1/charge/1/1"
-    assert r.take_unsaved() == []
+    assert r.step_succeeded(StepValues((1,))) == Resume(StepValues((1,)))
+    assert [e.kind for e in r.take_unsaved()] == [Kind.STEP_RERUN, Kind.STEP_RESULT]
+    # Replayed later, reruns and all, the step answers from the journal.
+    replayed = Replay("r1", [*j, *r.entries[len(j) :]], T0)
+    assert replayed.step(step()) == Resume(StepValues((1,)))
+
+
+def test_an_attempt_started_three_times_without_outcome_fails_as_interrupted() -> None:
+    """Issue 14 point 6: after 3 starts that ended the process, the attempt is recorded as
+    failed, and retries and backoff apply: here a retry is left, so the run parks for it."""
+    j = journal(
+        INTENT_1,
+        (Kind.STEP_RERUN, "charge", {"attempt": 1, "start": 2}),
+        (Kind.STEP_RERUN, "charge", {"attempt": 1, "start": 3}),
+    )
+    r = Replay("r1", j, T0)
+    assert r.step(step(retries=2, backoff_ms=1000)) == Park(Status.SLEEPING, T0 + 1000, "step 'charge'")
+    [failed] = r.take_unsaved()
+    assert failed.kind == Kind.STEP_FAILED and failed.data == {
+        "attempt": 1,
+        "error": "step 'charge' attempt 1 was interrupted 3 times: the process running it ended",
+        "final": False,
+        "retry_at": T0 + 1000,
+    }
+    r.refresh(T0 + 1000, ())
+    d = r.redecide()
+    assert isinstance(d, Execute) and d.step_id == "r1/charge/1/2"
+
+
+def test_the_last_attempt_interrupted_three_times_fails_the_run() -> None:
+    j = journal(
+        INTENT_1,
+        (Kind.STEP_RERUN, "charge", {"attempt": 1, "start": 2}),
+        (Kind.STEP_RERUN, "charge", {"attempt": 1, "start": 3}),
+    )
+    assert Replay("r1", j, T0).step(step()) == Fail(
+        "step 'charge' failed after 1 attempts: step 'charge' attempt 1 was interrupted 3 times: "
+        "the process running it ended"
+    )
 
 
 def test_a_failure_with_attempts_left_parks_until_the_backoff_is_due() -> None:

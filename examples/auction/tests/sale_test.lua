@@ -54,3 +54,42 @@ test("the winner is told to pay (a stubbed object)", function(p)
     open_sale(p, "lot-5", 7)
     assert_eq(told, { "ada:pay-up:7" })
 end)
+
+test("a sale whose run was cancelled cannot be paid, and nothing is charged", function(p)
+    open_sale(p, "lot-6")
+    p:cancel("sale-lot-6") -- as the console does: the run ends, the row stays open
+    local r = p:fetch("POST", "/api/sale/pay", { body = json.encode({ id = "lot-6", user = "ada" }) })
+    assert_eq(r.status_code, 409)
+    assert_eq(json.parse(p:fetch("GET", "/api/payments").body), {})
+end)
+
+test("a payment that reached a cancelled sale's run too late is refunded", function(p)
+    open_sale(p, "lot-7", 30)
+    p:cancel("sale-lot-7")
+    -- Started directly (the route refuses this sale): pay-sale holds the open row, charges,
+    -- then learns from `signal` that the sale's run has ended, and refunds.
+    local run = p:start("pay-sale", { id = "lot-7", user = "ada", price = 30 }, { id = "pay-lot-7" })
+    assert_eq(p:get("pay-lot-7").result.outcome, "refunded")
+    local charge = json.parse(p:fetch("GET", "/api/payments").body)["pay-lot-7/charge/1/1"]
+    assert_eq(charge.refunded, true)
+    assert_eq(json.parse(p:fetch("GET", "/api/sale/lot-7").body).sale.state, "void")
+end)
+
+test("a cancel that arrives while a payment holds the sale loses to the payment", function(p)
+    local calls = 0
+    p:stub_object("Payments", "charge", function(key, amount, step_id)
+        calls = calls + 1
+        if calls == 1 then error("card processor busy", 0) end -- the payment waits out a backoff
+        return { id = "rcpt-stub", amount = amount, key = step_id, repeats = 0 }
+    end)
+    open_sale(p, "lot-8", 12)
+    p:fetch("POST", "/api/sale/pay", { body = json.encode({ id = "lot-8", user = "ada" }) })
+    assert_eq(p:get("pay-lot-8").status, "sleeping", "the charge's retry is due in 1s")
+    local r = p:fetch("POST", "/api/sale/cancel", { body = json.encode({ id = "lot-8" }) })
+    assert_eq(r.status_code, 202)
+    assert_eq(p:get("sale-lot-8").status, "awaiting", "held by the payment: not voided")
+    p:advance("1s")
+    assert_eq(p:get("pay-lot-8").result.outcome, "paid")
+    assert_eq(p:get("sale-lot-8").result, { outcome = "settled" })
+    assert_eq(json.parse(p:fetch("GET", "/api/sale/lot-8").body).sale.state, "settled")
+end)

@@ -20,6 +20,7 @@ local sethook, traceback, real_getmt, getinfo = debug.sethook, debug.traceback, 
 local PRELUDE_SOURCE = getinfo(1, "S").source
 local raw_random, raw_randomseed = math.random, math.randomseed
 local sfmt, srep, sbyte, schar, ssub, sgsub = string.format, string.rep, string.byte, string.char, string.sub, string.gsub
+local sfind, sgmatch = string.find, string.gmatch
 local tconcat, tsort = table.concat, table.sort
 local mtype, mhuge, mfloor = math.type, math.huge, math.floor
 local utf8len = utf8.len
@@ -231,8 +232,10 @@ local ctx = { mode = "load" }
 
 local function in_run_code() return ctx.mode == "run" or ctx.mode == "body" end
 
--- How deep calls into user code are nested (an object method called from a step body):
--- only the outermost call starts a budget.
+-- How deep calls into user code are nested (an object method called from a step body, or
+-- from an object method): only the outermost call starts a budget, so a nested call shares
+-- its deadline, instruction budget and CPU clock, and a kill stops them all. Every entry
+-- that resumes user code counts (load_script, drive, run_body, run_handler_code).
 local depth = 0
 
 local function check_killed() if budget.killed then raw_error(budget.killed, 0) end end
@@ -260,6 +263,30 @@ local function error_text(e)
   end
   if e == nil then return "nil" end
   return "(error object is a " .. type_(e) .. " value)"
+end
+
+-- A traceback of the user's frames. The engine's own Lua (prelude, patterns, guards) and the
+-- C functions it calls on the user's behalf (the xpcall around a workflow function) name
+-- lines the user cannot act on, so they are left out; a C function the user called (error,
+-- pcall) stays, since the user's frame follows it.
+local ENGINE_CHUNKS = { getinfo(1, "S").short_src, ssub(PATTERNS_SOURCE, 2), ssub(GUARDS_SOURCE, 2) }
+
+local function user_traceback(tb)
+  local lines = {}
+  for line in sgmatch(tb .. "\n", "(.-)\n") do lines[#lines + 1] = line end
+  local function engine(line)
+    if line == nil then return true end
+    for _, chunk in ipairs(ENGINE_CHUNKS) do
+      if sfind(line, chunk, 1, true) then return true end
+    end
+    return false
+  end
+  local out = {}
+  for i, line in ipairs(lines) do
+    local c_frame = sfind(line, "^%s*%[C%]:") ~= nil
+    if not engine(line) and not (c_frame and engine(lines[i + 1])) then out[#out + 1] = line end
+  end
+  return safe_text(tconcat(out, "\n"))
 end
 
 ---------------------------------------------------------------------------------------
@@ -420,9 +447,19 @@ local function raise_at_user(msg)
   end
 end
 
+-- Python may build values of any size while it holds the state, so the memory limit is
+-- lifted around the call and armed again after (host_arm and host_lift take and return
+-- nothing: calling them allocates nothing in Lua). A state the answer left over its limit
+-- fails its next allocation here, in Lua, where that is an ordinary error.
+local host_arm, host_lift, host_call, host_monotonic = host.arm, host.lift, host.call, host.monotonic
 local function call_host(fname, ...)
-  local r = pack(host.call(fname, ...))
+  host_lift()
+  local r = pack(host_call(fname, ...))
+  host_arm()
   check_killed()
+  -- Time spent in the host counts against a step's deadline (an HTTP call, a query): the
+  -- hook alone would not read the clock again before the body returns.
+  if budget.deadline and host_monotonic() > budget.deadline then kill(budget.timeout_msg) end
   if not r[1] then raise_at_user(r[2]) end
   return unpack(r, 2, r.n)
 end
@@ -580,15 +617,74 @@ local function refuse_in_run(name, why)
   end
 end
 
--- Lua 5.4 seeds its table hashes per state, so `pairs` order differs between processes.
--- In the workflow function that would let replay take another path; there `pairs` walks
--- keys in a fixed order (by type, then value).
+-- Lua 5.4 seeds its table hashes per state, so `next` (and `pairs`) walk keys in another
+-- order in another process, and a table, function or coroutine key has no order but its
+-- address. In the workflow function either would let replay take another path, so there
+-- `pairs` and `next` walk keys in one fixed order (booleans, numbers, strings; each by
+-- value) and refuse keys that only have an address.
+local KEY_RANK = { boolean = 1, number = 2, string = 3 }
+
 local function key_less(a, b)
-  local ta, tb = type_(a), type_(b)
-  if ta ~= tb then return ta < tb end
-  if ta == "number" or ta == "string" then return a < b end
-  if ta == "boolean" then return (not a) and b end
-  return tostring_(a) < tostring_(b)
+  local ra, rb = KEY_RANK[type_(a)], KEY_RANK[type_(b)]
+  if ra ~= rb then return ra < rb end
+  if ra == 1 then return (not a) and b end
+  return a < b
+end
+
+local function refuse_key(k)
+  raise_at_user(sfmt("pairs/next over a table with a %s key is refused in the workflow function: such "
+    .. "keys are ordered by their address, which a replay does not reproduce; key the table by "
+    .. "strings or numbers, or keep the items in an array and walk it with ipairs", type_(k)))
+end
+
+-- The table's keys in order, checked.
+local function sorted_keys(t)
+  local keys, n = {}, 0
+  for k in next_, t do
+    if not KEY_RANK[type_(k)] then refuse_key(k) end
+    n = n + 1
+    keys[n] = k
+  end
+  tsort(keys, key_less)
+  return keys, n
+end
+
+-- `next` in key order. A walk (next(t) then next(t, k)...) sorts the keys at its second
+-- step and keeps them for the table; a key the kept order does not hold sorts them again.
+-- Like Lua's own `next`, a walk that adds keys to the table meets them or not (here: not),
+-- the same way on every replay.
+local walk_of = setmt({}, { __mode = "k" }) -- table -> { keys = sorted keys, at = key -> index }
+
+local function ordered_next(t, k)
+  if k == nil then
+    walk_of[t] = nil
+    local first
+    for key in next_, t do
+      if not KEY_RANK[type_(key)] then refuse_key(key) end
+      if first == nil or key_less(key, first) then first = key end
+    end
+    if first == nil then return nil end
+    return first, rawget_(t, first)
+  end
+  local walk = walk_of[t]
+  local i = walk and walk.at[k]
+  if i == nil then
+    local keys, n = sorted_keys(t)
+    local at = {}
+    for j = 1, n do at[keys[j]] = j end
+    walk = { keys = keys, at = at }
+    walk_of[t] = walk
+    i = at[k]
+    if i == nil then raw_error("invalid key to 'next'", 2) end
+  end
+  local keys = walk.keys
+  while true do
+    i = i + 1
+    local nk = keys[i]
+    if nk == nil then return nil end
+    local v = rawget_(t, nk)
+    if v ~= nil then return nk, v end -- a key cleared during the walk is passed over
+  end
 end
 
 local raw_pairs = pairs
@@ -596,16 +692,22 @@ local function sb_pairs(t)
   if ctx.mode ~= "run" or type_(t) ~= "table" then return raw_pairs(t) end
   local mt = real_getmt(t)
   if mt and mt.__pairs then return raw_pairs(t) end
-  local keys = {}
-  for k in next_, t do keys[#keys + 1] = k end
-  tsort(keys, key_less)
+  local keys = sorted_keys(t)
   local i = 0
   return function()
-    i = i + 1
-    local k = keys[i]
-    if k == nil then return nil end
-    return k, rawget_(t, k)
+    while true do
+      i = i + 1
+      local k = keys[i]
+      if k == nil then return nil end
+      local v = rawget_(t, k)
+      if v ~= nil then return k, v end
+    end
   end, t, nil
+end
+
+local function sb_next(t, k)
+  if ctx.mode ~= "run" or type_(t) ~= "table" then return next_(t, k) end
+  return ordered_next(t, k)
 end
 
 ---------------------------------------------------------------------------------------
@@ -837,6 +939,39 @@ function wf_methods.all(self, names, opts)
   return unpack(out, 1, out.n)
 end
 
+-- `wf:awiat(...)` would otherwise fail with Lua's "attempt to call a nil value (method
+-- 'awiat')": name the nearest method instead, at the user's line.
+local WF_METHODS = { "step", "sleep", "await", "race", "all", "version" }
+
+local function edit_distance(a, b)
+  local prev = {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local row = { [0] = i }
+    for j = 1, #b do
+      local cost = sbyte(a, i) == sbyte(b, j) and 0 or 1
+      row[j] = math.min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + cost)
+    end
+    prev = row
+  end
+  return prev[#b]
+end
+
+local function no_such_wf_member(k)
+  local what = type_(k) == "string" and sfmt("'%s'", ssub(k, 1, 64)) or tostring_(type_(k) == "number" and k or type_(k))
+  local best, best_d
+  if type_(k) == "string" and #k <= 64 then
+    for _, m in ipairs(WF_METHODS) do
+      local d = edit_distance(k, m)
+      if best_d == nil or d < best_d then best, best_d = m, d end
+    end
+  end
+  local hint = (best_d ~= nil and best_d <= math.max(1, #best // 2)) and sfmt("did you mean wf:%s? ", best) or ""
+  -- Level 3: this function, the __index metamethod, then the user's line.
+  raw_error(sfmt("wf has no method or field %s; %swf has the methods step, sleep, await, race, all "
+    .. "and version, and the fields id, workflow and step_id", what, hint), 3)
+end
+
 local function new_wf(run_id, workflow)
   local fields = { id = run_id, workflow = workflow }
   local wf
@@ -849,7 +984,9 @@ local function new_wf(run_id, workflow)
       end
       local v = fields[k]
       if v ~= nil then return v end
-      return wf_methods[k]
+      v = wf_methods[k]
+      if v == nil then no_such_wf_member(k) end
+      return v
     end,
     __newindex = function(_, k) raw_error("wf is read-only (tried to set wf." .. tostring_(k) .. ")", 2) end,
   })
@@ -872,23 +1009,57 @@ sb_math.randomseed = function() raw_error("math.randomseed is refused: the platf
   .. "so replay stays deterministic; call math.random without seeding", 2) end
 
 local MAX_DATE_FORMAT = 4096
-local sb_os = {
-  time = sb_time,
-  clock = sb_clock,
-  date = function(fmt, t)
-    if in_run_code() then
-      raw_error("os.date is refused in run code: its result depends on when replay happens; "
-        .. "format os.time() yourself, or call os.date in a handler", 2)
-    end
-    -- strftime works through the format in C, up to a tenth of a microsecond a byte.
-    if type_(fmt) == "string" and #fmt > MAX_DATE_FORMAT then
-      raw_error(sfmt("os.date format is %d bytes, over the limit of %d; format fewer fields "
-        .. "per call and join the results", #fmt, MAX_DATE_FORMAT), 2)
-    end
-    return os.date(fmt or "%c", t or call_host("now"))
-  end,
-  difftime = os.difftime,
-}
+local DATE_REFUSED = "os.date is refused in run code: its result depends on when replay happens; "
+  .. "format os.time() yourself, or call os.date in a handler"
+
+local function sb_date(fmt, t)
+  if in_run_code() then raise_at_user(DATE_REFUSED) end
+  -- strftime works through the format in C, up to a tenth of a microsecond a byte.
+  if type_(fmt) == "string" and #fmt > MAX_DATE_FORMAT then
+    raw_error(sfmt("os.date format is %d bytes, over the limit of %d; format fewer fields "
+      .. "per call and join the results", #fmt, MAX_DATE_FORMAT), 2)
+  end
+  return os.date(fmt or "%c", t or call_host("now"))
+end
+
+local sb_os = { time = sb_time, clock = sb_clock, difftime = os.difftime }
+
+-- os.date refused in run code names the user's line. `return os.date(...)` is a tail call:
+-- by the time os.date runs, the caller's frame is gone and no level of error() names it.
+-- So `date` is not a raw field of `os` but answered by __index, which runs in the frame
+-- that looks it up; in run code the answer is a refusal that carries that line. pairs(os)
+-- still lists `date`, in a fixed order (replay walks it the same way). The metatable is
+-- left unprotected, as `os` had none: replacing it only changes the user's own lookups.
+local function date_refused_where_looked_up(os_table)
+  setmt(os_table, {
+    __index = function(_, k)
+      if k ~= "date" then return nil end
+      if not in_run_code() then return sb_date end
+      local info = getinfo(2, "Sl")
+      local where = ""
+      if info and info.currentline > 0 and not ENGINE_SOURCES[info.source] then
+        where = sfmt("%s:%d: ", info.short_src, info.currentline)
+      end
+      return function(...)
+        if in_run_code() then raw_error(where .. DATE_REFUSED, 0) end
+        return sb_date(...)
+      end
+    end,
+    __pairs = function(t)
+      local keys = { "date" }
+      for k in next_, t do keys[#keys + 1] = k end
+      tsort(keys)
+      local i = 0
+      return function()
+        i = i + 1
+        local k = keys[i]
+        if k ~= nil then return k, t[k] end
+      end, t, nil
+    end,
+  })
+  return os_table
+end
+date_refused_where_looked_up(sb_os)
 
 local sb_json = {
   encode = function(v)
@@ -917,7 +1088,7 @@ end
 local sb_log = { info = log_fn("info"), warn = log_fn("warn"), error = log_fn("error") }
 
 local base = {
-  assert = assert, error = raw_error, ipairs = ipairs, next = next_, pairs = sb_pairs,
+  assert = assert, error = raw_error, ipairs = ipairs, next = sb_next, pairs = sb_pairs,
   pcall = sb_pcall, xpcall = sb_xpcall, rawequal = rawequal, rawget = rawget_, rawlen = rawlen,
   rawset = rawset_, select = select_, getmetatable = getmt,
   setmetatable = function(t, mt)
@@ -1019,6 +1190,12 @@ local sb_http = {
 -- Absent in run code, inside step bodies too (the seed's determinism table).
 local absent_in_run = { http = true, crypto = true, Jwt = true }
 local extras = { http = sb_http, crypto = sb_crypto, Jwt = sb_jwt }
+
+-- The platform's tables are shared by every script and run of the project: like handles,
+-- their metatables are protected (setmetatable refuses, getmetatable answers false).
+for _, t in ipairs({ sb_json, sb_log, base.uuid, sb_crypto, sb_http, sb_jwt }) do
+  setmt(t, { __metatable = false })
+end
 
 local function script_env()
   local env = {}
@@ -1171,7 +1348,9 @@ function engine.load_script(name, source, limit)
   begin_call(limit)
   local co = raw_create(fn)
   guard(co)
+  depth = depth + 1
   local ok, e = raw_resume(co)
+  depth = depth - 1
   if ok and raw_status(co) == "suspended" then ok, e = false, name .. ": a script's top level cannot yield" end
   sethook(co)
   ctx = saved
@@ -1194,7 +1373,7 @@ function engine.new_run(run_id, workflow, input)
   local wf = new_wf(run_id, workflow)
   local co = raw_create(function()
     local r = pack(raw_xpcall(fn, function(e)
-      return { message = error_text(e), traceback = safe_text(traceback(nil, 2)) }
+      return { message = error_text(e), traceback = user_traceback(traceback(nil, 2)) }
     end, wf, input))
     -- Encoded here, where the hook still runs: a result can take as long as any code.
     if r[1] then r.json, r.problem = encode(r[2], "result") end
@@ -1215,7 +1394,9 @@ function engine.drive(session, reply, limit)
   ctx = { mode = "run", run = session.run, wf = session.wf, workflow = session.workflow }
   begin_call(limit)
   guard(co)
+  depth = depth + 1
   local ok, a, b = raw_resume(co, reply)
+  depth = depth - 1
   sethook(co)
   ctx = saved
   local killed = budget.killed
@@ -1256,7 +1437,9 @@ function engine.run_body(session, fn, name, step_id, now_s, seed1, seed2, timeou
   -- The values are encoded inside, where the hook still runs.
   local co = raw_create(function() return encode_list(pack(fn())) end)
   guard(co)
+  depth = depth + 1
   local ok, json, problem = raw_resume(co)
+  depth = depth - 1
   if ok and raw_status(co) == "suspended" then
     ok, json = false, sfmt("step '%s' yielded; a step body runs to completion (coroutine.yield belongs "
       .. "inside coroutine.create/wrap)", name)
@@ -1283,7 +1466,7 @@ local function run_handler_code(fn, ctx_fields, limit, finish, ...)
   local args = pack(...)
   local co = raw_create(function()
     local r = pack(raw_xpcall(fn, function(e)
-      return { message = error_text(e), traceback = safe_text(traceback(nil, 2)) }
+      return { message = error_text(e), traceback = user_traceback(traceback(nil, 2)) }
     end, unpack(args, 1, args.n)))
     -- `finish` encodes what the caller hands back, here where the hook still runs.
     if r[1] then r.done = pack(finish(r)) end
@@ -1369,4 +1552,25 @@ function engine.has_handler(kind, name)
 end
 
 engine.encode = encode
-return engine
+
+-- The host calls each engine function through its entry: the memory limit is armed while
+-- Lua runs and lifted before anything goes back to Python (lupa allocates in Lua to hand a
+-- table over), and whatever the function raises is caught here, so Python always gets
+-- (ok, ...) with the limit lifted. The nesting depth and the context are put back as they
+-- were, whatever the function left.
+local function leave(outer_depth, outer_ctx, ...)
+  depth, ctx = outer_depth, outer_ctx
+  host_lift()
+  return ...
+end
+local entries = {}
+for name, f in next_, engine do
+  if name ~= "encode" then
+    entries[name] = function(...)
+      local outer_depth, outer_ctx = depth, ctx
+      host_arm()
+      return leave(outer_depth, outer_ctx, raw_pcall(f, ...))
+    end
+  end
+end
+return engine, entries

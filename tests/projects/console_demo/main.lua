@@ -68,6 +68,24 @@ workflow "hostile" (function(wf, input)
     return payload
 end)
 
+-- The timeline's every shape: a step that fails twice and succeeds on its third attempt
+-- (two backoffs), a step whose first attempt times out, a wait a signal ends, a sleep its
+-- timer ends, and a wait the run's cancel ends.
+workflow "tour" (function(wf, input)
+    wf:step("flaky", { retries = 3, backoff = "200ms" }, function()
+        if not wf.step_id:match("/3$") then error("flaky on attempt " .. wf.step_id:match("%d+$"), 0) end
+        return "steady"
+    end)
+    wf:step("slow", { retries = 2, timeout = "150ms", backoff = "100ms" }, function()
+        if wf.step_id:match("/1$") then while true do end end
+        return "in time"
+    end)
+    local go = wf:await("go", { timeout = "1h" })
+    wf:sleep("1s")
+    wf:await("never", { timeout = "3d" })
+    return go
+end)
+
 local function reply(status, value)
     return { status_code = status, headers = { ["content-type"] = "application/json" }, body = json.encode(value) }
 end

@@ -1,14 +1,14 @@
--- The crash torture project (bench/torture.py, tests/reliability/). Every step body first
+-- The crash torture project (bench/torture.py, tests/races/). Every step body first
 -- reports wf.step_id to the Ledger object, which posts it to a ledger server outside
 -- lunaflow (the driver's, on loopback): that is the effect the invariant checker counts.
 -- Results depend only on inputs, step attempts and signal payloads, so the driver can
 -- compute each run's expected result on its own.
 
 object "Ledger" {
-    -- Record one body run: POST the step id to the ledger; it answers 200 once the entry
-    -- is on disk.
-    record = function(self, url, step_id)
-        local r = http.post(url .. "/effect", step_id, { timeout = "20s" })
+    -- Record one body run: POST the step id to the ledger (at `path`, "/effect" unless the
+    -- body asks to be killed); it answers 200 once the entry is on disk.
+    record = function(self, url, step_id, path)
+        local r = http.post(url .. (path or "/effect"), step_id, { timeout = "20s" })
         if r.status ~= 200 then
             error("the ledger refused " .. step_id .. " with status " .. tostring(r.status), 0)
         end
@@ -25,6 +25,16 @@ on "fetch" (function(request)
     if request.method == "POST" and request.path == "/t/signal" then
         local live = workflows(q.workflow):get(q.id):signal(q.name, q.payload)
         return { status_code = 200, body = json.encode({ live = live }) }
+    end
+    if request.method == "POST" and request.path == "/t/hoard" then
+        -- A memory-hungry handler: fill this Lua state to its limit and keep the hoard where
+        -- the state's next calls see it. The platform must rebuild the state, not die.
+        local hoard, chunk = {}, string.rep("h", 64 * 1024)
+        pcall(function()
+            while true do hoard[#hoard + 1] = chunk .. #hoard end
+        end)
+        string.HOARD = hoard
+        return { status_code = 200, body = json.encode({ chunks = #hoard }) }
     end
     if request.method == "GET" and request.path == "/t/run" then
         local run = workflows(request.query.workflow):get(request.query.id)

@@ -7,6 +7,8 @@ for _, lib in ipairs({ string, table, json, coroutine, math, os, utf8, uuid }) d
     local keys = {}
     for k in pairs(lib) do keys[#keys + 1] = k end
     for _, k in ipairs(keys) do lib[k] = boom end
-    setmetatable(lib, { __index = boom, __newindex = boom })
+    -- json and uuid are platform tables, whose metatables are protected: only their fields
+    -- can be replaced (tests/sandbox/test_platform_metatables.py checks the refusal).
+    pcall(setmetatable, lib, { __index = boom, __newindex = boom })
 end
 return "tampered"

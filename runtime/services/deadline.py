@@ -1,0 +1,70 @@
+"""The deadline of the step attempt running on this thread, which host calls respect.
+
+A step's ``timeout`` bounds the attempt's wall time, host calls included, and the Lua
+count hook sees only time spent in Lua. So ``runtime.engine.code.Code.run_body`` sets the
+attempt's deadline here, for its thread, around the body; an object called from the body
+runs on the same thread and sees it too. What waits outside Lua reads it: ``http.request``
+gets at most the time left, in total (``runtime.services.builtins``), a database
+statement is interrupted once it passes (``sqlite_progress``), an object call stops waiting
+for its key's lock. Outside an attempt (a fetch or queue handler) there is none.
+
+A host call cut here raises ``ServiceError`` with the attempt's message (``step 'x' timed
+out after Nms``); the prelude's ``call_host`` then ends the body with it, so user code's
+``pcall`` cannot swallow the timeout.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from runtime.services.base import ServiceError
+
+
+@dataclass(frozen=True)
+class Deadline:
+    at: float  # time.monotonic()
+    message: str  # what a call cut at the deadline fails with
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+    def passed(self) -> bool:
+        return time.monotonic() >= self.at
+
+    def expired(self) -> ServiceError:
+        return ServiceError(self.message)
+
+
+_local = threading.local()
+
+
+@contextmanager
+def attempt(deadline: Deadline | None) -> Iterator[None]:
+    """Make ``deadline`` this thread's for the block (``None``: no deadline)."""
+    outer = getattr(_local, "deadline", None)
+    _local.deadline = deadline
+    try:
+        yield
+    finally:
+        _local.deadline = outer
+
+
+def current() -> Deadline | None:
+    """This thread's deadline, if it runs a step attempt that has one."""
+    found: Deadline | None = getattr(_local, "deadline", None)
+    return found
+
+
+def sqlite_progress() -> int:
+    """For ``sqlite3.Connection.set_progress_handler``: non-zero interrupts the statement
+    running on this thread once its attempt's deadline has passed."""
+    found = current()
+    return 1 if found is not None and found.passed() else 0
+
+
+# Between two calls of the progress handler: about 0.1 ms of SQLite's virtual machine.
+SQLITE_PROGRESS_STEPS = 10_000
