@@ -14,8 +14,12 @@ local Payments = objects "Payments"
 local Registrar = objects "Registrar"
 
 workflow "pay-sale" (function(wf, payment)
-    local held = wf:step("hold", function()
-        return sales:exec("UPDATE sales SET state = 'paying' WHERE id = ? AND state = 'open'", { payment.id }).changes == 1
+    -- Read back, as in sale.lua's void: a hold run again after its update finds the sale
+    -- held (only this run, "pay-<sale id>", moves the sale to paying).
+    local held = wf:step("hold", { retries = 3 }, function()
+        sales:exec("UPDATE sales SET state = 'paying' WHERE id = ? AND state = 'open'", { payment.id })
+        local row = sales:first("SELECT state FROM sales WHERE id = ?", { payment.id })
+        return row ~= nil and row.state == "paying"
     end)
     if not held then
         return { outcome = "refused", reason = "sale " .. payment.id .. " is not open (void, settled or unknown)" }

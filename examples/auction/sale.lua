@@ -18,8 +18,11 @@ local settle = workflow "settle-sale" (function(wf, sale)
     if which ~= "paid" then
         -- Void only a sale nobody is paying: a payment that held the sale first (pay.lua)
         -- wins, and its "paid" signal is on its way.
+        -- The state is read back, not the update's count: an attempt run again after its
+        -- update landed (a crash before the result was recorded) finds its own void.
         local voided = wf:step("void", { retries = 3 }, function()
-            return sales:exec("UPDATE sales SET state = 'void' WHERE id = ? AND state = 'open'", { sale.id }).changes == 1
+            sales:exec("UPDATE sales SET state = 'void' WHERE id = ? AND state = 'open'", { sale.id })
+            return sales:first("SELECT state FROM sales WHERE id = ?", { sale.id }).state == "void"
         end)
         if voided then
             return { outcome = "void" }

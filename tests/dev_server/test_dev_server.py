@@ -193,7 +193,10 @@ def test_fifty_sales_reach_their_outcomes_across_three_sigkills(servers: Servers
     # Server 4: finishes everything.
     s4 = servers.start(AUCTION, data)
     for s in ids:
-        wait_for(f"sale {s} to end", lambda s=s: _ended(s4, s), timeout=SETTLE_S)
+        try:
+            wait_for(f"sale {s} to end", lambda s=s: _ended(s4, s), timeout=SETTLE_S)
+        except AssertionError as e:  # say where it stands, for a failure seen once in CI
+            raise AssertionError(f"{e}\n{_sale(s4, s)}\n{servers.output()[-6000:]}") from None
     ledger = _ledger(s4)
     assert s4.stop(signal.SIGTERM) == 0, servers.output()[-4000:]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -358,3 +359,67 @@ def test_an_awaiting_sale_survives_a_restart_and_settles_after_it(p: LocalPlatfo
     assert _pay(p)[0] == 202
     assert _sale(p)["run"]["result"] == {"outcome": "settled"}
     assert len([e for e in p.logs if e["message"] == "notify ada"]) == 0  # not notified again
+
+
+# --- an attempt that ends after its update, before its result is recorded -----------------
+
+# The example's database handle, wrapped so that the first statement matching ``pattern``
+# commits and then fails its attempt: what a process killed between a step's effect and its
+# recorded result leaves behind, met by the attempt that runs next (the same step id).
+_FAIL_ONCE_AFTER = """
+local sales = (function()
+    local db = database "sales" { migrations = "migrations/sales" }
+    local failed = false
+    return {
+        exec = function(_, sql, args)
+            local result = db:exec(sql, args)
+            if not failed and sql:find(%s, 1, true) then
+                failed = true
+                error("the attempt ended after its update", 0)
+            end
+            return result
+        end,
+        first = function(_, sql, args) return db:first(sql, args) end,
+    }
+end)()
+"""
+_DECLARATION = 'local sales = database "sales" { migrations = "migrations/sales" }\n'
+
+
+def _failing_once_after(tmp_path: Path, script: str, statement: str) -> Path:
+    copy = tmp_path / "auction"
+    shutil.copytree(EXAMPLE, copy, ignore=shutil.ignore_patterns(".lunaflow", "tests"))
+    text = (copy / script).read_text(encoding="utf-8")
+    assert text.count(_DECLARATION) == 1, f"{script} no longer declares the sales database as expected"
+    (copy / script).write_text(
+        text.replace(_DECLARATION, _FAIL_ONCE_AFTER % json.dumps(statement)), encoding="utf-8"
+    )
+    return copy
+
+
+def test_a_void_attempt_run_again_after_its_update_still_voids_the_sale(tmp_path: Path) -> None:
+    """The void step's update landed, then its attempt ended (a crash, a lost connection)
+    before the result was recorded. The next attempt finds the sale void, by its own hand,
+    and the run ends void. On main it counted changes, found none, and awaited a payment
+    that would never come (the CI failure of the fifty-sale crash test)."""
+    project = _failing_once_after(tmp_path, "sale.lua", "SET state = 'void'")
+    with LocalPlatform(project, data_dir=tmp_path / "data") as p:
+        _open(p)
+        assert _post(p, "/api/sale/cancel", {"id": "lot-42", "user": "clerk"})[0] == 202
+        p.advance("10s")  # the retry's backoff
+        assert p.get("sale-lot-42").result == {"outcome": "void"}
+        assert _table(p) == {"lot-42": "void"}
+
+
+def test_a_hold_attempt_run_again_after_its_update_still_holds_the_sale(tmp_path: Path) -> None:
+    """Likewise for the pay run's hold: run again after its update, it finds the sale held
+    by this payment and goes on to charge (on main it refused the payment, leaving the sale
+    'paying' for ever)."""
+    project = _failing_once_after(tmp_path, "pay.lua", "SET state = 'paying'")
+    with LocalPlatform(project, data_dir=tmp_path / "data") as p:
+        _open(p)
+        assert _pay(p)[0] == 202
+        p.advance("10s")
+        assert p.get("pay-lot-42").result["outcome"] == "paid"
+        assert p.get("sale-lot-42").result == {"outcome": "settled"}
+        assert _table(p) == {"lot-42": "settled"}
