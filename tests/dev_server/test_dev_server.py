@@ -398,6 +398,8 @@ def test_dev_output_names_the_address_and_the_data_folder(servers: Servers, tmp_
     data = tmp_path / "state"
     server = servers.start(AUCTION, data)
     assert f"on http://127.0.0.1:{server.port} (console: /_console)" in server.stdout()
-    assert f"lunaflow dev: state in {data}" in server.stdout()
+    # Printed just after the address line the start-up waits for: a loaded machine may show
+    # the one before the other reaches the pipe.
+    wait_for("the data folder line", lambda: f"lunaflow dev: state in {data}" in server.stdout(), timeout=10)
     assert (data / STORE_FILE).exists()
     assert json.loads(server.get("/api/payments").body) in ({}, [])
