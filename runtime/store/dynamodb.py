@@ -185,6 +185,22 @@ def _elided(entry: Entry) -> list[Any]:
     return row
 
 
+def _intervals(ids: set[int]) -> list[list[int]]:
+    """Signal ids as sorted ``[first, last]`` runs: what the run item keeps of its consumed
+    signals (``sig_done``), a few numbers however many were consumed in order."""
+    out: list[list[int]] = []
+    for i in sorted(ids):
+        if out and out[-1][1] == i - 1:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
+    return out
+
+
+def _ids(intervals: list[list[int]]) -> set[int]:
+    return {i for first, last in intervals for i in range(first, last + 1)}
+
+
 def _consumed(entries: Sequence[Entry]) -> dict[int, int]:
     return {
         int(e.data["signal_id"]): e.seq
@@ -216,6 +232,10 @@ class DynamoDBStore:
         # activation: the wake token its lease was taken at, the timer armed when it loaded.
         self._tokens: dict[str, int] = {}
         self._armed: dict[str, tuple[int, str] | None] = {}
+        # The signals this store knows a run's journal consumed (its last load's run, and
+        # what it appended since): written to the run item's ``sig_done`` with the next
+        # summary, so the next activation reads only the signals still pending.
+        self._done: dict[str, set[int]] = {}
 
     # --- texts: inline while small, else in S3 -----------------------------------------
 
@@ -350,14 +370,18 @@ class DynamoDBStore:
         return _with_current_step(run, Entry(run.journal_len, kind, name))
 
     def load(self, run_id: str, *, after: int | None = None) -> Snapshot | None:
-        start = _journal_sk((after or 0) + 1)
-        items = list(
-            self._query(
-                KeyConditionExpression="pk = :pk AND sk >= :from",
-                ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":from": s(start)},
-                ConsistentRead=True,
+        if not after:
+            # The whole run: its journal, and every signal (a wait.done's payload lives in
+            # the signal it consumed).
+            items = list(
+                self._query(
+                    KeyConditionExpression="pk = :pk AND sk >= :from",
+                    ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":from": s(_journal_sk(1))},
+                    ConsistentRead=True,
+                )
             )
-        )
+        else:
+            items = self._load_after(run_id, after)
         run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
         if run_item is None:
             return None
@@ -373,6 +397,10 @@ class DynamoDBStore:
         signals = {
             x.id: x for x in (self._signal_from(i, consumed, run.status in ENDED) for i in signal_items)
         }
+        known = set(consumed) | _ids(json.loads(run_item.get("sig_done", {}).get("S", "[]")))
+        if after:
+            known |= self._done.get(run_id, set())
+        self._done = {run_id: known}  # one run's: an activation's
         entries = [_filled(row, run, signals) for row in rows]
         if not after:
             entries.insert(0, self._started(run_item))
@@ -386,6 +414,59 @@ class DynamoDBStore:
             run = _with_current_step(run, entries[-1])
         pending = [Signal(x.id, x.name, x.payload, x.at) for x in signals.values() if x.state == "pending"]
         return Snapshot(run, sorted(pending, key=lambda x: x.id), entries)
+
+    def _load_after(self, run_id: str, after: int) -> list[dict[str, Any]]:
+        """What an activation with the journal up to ``after`` cached reads: the entries
+        appended since, the run item, and the signals still pending. Consumed signals stay
+        out of the range (the run item's ``sig_done`` names them), so a signal costs the
+        same reads however many came before; a wait.done among the new entries brings the
+        signal it consumed by key."""
+        pk = s(run_pk(run_id))
+        items = list(
+            self._query(
+                KeyConditionExpression="pk = :pk AND sk BETWEEN :from AND :run",
+                ExpressionAttributeValues={":pk": pk, ":from": s(_journal_sk(after + 1)), ":run": s(RUN_SK)},
+                ConsistentRead=True,
+            )
+        )
+        run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
+        if run_item is None:
+            return items
+        done = _ids(json.loads(run_item.get("sig_done", {}).get("S", "[]"))) | self._done.get(run_id, set())
+        sent = whole(run_item.get("signal_seq"))
+        pending = [i for i in range(1, sent + 1) if i not in done]
+        cited = {
+            int(row[3]["signal_id"])
+            for chunk in items
+            if chunk["sk"]["S"].startswith("J#")
+            for row in self._rows(chunk)
+            if row[1] == Kind.WAIT_DONE and row[3].get("signal_id") is not None
+        }
+        if pending and len(pending) == sent - pending[0] + 1:
+            # Pending ones are the newest (signals consumed in order): one range.
+            items += self._query(
+                KeyConditionExpression="pk = :pk AND sk >= :from",
+                ExpressionAttributeValues={":pk": pk, ":from": s(_signal_sk(pending[0]))},
+                ConsistentRead=True,
+            )
+            wanted = sorted(cited - set(pending))
+        else:
+            wanted = sorted(cited | set(pending))
+        items += self._by_key([{"pk": pk, "sk": s(_signal_sk(i))} for i in wanted])
+        return items
+
+    def _by_key(self, keys: list[Any]) -> list[dict[str, Any]]:
+        """Items by key, consistently, 100 at a time."""
+        out: list[dict[str, Any]] = []
+        for start in range(0, len(keys), 100):
+            batch = keys[start : start + 100]
+            while batch:
+                got: Any = self._db.batch_get_item(
+                    RequestItems={self.table: {"Keys": batch, "ConsistentRead": True}}
+                )
+                out += got.get("Responses", {}).get(self.table, [])
+                batch = got.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+        return out
 
     def journal(self, run_id: str) -> list[Entry]:
         snap = self.load(run_id)
@@ -576,6 +657,8 @@ class DynamoDBStore:
                 chunk = self._chunk_put(run_id, entries, chunk_written)
                 if not conditional(self._db.put_item, **chunk):
                     raise JournalConflict(run_id, slot)
+                if run_id in self._done:
+                    self._done[run_id] |= set(_consumed(entries))
         except BaseException:
             self._drop(chunk_written)
             raise
@@ -647,6 +730,11 @@ class DynamoDBStore:
         if entries:
             sets.append("updated_at = :upd")
             values[":upd"] = n(entries[-1].at)
+        if not ended and self._done.get(run_id):
+            # Journal-confirmed only: a signal named here is consumed, so the next load
+            # leaves it out of its reads.
+            sets.append("sig_done = :done")
+            values[":done"] = s(compact(_intervals(self._done[run_id])))
         condition = (
             "attribute_exists(pk) AND NOT (#st IN (:completed, :cancelled)) AND "
             f"(attribute_not_exists(summary_at) OR summary_at {'<' if entries else '<='} :at)"
