@@ -208,6 +208,7 @@ class Meter:
         self.admin = admin  # an unhooked client, for item sizes before and after
         self.table = table
         self.indexes = indexes
+        self.projections = index_projections()
         self.phase = "setup"
         self.calls: list[Call] = []
         self.other: Counter[tuple[str, str, str]] = Counter()  # (phase, service, op)
@@ -289,20 +290,42 @@ class Meter:
         self.calls.append(call)
 
     def _index_writes(self, before: dict[str, Any] | None, after: dict[str, Any] | None) -> int:
-        if before == after:
-            return 0
+        """Index write units of one item write, by DynamoDB's rule: an item is in an index
+        when it has both the index's key attributes; an index entry is written (1 WRU per
+        KB of the entry) when the item enters or leaves the index, or when any attribute
+        the entry carries changes (its keys, the table's keys, its projected attributes);
+        a change of the index's key is a delete and a put (two writes). A write that
+        changes nothing an entry carries writes no index."""
         units = 0
-        for pk, sk in self.indexes.values():
-            was = before is not None and pk in before and sk in before
-            now = after is not None and pk in after and sk in after
-            if was and now:
-                moved = (before[pk], before[sk]) != (after[pk], after[sk])  # type: ignore[index]
-                units += (kb_units(item_size(before)) if moved else 0) + kb_units(item_size(after))
-            elif was:
-                units += kb_units(item_size(before))
-            elif now:
-                units += kb_units(item_size(after))
+        for index, (pk, sk) in self.indexes.items():
+            carried = ("pk", "sk", pk, sk, *self.projections.get(index, []))
+
+            def entry(item: dict[str, Any] | None, keys: tuple[str, ...] = carried) -> dict[str, Any] | None:
+                if item is None or keys[2] not in item or keys[3] not in item:
+                    return None
+                return {a: item[a] for a in keys if a in item}
+
+            was, now = entry(before), entry(after)
+            if was is None and now is None:
+                continue
+            if was is not None and now is not None:
+                if was == now:
+                    continue
+                moved = (was[pk], was[sk]) != (now[pk], now[sk])
+                units += (kb_units(item_size(was) + 100) if moved else 0) + kb_units(item_size(now) + 100)
+            else:
+                units += kb_units(item_size(was or now) + 100)
         return units
+
+
+def index_projections() -> dict[str, list[str]]:
+    """The attributes each index carries besides its keys (the store's own table)."""
+    from runtime.store import dynamodb
+
+    found: dict[str, list[str]] | None = getattr(dynamodb, "PROJECTIONS", None)
+    if found is not None:
+        return found
+    return {index: list(dynamodb.PROJECTED) for index in dynamodb.INDEXES}  # before issue 16
 
 
 # --- one deployment under moto, and its mail ------------------------------------------------
