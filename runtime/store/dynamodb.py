@@ -552,7 +552,10 @@ class DynamoDBStore:
         else:
             index, base = "all_runs", ALL_RUNS
         ids: list[str] = []
-        for item in self._gathered(index, base, newest_first=True, page=min(limit, 1000)):
+        # A shard holds about limit / SHARDS of the newest: pages of twice that (a shard that
+        # runs out reads its next page) keep a list from reading SHARDS times its length.
+        page = min(limit, max(25, 2 * limit // SHARDS))
+        for item in self._gathered(index, base, newest_first=True, page=page):
             ids.append(_id_of(item))
             if len(ids) >= limit:
                 break
