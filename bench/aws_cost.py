@@ -769,10 +769,11 @@ def print_all_in(usages: list[Usage], prices: dict[str, float]) -> None:
             f"durable functions ${durable - base:.2f} ({(ours - base) / (durable - base):.2f})"
         )
     # The fixed part: the reconcile rule every minute, its lists over every index shard.
-    from runtime.store.dynamodb import SHARDS
+    from runtime.store import dynamodb
 
+    shards = getattr(dynamodb, "SHARDS", 1)  # 1: the unsharded indexes before issue 16
     per_month = 43_200  # one reconcile a minute
-    queries = 3 * SHARDS  # wake-ups, running runs, due timers, each over every shard
+    queries = 3 * shards  # wake-ups, running runs, due timers, each over every shard
     reconcile = per_month * (
         prices["lambda_requests_per_million"] * 1e-6
         + (p.HANDLER_MS + queries * p.ROUND_TRIP_MS)
