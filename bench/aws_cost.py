@@ -34,12 +34,17 @@ Workloads (bench/projects/aws_steps, bench/projects/aws_auction):
 Warm: one worker container serves every wake (its cached coroutine skips the journal
 read). Cold: a fresh container per wake, which reads the whole journal each time.
 
-Prices (on-demand, us-east-1, as given to this benchmark; change them with the options):
-$1.25 per million WRU, $0.25 per million RRU. Compared with AWS Step Functions Standard at
-$25 per million state transitions and Lambda durable functions at $8 per million
-operations, counting one step as one transition and one operation (the peers' lower bound).
-Lambda compute, SQS and Scheduler requests are not priced here (their request counts are
-printed).
+Prices: the DynamoDB-only tables use --wru-price/--rru-price (default: the on-demand
+us-east-1 prices since November 2024, $0.625 and $0.125 per million). The last part,
+"all in" (alone with --all-in-only), prices every service a run uses from the dated table
+in bench/prices.py (override any line with --price name=value): DynamoDB reads, writes,
+index writes, storage and PITR; SQS (ours and the trigger's receive and delete); Lambda
+requests and arm64 GB-seconds (a model: round trips x 8 ms + 15 ms per invocation);
+Scheduler; API Gateway; CloudWatch logs; S3; and the fixed monthly part (the reconciler,
+custom metrics). Three workloads: the N-step run, the auction, and a fan-out of --fanout
+parked runs each woken by a signal, each beside Lambda durable functions and Step
+Functions Standard by their published models (bench/prices.py PEER_MODELS). Target: at
+most a fifth of durable functions on every workload.
 
 Targets (on the engine's requests in the N-step run, whole run included):
 - at most one DynamoDB round trip per step on average;
