@@ -34,12 +34,17 @@ Workloads (bench/projects/aws_steps, bench/projects/aws_auction):
 Warm: one worker container serves every wake (its cached coroutine skips the journal
 read). Cold: a fresh container per wake, which reads the whole journal each time.
 
-Prices (on-demand, us-east-1, as given to this benchmark; change them with the options):
-$1.25 per million WRU, $0.25 per million RRU. Compared with AWS Step Functions Standard at
-$25 per million state transitions and Lambda durable functions at $8 per million
-operations, counting one step as one transition and one operation (the peers' lower bound).
-Lambda compute, SQS and Scheduler requests are not priced here (their request counts are
-printed).
+Prices: the DynamoDB-only tables use --wru-price/--rru-price (default: the on-demand
+us-east-1 prices since November 2024, $0.625 and $0.125 per million). The last part,
+"all in" (alone with --all-in-only), prices every service a run uses from the dated table
+in bench/prices.py (override any line with --price name=value): DynamoDB reads, writes,
+index writes, storage and PITR; SQS (ours and the trigger's receive and delete); Lambda
+requests and arm64 GB-seconds (a model: round trips x 8 ms + 15 ms per invocation);
+Scheduler; API Gateway; CloudWatch logs; S3; and the fixed monthly part (the reconciler,
+custom metrics). Three workloads: the N-step run, the auction, and a fan-out of --fanout
+parked runs each woken by a signal, each beside Lambda durable functions and Step
+Functions Standard by their published models (bench/prices.py PEER_MODELS). Target: at
+most a fifth of durable functions on every workload.
 
 Targets (on the engine's requests in the N-step run, whole run included):
 - at most one DynamoDB round trip per step on average;
@@ -66,8 +71,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _p in (ROOT, ROOT / "bench"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
 STEPS_PROJECT = ROOT / "bench" / "projects" / "aws_steps"
 AUCTION_PROJECT = ROOT / "bench" / "projects" / "aws_auction"
@@ -208,6 +214,7 @@ class Meter:
         self.admin = admin  # an unhooked client, for item sizes before and after
         self.table = table
         self.indexes = indexes
+        self.projections = index_projections()
         self.phase = "setup"
         self.calls: list[Call] = []
         self.other: Counter[tuple[str, str, str]] = Counter()  # (phase, service, op)
@@ -289,20 +296,42 @@ class Meter:
         self.calls.append(call)
 
     def _index_writes(self, before: dict[str, Any] | None, after: dict[str, Any] | None) -> int:
-        if before == after:
-            return 0
+        """Index write units of one item write, by DynamoDB's rule: an item is in an index
+        when it has both the index's key attributes; an index entry is written (1 WRU per
+        KB of the entry) when the item enters or leaves the index, or when any attribute
+        the entry carries changes (its keys, the table's keys, its projected attributes);
+        a change of the index's key is a delete and a put (two writes). A write that
+        changes nothing an entry carries writes no index."""
         units = 0
-        for pk, sk in self.indexes.values():
-            was = before is not None and pk in before and sk in before
-            now = after is not None and pk in after and sk in after
-            if was and now:
-                moved = (before[pk], before[sk]) != (after[pk], after[sk])  # type: ignore[index]
-                units += (kb_units(item_size(before)) if moved else 0) + kb_units(item_size(after))
-            elif was:
-                units += kb_units(item_size(before))
-            elif now:
-                units += kb_units(item_size(after))
+        for index, (pk, sk) in self.indexes.items():
+            carried = ("pk", "sk", pk, sk, *self.projections.get(index, []))
+
+            def entry(item: dict[str, Any] | None, keys: tuple[str, ...] = carried) -> dict[str, Any] | None:
+                if item is None or keys[2] not in item or keys[3] not in item:
+                    return None
+                return {a: item[a] for a in keys if a in item}
+
+            was, now = entry(before), entry(after)
+            if was is None and now is None:
+                continue
+            if was is not None and now is not None:
+                if was == now:
+                    continue
+                moved = (was[pk], was[sk]) != (now[pk], now[sk])
+                units += (kb_units(item_size(was) + 100) if moved else 0) + kb_units(item_size(now) + 100)
+            else:
+                units += kb_units(item_size(was or now) + 100)
         return units
+
+
+def index_projections() -> dict[str, list[str]]:
+    """The attributes each index carries besides its keys (the store's own table)."""
+    from runtime.store import dynamodb
+
+    found: dict[str, list[str]] | None = getattr(dynamodb, "PROJECTIONS", None)
+    if found is not None:
+        return found
+    return {index: list(dynamodb.PROJECTED) for index in dynamodb.INDEXES}  # before issue 16
 
 
 # --- one deployment under moto, and its mail ------------------------------------------------
@@ -371,6 +400,8 @@ class Deployment:
         self.front = self.container()
         self.worker = self.container()
         self.held: list[tuple[int, str]] = []  # (deliver at ms, run id)
+        self.delivered: Counter[str] = Counter()  # wakes delivered to the worker, per phase
+        self.api_calls: Counter[str] = Counter()  # requests through the API (fetch Lambda), per phase
 
     def container(self) -> Any:
         """A Lambda container: its own clients (metered) and runtime."""
@@ -424,6 +455,7 @@ class Deployment:
             for _, run_id in due:
                 worker = self.container() if cold else self.worker
                 worker.advance(run_id, remaining_ms=900_000)
+                self.delivered[self.meter.phase] += 1
                 n += 1
         raise SystemExit("wakes kept coming: the workload does not settle")
 
@@ -530,6 +562,241 @@ def auction() -> Deployment:
         return d
 
 
+# --- all in: every service a run uses, priced (issue 16.3) ------------------------------------
+
+
+@dataclass
+class Usage:
+    """What a workload used, measured on moto (DynamoDB, S3, SQS, Scheduler requests; wakes
+    delivered; API requests) and what the peers would count for the same workflow."""
+
+    label: str
+    per: str  # the unit the $ are given per million of
+    units: int
+    db: Sums
+    other: Counter[str]
+    wakes: int
+    api: int
+    stored_bytes: int
+    steps: int
+    waits: int
+    runs: int
+    journal_bytes: int
+
+    def lines(self, prices: dict[str, float]) -> dict[str, float]:
+        """$ per workload, by line."""
+        import prices as p
+
+        sqs_ours = sum(k for name, k in self.other.items() if name.startswith("sqs "))
+        # The SQS trigger (event source mapping) receives and deletes each wake: 2 requests.
+        sqs = sqs_ours + 2 * self.wakes
+        schedules = self.other.get("scheduler CreateSchedule", 0)
+        invocations = self.wakes + self.api
+        trips = self.db.requests + sum(self.other.values())
+        gb_s = (invocations * p.HANDLER_MS + trips * p.ROUND_TRIP_MS) / 1000 * p.MEMORY_MB / 1024
+        m = 1e-6
+        return {
+            "DynamoDB writes": self.db.wru * prices["dynamodb_wru_per_million"] * m,
+            "DynamoDB index writes": self.db.gsi_wru * prices["dynamodb_wru_per_million"] * m,
+            "DynamoDB reads": self.db.rru * prices["dynamodb_rru_per_million"] * m,
+            "DynamoDB storage + PITR, 1 month": self.stored_bytes
+            / 2**30
+            * (prices["dynamodb_storage_gb_month"] + prices["dynamodb_pitr_gb_month"]),
+            "SQS requests": sqs * prices["sqs_requests_per_million"] * m,
+            "Lambda requests": invocations * prices["lambda_requests_per_million"] * m,
+            "Lambda GB-seconds (arm64, model)": gb_s * prices["lambda_arm_gb_second"],
+            "Scheduler": schedules * prices["scheduler_invocations_per_million"] * m,
+            "API Gateway": self.api * prices["http_api_requests_per_million"] * m,
+            "CloudWatch logs": invocations
+            * p.LOG_BYTES_PER_INVOCATION
+            / 2**30
+            * prices["cloudwatch_logs_gb"],
+            "S3 requests": self.other.get("s3 PutObject", 0) * prices["s3_put_per_thousand"] / 1000
+            + self.other.get("s3 GetObject", 0) * prices["s3_get_per_thousand"] / 1000,
+        }
+
+    def durable(self, prices: dict[str, float]) -> float:
+        """The same workflow on Lambda durable functions, $ per workload."""
+        import prices as p
+
+        operations = self.steps + self.waits + self.runs
+        invocations = self.runs + self.waits  # the start, and a resume after each wait
+        gb_s = (invocations * p.HANDLER_MS + self.steps * p.ROUND_TRIP_MS) / 1000 * p.MEMORY_MB / 1024
+        return (
+            operations * prices["durable_operations_per_million"] * 1e-6
+            + self.journal_bytes / 2**30 * prices["durable_data_written_gb"]
+            + invocations * prices["lambda_requests_per_million"] * 1e-6
+            + gb_s * prices["lambda_arm_gb_second"]
+            + self.ingress(prices)
+        )
+
+    def ingress(self, prices: dict[str, float]) -> float:
+        """What any of the three pays to take the workload's HTTP requests (a start, a
+        signal): API Gateway and one Lambda invocation each, at the handler's model."""
+        import prices as p
+
+        gb_s = self.api * (p.HANDLER_MS + p.ROUND_TRIP_MS) / 1000 * p.MEMORY_MB / 1024
+        return (
+            self.api
+            * (prices["http_api_requests_per_million"] + prices["lambda_requests_per_million"])
+            * 1e-6
+            + gb_s * prices["lambda_arm_gb_second"]
+        )
+
+    def step_functions(self, prices: dict[str, float]) -> float:
+        """The same workflow on Step Functions Standard (steps as Lambda tasks), $ per workload."""
+        import prices as p
+
+        transitions = self.steps + self.waits + 2 * self.runs
+        gb_s = self.steps * p.HANDLER_MS / 1000 * p.MEMORY_MB / 1024
+        return (
+            transitions * prices["stepfunctions_transitions_per_million"] * 1e-6
+            + self.steps * prices["lambda_requests_per_million"] * 1e-6
+            + gb_s * prices["lambda_arm_gb_second"]
+            + self.ingress(prices)
+        )
+
+
+def _usage(
+    d: Deployment, label: str, per: str, units: int, phases: list[str] | None, run_ids: list[str]
+) -> Usage:
+    from runtime.core.journal import Kind
+
+    db, other = Sums(), Counter()
+    for c in d.meter.calls:
+        if phases is None or c.phase in phases:
+            db.add(c)
+    for (phase, service, op), k in d.meter.other.items():
+        if phases is None or phase in phases:
+            other[f"{service} {op}"] += k
+    wakes = sum(k for ph, k in d.delivered.items() if phases is None or ph in phases)
+    api = sum(k for ph, k in d.api_calls.items() if phases is None or ph in phases)
+    stored = 0
+    for page in d.admin.get_paginator("scan").paginate(TableName=d.table):
+        for item in page["Items"]:
+            if item["pk"]["S"].removeprefix("RUN#") in run_ids:
+                # 100 bytes of overhead per item, and per index entry (keys only) its keys.
+                stored += item_size(item) + 100
+                stored += sum(100 + 60 for pk, sk in d.meter.indexes.values() if pk in item and sk in item)
+    steps = waits = journal_bytes = 0
+    for run_id in run_ids:
+        journal = d.front.store.journal(run_id)
+        steps += sum(1 for e in journal if e.kind == Kind.STEP_INTENT)
+        waits += sum(1 for e in journal if e.kind == Kind.WAIT_DONE)
+        journal_bytes += sum(len(json.dumps(e.data)) for e in journal)
+    return Usage(label, per, units, db, other, wakes, api, stored, steps, waits, len(run_ids), journal_bytes)
+
+
+def all_in_steps(n: int) -> Usage:
+    with deployment(STEPS_PROJECT) as d:
+        with d.meter.measuring("run"):
+            d.front.platform.start("steps", {"n": n}, id="steps-run")
+            d.api_calls["run"] += 1
+            d.settle()
+        return _usage(d, f"{n}-step run", "steps", n, ["run"], ["steps-run"])
+
+
+def all_in_auction() -> Usage:
+    d_usage: Usage | None = None
+    with deployment(AUCTION_PROJECT) as d:
+        from runtime.platform.fetch import make_request
+
+        phases = ["open a sale", "pay it", "a sale that times out"]
+
+        def post(phase: str, path: str, body: dict[str, Any]) -> None:
+            response, failure = d.front.fetch(make_request("POST", path, json.dumps(body)))
+            d.api_calls[phase] += 1
+            if failure is not None or response.status_code >= 300:
+                raise SystemExit(f"POST {path}: {response.status_code} {response.body}")
+
+        with d.meter.measuring(phases[0]):
+            post(phases[0], "/api/sale", {"id": "lot-1", "winner": "ada", "price": 25})
+            d.settle()
+        with d.meter.measuring(phases[1]):
+            post(phases[1], "/api/sale/pay", {"id": "lot-1", "user": "ada"})
+            d.settle()
+        with d.meter.measuring(phases[2]):
+            post(phases[2], "/api/sale", {"id": "lot-2", "winner": "bob", "price": 5})
+            d.settle()
+            d.clock.advance(72 * 3600)
+            d.settle()
+        runs = ["sale-lot-1", "pay-lot-1", "sale-lot-2"]
+        d_usage = _usage(d, "auction (2 sales: one paid, one timed out)", "auctions", 1, phases, runs)
+    return d_usage
+
+
+def all_in_fanout(n: int) -> Usage:
+    with deployment(STEPS_PROJECT) as d:
+        ids = [f"fan-{i}" for i in range(n)]
+        with d.meter.measuring("fan"):
+            for rid in ids:
+                d.front.platform.start("signals", {"n": 1}, id=rid)
+                d.api_calls["fan"] += 1
+            d.settle()
+            for i, rid in enumerate(ids):
+                d.front.platform.signal(rid, "go", {"i": i})
+                d.api_calls["fan"] += 1
+            d.settle()
+        for rid in ids[:3]:
+            if d.run(rid).status != "completed":
+                raise SystemExit(f"{rid} did not complete")
+        return _usage(d, f"fan-out: {n} parked runs, each woken by a signal", "runs", n, ["fan"], ids)
+
+
+def print_all_in(usages: list[Usage], prices: dict[str, float]) -> None:
+    import prices as p
+
+    print(f"\nall in, at prices of {p.PRICES_DATE} (bench/prices.py; override with --price name=value)")
+    target = 1 / 5
+    for u in usages:
+        lines = u.lines(prices)
+        total = sum(lines.values())
+        scale = 1e6 / u.units
+        print(f"\n{u.label}: $ per million {u.per}")
+        print(
+            f"  measured: {u.db.requests} DynamoDB requests, {u.db.wru:.0f} WRU, "
+            f"{u.db.gsi_wru:.0f} index WRU, {u.db.rru:.1f} RRU, {u.wakes} wakes, {u.api} API requests, "
+            f"{u.stored_bytes} bytes stored; {u.steps} steps, {u.waits} waits, {u.runs} runs"
+        )
+        for name, dollars in lines.items():
+            print(f"  {name:<36} ${dollars * scale:>9.2f}")
+        durable, sfn = u.durable(prices) * scale, u.step_functions(prices) * scale
+        ours = total * scale
+        print(f"  {'lunaflow, all in':<36} ${ours:>9.2f}")
+        print(f"  {'Lambda durable functions':<36} ${durable:>9.2f}")
+        print(f"  {'Step Functions Standard':<36} ${sfn:>9.2f}")
+        ok = ours <= durable * target
+        verdict = "PASS" if ok else "FAIL"
+        print(f"  lunaflow / durable functions: {ours / durable:.2f} (target <= {target:.2f}): {verdict}")
+        base = u.ingress(prices) * scale
+        print(
+            f"  without the HTTP ingress all three pay (${base:.2f}): lunaflow ${ours - base:.2f}, "
+            f"durable functions ${durable - base:.2f} ({(ours - base) / (durable - base):.2f})"
+        )
+    # The fixed part: the reconcile rule every minute, its lists over every index shard.
+    from runtime.store import dynamodb
+
+    shards = getattr(dynamodb, "SHARDS", 1)  # 1: the unsharded indexes before issue 16
+    per_month = 43_200  # one reconcile a minute
+    queries = 3 * shards  # wake-ups, running runs, due timers, each over every shard
+    reconcile = per_month * (
+        prices["lambda_requests_per_million"] * 1e-6
+        + (p.HANDLER_MS + queries * p.ROUND_TRIP_MS)
+        / 1000
+        * p.MEMORY_MB
+        / 1024
+        * prices["lambda_arm_gb_second"]
+        + queries * 0.5 * prices["dynamodb_rru_per_million"] * 1e-6
+        + p.LOG_BYTES_PER_INVOCATION / 2**30 * prices["cloudwatch_logs_gb"]
+    )
+    metrics = 8 * prices["cloudwatch_metric_month"]
+    print(
+        f"\nfixed, per month whatever runs: the reconciler ${reconcile:.2f} (43,200 invocations, {queries} "
+        f"index queries each), CloudWatch custom metrics ${metrics:.2f} (8 metrics)"
+    )
+    print("peers' pricing models:\n" + p.PEER_MODELS)
+
+
 # --- printing ---------------------------------------------------------------------------------
 
 
@@ -566,10 +833,22 @@ def profile(calls: list[Call], title: str) -> dict[tuple[str, str], Sums]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=20, help="steps in the step workload (default 20)")
-    parser.add_argument("--wru-price", type=float, default=1.25, help="$ per million write request units")
-    parser.add_argument("--rru-price", type=float, default=0.25, help="$ per million read request units")
+    parser.add_argument("--wru-price", type=float, default=0.625, help="$ per million write request units")
+    parser.add_argument("--rru-price", type=float, default=0.125, help="$ per million read request units")
+    parser.add_argument("--fanout", type=int, default=1000, help="parked runs in the fan-out workload")
+    parser.add_argument("--price", action="append", default=[], help="override a price: name=value")
+    parser.add_argument("--all-in-only", action="store_true", help="only the all-in prices")
     args = parser.parse_args()
     n = args.steps
+    import prices as price_table
+
+    table = price_table.apply(args.price)
+    if args.all_in_only:
+        import warnings
+
+        warnings.simplefilter("ignore")
+        print_all_in([all_in_steps(n), all_in_auction(), all_in_fanout(args.fanout)], table)
+        return
 
     import warnings
 
@@ -680,6 +959,7 @@ def main() -> None:
             f"  not in the target: {per_step.gsi_wru:.2f} GSI WRU per step, because the run item "
             "changes on every append and projects ALL attributes into every index it is in."
         )
+    print_all_in([all_in_steps(n), all_in_auction(), all_in_fanout(args.fanout)], table)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
-from runtime.store.dynamodb import INDEXES, PROJECTED, TTL_ATTRIBUTE
+from runtime.store.dynamodb import INDEXES, PROJECTIONS, TTL_ATTRIBUTE
 
 
 class JournalTable(Construct):
@@ -31,6 +31,10 @@ class JournalTable(Construct):
                 index_name=name,
                 partition_key=dynamodb.Attribute(name=pk, type=string),
                 sort_key=dynamodb.Attribute(name=sk, type=string),
-                projection_type=dynamodb.ProjectionType.INCLUDE,
-                non_key_attributes=PROJECTED,
+                projection_type=(
+                    dynamodb.ProjectionType.INCLUDE
+                    if PROJECTIONS[name]
+                    else dynamodb.ProjectionType.KEYS_ONLY
+                ),
+                non_key_attributes=PROJECTIONS[name] or None,
             )

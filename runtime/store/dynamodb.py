@@ -15,6 +15,8 @@ item holds its key.
 
 from __future__ import annotations
 
+import hashlib
+import heapq
 import json
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -51,6 +53,11 @@ OWNER_PK = "#OWNER"  # a lease owner's heartbeat: pk OWNER_PK, sk the owner
 WAKE_PK = "#WAKE"  # a run asked to advance carries wake_pk/wake_sk (a sparse index)
 TIMER_PK = "#TIMER"
 ALL_RUNS = "#RUNS"
+# The index partitions every run shares (all runs, a status, a workflow, the timers, the
+# wake-ups) are split in SHARDS, the run's by a hash of its id: one index partition takes
+# about 1,000 writes a second, and time-ordered sort keys keep DynamoDB from splitting it.
+# A list reads every shard and merges them in order (``_gathered``).
+SHARDS = 16
 TTL_ATTRIBUTE = "expires_at"  # the table's time-to-live attribute (kv entries, owner beats)
 
 # What an item holds inline; a larger text goes to S3 and the item holds its key (under the
@@ -68,6 +75,17 @@ TAIL_BYTES = 1024
 # Where a journal entry's value lives when its chunk does not hold it.
 IN_SIGNAL = "signal"  # wait.done's payload: the signal item it consumed
 
+
+def shard(run_id: str) -> int:
+    """The index shard of a run (stable: a hash of its id)."""
+    return int(hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:8], 16) % SHARDS
+
+
+def sharded(key: str, run_id: str) -> str:
+    """An index partition key as a run writes it: ``<key>#<shard, 2 digits>``."""
+    return f"{key}#{shard(run_id):02d}"
+
+
 # GSIs: name -> (partition key attribute, sort key attribute)
 INDEXES = {
     "by_status": ("status_pk", "created_sk"),
@@ -79,20 +97,26 @@ INDEXES = {
 }
 
 
-# The run attributes the indexes carry: what the reconciler and the timer and wake-up lists
-# read. Values, errors and leases stay out: an index entry is billed like a table write, a
-# value projected into four indexes would be stored five times, and taking a lease or
-# numbering a signal writes no index. A list of runs reads the run items themselves.
-PROJECTED = [
-    "id",
-    "workflow",
-    "status",
-    "created_at",
-    "updated_at",
-    "timer_due",
-    "wake_token",
-    "wake_resends",
-]
+# What each index carries besides the keys: what its queries read and nothing else. An
+# index entry is written again whenever an attribute it carries changes (and twice when its
+# key moves), so the indexes carry keys only (the run id is the table key's) and the lists
+# read run items themselves; the status index carries updated_at, which the reconciler
+# filters running runs by and which changes with the status anyway.
+PROJECTIONS: dict[str, list[str]] = {
+    "by_status": ["updated_at"],
+    "by_workflow": [],
+    "by_parent": [],
+    "all_runs": [],
+    "timers": [],
+    "wakes": [],
+}
+
+
+def _projection(index: str) -> dict[str, Any]:
+    attrs = PROJECTIONS[index]
+    if not attrs:
+        return {"ProjectionType": "KEYS_ONLY"}
+    return {"ProjectionType": "INCLUDE", "NonKeyAttributes": attrs}
 
 
 def table_definition(name: str) -> dict[str, Any]:
@@ -113,7 +137,7 @@ def table_definition(name: str) -> dict[str, Any]:
                     {"AttributeName": pk, "KeyType": "HASH"},
                     {"AttributeName": sk, "KeyType": "RANGE"},
                 ],
-                "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": PROJECTED},
+                "Projection": _projection(index),
             }
             for index, (pk, sk) in INDEXES.items()
         ],
@@ -158,6 +182,11 @@ def run_pk(run_id: str) -> str:
     return f"RUN#{run_id}"
 
 
+def _id_of(item: dict[str, Any]) -> str:
+    """The run id of an index entry (its table key: indexes carry no other attribute)."""
+    return str(item["pk"]["S"]).removeprefix("RUN#")
+
+
 def run_key(run_id: str) -> Item:
     """The run item's key."""
     return {"pk": s(run_pk(run_id)), "sk": s(RUN_SK)}
@@ -183,6 +212,22 @@ def _elided(entry: Entry) -> list[Any]:
         row[3] = {k: v for k, v in entry.data.items() if k != "payload"}
         row.append({"payload": IN_SIGNAL})
     return row
+
+
+def _intervals(ids: set[int]) -> list[list[int]]:
+    """Signal ids as sorted ``[first, last]`` runs: what the run item keeps of its consumed
+    signals (``sig_done``), a few numbers however many were consumed in order."""
+    out: list[list[int]] = []
+    for i in sorted(ids):
+        if out and out[-1][1] == i - 1:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
+    return out
+
+
+def _ids(intervals: list[list[int]]) -> set[int]:
+    return {i for first, last in intervals for i in range(first, last + 1)}
 
 
 def _consumed(entries: Sequence[Entry]) -> dict[int, int]:
@@ -216,6 +261,10 @@ class DynamoDBStore:
         # activation: the wake token its lease was taken at, the timer armed when it loaded.
         self._tokens: dict[str, int] = {}
         self._armed: dict[str, tuple[int, str] | None] = {}
+        # The signals this store knows a run's journal consumed (its last load's run, and
+        # what it appended since): written to the run item's ``sig_done`` with the next
+        # summary, so the next activation reads only the signals still pending.
+        self._done: dict[str, set[int]] = {}
 
     # --- texts: inline while small, else in S3 -----------------------------------------
 
@@ -350,14 +399,18 @@ class DynamoDBStore:
         return _with_current_step(run, Entry(run.journal_len, kind, name))
 
     def load(self, run_id: str, *, after: int | None = None) -> Snapshot | None:
-        start = _journal_sk((after or 0) + 1)
-        items = list(
-            self._query(
-                KeyConditionExpression="pk = :pk AND sk >= :from",
-                ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":from": s(start)},
-                ConsistentRead=True,
+        if not after:
+            # The whole run: its journal, and every signal (a wait.done's payload lives in
+            # the signal it consumed).
+            items = list(
+                self._query(
+                    KeyConditionExpression="pk = :pk AND sk >= :from",
+                    ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":from": s(_journal_sk(1))},
+                    ConsistentRead=True,
+                )
             )
-        )
+        else:
+            items = self._load_after(run_id, after)
         run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
         if run_item is None:
             return None
@@ -373,6 +426,10 @@ class DynamoDBStore:
         signals = {
             x.id: x for x in (self._signal_from(i, consumed, run.status in ENDED) for i in signal_items)
         }
+        known = set(consumed) | _ids(json.loads(run_item.get("sig_done", {}).get("S", "[]")))
+        if after:
+            known |= self._done.get(run_id, set())
+        self._done = {run_id: known}  # one run's: an activation's
         entries = [_filled(row, run, signals) for row in rows]
         if not after:
             entries.insert(0, self._started(run_item))
@@ -387,6 +444,59 @@ class DynamoDBStore:
         pending = [Signal(x.id, x.name, x.payload, x.at) for x in signals.values() if x.state == "pending"]
         return Snapshot(run, sorted(pending, key=lambda x: x.id), entries)
 
+    def _load_after(self, run_id: str, after: int) -> list[dict[str, Any]]:
+        """What an activation with the journal up to ``after`` cached reads: the entries
+        appended since, the run item, and the signals still pending. Consumed signals stay
+        out of the range (the run item's ``sig_done`` names them), so a signal costs the
+        same reads however many came before; a wait.done among the new entries brings the
+        signal it consumed by key."""
+        pk = s(run_pk(run_id))
+        items = list(
+            self._query(
+                KeyConditionExpression="pk = :pk AND sk BETWEEN :from AND :run",
+                ExpressionAttributeValues={":pk": pk, ":from": s(_journal_sk(after + 1)), ":run": s(RUN_SK)},
+                ConsistentRead=True,
+            )
+        )
+        run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
+        if run_item is None:
+            return items
+        done = _ids(json.loads(run_item.get("sig_done", {}).get("S", "[]"))) | self._done.get(run_id, set())
+        sent = whole(run_item.get("signal_seq"))
+        pending = [i for i in range(1, sent + 1) if i not in done]
+        cited = {
+            int(row[3]["signal_id"])
+            for chunk in items
+            if chunk["sk"]["S"].startswith("J#")
+            for row in self._rows(chunk)
+            if row[1] == Kind.WAIT_DONE and row[3].get("signal_id") is not None
+        }
+        if pending and len(pending) == sent - pending[0] + 1:
+            # Pending ones are the newest (signals consumed in order): one range.
+            items += self._query(
+                KeyConditionExpression="pk = :pk AND sk >= :from",
+                ExpressionAttributeValues={":pk": pk, ":from": s(_signal_sk(pending[0]))},
+                ConsistentRead=True,
+            )
+            wanted = sorted(cited - set(pending))
+        else:
+            wanted = sorted(cited | set(pending))
+        items += self._by_key([{"pk": pk, "sk": s(_signal_sk(i))} for i in wanted])
+        return items
+
+    def _by_key(self, keys: list[Any]) -> list[dict[str, Any]]:
+        """Items by key, consistently, 100 at a time."""
+        out: list[dict[str, Any]] = []
+        for start in range(0, len(keys), 100):
+            batch = keys[start : start + 100]
+            while batch:
+                got: Any = self._db.batch_get_item(
+                    RequestItems={self.table: {"Keys": batch, "ConsistentRead": True}}
+                )
+                out += got.get("Responses", {}).get(self.table, [])
+                batch = got.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+        return out
+
     def journal(self, run_id: str) -> list[Entry]:
         snap = self.load(run_id)
         return [] if snap is None else snap.journal
@@ -400,23 +510,62 @@ class DynamoDBStore:
             **more,
         )
 
+    def _gathered(
+        self,
+        index: str,
+        base: str,
+        *,
+        newest_first: bool = False,
+        below: str | None = None,
+        page: int | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """An index's entries under a sharded partition key, every shard's merged in sort
+        key order (ties by run): each shard is one Query, read a page at a time, as far as
+        the caller goes. ``below``: sort keys less than it only."""
+        pk, sk = INDEXES[index]
+        condition = "#k = :v" + ("" if below is None else " AND #s < :below")
+        names = {"#k": pk, **({} if below is None else {"#s": sk})}
+
+        def one(n_: int) -> Iterator[tuple[str, str, dict[str, Any]]]:
+            values = {":v": s(f"{base}#{n_:02d}"), **({} if below is None else {":below": s(below)})}
+            more: dict[str, Any] = {} if page is None else {"Limit": page}
+            for item in self._query(
+                IndexName=index,
+                KeyConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                ScanIndexForward=not newest_first,
+                **more,
+            ):
+                yield item[sk]["S"], item["pk"]["S"], item
+
+        merged = heapq.merge(*(one(n_) for n_ in range(SHARDS)), reverse=newest_first)
+        return (item for _, _, item in merged)
+
     def list_runs(
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 1000
     ) -> list[RunRecord]:
         if status is not None:
-            index, key, value = "by_status", "status_pk", f"STATUS#{status}"
+            index, base = "by_status", f"STATUS#{status}"
         elif workflow is not None:
-            index, key, value = "by_workflow", "workflow_pk", f"WF#{workflow}"
+            index, base = "by_workflow", f"WF#{workflow}"
         else:
-            index, key, value = "all_runs", "all_pk", ALL_RUNS
+            index, base = "all_runs", ALL_RUNS
         ids: list[str] = []
-        for item in self._index(index, key, value, ScanIndexForward=False):
-            if workflow is not None and item["workflow"]["S"] != workflow:
-                continue
-            ids.append(item["id"]["S"])
+        # A shard holds about limit / SHARDS of the newest: pages of twice that (a shard that
+        # runs out reads its next page) keep a list from reading SHARDS times its length.
+        page = min(limit, max(25, 2 * limit // SHARDS))
+        for item in self._gathered(index, base, newest_first=True, page=page):
+            ids.append(_id_of(item))
             if len(ids) >= limit:
                 break
-        return self._hydrate(ids)
+        runs = self._hydrate(ids)
+        # A status list is read from an index a moment behind the table: keep what still holds.
+        return [
+            r
+            for r in runs
+            if (status is None or r.status == status) and (workflow is None or r.workflow == workflow)
+        ]
 
     def _hydrate(self, ids: list[str]) -> list[RunRecord]:
         """The run items themselves, in the order given (the indexes carry no values)."""
@@ -471,11 +620,10 @@ class DynamoDBStore:
         return str(items[0]["sk"]["S"]) if items else None
 
     def children(self, run_id: str) -> list[str]:
-        return [i["id"]["S"] for i in self._index("by_parent", "parent_pk", f"PARENT#{run_id}")]
+        return [_id_of(i) for i in self._index("by_parent", "parent_pk", f"PARENT#{run_id}")]
 
     def running_runs(self) -> list[str]:
-        items = self._index("by_status", "status_pk", f"STATUS#{Status.RUNNING}", ScanIndexForward=True)
-        return [i["id"]["S"] for i in items]
+        return [_id_of(i) for i in self._gathered("by_status", f"STATUS#{Status.RUNNING}")]
 
     # --- creating and appending --------------------------------------------------------
 
@@ -491,10 +639,10 @@ class DynamoDBStore:
             "signal_seq": n(0),
             "summary_at": n(1),
             "created_sk": s(created),
-            "status_pk": s(f"STATUS#{run.status}"),
-            "workflow_pk": s(f"WF#{run.workflow}"),
-            "all_pk": s(ALL_RUNS),
-            "wake_pk": s(WAKE_PK),
+            "status_pk": s(sharded(f"STATUS#{run.status}", run.id)),
+            "workflow_pk": s(sharded(f"WF#{run.workflow}", run.id)),
+            "all_pk": s(sharded(ALL_RUNS, run.id)),
+            "wake_pk": s(sharded(WAKE_PK, run.id)),
             "wake_sk": s(f"{run.created_at:020.6f}"),
             "wake_token": n(1),
         }
@@ -576,6 +724,8 @@ class DynamoDBStore:
                 chunk = self._chunk_put(run_id, entries, chunk_written)
                 if not conditional(self._db.put_item, **chunk):
                     raise JournalConflict(run_id, slot)
+                if run_id in self._done:
+                    self._done[run_id] |= set(_consumed(entries))
         except BaseException:
             self._drop(chunk_written)
             raise
@@ -622,7 +772,7 @@ class DynamoDBStore:
         if update is not None:
             sets += ["#st = :st", "status_pk = :stpk"]
             values[":st"] = s(update.status)
-            values[":stpk"] = s(f"STATUS#{update.status}")
+            values[":stpk"] = s(sharded(f"STATUS#{update.status}", run_id))
             for attr, value in (("current_step", update.current_step), ("error", update.error)):
                 placeholder = "#" + attr
                 names[placeholder] = attr
@@ -647,6 +797,11 @@ class DynamoDBStore:
         if entries:
             sets.append("updated_at = :upd")
             values[":upd"] = n(entries[-1].at)
+        if not ended and self._done.get(run_id):
+            # Journal-confirmed only: a signal named here is consumed, so the next load
+            # leaves it out of its reads.
+            sets.append("sig_done = :done")
+            values[":done"] = s(compact(_intervals(self._done[run_id])))
         condition = (
             "attribute_exists(pk) AND NOT (#st IN (:completed, :cancelled)) AND "
             f"(attribute_not_exists(summary_at) OR summary_at {'<' if entries else '<='} :at)"
@@ -665,7 +820,7 @@ class DynamoDBStore:
         elif timer is not None and timer.due_ms is not None:
             sets += ["timer_due = :due", "timer_pk = :tpk", "timer_sk = :tsk"]
             values[":due"] = n(timer.due_ms)
-            values[":tpk"] = s(TIMER_PK)
+            values[":tpk"] = s(sharded(TIMER_PK, run_id))
             values[":tsk"] = s(f"{timer.due_ms:015d}#{run_id}")
         expression = " ".join(
             part
@@ -710,7 +865,7 @@ class DynamoDBStore:
                 + ("" if bound is None else " AND signal_seq < :cap"),
                 ExpressionAttributeValues={
                     ":one": n(1),
-                    ":w": s(WAKE_PK),
+                    ":w": s(sharded(WAKE_PK, run_id)),
                     ":at": s(f"{at:020.6f}"),
                     **({} if bound is None else {":cap": n(consumed + bound)}),
                 },
@@ -776,26 +931,20 @@ class DynamoDBStore:
 
     # --- timers and wake-ups -----------------------------------------------------------
 
-    def _due(self, now_ms: int | None, limit: int | None = None) -> list[dict[str, Any]]:
-        """Runs with a timer (due by ``now_ms``), earliest first, at most ``limit``."""
-        condition = "timer_pk = :t"
-        values = {":t": s(TIMER_PK)}
-        if now_ms is not None:
-            condition += " AND timer_sk <= :now"
-            values[":now"] = s(f"{now_ms:015d}#\uffff")
-        request: dict[str, Any] = {
-            "IndexName": "timers",
-            "KeyConditionExpression": condition,
-            "ExpressionAttributeValues": values,
-        }
-        if limit is None:
-            return list(self._query(**request))
-        return list(self._db.query(TableName=self.table, Limit=limit, **request).get("Items", []))
+    def _due(self, now_ms: int | None, limit: int | None = None) -> list[tuple[int, str]]:
+        """Runs with a timer (due by ``now_ms``), earliest first, at most ``limit``:
+        ``(due_ms, run id)``, read from the timer index's sort key."""
+        below = None if now_ms is None else f"{now_ms + 1:015d}#"
+        found: list[tuple[int, str]] = []
+        for item in self._gathered("timers", TIMER_PK, below=below, page=limit):
+            found.append((int(item["timer_sk"]["S"].split("#", 1)[0]), _id_of(item)))
+            if limit is not None and len(found) >= limit:
+                break
+        return found
 
     def fire_due_timers(self, now_ms: int, limit: int | None = None) -> list[str]:
         fired = []
-        for item in self._due(now_ms, limit):
-            run_id = item["id"]["S"]
+        for due, run_id in self._due(now_ms, limit):
             if conditional(
                 self._db.update_item,
                 TableName=self.table,
@@ -804,8 +953,8 @@ class DynamoDBStore:
                 "ADD wake_token :one REMOVE timer_due, timer_pk, timer_sk",
                 ConditionExpression="timer_due = :due",  # still this timer (else moved or fired)
                 ExpressionAttributeValues={
-                    ":due": item["timer_due"],
-                    ":w": s(WAKE_PK),
+                    ":due": n(due),
+                    ":w": s(sharded(WAKE_PK, run_id)),
                     ":at": s(f"{now_ms / 1000:020.6f}"),
                     ":one": n(1),
                 },
@@ -814,8 +963,7 @@ class DynamoDBStore:
         return fired
 
     def next_due(self) -> int | None:
-        items = self._due(None, 1)
-        return min((whole(i["timer_due"]) for i in items), default=None)
+        return min((due for due, _ in self._due(None, 1)), default=None)
 
     def timer(self, run_id: str) -> int | None:
         item = self._db.get_item(
@@ -835,24 +983,21 @@ class DynamoDBStore:
             UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at) ADD wake_token :one",
             ConditionExpression="attribute_exists(pk)",  # a missing run is ignored
             ExpressionAttributeValues={
-                ":w": s(WAKE_PK),
+                ":w": s(sharded(WAKE_PK, run_id)),
                 ":at": s(f"{self.clock.now():020.6f}"),
                 ":one": n(1),
             },
         )
 
     def wakeups(self) -> list[tuple[str, int]]:
-        items = self._query(
-            IndexName="wakes",
-            KeyConditionExpression="wake_pk = :p",
-            ExpressionAttributeValues={":p": s(WAKE_PK)},
-        )
-        return [(i["id"]["S"], whole(i["wake_token"])) for i in items]
+        ids = [_id_of(i) for i in self._gathered("wakes", WAKE_PK)]
+        tokens = self._items(ids, "id, wake_token, wake_pk")
+        return [(r, whole(tokens[r].get("wake_token"))) for r in ids if "wake_pk" in tokens.get(r, {})]
 
     def stale_running(self, before: float, now_ms: int, limit: int | None = None) -> list[str]:
         candidates = [
-            i["id"]["S"]
-            for i in self._index("by_status", "status_pk", f"STATUS#{Status.RUNNING}")
+            _id_of(i)
+            for i in self._gathered("by_status", f"STATUS#{Status.RUNNING}")
             if num(i.get("updated_at")) < before
         ]
         busy = self.leased(candidates, now_ms)
@@ -862,16 +1007,12 @@ class DynamoDBStore:
     def wakeups_older_than(self, at: float, limit: int | None = None) -> list[str]:
         """Wake-ups whose next check is due: first asked (or last re-sent by the reconciler,
         which moves them back, ``defer_wake``) before ``at``, oldest first."""
-        request: dict[str, Any] = {
-            "IndexName": "wakes",
-            "KeyConditionExpression": "wake_pk = :p AND wake_sk < :at",
-            "ExpressionAttributeValues": {":p": s(WAKE_PK), ":at": s(f"{at:020.6f}")},
-        }
-        if limit is not None:
-            request["Limit"] = limit
-            items = self._db.query(TableName=self.table, **request).get("Items", [])
-            return [i["id"]["S"] for i in items]
-        return [i["id"]["S"] for i in self._query(**request)]
+        ids: list[str] = []
+        for item in self._gathered("wakes", WAKE_PK, below=f"{at:020.6f}", page=limit):
+            ids.append(_id_of(item))
+            if limit is not None and len(ids) >= limit:
+                break
+        return ids
 
     def clear_wakeup(self, run_id: str, token: int) -> None:
         self.release_wake(run_id, token)
@@ -915,7 +1056,7 @@ class DynamoDBStore:
                 ConditionExpression="timer_due <= :now",
                 ExpressionAttributeValues={
                     ":now": n(now_ms),
-                    ":w": s(WAKE_PK),
+                    ":w": s(sharded(WAKE_PK, run_id)),
                     ":at": s(f"{now_ms / 1000:020.6f}"),
                     ":one": n(1),
                 },

@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 
 from runtime.aws.contract import MAX_RECEIVES, USER_QUEUE_VISIBILITY_S, WAKE_VISIBILITY_S, Handler
 from runtime.errors import LunaflowError
-from runtime.store.dynamodb import INDEXES, PROJECTED, TTL_ATTRIBUTE, table_definition
+from runtime.store.dynamodb import INDEXES, PROJECTIONS, TTL_ATTRIBUTE, table_definition
 from runtime.testing import AwsPlatform
 
 PROJECTS = Path(__file__).resolve().parents[1] / "projects"
@@ -34,8 +34,8 @@ def test_resources_are_made_from_the_definitions_the_stack_uses() -> None:
         assert table["KeySchema"] == wanted["KeySchema"]
         indexes = {i["IndexName"]: i for i in table["GlobalSecondaryIndexes"]}
         assert set(indexes) == set(INDEXES)
-        for index in indexes.values():
-            assert sorted(index["Projection"]["NonKeyAttributes"]) == sorted(PROJECTED)
+        for name, index in indexes.items():
+            assert sorted(index["Projection"].get("NonKeyAttributes", [])) == sorted(PROJECTIONS[name])
         ttl = p.clients.dynamodb.describe_time_to_live(TableName=p.config.table)["TimeToLiveDescription"]
         assert ttl["AttributeName"] == TTL_ATTRIBUTE
         for url, visibility in [(p.config.wake_queue_url, WAKE_VISIBILITY_S)] + [

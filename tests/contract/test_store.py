@@ -397,3 +397,39 @@ def test_the_backlog_bound_does_not_refuse_signals_to_an_ended_run(store: Store)
     store.append("r1", 1, [Entry(2, Kind.CANCELLED, None, {}, 102.0)], update=RunUpdate("cancelled", None))
     _, live = store.add_signal("r1", "x", 3, 103.0, max_backlog=2)
     assert not live and [s.state for s in store.signals("r1")] == ["set_aside"] * 3
+
+
+# --- lists over many runs (issue 16.1: DynamoDB spreads them over index shards) ---------------
+
+
+def test_lists_over_many_runs_keep_their_order_and_limits(store: Store, clock: FakeClock) -> None:
+    """Forty runs land in most of the sixteen index shards on DynamoDB; every list still
+    comes back in one order: newest first, the limit the newest, timers earliest first,
+    wake-ups oldest first."""
+    ids = [f"run-{i:02d}" for i in range(40)]
+    for i, rid in enumerate(ids):
+        clock.advance(1)
+        store.create_run(new_run(rid, "wf" if i % 2 else "other", at=1_000.0 + i), started(1_000.0 + i))
+    newest = list(reversed(ids))
+    assert [r.id for r in store.list_runs()] == newest
+    assert [r.id for r in store.list_runs(limit=7)] == newest[:7]
+    assert [r.id for r in store.list_runs(workflow="wf")] == [r for r in newest if int(r[-2:]) % 2]
+    assert [r.id for r in store.list_runs(workflow="wf", limit=3)] == [r for r in newest if int(r[-2:]) % 2][
+        :3
+    ]
+    assert store.wakeups_older_than(1_011.5) == ids[:12]  # asked at 1000 + i
+    assert [w[0] for w in store.wakeups()] == ids
+    # Half of them sleep, due in reverse order of creation; the rest stay running.
+    for i, rid in enumerate(ids):
+        [(_, token)] = [w for w in store.wakeups() if w[0] == rid]
+        store.clear_wakeup(rid, token)
+        if i % 2 == 0:
+            store.append(rid, 1, [], update=RunUpdate("sleeping", "sleep"), timer=TimerSet(100_000 - i))
+    sleeping = [rid for i, rid in enumerate(ids) if i % 2 == 0]
+    running = [rid for i, rid in enumerate(ids) if i % 2]
+    assert [r.id for r in store.list_runs(status="sleeping")] == list(reversed(sleeping))
+    assert [r.id for r in store.list_runs(status="running", limit=4)] == list(reversed(running))[:4]
+    assert store.running_runs() == running  # oldest first
+    assert store.next_due() == 100_000 - 38
+    assert store.fire_due_timers(100_000 - 30) == ["run-38", "run-36", "run-34", "run-32", "run-30"]
+    assert store.next_due() == 100_000 - 28
