@@ -21,6 +21,7 @@ from packaging.utils import canonicalize_name
 
 from conftest import AUCTION, QUEUE_PROJECT, REPO, Synth
 from infra import bundling, constants
+from runtime.aws.contract import Handler
 from runtime.platform.describe import describe
 
 EM_AARCH64 = 183
@@ -153,8 +154,9 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def imported(auction: Synth, asset: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Import every handler module the template names, from the asset, in a fresh interpreter."""
-    handlers = sorted({auction.props(fn)["Handler"].rsplit(".", 1)[0] for fn in auction.functions().values()})
+    """Import every handler module (``Handler``: the ones the template names and the queue
+    handler), from the asset, in a fresh interpreter."""
+    handlers = sorted({h.rsplit(".", 1)[0] for h in Handler})
     env = {
         "PATH": os.environ.get("PATH", ""),
         "HOME": os.environ.get("HOME", ""),
@@ -175,13 +177,16 @@ def imported(auction: Synth, asset: Path, tmp_path_factory: pytest.TempPathFacto
     return result
 
 
-@pytest.mark.parametrize("role", ["Fetch", "Worker", "Queue", "Console"])
+@pytest.mark.parametrize("handler", list(Handler))
 def test_handler_module_imports_from_the_asset(
-    role: str, auction: Synth, asset: Path, imported: dict[str, Any]
+    handler: Handler, auction: Synth, asset: Path, imported: dict[str, Any]
 ) -> None:
-    """Each function's Handler resolves inside the bundle: the module imports (pure-Python
-    parts on this machine's Python) and has a callable `handler`."""
-    module = auction.props(auction.functions()[role])["Handler"].rsplit(".", 1)[0]
+    """Each handler resolves inside the bundle: the module imports (pure-Python parts on this
+    machine's Python) and has a callable `handler` (the queue handler too, though the
+    auction, with no queue, deploys no queue function)."""
+    handlers = {auction.props(fn)["Handler"] for fn in auction.functions().values()}
+    assert handlers == set(Handler) - {Handler.QUEUE}
+    module = handler.rsplit(".", 1)[0]
     got = imported["modules"][module]
     assert "error" not in got, got.get("error")
     assert got["handler"] is True
