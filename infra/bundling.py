@@ -1,6 +1,7 @@
-"""Bundling the Lambda code without Docker: pip installs the manylinux aarch64 wheels into
-the asset folder beside runtime/, functions/ and the project. The asset hash is taken from
-the output, so a changed dependency or script is never deployed stale."""
+"""Bundling the Lambda code without Docker: pip installs the manylinux aarch64 wheels pinned
+in infra/bundle.lock (each with its hash; refresh with ``python3 -m infra.lock``) into the
+asset folder beside runtime/, functions/ and the project. The asset hash is taken from the
+output, so a changed dependency or script is never deployed stale."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from infra import constants
 
 @jsii.implements(ILocalBundling)
 class LocalBundler:
-    def __init__(self, project: Path, requirements: list[str]) -> None:
+    def __init__(self, project: Path, requirements: Path | list[str]) -> None:
         self.project = project
         self.requirements = requirements
 
@@ -27,8 +28,14 @@ class LocalBundler:
         return True
 
 
-def bundle(out: Path, project: Path, requirements: list[str]) -> None:
-    """Fill ``out`` with the wheels, the engine, the handlers and the project (as ``project/``)."""
+def bundle(out: Path, project: Path, requirements: Path | list[str]) -> None:
+    """Fill ``out`` with the wheels, the engine, the handlers and the project (as ``project/``).
+    ``requirements`` is a lock file (every distribution pinned with its hash: nothing else is
+    resolved, a changed wheel is refused) or a list of requirements."""
+    if isinstance(requirements, Path):
+        wanted = ["--require-hashes", "--no-deps", "--requirement", str(requirements)]
+    else:
+        wanted = list(requirements)
     subprocess.run(
         [
             sys.executable,
@@ -49,7 +56,7 @@ def bundle(out: Path, project: Path, requirements: list[str]) -> None:
             "--only-binary=:all:",
             "--target",
             str(out),
-            *requirements,
+            *wanted,
         ],
         check=True,
     )
@@ -65,6 +72,6 @@ def code(project: Path) -> lambda_.Code:
         asset_hash_type=AssetHashType.OUTPUT,
         bundling=BundlingOptions(
             image=DockerImage.from_registry("unused-local-bundling"),
-            local=LocalBundler(project, constants.BUNDLE_REQUIREMENTS),
+            local=LocalBundler(project, constants.BUNDLE_SOURCE),
         ),
     )

@@ -141,7 +141,7 @@ def _synth(outdir: Path, context: dict[str, str], requirements: list[str] | None
         mp.delenv("CDK_DEFAULT_ACCOUNT", raising=False)
         mp.delenv("CDK_DEFAULT_REGION", raising=False)
         if requirements is not None:
-            mp.setattr(constants, "BUNDLE_REQUIREMENTS", requirements)
+            mp.setattr(constants, "BUNDLE_SOURCE", requirements)
         app = App(outdir=str(outdir), context=context)
         stack = build(app)
         error: Exception | None = None

@@ -100,6 +100,48 @@ def test_asset_holds_every_bundled_requirement(asset: Path) -> None:
     assert "aws-xray-sdk" in installed  # the [tracer] extra the functions' Tracer needs
 
 
+def locked() -> dict[str, tuple[str, list[str]]]:
+    """infra/bundle.lock: distribution -> (version, its sha256 hashes)."""
+    out: dict[str, tuple[str, list[str]]] = {}
+    text = constants.BUNDLE_LOCK.read_text(encoding="utf-8").replace("\\\n", " ")
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        pin, *options = line.split()
+        name, version = pin.split("==")
+        hashes = [o.removeprefix("--hash=sha256:") for o in options]
+        assert all(o.startswith("--hash=sha256:") for o in options) and hashes, line
+        out[canonicalize_name(name)] = (version, hashes)
+    return out
+
+
+def test_the_asset_holds_exactly_the_locked_distributions(asset: Path) -> None:
+    """Issue 16.5: every synth ships the same code: what the asset holds is the lock, version
+    for version, and nothing the lock does not name."""
+    installed = {}
+    for dist_info in asset.glob("*.dist-info"):
+        name, version = dist_info.name.removesuffix(".dist-info").rsplit("-", 1)
+        installed[canonicalize_name(name)] = version
+    assert installed == {name: version for name, (version, _) in locked().items()}
+
+
+def test_the_lock_satisfies_the_bundle_requirements_and_pins_the_suites_lupa() -> None:
+    lock = locked()
+    for requirement in map(Requirement, constants.BUNDLE_REQUIREMENTS):
+        version, _ = lock[canonicalize_name(requirement.name)]
+        assert requirement.specifier.contains(version), (requirement, version)
+    assert lock["lupa"][0] == metadata.version("lupa")  # replay identical in tests and on Lambda
+
+
+def test_bundling_refuses_a_wheel_whose_hash_is_not_the_locked_one(tmp_path: Path) -> None:
+    """A lock is only a pin if a different file under the same version is refused."""
+    lock = tmp_path / "bundle.lock"
+    lock.write_text("six==1.17.0 --hash=sha256:" + "0" * 64 + "\n", encoding="utf-8")
+    with pytest.raises(subprocess.CalledProcessError):
+        bundling.bundle(tmp_path / "out", QUEUE_PROJECT, lock)
+    assert not list((tmp_path / "out").glob("six*"))
+
+
 def test_asset_holds_the_engine_and_handlers_as_in_the_repository(asset: Path) -> None:
     """runtime/ (with its Lua prelude) and functions/ are copied whole, minus caches and tests."""
     for package in ("runtime", "functions"):

@@ -789,7 +789,7 @@ def test_a_project_folder_with_an_underscore_gets_a_valid_stack_name(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """`cdk synth -c project=tests/projects/infra_queue` must work without naming the stack."""
-    monkeypatch.setattr(constants, "BUNDLE_REQUIREMENTS", TINY_REQUIREMENTS)
+    monkeypatch.setattr(constants, "BUNDLE_SOURCE", TINY_REQUIREMENTS)
     monkeypatch.delenv("CDK_DEFAULT_ACCOUNT", raising=False)
     monkeypatch.delenv("CDK_DEFAULT_REGION", raising=False)
     stack = build(App(outdir=str(tmp_path), context={"project": str(QUEUE_PROJECT)}))
