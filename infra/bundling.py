@@ -60,10 +60,24 @@ def bundle(out: Path, project: Path, requirements: Path | list[str]) -> None:
         ],
         check=True,
     )
+    trim(out)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".lunaflow", "tests")
     for package in ("runtime", "functions"):
         shutil.copytree(constants.REPO_ROOT / package, out / package, ignore=ignore, dirs_exist_ok=True)
     shutil.copytree(project, out / "project", ignore=ignore, dirs_exist_ok=True)
+
+
+def trim(out: Path) -> None:
+    """Leave out what no handler loads: lupa's other Lua builds (the engine imports
+    ``lupa.lua54`` alone) and botocore's models of services no client is made for."""
+    for build in (out / "lupa").glob("*.so"):
+        if build.name.split(".")[0] != constants.LUA_BUILD:
+            build.unlink()
+    models = out / "botocore" / "data"
+    if models.is_dir():
+        for service in models.iterdir():
+            if service.is_dir() and service.name not in constants.BOTOCORE_SERVICES:
+                shutil.rmtree(service)
 
 
 def code(project: Path) -> lambda_.Code:

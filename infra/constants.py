@@ -7,6 +7,7 @@ from pathlib import Path
 from aws_cdk import aws_logs as logs
 
 from runtime.aws.contract import (
+    CLIENT_SERVICES,
     CONSOLE_TIMEOUT_S,
     DLQ_RETENTION_DAYS,
     FETCH_TIMEOUT_S,
@@ -29,6 +30,11 @@ PIP_PLATFORM = "manylinux2014_aarch64"
 # the lock made from these (python3 -m infra.lock), never these ranges themselves.
 BUNDLE_REQUIREMENTS = ["lupa>=2.8,<3", "PyJWT>=2.8", "aws-lambda-powertools[tracer]>=3", "boto3>=1.34"]
 BUNDLE_LOCK = REPO_ROOT / "infra" / "bundle.lock"
+LUA_BUILD = "lua54"  # runtime/engine/sandbox.py imports lupa.lua54: the bundle keeps that build alone
+# The botocore models the bundle keeps: the handlers' clients (runtime.aws.runtime.Clients),
+# X-Ray, whose SDK makes a client for its sampling rules at import (outside Lambda's own
+# sampling), and STS, which credential providers may call.
+BOTOCORE_SERVICES = frozenset({*CLIENT_SERVICES, "xray", "sts"})
 # What bundling installs: the lock file, or (tests) a list of plain requirements.
 BUNDLE_SOURCE: Path | list[str] = BUNDLE_LOCK
 

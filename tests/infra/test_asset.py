@@ -21,7 +21,7 @@ from packaging.utils import canonicalize_name
 
 from conftest import AUCTION, QUEUE_PROJECT, REPO, Synth
 from infra import bundling, constants
-from runtime.aws.contract import Handler
+from runtime.aws.contract import CLIENT_SERVICES, Handler
 from runtime.platform.describe import describe
 
 EM_AARCH64 = 183
@@ -140,6 +140,71 @@ def test_bundling_refuses_a_wheel_whose_hash_is_not_the_locked_one(tmp_path: Pat
     with pytest.raises(subprocess.CalledProcessError):
         bundling.bundle(tmp_path / "out", QUEUE_PROJECT, lock)
     assert not list((tmp_path / "out").glob("six*"))
+
+
+def test_the_asset_ships_only_the_lua_build_the_engine_imports(asset: Path) -> None:
+    """Issue 16.4: lupa's wheel has six Lua builds; runtime/engine/sandbox.py imports lua54."""
+    assert sorted(p.name for p in (asset / "lupa").glob("*.so")) == ["lua54.cpython-312-aarch64-linux-gnu.so"]
+    sandbox = (REPO / "runtime" / "engine" / "sandbox.py").read_text(encoding="utf-8")
+    assert f"import lupa.{constants.LUA_BUILD} " in sandbox
+
+
+def test_the_asset_keeps_botocore_models_only_for_the_clients_the_handlers_make(asset: Path) -> None:
+    """botocore was 30 MB of the bundle, nearly all models of services nothing calls."""
+    kept = {p.name for p in (asset / "botocore" / "data").iterdir() if p.is_dir()}
+    assert kept == constants.BOTOCORE_SERVICES
+    assert set(CLIENT_SERVICES) <= kept
+    files = [p for p in asset.rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in files) < 20e6, "the bundle grew back past 20 MB unzipped"
+
+
+COLD_START = """
+import json, sys
+sys.path = [p for p in sys.path if p not in ("", ".")]
+import lupa.lua54  # this machine's build (the asset's is for aarch64)
+sys.path = [sys.argv[1], *(p for p in sys.path if "-packages" not in p)]
+import functions.fetch, functions.worker
+from functions import _runtime
+rt = _runtime.runtime()
+print(json.dumps({"workflows": sorted(rt.platform.code.workflows),
+                  "boto3": "boto3" in sys.modules, "console": "runtime.console" in sys.modules,
+                  "botocore": sys.modules["botocore"].__file__}))
+"""
+
+
+def test_the_handlers_build_their_runtime_from_the_trimmed_asset_without_boto3(
+    asset: Path, tmp_path: Path
+) -> None:
+    """Every client the handlers make finds its model in the trimmed botocore, with only the
+    asset and the standard library on the path; fetch and worker import neither boto3 (and its
+    s3transfer) nor the console."""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "AWS_DEFAULT_REGION": "eu-west-1",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "POWERTOOLS_TRACE_DISABLED": "1",
+        "LUNAFLOW_PROJECT": str(asset / "project"),
+        "LUNAFLOW_TABLE": "t",
+        "LUNAFLOW_WAKE_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/w",
+        "LUNAFLOW_WAKE_QUEUE_ARN": "arn:aws:sqs:eu-west-1:123456789012:w",
+        "LUNAFLOW_SCHEDULER_GROUP": "g",
+        "LUNAFLOW_SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/r",
+        "LUNAFLOW_VALUES_BUCKET": "b",
+    }
+    done = subprocess.run(
+        [sys.executable, "-B", "-c", COLD_START, str(asset)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["workflows"] == sorted(describe(AUCTION).workflows)
+    assert got["boto3"] is False and got["console"] is False
+    assert Path(got["botocore"]).is_relative_to(asset)
 
 
 def test_asset_holds_the_engine_and_handlers_as_in_the_repository(asset: Path) -> None:
