@@ -1,11 +1,12 @@
 """Cold start from the built Lambda bundle: its size, and each handler's import and first
 activation in a fresh process, run from the bundle folder as Lambda runs it.
 
-    python3 bench/cold_start.py [--bundle DIR] [--trials 5]
+    python3 bench/cold_start.py [--bundle DIR] [--against OLD_DIR] [--trials 5]
 
 Without ``--bundle`` it builds the bundle exactly as ``cdk synth`` does (``infra.bundling``,
 from infra/bundle.lock, with examples/auction) into a temporary folder; ``--bundle`` takes
-one already built (e.g. the ``asset.*`` folder under cdk.out). Printed: the bundle's size
+one already built (e.g. the ``asset.*`` folder under cdk.out); ``--against`` measures another
+bundle (an older revision's) in the same run, trial by trial. Printed: the bundle's size
 and file count (botocore and lupa apart); then, per handler (fetch, worker, console), the
 medians over fresh processes of importing the handler module and of the first activation
 (``functions._runtime.runtime()``: boto3 clients, the DynamoDB store, the Platform loading
@@ -127,25 +128,29 @@ def heaviest(folder: Path, handler: str, n: int = 5) -> list[tuple[str, float]]:
     return sorted(found.items(), key=lambda kv: -kv[1])[:n]
 
 
-def measure(folder: Path, trials: int) -> dict[str, Any]:
-    result: dict[str, Any] = {"size": size(folder), "handlers": {}}
+def measure(folders: list[Path], trials: int) -> list[dict[str, Any]]:
+    """Each folder's figures; trials interleave the folders (A, B, A, B...), so a load that
+    comes and goes on a shared machine weighs on each alike."""
+    results: list[dict[str, Any]] = [{"size": size(f), "handlers": {}} for f in folders]
     for handler in HANDLERS:
-        runs = [
-            json.loads(run([sys.executable, "-B", "-c", CHILD, str(folder), handler], folder).stdout)
-            for _ in range(trials)
-        ]
-        result["handlers"][handler] = {
-            "import_ms": statistics.median(r["import_ms"] for r in runs),
-            "first_ms": statistics.median(r["first_ms"] for r in runs),
-            # The fastest process: the least disturbed by other work on a shared machine.
-            "best_ms": min(r["import_ms"] + r["first_ms"] for r in runs),
-            "modules": len(runs[0]["modules"]),
-            "scheduler_or_console": sorted(
-                m for m in runs[0]["modules"] if m.startswith(("runtime.console", "runtime.aws.wake"))
-            ),
-            "heaviest": heaviest(folder, handler),
-        }
-    return result
+        runs: list[list[dict[str, Any]]] = [[] for _ in folders]
+        for _ in range(trials):
+            for i, folder in enumerate(folders):
+                done = run([sys.executable, "-B", "-c", CHILD, str(folder), handler], folder)
+                runs[i].append(json.loads(done.stdout))
+        for i, folder in enumerate(folders):
+            results[i]["handlers"][handler] = {
+                "import_ms": statistics.median(r["import_ms"] for r in runs[i]),
+                "first_ms": statistics.median(r["first_ms"] for r in runs[i]),
+                # The fastest process: the least disturbed by other work on a shared machine.
+                "best_ms": min(r["import_ms"] + r["first_ms"] for r in runs[i]),
+                "modules": len(runs[i][0]["modules"]),
+                "scheduler_or_console": sorted(
+                    m for m in runs[i][0]["modules"] if m.startswith(("runtime.console", "runtime.aws.wake"))
+                ),
+                "heaviest": heaviest(folder, handler),
+            }
+    return results
 
 
 def report(r: dict[str, Any]) -> str:
@@ -169,14 +174,18 @@ def report(r: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bundle", type=Path, help="a built bundle folder (default: build one)")
+    parser.add_argument("--against", type=Path, help="another bundle folder to compare with, trial by trial")
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     t = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        folder = args.bundle.resolve() if args.bundle else build(Path(tmp) / "bundle")
-        result = measure(folder, args.trials)
-    print(json.dumps(result, indent=1) if args.json else report(result))
+        folders = [args.bundle.resolve() if args.bundle else build(Path(tmp) / "bundle")]
+        if args.against:
+            folders.insert(0, args.against.resolve())
+        results = measure(folders, args.trials)
+    for folder, result in zip(folders, results, strict=True):
+        print(json.dumps(result, indent=1) if args.json else f"== {folder}\n{report(result)}")
     print(f"(medians of {args.trials} fresh processes each; {time.perf_counter() - t:.0f} s in all)")
 
 
