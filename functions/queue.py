@@ -6,15 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from functions._batch import partial_response
 from functions._runtime import logger, metrics, runtime, tracer
 from runtime.aws.queues import QueueRecord, Verdict, deliver
-
-processor = BatchProcessor(event_type=EventType.SQS)
 
 BODY_SHOWN = 200  # characters of a dropped message's body in its log line
 
@@ -23,25 +19,26 @@ class HandlerFailed(Exception):
     pass
 
 
-def queue_name(record: SQSRecord) -> str:
+def queue_name(record: dict[str, Any]) -> str:
     """The lunaflow queue a record came from: the configured URL whose name ends the ARN."""
-    physical = record.event_source_arn.rsplit(":", 1)[-1]
+    physical = str(record["eventSourceARN"]).rsplit(":", 1)[-1]
     for name, url in runtime().config.queue_urls.items():
         if url.rstrip("/").rsplit("/", 1)[-1] == physical:
             return name
     return physical
 
 
-def _record(record: SQSRecord) -> None:
+def _record(record: dict[str, Any]) -> None:
     queue = queue_name(record)
+    message_id, body = str(record["messageId"]), str(record.get("body", ""))
     outcome = deliver(
         runtime(),
         QueueRecord(
             queue=queue,
-            message_id=record.message_id,
-            body=record.body,
-            receive_count=int(record.attributes.approximate_receive_count or 1),
-            receipt_handle=record.receipt_handle,
+            message_id=message_id,
+            body=body,
+            receive_count=int(record.get("attributes", {}).get("ApproximateReceiveCount") or 1),
+            receipt_handle=str(record["receiptHandle"]),
         ),
     )
     if outcome.verdict is Verdict.DROPPED:
@@ -49,23 +46,23 @@ def _record(record: SQSRecord) -> None:
             "queue message dropped",
             extra={
                 "queue": queue,
-                "message_id": record.message_id,
+                "message_id": message_id,
                 "why": outcome.why,
-                "body": record.body[:BODY_SHOWN],
+                "body": body[:BODY_SHOWN],
             },
         )
         return
     if outcome.verdict is Verdict.PAST_ATTEMPTS:
         logger.warning(
             "queue message not run again",
-            extra={"queue": queue, "message_id": record.message_id, "why": outcome.why},
+            extra={"queue": queue, "message_id": message_id, "why": outcome.why},
         )
     if outcome.verdict is not Verdict.DONE:
-        raise HandlerFailed(f"queue {queue} message {record.message_id}: {outcome.why}")
+        raise HandlerFailed(f"queue {queue} message {message_id}: {outcome.why}")
 
 
 @logger.inject_lambda_context
 @metrics.log_metrics
 @tracer.capture_lambda_handler
-def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    return process_partial_response(event=event, record_handler=_record, processor=processor, context=context)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return partial_response(event, _record)

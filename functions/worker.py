@@ -7,30 +7,27 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from functions._batch import partial_response
 from functions._runtime import logger, metrics, runtime, tracer
 from runtime.aws.contract import RECONCILE_EVENT
 from runtime.aws.observe import PowertoolsObserver
-
-processor = BatchProcessor(event_type=EventType.SQS)
 
 
 def _whole(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _record(record: SQSRecord, context: LambdaContext) -> None:
+def _record(record: dict[str, Any], context: LambdaContext) -> None:
+    body = str(record.get("body", ""))
     try:
-        message = json.loads(record.body)
+        message = json.loads(body)
     except json.JSONDecodeError:
         message = None
     run_id = message.get("run_id") if isinstance(message, dict) else None
     if not isinstance(run_id, str) or not run_id:
-        logger.warning("wake message without a run id dropped", extra={"body": record.body})
+        logger.warning("wake message without a run id dropped", extra={"body": body})
         return
     assert isinstance(message, dict)
     try:
@@ -51,12 +48,7 @@ def _record(record: SQSRecord, context: LambdaContext) -> None:
 @logger.inject_lambda_context
 @metrics.log_metrics
 @tracer.capture_lambda_handler
-def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse | dict[str, Any]:
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if event == RECONCILE_EVENT:
         return {"rewoken": runtime().reconcile()}
-    return process_partial_response(
-        event=event,
-        record_handler=lambda record: _record(record, context),
-        processor=processor,
-        context=context,
-    )
+    return partial_response(event, lambda record: _record(record, context))

@@ -1,6 +1,7 @@
-"""Bundling the Lambda code without Docker: pip installs the manylinux aarch64 wheels into
-the asset folder beside runtime/, functions/ and the project. The asset hash is taken from
-the output, so a changed dependency or script is never deployed stale."""
+"""Bundling the Lambda code without Docker: pip installs the manylinux aarch64 wheels pinned
+in infra/bundle.lock (each with its hash; refresh with ``python3 -m infra.lock``) into the
+asset folder beside runtime/, functions/ and the project. The asset hash is taken from the
+output, so a changed dependency or script is never deployed stale."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from infra import constants
 
 @jsii.implements(ILocalBundling)
 class LocalBundler:
-    def __init__(self, project: Path, requirements: list[str]) -> None:
+    def __init__(self, project: Path, requirements: Path | list[str]) -> None:
         self.project = project
         self.requirements = requirements
 
@@ -27,8 +28,14 @@ class LocalBundler:
         return True
 
 
-def bundle(out: Path, project: Path, requirements: list[str]) -> None:
-    """Fill ``out`` with the wheels, the engine, the handlers and the project (as ``project/``)."""
+def bundle(out: Path, project: Path, requirements: Path | list[str]) -> None:
+    """Fill ``out`` with the wheels, the engine, the handlers and the project (as ``project/``).
+    ``requirements`` is a lock file (every distribution pinned with its hash: nothing else is
+    resolved, a changed wheel is refused) or a list of requirements."""
+    if isinstance(requirements, Path):
+        wanted = ["--require-hashes", "--no-deps", "--requirement", str(requirements)]
+    else:
+        wanted = list(requirements)
     subprocess.run(
         [
             sys.executable,
@@ -49,14 +56,28 @@ def bundle(out: Path, project: Path, requirements: list[str]) -> None:
             "--only-binary=:all:",
             "--target",
             str(out),
-            *requirements,
+            *wanted,
         ],
         check=True,
     )
+    trim(out)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".lunaflow", "tests")
     for package in ("runtime", "functions"):
         shutil.copytree(constants.REPO_ROOT / package, out / package, ignore=ignore, dirs_exist_ok=True)
     shutil.copytree(project, out / "project", ignore=ignore, dirs_exist_ok=True)
+
+
+def trim(out: Path) -> None:
+    """Leave out what no handler loads: lupa's other Lua builds (the engine imports
+    ``lupa.lua54`` alone) and botocore's models of services no client is made for."""
+    for build in (out / "lupa").glob("*.so"):
+        if build.name.split(".")[0] != constants.LUA_BUILD:
+            build.unlink()
+    models = out / "botocore" / "data"
+    if models.is_dir():
+        for service in models.iterdir():
+            if service.is_dir() and service.name not in constants.BOTOCORE_SERVICES:
+                shutil.rmtree(service)
 
 
 def code(project: Path) -> lambda_.Code:
@@ -65,6 +86,6 @@ def code(project: Path) -> lambda_.Code:
         asset_hash_type=AssetHashType.OUTPUT,
         bundling=BundlingOptions(
             image=DockerImage.from_registry("unused-local-bundling"),
-            local=LocalBundler(project, constants.BUNDLE_REQUIREMENTS),
+            local=LocalBundler(project, constants.BUNDLE_SOURCE),
         ),
     )

@@ -7,6 +7,7 @@ from pathlib import Path
 from aws_cdk import aws_logs as logs
 
 from runtime.aws.contract import (
+    CLIENT_SERVICES,
     CONSOLE_TIMEOUT_S,
     DLQ_RETENTION_DAYS,
     FETCH_TIMEOUT_S,
@@ -24,9 +25,18 @@ DEFAULT_PROJECT = "examples/auction"
 
 PYTHON_VERSION = "3.12"
 PIP_PLATFORM = "manylinux2014_aarch64"
-# What the Lambda bundle installs (boto3 ships with the Lambda runtime).
-# boto3 is bundled too: X-Ray pulls in botocore, and boto3 must match the botocore it finds first.
+# What the Lambda bundle needs (boto3 ships with the Lambda runtime, but is bundled too: X-Ray
+# pulls in botocore, and boto3 must match the botocore it finds first). The bundle installs
+# the lock made from these (python3 -m infra.lock), never these ranges themselves.
 BUNDLE_REQUIREMENTS = ["lupa>=2.8,<3", "PyJWT>=2.8", "aws-lambda-powertools[tracer]>=3", "boto3>=1.34"]
+BUNDLE_LOCK = REPO_ROOT / "infra" / "bundle.lock"
+LUA_BUILD = "lua54"  # runtime/engine/sandbox.py imports lupa.lua54: the bundle keeps that build alone
+# The botocore models the bundle keeps: the handlers' clients (runtime.aws.runtime.Clients),
+# X-Ray, whose SDK makes a client for its sampling rules at import (outside Lambda's own
+# sampling), and STS, which credential providers may call.
+BOTOCORE_SERVICES = frozenset({*CLIENT_SERVICES, "xray", "sts"})
+# What bundling installs: the lock file, or (tests) a list of plain requirements.
+BUNDLE_SOURCE: Path | list[str] = BUNDLE_LOCK
 
 MEMORY_MB = 1024
 API_THROTTLE_RATE = 100  # requests per second, steady

@@ -47,6 +47,10 @@ NO_ROTATION = (
     "rotation function in the VPC, which a project adds with cluster.add_rotation_single_user() when it "
     "needs it"
 )
+DELETION_PROTECTION = (
+    "deletion protection is a deployment setting (-c databaseDeletionProtection=true), off by default so "
+    "that cdk destroy ends cleanly; the cluster's removal policy keeps a final snapshot either way"
+)
 
 
 def _shown(value: str, pseudo: str) -> str:
@@ -75,6 +79,8 @@ def accepted(stack: LunaflowStack) -> dict[str, str]:
     }
     if stack.database is not None:
         rules["AwsSolutions::AwsSolutions-SMG4"] = NO_ROTATION
+        if not stack.settings.database_deletion_protection:
+            rules["AwsSolutions::AwsSolutions-RDS10"] = DELETION_PROTECTION
     for name in stack.secrets:
         arn = f"arn:<AWS::Partition>:secretsmanager:{region}:{account}:secret:{stack.stack_name}/{name}-*"
         rules[f"AwsSolutions::AwsSolutions-IAM5[Resource::{arn}]"] = SECRET_SUFFIX

@@ -10,6 +10,7 @@ from aws_cdk import aws_events_targets as targets
 from constructs import Construct
 
 from infra import constants
+from infra.capabilities.alarms import Alarms
 from infra.capabilities.api import HttpApi
 from infra.capabilities.console import Console
 from infra.capabilities.database import Database
@@ -18,9 +19,11 @@ from infra.capabilities.journal import JournalTable
 from infra.capabilities.queues import UserQueues
 from infra.capabilities.values import ValuesBucket
 from infra.capabilities.wake import WakePath
+from infra.settings import Settings
 from runtime.aws.contract import RECONCILE_EVENT, Output
 from runtime.aws.invocation import too_long as steps_too_long
 from runtime.platform.describe import describe
+from runtime.store.dynamodb import INDEXES
 
 
 class ProjectError(Exception):
@@ -44,7 +47,17 @@ class LunaflowStack(Stack):
         self.values = ValuesBucket(self, "Values")
         self.wake = WakePath(self, "Wake")
         self.queues = UserQueues(self, "Queues", needs)
-        self.database = Database(self, "Database", needs.databases) if needs.databases else None
+        self.settings = Settings.from_context(self.node)
+        self.database = (
+            Database(
+                self,
+                "Database",
+                needs.databases,
+                deletion_protection=self.settings.database_deletion_protection,
+            )
+            if needs.databases
+            else None
+        )
         self.functions = Functions(
             self,
             "Functions",
@@ -56,6 +69,7 @@ class LunaflowStack(Stack):
             secrets=needs.secrets,
             database=self.database,
             handled_queues=needs.queues,
+            settings=self.settings,
         )
         self.api = HttpApi(self, "Http", self.functions.fetch)
         events.Rule(
@@ -69,19 +83,27 @@ class LunaflowStack(Stack):
             ],
             description="Re-send wakes that waited over a minute (a lost message heals)",
         )
-        dead_letters = {"wake": self.wake.dead_letters, **self.queues.dead_letters}
         self.console = Console(
+            self, "Console", console=self.functions.console, functions=self.functions.functions
+        )
+        self.alarms = Alarms(
             self,
-            "Console",
-            console=self.functions.console,
+            "Alarms",
             functions=self.functions.functions,
-            dead_letters=dead_letters,
+            dead_letters={"wake": self.wake.dead_letters, **self.queues.dead_letters},
+            wake_queue=self.wake.queue,
+            table=self.journal.table,
+            indexes=list(INDEXES),
+            email=self.settings.alarm_email,
         )
         CfnOutput(self, Output.API_URL, value=self.api.url, description="The project's HTTP API")
         CfnOutput(
             self, Output.TABLE_NAME, value=self.journal.table.table_name, description="Runs and journals"
         )
         CfnOutput(self, Output.DASHBOARD_URL, value=self.console.url, description="The console in CloudWatch")
+        CfnOutput(
+            self, "AlarmTopicArn", value=self.alarms.topic.topic_arn, description="Every alarm's action"
+        )
         CfnOutput(self, Output.WAKE_QUEUE_URL, value=self.wake.queue.queue_url)
         CfnOutput(self, Output.WAKE_QUEUE_ARN, value=self.wake.queue.queue_arn)
         CfnOutput(self, Output.SCHEDULER_GROUP, value=str(self.wake.group.name))

@@ -1,15 +1,12 @@
 """The console on AWS: a CloudWatch dashboard whose custom widgets (rendered by the console
 function) list runs and show one run's timeline, beside the runtime's metrics and a Logs
-Insights query for one run's lines; and alarms on failed runs, dead letters and errors."""
+Insights query for one run's lines. The alarms are ``infra.capabilities.alarms``."""
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from runtime.aws.contract import NAMESPACE, SERVICE, Metric
@@ -33,7 +30,6 @@ class Console(Construct):
         *,
         console: lambda_.IFunction,
         functions: dict[str, lambda_.Function],
-        dead_letters: Mapping[str, sqs.IQueue],
     ) -> None:
         super().__init__(scope, id)
         self.dashboard = cw.Dashboard(
@@ -98,54 +94,6 @@ class Console(Construct):
                 width=24,
             )
         )
-        self.alarms: list[cw.Alarm] = []
-        self.alarms.append(
-            metric(Metric.RUNS_FAILED).create_alarm(
-                self,
-                "FailedRuns",
-                threshold=0,
-                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                evaluation_periods=1,
-                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-                alarm_description="A run failed: a step ran out of attempts, code raised or replay diverged",
-            )
-        )
-        self.alarms.append(
-            metric(Metric.WAKE_FAILURES).create_alarm(
-                self,
-                "FailedWakes",
-                threshold=0,
-                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                evaluation_periods=1,
-                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-                alarm_description="The worker failed a wake (throttling, an error): SQS retries it and the "
-                "reconciler heals it; many in a row point at a cause to fix",
-            )
-        )
-        for name, dlq in dead_letters.items():
-            self.alarms.append(
-                dlq.metric_approximate_number_of_messages_visible(period=Duration.minutes(5)).create_alarm(
-                    self,
-                    f"DeadLetters{name}",
-                    threshold=0,
-                    comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                    evaluation_periods=1,
-                    treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-                    alarm_description=f"Messages reached the dead-letter queue of {name}",
-                )
-            )
-        for name, fn in functions.items():
-            self.alarms.append(
-                fn.metric_errors(period=Duration.minutes(5)).create_alarm(
-                    self,
-                    f"{name}Errors",
-                    threshold=0,
-                    comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                    evaluation_periods=1,
-                    treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-                    alarm_description=f"The {name} function raised",
-                )
-            )
 
     @property
     def url(self) -> str:

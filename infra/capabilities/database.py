@@ -10,7 +10,12 @@ from constructs import Construct
 
 
 class Database(Construct):
-    def __init__(self, scope: Construct, id: str, names: list[str]) -> None:
+    def __init__(
+        self, scope: Construct, id: str, names: list[str], *, deletion_protection: bool = False
+    ) -> None:
+        """``deletion_protection`` (``-c databaseDeletionProtection=true``) makes ``cdk destroy``
+        fail on the cluster until it is turned off; without it the cluster is deleted with the
+        stack and leaves a final snapshot (the removal policy)."""
         super().__init__(scope, id)
         self.vpc = ec2.Vpc(
             self,
@@ -35,7 +40,7 @@ class Database(Construct):
             vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED),
             enable_data_api=True,
             storage_encrypted=True,
-            deletion_protection=True,
+            deletion_protection=deletion_protection,
             iam_authentication=True,
             default_database_name=names[0] if names else None,
             removal_policy=RemovalPolicy.SNAPSHOT,

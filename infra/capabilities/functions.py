@@ -1,7 +1,15 @@
 """The Lambda functions (Python 3.12, arm64, one bundle) and what each may touch.
 
-Every function gets its own role with only the grants its handler uses: the table, the
-wake queue, the timer schedules, the project's secrets, the user queues, the database.
+Every function gets its own role with only the actions its handler reaches, each named (no
+wildcard actions): the store's item calls on the table (``runtime.store.dynamodb``: gets,
+puts, updates, deletes, queries, batch gets, and the condition checks of its transactions;
+no Scan, no BatchWriteItem), queries on its indexes, the values bucket's run objects, and
+sends to the wake queue. Only the worker parks runs, so only it creates and moves timer
+schedules and passes the Scheduler role; the others may delete a schedule (a cancel), and
+only the worker reads the wake queue's backlog (the reconciler). Project code (fetch,
+worker, queue) may reach the project's secrets, send to its queues and, when it declares a
+database, use the Data API; the console runs no project code. The queue function exists only
+when the project handles a queue.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from infra.capabilities.journal import JournalTable
 from infra.capabilities.queues import UserQueues
 from infra.capabilities.values import ValuesBucket
 from infra.capabilities.wake import WakePath
+from infra.settings import Settings
 from runtime.aws.contract import NAMESPACE, SERVICE, Env, Handler
 
 
@@ -41,6 +50,20 @@ QUEUE = Role("Queue", Handler.QUEUE, constants.QUEUE_TIMEOUT_S, 'user queues -> 
 CONSOLE = Role("Console", Handler.CONSOLE, constants.CONSOLE_TIMEOUT_S, "CloudWatch console widgets")
 
 
+# What runtime/store/dynamodb.py (and the kv, secrets and object services on the same
+# table) call: TransactWriteItems is authorized as the Put, Update, Delete and ConditionCheck
+# of its items.
+TABLE_ACTIONS = [
+    f"dynamodb:{a}"
+    for a in ("GetItem", "BatchGetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem")
+]
+# runtime/aws/database.py: statements, and transactions around them.
+DATA_API_ACTIONS = [
+    f"rds-data:{a}"
+    for a in ("ExecuteStatement", "BeginTransaction", "CommitTransaction", "RollbackTransaction")
+]
+
+
 class Functions(Construct):
     def __init__(
         self,
@@ -55,6 +78,7 @@ class Functions(Construct):
         secrets: list[str],
         database: Database | None,
         handled_queues: list[str],
+        settings: Settings,
     ) -> None:
         super().__init__(scope, id)
         stack = Stack.of(self)
@@ -77,7 +101,8 @@ class Functions(Construct):
             environment[Env.DATABASE_SECRET_ARN] = database.cluster.secret.secret_arn  # type: ignore[union-attr]
             environment[Env.DATABASE_NAME] = database.names[0]
         self.functions: dict[str, lambda_.Function] = {}
-        for role in (FETCH, WORKER, QUEUE, CONSOLE):
+        roles = (FETCH, WORKER, QUEUE, CONSOLE) if handled_queues else (FETCH, WORKER, CONSOLE)
+        for role in roles:
             fn = lambda_.Function(
                 self,
                 role.name,
@@ -90,6 +115,7 @@ class Functions(Construct):
                 environment=environment,
                 description=f"lunaflow: {role.description}",
                 tracing=lambda_.Tracing.ACTIVE,
+                reserved_concurrent_executions=settings.concurrency[role.name],
                 log_group=logs.LogGroup(
                     self,
                     f"{role.name}Logs",
@@ -97,30 +123,72 @@ class Functions(Construct):
                 ),
             )
             self.functions[role.name] = fn
-            # Every handler reads and writes runs (start, signal, cancel, resume, kv, objects).
-            journal.table.grant_read_write_data(fn)
+            self._grant_store(fn, journal)
             values.grant(fn)
-            wake.queue.grant_send_messages(fn)
-            self._grant_timers(fn, wake)
+            self._grant_wakes(fn, wake, role is WORKER)
             if role is CONSOLE:
                 continue  # the console lists, resumes and cancels runs; it runs no project code
             self._grant_secrets(fn, secrets)
             for queue in queues.queues.values():
-                queue.grant_send_messages(fn)
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[queue.queue_arn])
+                )
             if database is not None:
-                database.cluster.grant_data_api_access(fn)
+                self._grant_database(fn, database)
 
         self.fetch = self.functions[FETCH.name]
         self.worker = self.functions[WORKER.name]
-        self.queue = self.functions[QUEUE.name]
+        self.queue: lambda_.Function | None = self.functions.get(QUEUE.name)
         self.console = self.functions[CONSOLE.name]
         self.worker.add_event_source(
-            sources.SqsEventSource(wake.queue, batch_size=10, report_batch_item_failures=True)
+            sources.SqsEventSource(
+                wake.queue,
+                batch_size=10,
+                report_batch_item_failures=True,
+                max_concurrency=settings.wake_max_concurrency,
+            )
         )
         for name in handled_queues:  # a send-only queue has no handler to deliver to
+            assert self.queue is not None
             self.queue.add_event_source(
-                sources.SqsEventSource(queues.queues[name], batch_size=10, report_batch_item_failures=True)
+                sources.SqsEventSource(
+                    queues.queues[name],
+                    batch_size=10,
+                    report_batch_item_failures=True,
+                    max_concurrency=settings.queue_max_concurrency,
+                )
             )
+
+    @staticmethod
+    def _grant_store(fn: lambda_.Function, journal: JournalTable) -> None:
+        table = journal.table.table_arn
+        fn.add_to_role_policy(iam.PolicyStatement(actions=TABLE_ACTIONS, resources=[table]))
+        fn.add_to_role_policy(iam.PolicyStatement(actions=["dynamodb:Query"], resources=[f"{table}/index/*"]))
+
+    @staticmethod
+    def _grant_wakes(fn: lambda_.Function, wake: WakePath, worker: bool) -> None:
+        # Every function wakes runs (start, signal, resume); the reconciler, in the worker,
+        # reads the queue's backlog.
+        sends = ["sqs:SendMessage", "sqs:GetQueueAttributes"] if worker else ["sqs:SendMessage"]
+        fn.add_to_role_policy(iam.PolicyStatement(actions=sends, resources=[wake.queue.queue_arn]))
+        if not worker:
+            # A cancel drops the run's schedule; only the worker parks a run and sets one.
+            fn.add_to_role_policy(
+                iam.PolicyStatement(actions=["scheduler:DeleteSchedule"], resources=[wake.schedules_arn])
+            )
+            return
+        Functions._grant_timers(fn, wake)
+
+    @staticmethod
+    def _grant_database(fn: lambda_.Function, database: Database) -> None:
+        fn.add_to_role_policy(
+            iam.PolicyStatement(actions=DATA_API_ACTIONS, resources=[database.cluster.cluster_arn])
+        )
+        secret = database.cluster.secret
+        assert secret is not None, "the cluster's credentials are generated"
+        fn.add_to_role_policy(
+            iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[secret.secret_arn])
+        )
 
     @staticmethod
     def _grant_timers(fn: lambda_.Function, wake: WakePath) -> None:

@@ -40,9 +40,14 @@ class WakePath(Construct):
         self.role = iam.Role(
             self,
             "SchedulerRole",
+            # Only this account's schedules in this stack's group may use it (the confused
+            # deputy: another account's schedule naming this role is refused).
             assumed_by=iam.ServicePrincipal(
                 "scheduler.amazonaws.com",
-                conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}},
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": Stack.of(self).account},
+                    "ArnEquals": {"aws:SourceArn": self.group.attr_arn},
+                },
             ),
             description="EventBridge Scheduler sends timer wakes to the lunaflow wake queue",
         )

@@ -68,6 +68,10 @@ class Metric(StrEnum):
     WAKE_FAILURES = "WakeFailures"  # wake records the worker failed (SQS retries them; the reconciler heals)
 
 
+# The AWS services a Lambda handler makes clients for (runtime.aws.runtime.Clients); the
+# bundle keeps botocore's models of these alone.
+CLIENT_SERVICES = ("dynamodb", "sqs", "scheduler", "secretsmanager", "s3", "rds-data")
+
 LOG_RETENTION_DAYS = 30  # every function's and the API's log group
 
 

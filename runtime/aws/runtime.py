@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.aws.config import AwsConfig
-from runtime.aws.contract import WORKER_TIMEOUT_S
+from runtime.aws.contract import CLIENT_SERVICES, WORKER_TIMEOUT_S
 from runtime.aws.database import DataApiDatabases
 from runtime.aws.invocation import LONGEST_STEP_MS, SAFETY_S, SAVE_S
 from runtime.aws.secrets import SecretsManagerSecrets
@@ -60,6 +60,12 @@ class Clients:
     secretsmanager: Any
     s3: Any = None
     rds_data: Any = None
+
+    @classmethod
+    def from_botocore(cls, session: Any) -> Clients:
+        """From a botocore session (the Lambda handlers: no boto3 import)."""
+        made = {name: session.create_client(name) for name in CLIENT_SERVICES}
+        return cls(**{name.replace("-", "_"): client for name, client in made.items()})
 
     @classmethod
     def from_session(cls, session: Any) -> Clients:

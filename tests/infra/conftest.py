@@ -40,6 +40,13 @@ REPO = constants.REPO_ROOT
 AUCTION = REPO / "examples" / "auction"
 QUEUE_PROJECT = REPO / "tests" / "projects" / "infra_queue"
 QUEUE_STACK = "lunaflow-infra-queue"
+# The operator's settings as `cdk deploy -c name=value` passes them (strings), on the queue project.
+QUEUE_SETTINGS = {
+    "alarmEmail": "ops@example.com",
+    "queueConcurrency": "30",
+    "queueMaxConcurrency": "15",
+    "consoleConcurrency": "none",
+}
 TINY_REQUIREMENTS = ["six==1.17.0"]  # a small pure-Python wheel: pip runs, quickly
 
 
@@ -134,7 +141,7 @@ def _synth(outdir: Path, context: dict[str, str], requirements: list[str] | None
         mp.delenv("CDK_DEFAULT_ACCOUNT", raising=False)
         mp.delenv("CDK_DEFAULT_REGION", raising=False)
         if requirements is not None:
-            mp.setattr(constants, "BUNDLE_REQUIREMENTS", requirements)
+            mp.setattr(constants, "BUNDLE_SOURCE", requirements)
         app = App(outdir=str(outdir), context=context)
         stack = build(app)
         error: Exception | None = None
@@ -157,9 +164,10 @@ def auction(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
 
 @pytest.fixture(scope="session")
 def queue_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
-    """tests/projects/infra_queue: on "queue" ("emails"), queue "audit" (send only), secret "api-key"."""
+    """tests/projects/infra_queue: on "queue" ("emails"), queue "audit" (send only), secret
+    "api-key"; synthesized with an alarm email and concurrency settings (QUEUE_SETTINGS)."""
     yield _synth(
         tmp_path_factory.mktemp("cdk-queue"),
-        {"project": "tests/projects/infra_queue", "stack": QUEUE_STACK},
+        {"project": "tests/projects/infra_queue", "stack": QUEUE_STACK, **QUEUE_SETTINGS},
         TINY_REQUIREMENTS,
     )

@@ -21,6 +21,7 @@ from packaging.utils import canonicalize_name
 
 from conftest import AUCTION, QUEUE_PROJECT, REPO, Synth
 from infra import bundling, constants
+from runtime.aws.contract import CLIENT_SERVICES, Handler
 from runtime.platform.describe import describe
 
 EM_AARCH64 = 183
@@ -99,6 +100,113 @@ def test_asset_holds_every_bundled_requirement(asset: Path) -> None:
     assert "aws-xray-sdk" in installed  # the [tracer] extra the functions' Tracer needs
 
 
+def locked() -> dict[str, tuple[str, list[str]]]:
+    """infra/bundle.lock: distribution -> (version, its sha256 hashes)."""
+    out: dict[str, tuple[str, list[str]]] = {}
+    text = constants.BUNDLE_LOCK.read_text(encoding="utf-8").replace("\\\n", " ")
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        pin, *options = line.split()
+        name, version = pin.split("==")
+        hashes = [o.removeprefix("--hash=sha256:") for o in options]
+        assert all(o.startswith("--hash=sha256:") for o in options) and hashes, line
+        out[canonicalize_name(name)] = (version, hashes)
+    return out
+
+
+def test_the_asset_holds_exactly_the_locked_distributions(asset: Path) -> None:
+    """Issue 16.5: every synth ships the same code: what the asset holds is the lock, version
+    for version, and nothing the lock does not name."""
+    installed = {}
+    for dist_info in asset.glob("*.dist-info"):
+        name, version = dist_info.name.removesuffix(".dist-info").rsplit("-", 1)
+        installed[canonicalize_name(name)] = version
+    assert installed == {name: version for name, (version, _) in locked().items()}
+
+
+def test_the_lock_satisfies_the_bundle_requirements_and_pins_the_suites_lupa() -> None:
+    lock = locked()
+    for requirement in map(Requirement, constants.BUNDLE_REQUIREMENTS):
+        version, _ = lock[canonicalize_name(requirement.name)]
+        assert requirement.specifier.contains(version), (requirement, version)
+    assert lock["lupa"][0] == metadata.version("lupa")  # replay identical in tests and on Lambda
+
+
+def test_bundling_refuses_a_wheel_whose_hash_is_not_the_locked_one(tmp_path: Path) -> None:
+    """A lock is only a pin if a different file under the same version is refused."""
+    lock = tmp_path / "bundle.lock"
+    lock.write_text("six==1.17.0 --hash=sha256:" + "0" * 64 + "\n", encoding="utf-8")
+    with pytest.raises(subprocess.CalledProcessError):
+        bundling.bundle(tmp_path / "out", QUEUE_PROJECT, lock)
+    assert not list((tmp_path / "out").glob("six*"))
+
+
+def test_the_asset_ships_only_the_lua_build_the_engine_imports(asset: Path) -> None:
+    """Issue 16.4: lupa's wheel has six Lua builds; runtime/engine/sandbox.py imports lua54."""
+    assert sorted(p.name for p in (asset / "lupa").glob("*.so")) == ["lua54.cpython-312-aarch64-linux-gnu.so"]
+    sandbox = (REPO / "runtime" / "engine" / "sandbox.py").read_text(encoding="utf-8")
+    assert f"import lupa.{constants.LUA_BUILD} " in sandbox
+
+
+def test_the_asset_keeps_botocore_models_only_for_the_clients_the_handlers_make(asset: Path) -> None:
+    """botocore was 30 MB of the bundle, nearly all models of services nothing calls."""
+    kept = {p.name for p in (asset / "botocore" / "data").iterdir() if p.is_dir()}
+    assert kept == constants.BOTOCORE_SERVICES
+    assert set(CLIENT_SERVICES) <= kept
+    files = [p for p in asset.rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in files) < 20e6, "the bundle grew back past 20 MB unzipped"
+
+
+COLD_START = """
+import json, sys
+sys.path = [p for p in sys.path if p not in ("", ".")]
+import lupa.lua54  # this machine's build (the asset's is for aarch64)
+sys.path = [sys.argv[1], *(p for p in sys.path if "-packages" not in p)]
+import functions.fetch, functions.worker
+from functions import _runtime
+rt = _runtime.runtime()
+print(json.dumps({"workflows": sorted(rt.platform.code.workflows),
+                  "boto3": "boto3" in sys.modules, "console": "runtime.console" in sys.modules,
+                  "botocore": sys.modules["botocore"].__file__}))
+"""
+
+
+def test_the_handlers_build_their_runtime_from_the_trimmed_asset_without_boto3(
+    asset: Path, tmp_path: Path
+) -> None:
+    """Every client the handlers make finds its model in the trimmed botocore, with only the
+    asset and the standard library on the path; fetch and worker import neither boto3 (and its
+    s3transfer) nor the console."""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "AWS_DEFAULT_REGION": "eu-west-1",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "POWERTOOLS_TRACE_DISABLED": "1",
+        "LUNAFLOW_PROJECT": str(asset / "project"),
+        "LUNAFLOW_TABLE": "t",
+        "LUNAFLOW_WAKE_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/w",
+        "LUNAFLOW_WAKE_QUEUE_ARN": "arn:aws:sqs:eu-west-1:123456789012:w",
+        "LUNAFLOW_SCHEDULER_GROUP": "g",
+        "LUNAFLOW_SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/r",
+        "LUNAFLOW_VALUES_BUCKET": "b",
+    }
+    done = subprocess.run(
+        [sys.executable, "-B", "-c", COLD_START, str(asset)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["workflows"] == sorted(describe(AUCTION).workflows)
+    assert got["boto3"] is False and got["console"] is False
+    assert Path(got["botocore"]).is_relative_to(asset)
+
+
 def test_asset_holds_the_engine_and_handlers_as_in_the_repository(asset: Path) -> None:
     """runtime/ (with its Lua prelude) and functions/ are copied whole, minus caches and tests."""
     for package in ("runtime", "functions"):
@@ -153,8 +261,9 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def imported(auction: Synth, asset: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Import every handler module the template names, from the asset, in a fresh interpreter."""
-    handlers = sorted({auction.props(fn)["Handler"].rsplit(".", 1)[0] for fn in auction.functions().values()})
+    """Import every handler module (``Handler``: the ones the template names and the queue
+    handler), from the asset, in a fresh interpreter."""
+    handlers = sorted({h.rsplit(".", 1)[0] for h in Handler})
     env = {
         "PATH": os.environ.get("PATH", ""),
         "HOME": os.environ.get("HOME", ""),
@@ -175,13 +284,16 @@ def imported(auction: Synth, asset: Path, tmp_path_factory: pytest.TempPathFacto
     return result
 
 
-@pytest.mark.parametrize("role", ["Fetch", "Worker", "Queue", "Console"])
+@pytest.mark.parametrize("handler", list(Handler))
 def test_handler_module_imports_from_the_asset(
-    role: str, auction: Synth, asset: Path, imported: dict[str, Any]
+    handler: Handler, auction: Synth, asset: Path, imported: dict[str, Any]
 ) -> None:
-    """Each function's Handler resolves inside the bundle: the module imports (pure-Python
-    parts on this machine's Python) and has a callable `handler`."""
-    module = auction.props(auction.functions()[role])["Handler"].rsplit(".", 1)[0]
+    """Each handler resolves inside the bundle: the module imports (pure-Python parts on this
+    machine's Python) and has a callable `handler` (the queue handler too, though the
+    auction, with no queue, deploys no queue function)."""
+    handlers = {auction.props(fn)["Handler"] for fn in auction.functions().values()}
+    assert handlers == set(Handler) - {Handler.QUEUE}
+    module = handler.rsplit(".", 1)[0]
     got = imported["modules"][module]
     assert "error" not in got, got.get("error")
     assert got["handler"] is True

@@ -28,7 +28,7 @@ def test_the_worker_runs_for_lambdas_fifteen_minutes(auction: Synth) -> None:
 def test_failed_wakes_are_counted_and_alarmed(auction: Synth) -> None:
     alarms = [
         auction.props(auction.id(a))
-        for a in auction.stack.console.alarms
+        for a in auction.stack.alarms.alarms
         if auction.props(auction.id(a)).get("MetricName") == Metric.WAKE_FAILURES
     ]
     [alarm] = alarms

@@ -1,0 +1,108 @@
+"""The deployment settings an operator passes as CDK context (``-c name=value``), with their
+defaults and checks. Each is documented in docs/operations.md.
+
+- ``alarmEmail``: an address subscribed to the alarm topic (no subscription without it).
+- ``fetchConcurrency``, ``workerConcurrency``, ``queueConcurrency``, ``consoleConcurrency``:
+  each function's reserved concurrency (a cap, and capacity kept for it); ``none`` leaves a
+  function unreserved, for an account whose concurrency quota is too small to reserve any.
+- ``wakeMaxConcurrency``: the wake queue's event source maximum concurrency (at most the
+  worker's reserved concurrency less the reconciler's one, so SQS never drives the worker
+  into throttling); ``queueMaxConcurrency``: the same for each handled user queue.
+- ``databaseDeletionProtection``: ``true`` protects the Aurora cluster from deletion, and
+  ``cdk destroy`` then fails until it is turned off; by default off, and the cluster leaves
+  a final snapshot when the stack is destroyed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from constructs import Node
+
+# Defaults: 225 reserved executions in all, well inside the default account quota of 1,000
+# (Lambda keeps 100 unreserved). The worker advances runs; fetch answers HTTP (the API's
+# throttle, 100 requests/s at about 0.1 s each, needs far fewer); the console serves people.
+CONCURRENCY = {"Fetch": 100, "Worker": 100, "Queue": 20, "Console": 5}
+WAKE_MAX_CONCURRENCY = 90  # the worker's 100 less headroom for reconcile and wakes in flight
+QUEUE_MAX_CONCURRENCY = 10
+MIN_EVENT_SOURCE_CONCURRENCY = 2  # SQS event source maximum concurrency: 2 to 1,000
+MAX_EVENT_SOURCE_CONCURRENCY = 1000
+
+
+class SettingsError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Settings:
+    alarm_email: str | None
+    concurrency: dict[str, int | None]  # function role name -> reserved concurrency (None: unreserved)
+    wake_max_concurrency: int
+    queue_max_concurrency: int
+    database_deletion_protection: bool
+
+    @classmethod
+    def from_context(cls, node: Node) -> Settings:
+        def get(name: str) -> Any:
+            return node.try_get_context(name)
+
+        email = get("alarmEmail")
+        if email is not None and (not isinstance(email, str) or "@" not in email):
+            raise SettingsError(
+                f"-c alarmEmail={email!r} is not an email address; the alarm topic subscribes it by "
+                "email, so pass one like -c alarmEmail=ops@example.com (or leave it out)"
+            )
+        concurrency = {
+            role: _reserved(f"{role[0].lower()}{role[1:]}Concurrency", get, default)
+            for role, default in CONCURRENCY.items()
+        }
+        wake = _whole("wakeMaxConcurrency", get("wakeMaxConcurrency"), WAKE_MAX_CONCURRENCY)
+        queue = _whole("queueMaxConcurrency", get("queueMaxConcurrency"), QUEUE_MAX_CONCURRENCY)
+        for name, value, reserved, role in (
+            ("wakeMaxConcurrency", wake, concurrency["Worker"], "workerConcurrency"),
+            ("queueMaxConcurrency", queue, concurrency["Queue"], "queueConcurrency"),
+        ):
+            if not MIN_EVENT_SOURCE_CONCURRENCY <= value <= MAX_EVENT_SOURCE_CONCURRENCY:
+                raise SettingsError(
+                    f"-c {name}={value} is outside SQS's range for an event source's maximum "
+                    f"concurrency ({MIN_EVENT_SOURCE_CONCURRENCY} to {MAX_EVENT_SOURCE_CONCURRENCY})"
+                )
+            if reserved is not None and value > reserved:
+                raise SettingsError(
+                    f"-c {name}={value} exceeds -c {role}={reserved}: SQS would invoke the function "
+                    f"past its reserved concurrency and be throttled; lower {name} or raise {role}"
+                )
+        protection = get("databaseDeletionProtection")
+        if protection not in (None, True, False, "true", "false"):
+            raise SettingsError(f"-c databaseDeletionProtection={protection!r}: use true or false")
+        return cls(
+            alarm_email=email,
+            concurrency=concurrency,
+            wake_max_concurrency=wake,
+            queue_max_concurrency=queue,
+            database_deletion_protection=protection in (True, "true"),
+        )
+
+
+def _whole(name: str, value: Any, default: int) -> int:
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise SettingsError(f"-c {name}={value!r} is not a whole number") from None
+
+
+def _reserved(name: str, get: Any, default: int) -> int | None:
+    value = get(name)
+    if value in ("none", "None"):
+        return None
+    reserved = _whole(name, value, default)
+    if reserved < 1:
+        # 0 would throttle every invocation: a stopped function, never what a setting means.
+        raise SettingsError(
+            f"-c {name}={reserved}: reserved concurrency must be at least 1 (0 stops the function); "
+            f"use -c {name}=none to leave it unreserved"
+        )
+    return reserved

@@ -1,0 +1,261 @@
+"""Issue 16.6, an operator's stack: every alarm notifies the alarm topic (and an email when
+`-c alarmEmail=` is given); alarms on the wake queue's age, DynamoDB throttling (table and
+each index), Lambda throttles and every dead-letter queue; reserved concurrency and the SQS
+event sources' maximum concurrency from context settings; each function with exactly the
+actions its handler reaches and no wildcard action anywhere; the queue function only when
+the project handles a queue; the database's deletion protection a setting, off by default."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aws_cdk import App, Stack
+from aws_cdk.assertions import Template
+
+from conftest import QUEUE_SETTINGS, Synth, as_list
+from infra.capabilities.alarms import WAKE_AGE_ALARM_S
+from infra.capabilities.database import Database
+from infra.settings import CONCURRENCY, QUEUE_MAX_CONCURRENCY, WAKE_MAX_CONCURRENCY, Settings, SettingsError
+from runtime.store.dynamodb import INDEXES
+
+XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+CONSUME = {
+    "sqs:ReceiveMessage",
+    "sqs:ChangeMessageVisibility",
+    "sqs:GetQueueUrl",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
+}
+STORE = {
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:ConditionCheckItem",
+}
+VALUES = {"s3:PutObject", "s3:GetObject", "s3:DeleteObject"}
+DATA_API = {
+    "rds-data:ExecuteStatement",
+    "rds-data:BeginTransaction",
+    "rds-data:CommitTransaction",
+    "rds-data:RollbackTransaction",
+}
+SECRETS = {"secretsmanager:GetSecretValue", "secretsmanager:UpdateSecretVersionStage"}
+CANCEL = {"scheduler:DeleteSchedule"}
+TIMERS = {"scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule", "iam:PassRole"}
+
+
+def alarms(synth: Synth) -> dict[str, dict[str, Any]]:
+    return synth.of_type("AWS::CloudWatch::Alarm")
+
+
+def topic(synth: Synth) -> str:
+    return synth.id(synth.stack.alarms.topic)
+
+
+def actions(synth: Synth, function_id: str) -> set[str]:
+    """Every action a function's role allows, X-Ray's tracing grant left out."""
+    return {
+        a
+        for s in synth.function_statements(function_id)
+        if set(as_list(s["Action"])) - XRAY
+        for a in as_list(s["Action"])
+    }
+
+
+@pytest.mark.parametrize("project", ["auction", "queue_project"])
+def test_every_alarm_notifies_the_alarm_topic(project: str, request: pytest.FixtureRequest) -> None:
+    """An alarm with no action is a red light in a console nobody watches."""
+    synth: Synth = request.getfixturevalue(project)
+    found = alarms(synth)
+    assert len(found) >= 10
+    for logical_id, props in found.items():
+        assert props["AlarmActions"] == [f"<Ref:{topic(synth)}>"], logical_id
+
+
+def test_the_alarm_topic_mails_the_alarm_email_when_one_is_given(
+    auction: Synth, queue_project: Synth
+) -> None:
+    subscriptions = queue_project.of_type("AWS::SNS::Subscription")
+    assert list(subscriptions.values()) == [
+        {
+            "Protocol": "email",
+            "Endpoint": QUEUE_SETTINGS["alarmEmail"],
+            "TopicArn": f"<Ref:{topic(queue_project)}>",
+        }
+    ]
+    assert auction.of_type("AWS::SNS::Subscription") == {}  # no -c alarmEmail: the topic alone
+    assert auction.template["Outputs"]["AlarmTopicArn"]["Value"] == {"Ref": topic(auction)}
+
+
+def test_the_wake_queue_age_alarms_when_wakes_are_not_drained(auction: Synth) -> None:
+    wake = auction.id(auction.stack.wake.queue)
+    [age] = [p for p in alarms(auction).values() if p.get("MetricName") == "ApproximateAgeOfOldestMessage"]
+    assert age["Namespace"] == "AWS/SQS"
+    assert age["Dimensions"] == [{"Name": "QueueName", "Value": f"<GetAtt:{wake}.QueueName>"}]
+    assert (age["Statistic"], age["Threshold"], age["ComparisonOperator"]) == (
+        "Maximum",
+        WAKE_AGE_ALARM_S,
+        "GreaterThanThreshold",
+    )
+    assert age["EvaluationPeriods"] >= 2  # a sustained backlog, not one slow minute
+
+
+def test_dynamodb_throttling_alarms_on_the_table_and_on_every_index(auction: Synth) -> None:
+    table = f"<Ref:{auction.id(auction.stack.journal.table)}>"
+    watched: dict[str | None, set[str]] = {}
+    for props in alarms(auction).values():
+        metrics = props.get("Metrics", [])
+        stats = [m["MetricStat"]["Metric"] for m in metrics if "MetricStat" in m]
+        if not stats or stats[0]["Namespace"] != "AWS/DynamoDB":
+            continue
+        for metric in stats:
+            dims = {d["Name"]: d["Value"] for d in metric["Dimensions"]}
+            assert dims["TableName"] == table
+            watched.setdefault(dims.get("GlobalSecondaryIndexName"), set()).add(metric["MetricName"])
+        assert props["Threshold"] == 0 and props["ComparisonOperator"] == "GreaterThanThreshold"
+    assert set(watched) == {None, *INDEXES}
+    for index, names in watched.items():
+        assert names == {"ReadThrottleEvents", "WriteThrottleEvents"}, index
+
+
+@pytest.mark.parametrize("project", ["auction", "queue_project"])
+def test_every_function_alarms_on_its_throttles(project: str, request: pytest.FixtureRequest) -> None:
+    synth: Synth = request.getfixturevalue(project)
+    watched = {
+        props["Dimensions"][0]["Value"]
+        for props in alarms(synth).values()
+        if props.get("Namespace") == "AWS/Lambda" and props["MetricName"] == "Throttles"
+    }
+    assert watched == {f"<Ref:{fn}>" for fn in synth.functions().values()}
+
+
+def test_every_dead_letter_queue_of_a_project_queue_alarms(queue_project: Synth) -> None:
+    watched = {
+        props["Dimensions"][0]["Value"]
+        for props in alarms(queue_project).values()
+        if props.get("MetricName") == "ApproximateNumberOfMessagesVisible"
+    }
+    dlqs = {"wake": queue_project.stack.wake.dead_letters, **queue_project.stack.queues.dead_letters}
+    assert set(dlqs) == {"wake", "emails", "audit"}
+    assert watched == {f"<GetAtt:{queue_project.id(q)}.QueueName>" for q in dlqs.values()}
+
+
+def test_functions_have_the_default_reserved_concurrency(auction: Synth) -> None:
+    for name, fn in auction.functions().items():
+        assert auction.props(fn)["ReservedConcurrentExecutions"] == CONCURRENCY[name], name
+
+
+def test_the_wake_event_source_stays_within_the_workers_reserved_concurrency(auction: Synth) -> None:
+    worker = auction.functions()["Worker"]
+    [mapping] = [
+        m
+        for m in auction.of_type("AWS::Lambda::EventSourceMapping").values()
+        if m["FunctionName"] == f"<Ref:{worker}>"
+    ]
+    assert mapping["ScalingConfig"] == {"MaximumConcurrency": WAKE_MAX_CONCURRENCY}
+    assert CONCURRENCY["Worker"] > WAKE_MAX_CONCURRENCY  # room for the reconciler's invocation
+
+
+def test_concurrency_settings_from_context_reach_the_functions(queue_project: Synth) -> None:
+    """-c queueConcurrency=30 -c queueMaxConcurrency=15 -c consoleConcurrency=none."""
+    fns = queue_project.functions()
+    assert queue_project.props(fns["Queue"])["ReservedConcurrentExecutions"] == 30
+    assert "ReservedConcurrentExecutions" not in queue_project.props(fns["Console"])
+    assert queue_project.props(fns["Worker"])["ReservedConcurrentExecutions"] == CONCURRENCY["Worker"]
+    mappings = [
+        m
+        for m in queue_project.of_type("AWS::Lambda::EventSourceMapping").values()
+        if m["FunctionName"] == f"<Ref:{fns['Queue']}>"
+    ]
+    assert mappings and all(m["ScalingConfig"] == {"MaximumConcurrency": 15} for m in mappings)
+    assert QUEUE_MAX_CONCURRENCY != 15  # the setting, not the default, is what was read
+
+
+def test_the_queue_function_exists_only_when_the_project_handles_a_queue(
+    auction: Synth, queue_project: Synth
+) -> None:
+    """examples/auction has no on "queue" handler: no queue function to pay for or patch."""
+    assert set(auction.functions()) == {"Fetch", "Worker", "Console"}
+    assert auction.stack.functions.queue is None
+    assert set(queue_project.functions()) == {"Fetch", "Worker", "Queue", "Console"}
+
+
+def test_each_function_has_exactly_the_actions_its_handler_reaches(
+    auction: Synth, queue_project: Synth
+) -> None:
+    """Read from the code paths: every handler runs the store (STORE, VALUES) and wakes runs;
+    only the worker parks runs (TIMERS) and reads the wake queue's backlog; a cancel from
+    anywhere drops a schedule; project code (fetch, worker, queue) reaches secrets, user
+    queues and the Data API; the console none of those. No Scan, no BatchWriteItem."""
+    send = {"sqs:SendMessage"}
+    db = DATA_API | {"secretsmanager:GetSecretValue"}
+    expected_auction = {
+        "Fetch": STORE | VALUES | send | CANCEL | db,
+        "Worker": STORE | VALUES | send | TIMERS | CONSUME | db,
+        "Console": STORE | VALUES | send | CANCEL,
+    }
+    for name, fn in auction.functions().items():
+        assert actions(auction, fn) == expected_auction[name], name
+    expected_queue = {
+        "Fetch": STORE | VALUES | send | CANCEL | SECRETS,
+        "Worker": STORE | VALUES | send | TIMERS | CONSUME | SECRETS,
+        "Queue": STORE | VALUES | send | CANCEL | SECRETS | CONSUME,
+        "Console": STORE | VALUES | send | CANCEL,
+    }
+    for name, fn in queue_project.functions().items():
+        assert actions(queue_project, fn) == expected_queue[name], name
+
+
+@pytest.mark.parametrize("project", ["auction", "queue_project"])
+def test_no_policy_in_the_stack_allows_a_wildcard_action(
+    project: str, request: pytest.FixtureRequest
+) -> None:
+    synth: Synth = request.getfixturevalue(project)
+    documents = [p["PolicyDocument"] for p in synth.of_type("AWS::IAM::Policy").values()]
+    for role in synth.of_type("AWS::IAM::Role").values():
+        documents.extend(p["PolicyDocument"] for p in role.get("Policies", []))
+    statements = [s for d in documents for s in d["Statement"]]
+    assert statements
+    for s in statements:
+        for action in as_list(s.get("Action", [])):
+            assert "*" not in action, s
+            assert action not in {"dynamodb:Scan", "dynamodb:BatchWriteItem"}, s
+
+
+def test_database_deletion_protection_is_a_context_setting() -> None:
+    """Off by default (the auction's synth asserts it); -c databaseDeletionProtection=true
+    turns it on, and the snapshot on removal stays either way."""
+    app = App(context={"databaseDeletionProtection": "true"})
+    stack = Stack(app, "Db")
+    settings = Settings.from_context(stack.node)
+    Database(stack, "Database", ["sales"], deletion_protection=settings.database_deletion_protection)
+    [(cluster)] = Template.from_stack(stack).find_resources("AWS::RDS::DBCluster").values()
+    assert cluster["Properties"]["DeletionProtection"] is True
+    assert cluster["DeletionPolicy"] == "Snapshot"
+
+
+@pytest.mark.parametrize(
+    ("context", "says"),
+    [
+        ({"wakeMaxConcurrency": "200"}, "exceeds -c workerConcurrency=100"),
+        ({"queueMaxConcurrency": "1"}, "outside SQS's range"),
+        ({"workerConcurrency": "0"}, "at least 1"),
+        ({"fetchConcurrency": "many"}, "not a whole number"),
+        ({"alarmEmail": "nobody"}, "not an email address"),
+        ({"databaseDeletionProtection": "yes"}, "use true or false"),
+    ],
+)
+def test_a_bad_setting_is_refused_at_synth_with_the_fix(context: dict[str, str], says: str) -> None:
+    with pytest.raises(SettingsError, match=says):
+        Settings.from_context(App(context=context).node)
+
+
+def test_an_unreserved_worker_takes_any_wake_concurrency() -> None:
+    settings = Settings.from_context(
+        App(context={"workerConcurrency": "none", "wakeMaxConcurrency": "500"}).node
+    )
+    assert settings.concurrency["Worker"] is None and settings.wake_max_concurrency == 500
