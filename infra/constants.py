@@ -25,6 +25,21 @@ DEFAULT_PROJECT = "examples/auction"
 
 PYTHON_VERSION = "3.12"
 PIP_PLATFORM = "manylinux2014_aarch64"
+
+
+def pip_wheel_args() -> list[str]:
+    """What pip is told so that it picks Lambda's wheels, not this machine's."""
+    return [
+        "--platform",
+        PIP_PLATFORM,
+        "--implementation",
+        "cp",
+        "--python-version",
+        PYTHON_VERSION,
+        "--only-binary=:all:",
+    ]
+
+
 # What the Lambda bundle needs (boto3 ships with the Lambda runtime, but is bundled too: X-Ray
 # pulls in botocore, and boto3 must match the botocore it finds first). The bundle installs
 # the lock made from these (python3 -m infra.lock), never these ranges themselves.

@@ -31,18 +31,6 @@ HEADER = """\
 """
 
 
-def platform_args() -> list[str]:
-    return [
-        "--platform",
-        constants.PIP_PLATFORM,
-        "--implementation",
-        "cp",
-        "--python-version",
-        constants.PYTHON_VERSION,
-        "--only-binary=:all:",
-    ]
-
-
 def lock_text(wheels: list[Path]) -> str:
     lines = [HEADER.format(python=constants.PYTHON_VERSION)]
     for wheel in sorted(wheels, key=lambda w: canonicalize_name(parse_wheel_filename(w.name)[0])):
@@ -62,7 +50,7 @@ def main() -> None:
                 "download",
                 "--quiet",
                 "--disable-pip-version-check",
-                *platform_args(),
+                *constants.pip_wheel_args(),
                 "--dest",
                 folder,
                 *constants.BUNDLE_REQUIREMENTS,
