@@ -321,7 +321,7 @@ class Executor:
         self.store.append(s.run.id, s.saved_len, entries, update=update, timer=TimerSet(None))
         s.saved_len += len(entries)
         self.wakes.timer(s.run.id, None)
-        self.observer.ended(s.run.id, s.run.workflow, Status.FAILED)
+        self.observer.ended(s.run.id, s.run.workflow, Status.FAILED, error=error)
         return Status.FAILED
 
     def _act(self, s: Session, decision: Decision, deadline: ActivationDeadline | None) -> Decision | Status:
