@@ -728,9 +728,14 @@ def run(settings: Settings, out: Callable[[str], None] = print) -> Outcome:
 def main(argv: list[str] | None = None) -> int:
     d = Settings()
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("--runs", type=int, default=d.runs, help="runs the driver starts (children come on top)")
-    ap.add_argument("--rate", type=float, default=d.rate, help="runs started per second at most")
-    ap.add_argument("--clients", type=int, default=d.clients, help="driver threads, one run at a time each")
+    # --aws has defaults of its own (AwsSettings): None here means "the mode's default".
+    ap.add_argument(
+        "--runs", type=int, help=f"runs the driver starts (children come on top; default {d.runs}, --aws 200)"
+    )
+    ap.add_argument("--rate", type=float, help=f"runs started per second at most (default {d.rate:g})")
+    ap.add_argument(
+        "--clients", type=int, help=f"driver threads, one run at a time each (default {d.clients}, --aws 8)"
+    )
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--kill-min", type=float, default=d.kill_min)
     ap.add_argument("--kill-max", type=float, default=d.kill_max)
@@ -757,13 +762,14 @@ def main(argv: list[str] | None = None) -> int:
     if a.aws:
         from bench.torture_aws import AwsSettings, run_aws
 
+        aws = AwsSettings()
         return (
             0
             if run_aws(
                 AwsSettings(
-                    runs=a.runs,
-                    rate=a.rate,
-                    clients=a.clients,
+                    runs=aws.runs if a.runs is None else a.runs,
+                    rate=aws.rate if a.rate is None else a.rate,
+                    clients=aws.clients if a.clients is None else a.clients,
                     seed=a.seed,
                     kills=not a.no_kills,
                     dup=a.dup,
@@ -775,9 +781,9 @@ def main(argv: list[str] | None = None) -> int:
             else 1
         )
     settings = Settings(
-        runs=a.runs,
-        rate=a.rate,
-        clients=a.clients,
+        runs=d.runs if a.runs is None else a.runs,
+        rate=d.rate if a.rate is None else a.rate,
+        clients=d.clients if a.clients is None else a.clients,
         seed=a.seed,
         kills=not a.no_kills,
         kill_min=a.kill_min,
