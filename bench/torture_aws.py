@@ -443,6 +443,72 @@ def repeats_after_outcome(report: Report, data: Path, ledger_file: Path) -> None
         ledger.close()
 
 
+def interrupted_by_kills(report: Report, data: Path, logs: Path, ledger_file: Path) -> int:
+    """Planned runs failed by the rule for interrupted attempts (``... was interrupted 3
+    times: the process running it ended``) where the rule was what the platform promises:
+    each of the attempt's three starts was journaled by a worker generation that was
+    SIGKILLed before the attempt's next entry. With workers killed every few seconds, and a
+    killed worker's object lock holding its key for up to 10 s (a start waiting on it is
+    killed too), this happens to a run now and then. Such a run is counted here, not as a
+    run not as expected; one failed by the rule without three killed writers stays a bad
+    count. Returns how many."""
+    from runtime.store.sqlite import STORE_FILE
+
+    chunks: dict[str, list[tuple[int, int]]] = {}  # run id -> (first seq, generation)
+    for path in logs.glob("chunks-*.txt"):
+        gen = int(path.stem.split("-", 1)[1])
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line:
+                pk, sk = line.split()
+                chunks.setdefault(pk.removeprefix("RUN#"), []).append((int(sk.removeprefix("J#")), gen))
+    ledger = sqlite3.connect(str(ledger_file))
+    try:
+        planned = {row[0] for row in ledger.execute("SELECT run_id FROM plans")}
+        killed_at = {
+            gen: float(ended_at)
+            for gen, ended_at, ended_by in ledger.execute("SELECT gen, ended_at, ended_by FROM gens")
+            if ended_by == "sigkill" and ended_at is not None
+        }
+    finally:
+        ledger.close()
+
+    def killed_before(run_id: str, seq: int, end: float) -> bool:
+        """Whether the worker that wrote entry ``seq`` was killed by ``end``."""
+        before = [(first, gen) for first, gen in chunks.get(run_id, []) if first <= seq]
+        gen = max(before)[1] if before else None
+        return gen in killed_at and killed_at[gen] <= end
+
+    db = sqlite3.connect(str(data / STORE_FILE))
+    count = 0
+    try:
+        failed = db.execute(
+            "SELECT id FROM runs WHERE status = 'failed' AND error LIKE '%was interrupted 3 times%'"
+        )
+        for (run_id,) in failed.fetchall():
+            if run_id not in planned:
+                continue
+            # The failed attempt's starts (its intent, its re-runs) and the entry after each.
+            starts: list[int] = []
+            ends: list[float] = []
+            query = "SELECT seq, kind, at FROM journal WHERE run_id = ? ORDER BY seq"
+            for seq, kind, at in db.execute(query, (run_id,)):
+                if kind == "step.intent":
+                    starts, ends = [seq], []
+                elif kind in ("step.rerun", "step.failed") and len(ends) < len(starts):
+                    ends.append(at)
+                    if kind == "step.rerun":
+                        starts.append(seq)
+            pairs = list(zip(starts, ends, strict=False))
+            if len(starts) == len(ends) == 3 and all(killed_before(run_id, s, e) for s, e in pairs):
+                report.runs_not_as_expected -= 1
+                notes = report.examples.get("runs_not_as_expected", [])
+                report.examples["runs_not_as_expected"] = [n for n in notes if not n.startswith(f"{run_id}:")]
+                count += 1
+    finally:
+        db.close()
+    return count
+
+
 # --- the run -------------------------------------------------------------------------------------
 
 
@@ -553,6 +619,9 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
     report = check(PROJECT, exported, work / "ledger.sqlite", logs=logs)
     repeats_after_outcome(report, exported, work / "ledger.sqlite")
     audited_slots(report, work / "logs")
+    stats["runs failed by 3 interruptions, each start's worker killed"] = interrupted_by_kills(
+        report, exported, work / "logs", work / "ledger.sqlite"
+    )
     lost = sum(line.startswith("lost ") for text in workers.output() for line in text.splitlines())
     stats["wake messages lost (deleted unprocessed)"] = lost
     lines = [
