@@ -619,7 +619,7 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
     report = check(PROJECT, exported, work / "ledger.sqlite", logs=logs)
     repeats_after_outcome(report, exported, work / "ledger.sqlite")
     audited_slots(report, work / "logs")
-    stats["runs failed by 3 interruptions, each start's worker killed"] = interrupted_by_kills(
+    stats["runs failed after 3 killed starts"] = interrupted_by_kills(
         report, exported, work / "logs", work / "ledger.sqlite"
     )
     lost = sum(line.startswith("lost ") for text in workers.output() for line in text.splitlines())
