@@ -10,7 +10,7 @@ import os
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
@@ -20,29 +20,7 @@ import pytest
 from runtime.core.journal import Status
 from runtime.dev.server import DevServer as InProcessServer
 from tests.support.devserver import DevServer, Reply, Servers
-from tests.support.stress import Folder, SlowUpstream, dev_servers, poll, slow_upstream
-
-
-@pytest.fixture
-def servers(tmp_path: Path) -> Iterator[Servers]:
-    with dev_servers(tmp_path) as s:
-        yield s
-
-
-@pytest.fixture
-def folder(tmp_path: Path) -> Iterator[Folder]:
-    f = Folder(tmp_path / "data")
-    try:
-        yield f
-    finally:
-        f.close()
-
-
-@pytest.fixture
-def upstream() -> Iterator[SlowUpstream]:
-    with slow_upstream() as u:
-        yield u
-
+from tests.support.stress import Folder, SlowUpstream, poll
 
 # --- point 7: a slow query does not block other queries on the database ---------------------
 

@@ -9,23 +9,15 @@ step's recorded values, a host function's result) needs more than what is left.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 from runtime.core.journal import Status
 from tests.support.devserver import DevServer, Servers
-from tests.support.stress import FILL_LUA, Folder, dev_servers, poll, rss_kb
+from tests.support.stress import FILL_LUA, Folder, poll, rss_kb
 
 TOML = 'name = "mem"\n[limits]\nmemory_mb = 16\n'
 LIMIT_ERROR = "ran out of memory (the Lua state's limit is 16 MiB)"
-
-
-@pytest.fixture
-def servers(tmp_path: Path) -> Iterator[Servers]:
-    with dev_servers(tmp_path) as s:
-        yield s
 
 
 def _serving(srv: DevServer) -> None:

@@ -8,37 +8,13 @@ code), so a slow upstream is reached as step body -> object method -> http.get.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 from runtime.core.journal import Status
 from runtime.store.base import RunRecord
 from tests.support.devserver import DevServer, Servers
-from tests.support.stress import Folder, SlowUpstream, dev_servers, poll, slow_upstream
-
-
-@pytest.fixture
-def servers(tmp_path: Path) -> Iterator[Servers]:
-    with dev_servers(tmp_path) as s:
-        yield s
-
-
-@pytest.fixture
-def folder(tmp_path: Path) -> Iterator[Folder]:
-    f = Folder(tmp_path / "data")
-    try:
-        yield f
-    finally:
-        f.close()
-
-
-@pytest.fixture
-def upstream() -> Iterator[SlowUpstream]:
-    with slow_upstream() as u:
-        yield u
-
+from tests.support.stress import Folder, SlowUpstream, poll
 
 START_ROUTE = r"""
 on "fetch" (function(request)
