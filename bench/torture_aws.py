@@ -87,6 +87,7 @@ class AwsOutcome:
     seconds: float
     work: Path
     driver_errors: list[str] = field(default_factory=list)
+    failed_by_kills: int = 0  # planned runs failed after 3 starts, each start's worker killed
 
     @property
     def ok(self) -> bool:
@@ -648,7 +649,9 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
     lines.append(report.format())
     text = "\n".join(lines)
     out(text)
-    outcome = AwsOutcome(report, text, workers.kills, seconds, work, errors)
+    outcome = AwsOutcome(
+        report, text, workers.kills, seconds, work, errors, stats["runs failed after 3 killed starts"]
+    )
     if not settings.keep and settings.work is None and outcome.ok:
         shutil.rmtree(work, ignore_errors=True)
     else:

@@ -21,7 +21,10 @@ from bench.torture_aws import AwsOutcome, AwsSettings, run_aws  # noqa: E402
 # that publishes no metric, and a warnings filter is not thread-safe.
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics")
 
-SMALL = AwsSettings(runs=12, rate=8.0, clients=6, seed=5, kill_min=0.3, kill_max=1.2, lose=0.1, delay=0.1)
+# Kills every 0.8-2.5 s: a worker lives long enough to start (about a second on a loaded
+# machine) and serve some wakes. Killed faster, workers spent their lives starting up, each
+# new one cost a second of CPU, and a slow machine fell into replacing them for minutes.
+SMALL = AwsSettings(runs=12, rate=8.0, clients=6, seed=5, kill_min=0.8, kill_max=2.5, lose=0.1, delay=0.1)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +43,9 @@ def test_killed_workers_and_unreliable_sqs_finish_every_run_with_its_expected_re
     r = torture.report
     assert torture.kills >= 2, explain(torture)
     assert r.runs_planned > SMALL.runs
-    assert r.runs_completed_as_expected == r.runs_planned, explain(torture)
+    # A run whose attempt was started three times by workers that were each killed fails by
+    # the rule for interrupted attempts, as promised (the checker verifies the kills).
+    assert r.runs_completed_as_expected + torture.failed_by_kills == r.runs_planned, explain(torture)
     assert not torture.driver_errors, explain(torture)
 
 
