@@ -34,21 +34,15 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from coldstart import ENV as SOURCE_TREE_ENV  # noqa: E402
+
 HANDLERS = ("fetch", "worker", "console")
-ENV = {
-    "AWS_DEFAULT_REGION": "eu-west-1",
-    "AWS_ACCESS_KEY_ID": "bench",
-    "AWS_SECRET_ACCESS_KEY": "bench",
+# The environment the stack sets, as bench/coldstart.py gives it (made-up resource names), with
+# the bundle's project folder and, as on Lambda (Tracing.ACTIVE), Powertools' Tracer on.
+ENV = {k: v for k, v in SOURCE_TREE_ENV.items() if k != "POWERTOOLS_TRACE_DISABLED"} | {
     "LUNAFLOW_PROJECT": "project",
-    "LUNAFLOW_TABLE": "lunaflow-bench",
-    "LUNAFLOW_WAKE_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/lunaflow-bench-wake",
-    "LUNAFLOW_WAKE_QUEUE_ARN": "arn:aws:sqs:eu-west-1:123456789012:lunaflow-bench-wake",
-    "LUNAFLOW_SCHEDULER_GROUP": "lunaflow-bench",
-    "LUNAFLOW_SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/lunaflow-bench-scheduler",
-    "LUNAFLOW_VALUES_BUCKET": "lunaflow-bench-values",
-    "POWERTOOLS_SERVICE_NAME": "lunaflow",
-    "POWERTOOLS_METRICS_NAMESPACE": "lunaflow",
-    # As on Lambda (Tracing.ACTIVE): Powertools' Tracer is on and patches what it traces.
     "AWS_LAMBDA_FUNCTION_NAME": "lunaflow-bench",
 }
 
