@@ -91,9 +91,12 @@ class AwsRuntime:
         services: Callable[[Services], Services] | None = None,
         cache_size: int = 256,
         keep_logs: bool = False,
+        read_only: bool = False,
     ) -> None:
         """``services`` wraps the AWS services (the harness's stand-ins); ``keep_logs`` keeps
-        a bounded log history for tests to read (a Lambda prints each line and keeps none)."""
+        a bounded log history for tests to read (a Lambda prints each line and keeps none);
+        ``read_only`` (``lunaflow check --aws``) loads the code without accepting it: no
+        migration runs on the database and no secret is pinned."""
         self.config = config
         self.clock = clock or SystemClock()
         self.owner = owner or f"lambda-{uuid.uuid4()}"
@@ -140,6 +143,7 @@ class AwsRuntime:
             observer=observer,
             cache_size=cache_size,
             keep_logs=keep_logs,
+            read_only=read_only,
         )
 
     # --- the worker --------------------------------------------------------------------
