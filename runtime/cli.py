@@ -409,7 +409,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise
     try:
         worker = platform.worker
-        migrations = pending_migrations(data, worker.declarations, worker.project_root)
+        migrations = pending_migrations(data, worker.declarations, worker.project_root, worker.source.name)
         verdicts = check_runs(worker, platform.store)
     finally:
         platform.close()

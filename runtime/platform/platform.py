@@ -117,7 +117,7 @@ class Platform(Runs):
             try:
                 self.services.declare(d.kind, d.name, d.opts, worker.project_root)
             except ServiceError as e:
-                raise d.refused(e) from e
+                raise d.refused(worker.source.name, e) from e
 
     def fresh(self, worker: Worker) -> Worker:
         """The worker itself, or a new one if its Lua state ran out of memory or its code

@@ -25,10 +25,13 @@ class Declaration:
     opts: Any
     where: str = ""  # the script and line, e.g. "main.lua:6"
 
-    def refused(self, e: Exception) -> ProjectLoadError:
-        """The load error for a declaration its service refused: named at its line, as a
-        refusal while the script ran would be."""
-        return ProjectLoadError(f"{self.where}: {e}" if self.where else str(e))
+    def refused(self, project: str, e: Exception) -> ProjectLoadError:
+        """The load error for a declaration its service refused, worded as a refusal while
+        the script ran is (``project p: script main.lua was refused: main.lua:2: ...``)."""
+        if not self.where:
+            return ProjectLoadError(f"project {project} was refused: {e}")
+        script = self.where.rsplit(":", 1)[0]
+        return ProjectLoadError(f"project {project}: script {script} was refused: {self.where}: {e}")
 
 
 class ObjectRunner(Protocol):

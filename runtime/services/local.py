@@ -131,7 +131,7 @@ def migrations_folder(name: str, opts: Any, project_root: Path) -> Path | None:
 
 
 def pending_migrations(
-    data_dir: Path, declarations: Sequence[Declaration], project_root: Path
+    data_dir: Path, declarations: Sequence[Declaration], project_root: Path, project: str
 ) -> dict[str, list[str]]:
     """What loading this code would migrate in the data folder: each declared database's
     migration files not applied yet. Reads only (``lunaflow check``); a declaration the
@@ -147,7 +147,7 @@ def pending_migrations(
             done = applied_migrations(data_dir / "db" / f"{d.name}.sqlite")
             files = [p.name for p in migration_files(d.name, folder) if p.name not in done]
         except ServiceError as e:
-            raise d.refused(e) from e
+            raise d.refused(project, e) from e
         if files:
             pending[d.name] = files
     return pending
