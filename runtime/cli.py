@@ -389,8 +389,12 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     goldens = replay_goldens(args.project)
     if args.aws:
+        from runtime.aws.database import pending_migrations as aws_pending
+
         runtime = _aws(args, read_only=True)
-        return _report_check(args, check_runs(runtime.platform.worker, runtime.store), goldens)
+        worker = runtime.platform.worker
+        pending = aws_pending(runtime.databases, worker.declarations, worker.project_root, worker.source.name)
+        return _report_check(args, check_runs(worker, runtime.store), goldens, pending)
     data = data_folder(args.project, args.data)
     if not (data / STORE_FILE).exists():
         if golden_files(args.project):

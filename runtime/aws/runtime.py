@@ -121,11 +121,12 @@ class AwsRuntime:
             role_arn=config.scheduler_role_arn,
             ledger=self.store,
         )
-        databases = None
+        databases: DataApiDatabases | None = None
         if config.database_resource_arn and config.database_secret_arn and clients.rds_data is not None:
             databases = DataApiDatabases(
                 clients.rds_data, config.database_resource_arn, config.database_secret_arn
             )
+        self.databases = databases  # what `lunaflow check --aws` reads pending migrations from
         aws_services: Services = AwsServices(
             dynamodb=clients.dynamodb,
             table=config.table,

@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from runtime.aws.database import pending_migrations
 from runtime.aws.runtime import AwsRuntime
 from runtime.dev.check import check_runs
 from runtime.testing import AwsPlatform
@@ -66,6 +67,9 @@ def test_check_on_aws_applies_no_migration_and_writes_nothing(tmp_path: Path) ->
         assert [(v.run_id, v.diverges, v.message) for v in verdicts] == [
             ("o1", False, "replays cleanly; parked at await 'paid'")
         ]
+        worker = checking.platform.worker
+        pending = pending_migrations(checking.databases, worker.declarations, project, "shop")
+        assert pending == {"shop": ["002_drop_orders.sql"]}  # what the check reports
         assert _shop(p) == before_shop
         assert _items(p) == before_items
 
