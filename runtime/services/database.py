@@ -102,7 +102,9 @@ class Database:
                 except sqlite3.Error as e:
                     if self._db.in_transaction:
                         self._db.execute("ROLLBACK")
-                    also = f", with {', '.join(applied)} before it," if applied else ""
+                    also = (
+                        f" with {', '.join(applied)}, applied before it in one transaction" if applied else ""
+                    )
                     raise ServiceError(
                         f"database '{self.name}': migration {path.name} failed and was rolled back{also}: "
                         f"{e}; fix the file and load the project again (applied migrations are not re-run)"
