@@ -63,8 +63,9 @@ class Usage(Exception):
 # --- data folders ------------------------------------------------------------------------
 
 
-def _aws(args: argparse.Namespace) -> Any:
-    """The deployed stack's AwsRuntime (``--aws``), found through its CloudFormation outputs.
+def _aws(args: argparse.Namespace, *, read_only: bool = False) -> Any:
+    """The deployed stack's AwsRuntime (``--aws``), found through its CloudFormation outputs;
+    ``read_only`` for commands that change nothing (no migration, no secret pin).
     A missing region or missing credentials is the user's setup, said in one line (botocore
     raises them from deep inside the first client or request)."""
     import boto3
@@ -77,7 +78,7 @@ def _aws(args: argparse.Namespace) -> Any:
     try:
         session = boto3.session.Session()
         config = config_from_stack(session.client("cloudformation"), stack, args.project)
-        return AwsRuntime(config, Clients.from_session(session))
+        return AwsRuntime(config, Clients.from_session(session), read_only=read_only)
     except NoRegionError:
         raise LunaflowError(
             f"no AWS region is set, so stack '{stack}' cannot be found (--aws works on the stack "
@@ -96,9 +97,11 @@ def _aws(args: argparse.Namespace) -> Any:
         ) from None
 
 
-def _open_runs(args: argparse.Namespace) -> Runs:
+def _open_runs(args: argparse.Namespace, *, read_only: bool = False) -> Runs:
+    """The runs of the data folder or (``--aws``) the stack; ``read_only`` for commands that
+    only read (the store is then neither migrated nor written)."""
     if getattr(args, "aws", False):
-        runs: Runs = _aws(args).platform
+        runs: Runs = _aws(args, read_only=read_only).platform
         return runs
     data = data_folder(args.project, args.data)
     if not (data / STORE_FILE).exists():
@@ -106,7 +109,7 @@ def _open_runs(args: argparse.Namespace) -> Runs:
             f"no lunaflow data in {data}; run `lunaflow dev {args.project}` first, or point at the folder "
             "with --data DIR (or at the project with --project PATH)"
         )
-    return Runs(SQLiteStore(data / STORE_FILE), SystemClock())
+    return Runs(SQLiteStore(data / STORE_FILE, read_only=read_only), SystemClock())
 
 
 # --- commands ----------------------------------------------------------------------------
@@ -360,9 +363,12 @@ def cmd_record(args: argparse.Namespace) -> int:
         check_project(args.project)
     except NotAProject as e:
         raise Usage(str(e)) from None
-    runs = _open_runs(args)
-    run = runs.get(args.run_id)
-    entries = runs.journal(run.id)
+    runs = _open_runs(args, read_only=True)
+    try:
+        run = runs.get(args.run_id)
+        entries = runs.journal(run.id)
+    finally:
+        runs.store.close()
     path = write_golden(args.project, run, entries, name=args.name)
     value = {"run": run.id, "workflow": run.workflow, "status": run.status, "entries": len(entries)}
     return _done(
@@ -374,17 +380,21 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    """Replay in-flight runs and goldens on the project's code. Read-only: the store and the
+    databases are opened without writing, the code's migrations are reported, not applied."""
     from runtime.dev.check import check_runs
     from runtime.dev.golden import golden_files, replay_goldens
-    from runtime.engine.project import ProjectSource
     from runtime.platform.platform import Platform
-    from runtime.services.local import LocalServices
+    from runtime.services.local import pending_migrations
 
     goldens = replay_goldens(args.project)
     if args.aws:
-        runtime = _aws(args)
-        aws_platform = Platform(args.project, runtime.store, runtime.clock, read_only=True)
-        return _report_check(args, check_runs(aws_platform.worker, aws_platform.store), goldens)
+        from runtime.aws.database import pending_migrations as aws_pending
+
+        runtime = _aws(args, read_only=True)
+        worker = runtime.platform.worker
+        pending = aws_pending(runtime.databases, worker.declarations, worker.project_root, worker.source.name)
+        return _report_check(args, check_runs(worker, runtime.store), goldens, pending)
     data = data_folder(args.project, args.data)
     if not (data / STORE_FILE).exists():
         if golden_files(args.project):
@@ -395,30 +405,48 @@ def cmd_check(args: argparse.Namespace) -> int:
             "records a golden)"
         )
     clock = SystemClock()
-    source = ProjectSource.read(args.project)
-    platform = Platform(
-        args.project,
-        SQLiteStore(data / STORE_FILE),
-        clock,
-        services=LocalServices(data, clock.now, source.queue_settings),
-        read_only=True,
-    )
+    store = SQLiteStore(data / STORE_FILE, read_only=True, clock=clock)
     try:
-        verdicts = check_runs(platform.worker, platform.store)
+        platform = Platform(args.project, store, clock, read_only=True)
+    except BaseException:
+        store.close()
+        raise
+    try:
+        worker = platform.worker
+        migrations = pending_migrations(data, worker.declarations, worker.project_root, worker.source.name)
+        verdicts = check_runs(worker, platform.store)
     finally:
         platform.close()
-    return _report_check(args, verdicts, goldens)
+    return _report_check(args, verdicts, goldens, migrations)
 
 
-def _report_check(args: argparse.Namespace, verdicts: list[Any] | None, goldens: list[Any]) -> int:
-    """The verdicts on in-flight runs (None: no data folder to read) and on golden journals."""
+def _report_check(
+    args: argparse.Namespace,
+    verdicts: list[Any] | None,
+    goldens: list[Any],
+    migrations: dict[str, list[str]] | None = None,
+) -> int:
+    """The verdicts on in-flight runs (None: no data folder to read) and on golden journals,
+    and the migrations the code would apply to the data folder's databases."""
     diverging = [v for v in verdicts or [] if v.diverges]
     failing = [g for g in goldens if not g.passed]
+    migrations = migrations or {}
     if args.json:
-        # Golden journals join the list only when the project has some, so the JSON of a
-        # project without goldens is what it was.
-        _emit([v.__dict__ for v in verdicts or []] + [{**g.__dict__, "golden": g.file} for g in goldens])
+        # Golden journals and pending migrations join the list only when there are some, so
+        # the JSON of a project without them is what it was.
+        _emit(
+            [v.__dict__ for v in verdicts or []]
+            + [{**g.__dict__, "golden": g.file} for g in goldens]
+            + [{"database": db, "would_apply": files} for db, files in sorted(migrations.items())]
+        )
     else:
+        for db, files in sorted(migrations.items()):
+            out.print(
+                Text(
+                    f"database '{db}': would apply {', '.join(files)} (not applied by check; they apply "
+                    "when this code is served: `lunaflow dev`, or a deploy)"
+                )
+            )
         if verdicts is not None:
             table = Table(title=f"{len(verdicts)} in-flight run(s), {len(diverging)} would diverge")
             table.add_column("run", no_wrap=True)

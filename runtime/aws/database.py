@@ -17,12 +17,13 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from runtime.services.base import ServiceError
+from runtime.services.base import Declaration, ServiceError
 from runtime.services.database import check_name
 
 _MIGRATION = re.compile(r"^(\d+)_.*\.sql$")
@@ -189,6 +190,21 @@ class DataApiDatabases:
             applied.append(path.name)
         return applied
 
+    def pending(self, name: str, folder: Path) -> list[str]:
+        """The folder's migrations not applied yet, read without writing (``lunaflow check
+        --aws``): a database with no ledger yet has applied none."""
+        if not folder.is_dir():
+            raise ServiceError(f"database '{name}': migrations folder {folder} does not exist")
+        try:
+            rows = self._rows(self._execute(name, "SELECT file FROM _lunaflow_migrations"))
+        except ServiceError as e:
+            if "_lunaflow_migrations" not in str(e):
+                raise
+            rows = []  # the ledger does not exist: nothing was migrated yet
+        done = {row["file"] for row in rows}
+        files = [p for p in folder.iterdir() if _MIGRATION.match(p.name) and p.name not in done]
+        return [p.name for p in sorted(files, key=lambda p: (migration_number(p.name), p.name))]
+
     def _ledger(self, name: str) -> None:
         """The table of applied migrations. Two containers creating it at the same moment can
         collide in PostgreSQL's catalog even with IF NOT EXISTS; the loser finds it made."""
@@ -220,3 +236,24 @@ class DataApiDatabases:
         if method == "first":
             return [rows[0] if rows else None]
         return [rows]
+
+
+def pending_migrations(
+    databases: DataApiDatabases | None, declarations: Sequence[Declaration], project_root: Path, project: str
+) -> dict[str, list[str]]:
+    """What accepting this code would migrate on the deployment's databases (``lunaflow check
+    --aws`` reports it; nothing is written)."""
+    pending: dict[str, list[str]] = {}
+    if databases is None:
+        return pending
+    for d in declarations:
+        migrations = d.opts.get("migrations") if d.kind == "database" and isinstance(d.opts, dict) else None
+        if migrations is None:
+            continue
+        try:
+            files = databases.pending(check_name(d.name), project_root / str(migrations))
+        except ServiceError as e:
+            raise d.refused(project, e) from e
+        if files:
+            pending[d.name] = files
+    return pending

@@ -91,9 +91,12 @@ class AwsRuntime:
         services: Callable[[Services], Services] | None = None,
         cache_size: int = 256,
         keep_logs: bool = False,
+        read_only: bool = False,
     ) -> None:
         """``services`` wraps the AWS services (the harness's stand-ins); ``keep_logs`` keeps
-        a bounded log history for tests to read (a Lambda prints each line and keeps none)."""
+        a bounded log history for tests to read (a Lambda prints each line and keeps none);
+        ``read_only`` (``lunaflow check --aws``) loads the code without accepting it: no
+        migration runs on the database and no secret is pinned."""
         self.config = config
         self.clock = clock or SystemClock()
         self.owner = owner or f"lambda-{uuid.uuid4()}"
@@ -118,11 +121,12 @@ class AwsRuntime:
             role_arn=config.scheduler_role_arn,
             ledger=self.store,
         )
-        databases = None
+        databases: DataApiDatabases | None = None
         if config.database_resource_arn and config.database_secret_arn and clients.rds_data is not None:
             databases = DataApiDatabases(
                 clients.rds_data, config.database_resource_arn, config.database_secret_arn
             )
+        self.databases = databases  # what `lunaflow check --aws` reads pending migrations from
         aws_services: Services = AwsServices(
             dynamodb=clients.dynamodb,
             table=config.table,
@@ -140,6 +144,7 @@ class AwsRuntime:
             observer=observer,
             cache_size=cache_size,
             keep_logs=keep_logs,
+            read_only=read_only,
         )
 
     # --- the worker --------------------------------------------------------------------

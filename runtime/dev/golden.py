@@ -118,7 +118,31 @@ class _GoldenStore(SQLiteStore):
 
 
 def _entries(doc: dict[str, Any]) -> list[Entry]:
-    entries = [Entry(int(e["seq"]), Kind(e["kind"]), e["name"], e["data"], e["at"]) for e in doc["entries"]]
+    """The journal of a golden, its shape checked entry by entry: a file edited by hand or
+    cut short is a reason to give, never a traceback."""
+    raw = doc.get("entries")
+    if not isinstance(raw, list):
+        raise ValueError(f"its 'entries' is {_shape(raw)}, not a list of journal entries")
+    entries: list[Entry] = []
+    for i, e in enumerate(raw, 1):
+        if not isinstance(e, dict):
+            raise ValueError(f"journal entry {i} is {_shape(e)}, not an object")
+        seq, name, data, at = e.get("seq"), e.get("name"), e.get("data"), e.get("at")
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            raise ValueError(f"journal entry {i}'s seq is {_shape(seq)}, not a whole number")
+        if name is not None and not isinstance(name, str):
+            raise ValueError(f"journal entry {i}'s name is {_shape(name)}, not text")
+        if not isinstance(data, dict):
+            raise ValueError(f"journal entry {i}'s data is {_shape(data)}, not an object")
+        if not isinstance(at, int | float) or isinstance(at, bool):
+            raise ValueError(f"journal entry {i}'s at is {_shape(at)}, not a time")
+        try:
+            kind = Kind(str(e.get("kind")))
+        except ValueError:
+            raise ValueError(
+                f"journal entry {i}'s kind {e.get('kind')!r} is not a journal entry kind"
+            ) from None
+        entries.append(Entry(seq, kind, name, data, at))
     if not entries or entries[0].kind != Kind.STARTED:
         raise ValueError("its first journal entry is not run.started")
     if entries[0].data.get("format") != FORMAT_VERSION:
@@ -129,8 +153,31 @@ def _entries(doc: dict[str, Any]) -> list[Entry]:
     return entries
 
 
+def _run_of(doc: Any) -> dict[str, Any]:
+    """The golden's ``run`` object, its shape checked."""
+    run = doc.get("run") if isinstance(doc, dict) else None
+    if not isinstance(run, dict):
+        raise ValueError(
+            f"its 'run' is {_shape(run)}, not an object" if isinstance(doc, dict) else "it is not an object"
+        )
+    for key in ("id", "workflow"):
+        if not isinstance(run.get(key), str):
+            raise ValueError(f"its run's {key} is {_shape(run.get(key))}, not text")
+    if run.get("status") not in {str(s) for s in Status}:
+        raise ValueError(f"its run's status {run.get('status')!r} is not a run status")
+    return run
+
+
+def _shape(value: Any) -> str:
+    if value is None:
+        return "missing"
+    return {dict: "an object", list: "a list", str: "text", bool: "a boolean"}.get(
+        type(value), "a number" if isinstance(value, int | float) else type(value).__name__
+    )
+
+
 def _load(store: SQLiteStore, doc: dict[str, Any]) -> RunRecord:
-    run = doc["run"]
+    run = _run_of(doc)
     entries = _entries(doc)
     record = RunRecord(
         id=run["id"],
@@ -192,8 +239,9 @@ def replay_goldens(project: str | Path, pattern: str | None = None) -> list[Gold
         for path in pending:
             try:
                 doc = json.loads(path.read_text(encoding="utf-8"))
-                run_id = str(doc["run"]["id"])
-            except (ValueError, KeyError, TypeError) as e:
+                run_id = _run_of(doc)["id"]
+                _entries(doc)
+            except (ValueError, KeyError, TypeError, RecursionError) as e:
                 verdicts.append(_unreadable(root, path, e))
                 continue
             (later if run_id in seen else batch).append((path, doc))
@@ -228,9 +276,11 @@ def _replay_one(
 ) -> GoldenVerdict:
     try:
         run = _load(store, doc)
-    except (ValueError, KeyError, TypeError, LunaflowError) as e:
+        recorded = str(doc["run"]["status"])
+        # Entries of a well-formed shape may still hold values replay cannot take (a hand
+        # edit): that is this golden's verdict, and the others are still judged.
+        verdict = check_run(platform.worker, run)
+    except (ValueError, KeyError, TypeError, AttributeError, LunaflowError) as e:
         return _unreadable(root, path, e)
-    recorded = str(doc["run"]["status"])
-    verdict = check_run(platform.worker, run)
     passed, message = _judge(recorded, verdict.diverges, verdict.message)
     return GoldenVerdict(_relative(root, path), run.id, run.workflow, recorded, passed, message)

@@ -6,12 +6,15 @@ A thread polls the modification times and sizes of what loading reads: every ``.
 dependency; a change is acted on once two polls agree, so an editor's save in several
 writes is loaded once.
 
-A change is loaded as a deploy is (``Platform.load``): if the project is refused, the old
-code keeps serving and the reason is printed (it names file and line). Otherwise every
-in-flight run is replayed on the new code without effects (``lunaflow check``'s
-``Executor.check``) and those that would diverge are printed, before the new code serves
-anything; then one line says the new code is live. A run that would diverge fails with the
-journal divergence when it next runs, as after any deploy, and can be resumed once fixed.
+A change is loaded as a deploy is (``Platform.load``), which changes nothing: if the project
+is refused, the old code keeps serving and the reason is printed (it names file and line).
+Otherwise every in-flight run is replayed on the new code without effects (``lunaflow
+check``'s ``Executor.check``) and those that would diverge are printed, before the new code
+serves anything; then ``Platform.install`` applies its new migrations (together, in one
+transaction per database) and serves it — or, if a migration fails, rolls it back and
+refuses the code, the old code serving on the old schema. One line says which. A run that
+would diverge fails with the journal divergence when it next runs, as after any deploy, and
+can be resumed once fixed.
 """
 
 from __future__ import annotations
@@ -110,7 +113,11 @@ class Reloader:
             self.say(f"{what} changed, but the project was refused; the old code keeps serving: {e}")
             return False
         diverging = self._diverging(worker)
-        self.platform.install(worker)
+        try:
+            self.platform.install(worker)  # its migrations first: a failed one refuses the code
+        except LunaflowError as e:
+            self.say(f"{what} changed, but the project was refused; the old code keeps serving: {e}")
+            return False
         note = f"; {diverging} in-flight run(s) would diverge (listed above)" if diverging else ""
         self.say(f"reloaded {what}: the new code is live{note}")
         return True

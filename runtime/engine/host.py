@@ -24,7 +24,7 @@ from runtime.engine.code import Code
 from runtime.engine.redact import Redactor
 from runtime.errors import InvalidInput, ServiceUnavailable
 from runtime.services import builtins
-from runtime.services.base import Services
+from runtime.services.base import Declaration, Services
 from runtime.store.base import RunRecord
 
 lua_log = logging.getLogger("lunaflow.lua")
@@ -75,6 +75,7 @@ class Executing(Protocol):
     """The worker the functions are bound to: its code, and the run executing in it."""
 
     code: Code
+    declarations: list[Declaration]  # what the code's top level declared while it loaded
 
     @property
     def project_root(self) -> Path: ...
@@ -164,9 +165,9 @@ def host_functions(
         backend = need(f"object {cls}('{key}')")
         return pack(backend.call_object(worker, cls, key, method, json.loads(args_json)))
 
-    def declare(kind: str, name: str, opts: str) -> None:
-        if services is not None:
-            services.declare(kind, name, json.loads(opts), worker.project_root)
+    def declare(kind: str, name: str, opts: str, where: str | None = None) -> None:
+        # Kept, not applied: migrations run once the platform accepts the code (Platform).
+        worker.declarations.append(Declaration(kind, name, json.loads(opts), where or ""))
 
     def http(spec: str, body_hex: str | None) -> Any:
         data = None if body_hex is None else binascii.unhexlify(body_hex)

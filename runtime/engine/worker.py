@@ -19,7 +19,7 @@ from runtime.engine.project import ProjectSource
 from runtime.engine.redact import Redactor
 from runtime.engine.sandbox import LuaMemoryError
 from runtime.engine.wake import Wakes
-from runtime.services.base import ServiceError, Services
+from runtime.services.base import Declaration, ServiceError, Services
 from runtime.store.base import Store
 
 
@@ -50,7 +50,9 @@ class Worker:
             redact=setup.redactor.text,
         )
         self.redact = setup.redactor.text
-        # Loading runs the scripts, whose declarations already call host functions.
+        # Loading runs the scripts, whose declarations already call host functions; what
+        # they declare for services is kept here until the platform accepts the code.
+        self.declarations: list[Declaration] = []
         self.code = Code(
             source, host_functions(setup.api, setup.services, setup.logs, self, redactor=setup.redactor)
         )

@@ -44,7 +44,7 @@ def describe(project: str | Path) -> ProjectNeeds:
     )
     databases: list[str] = []
 
-    def declare(kind: str, name: str, opts: Any) -> None:
+    def declare(kind: str, name: str, opts: Any, where: str | None = None) -> None:
         if kind == "database" and name not in databases:
             databases.append(name)
 

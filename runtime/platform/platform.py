@@ -27,7 +27,7 @@ from runtime.platform import fetch
 from runtime.platform.fetch import Failure, Response
 from runtime.platform.logs import LogHistory
 from runtime.platform.runs import Runs
-from runtime.services.base import Services
+from runtime.services.base import ServiceError, Services
 from runtime.store.base import Lease, RunRecord, Store
 
 log = logging.getLogger("lunaflow")
@@ -59,7 +59,8 @@ class Platform(Runs):
         keep_logs: bool = False,
     ) -> None:
         super().__init__(store, clock, waker, observer)
-        # lunaflow check replays with the project's code but must write nothing.
+        # lunaflow check replays with the project's code but must write nothing: no
+        # migration, no secret pin (its store and services are read-only as well).
         self.read_only = read_only
         self.services = services
         # Only the test harness reads a history of the scripts' log lines.
@@ -77,7 +78,9 @@ class Platform(Runs):
             redactor=self.redactor,
         )
         self.source = ProjectSource.read(project)
-        self.worker = self.new_worker()
+        worker = self.new_worker()
+        self.accept(worker)
+        self.worker = worker
 
     # --- code --------------------------------------------------------------------------
 
@@ -99,8 +102,22 @@ class Platform(Runs):
 
     def install(self, worker: Worker) -> None:
         """Serve ``worker``'s code from now on; other workers are replaced as they are
-        next lent out (``fresh``)."""
+        next lent out (``fresh``). Its migrations apply first: if one fails, this raises
+        and the old code keeps serving on the old schema."""
+        self.accept(worker)
         self.source, self.worker = worker.source, worker
+
+    def accept(self, worker: Worker) -> None:
+        """What accepting ``worker``'s code does to services: open what its scripts declared
+        and apply their pending migrations (``Services.declare``). Loading alone
+        (``load``, a read-only platform) changes nothing."""
+        if self.read_only or self.services is None:
+            return
+        for d in worker.declarations:
+            try:
+                self.services.declare(d.kind, d.name, d.opts, worker.project_root)
+            except ServiceError as e:
+                raise d.refused(worker.source.name, e) from e
 
     def fresh(self, worker: Worker) -> Worker:
         """The worker itself, or a new one if its Lua state ran out of memory or its code

@@ -1,8 +1,10 @@
 """``database "name"``: one SQLite file per database, with migrations applied once, in order.
 
-Migrations are ``migrations/<db>/NNN_name.sql`` files in the project. Each runs in its own
-transaction and is recorded in ``_lunaflow_migrations``; a failing one is rolled back and
-reported with its file and the SQL error.
+Migrations are ``migrations/<db>/NNN_name.sql`` files in the project, split into statements
+as sqlite3's shell splits them. The ones not applied yet apply together in one transaction,
+each recorded in ``_lunaflow_migrations``; if one fails, all of them are rolled back and it
+is reported with its file and the SQL error. They apply only once the code that declared
+them is accepted (``Platform``), never for a read-only load (``lunaflow check``).
 
 Writes go through one connection, one at a time. ``query`` and ``first`` read through
 read-only connections of their own, one per read running at once (WAL lets readers run
@@ -76,37 +78,39 @@ class Database:
             self._readers.put(conn)
 
     def migrate(self, folder: Path) -> list[str]:
-        """Apply the folder's migrations not applied yet; returns the files applied."""
-        if not folder.is_dir():
-            raise ServiceError(
-                f"database '{self.name}': migrations folder {folder} does not exist; create it with files "
-                f"like 001_init.sql, or point migrations = at the right folder"
-            )
-        files = sorted(
-            (p for p in folder.iterdir() if _MIGRATION.match(p.name)), key=lambda p: (_number(p.name), p.name)
-        )
+        """Apply the folder's migrations not applied yet; returns the files applied.
+
+        They apply together, in one transaction: each file's statements and its ledger row,
+        then one commit. If one fails, none of them is kept, so the code that declared them
+        is refused on the schema the old code had."""
+        files = migration_files(self.name, folder)
         applied: list[str] = []
         with self._lock:
             done = {r[0] for r in self._db.execute("SELECT file FROM _lunaflow_migrations")}
-            for path in files:
-                if path.name in done:
-                    continue
+            pending = [p for p in files if p.name not in done]
+            if not pending:
+                return applied
+            self._db.execute("BEGIN IMMEDIATE")
+            for path in pending:
                 sql = path.read_text(encoding="utf-8")
                 try:
-                    self._db.execute("BEGIN IMMEDIATE")
-                    for statement in _statements(sql):
+                    for statement in statements(sql):
                         self._db.execute(statement)
                     self._db.execute(
                         "INSERT INTO _lunaflow_migrations VALUES (?, datetime('now'))", (path.name,)
                     )
-                    self._db.execute("COMMIT")
                 except sqlite3.Error as e:
-                    self._db.execute("ROLLBACK")
+                    if self._db.in_transaction:
+                        self._db.execute("ROLLBACK")
+                    also = (
+                        f" with {', '.join(applied)}, applied before it in one transaction" if applied else ""
+                    )
                     raise ServiceError(
-                        f"database '{self.name}': migration {path.name} failed and was rolled back: {e}; "
-                        "fix the file and start again (applied migrations are not re-run)"
+                        f"database '{self.name}': migration {path.name} failed and was rolled back{also}: "
+                        f"{e}; fix the file and load the project again (applied migrations are not re-run)"
                     ) from e
                 applied.append(path.name)
+            self._db.execute("COMMIT")
         return applied
 
     def call(self, method: str, args: list[Any]) -> list[Any]:
@@ -193,18 +197,59 @@ def _clip(sql: str) -> str:
     return sql if len(sql) <= 120 else sql[:117] + "..."
 
 
-def _statements(sql: str) -> list[str]:
-    """Split a migration into statements, using sqlite3's own completeness check."""
-    out, current = [], ""
-    for line in sql.splitlines(keepends=True):
-        current += line
-        if sqlite3.complete_statement(current):
-            if current.strip():
-                out.append(current)
-            current = ""
-    if current.strip():
-        out.append(current)
+def statements(sql: str) -> list[str]:
+    """Split a migration into statements as sqlite3's shell does: at each semicolon that
+    ends a complete statement by SQLite's own check (``sqlite3.complete_statement``), so
+    semicolons inside strings, comments and trigger bodies stay where they are, and several
+    statements may share a line."""
+    out: list[str] = []
+    start = 0
+    at = sql.find(";")
+    while at != -1:
+        if sqlite3.complete_statement(sql[start : at + 1]):
+            piece = sql[start : at + 1]
+            if _has_sql(piece):
+                out.append(piece)
+            start = at + 1
+        at = sql.find(";", at + 1)
+    if _has_sql(sql[start:]):
+        out.append(sql[start:])  # an unfinished last statement: executing it says what is wrong
     return out
+
+
+def _has_sql(piece: str) -> bool:
+    """Whether a piece holds more than whitespace, comments and semicolons."""
+    text = re.sub(r"--[^\n]*|/\*.*?(\*/|$)", " ", piece, flags=re.S)
+    return bool(text.replace(";", " ").strip())
+
+
+def migration_files(name: str, folder: Path) -> list[Path]:
+    """A database's migration files, in the order they apply."""
+    if not folder.is_dir():
+        raise ServiceError(
+            f"database '{name}': migrations folder {folder} does not exist; create it with files "
+            f"like 001_init.sql, or point migrations = at the right folder"
+        )
+    files = (p for p in folder.iterdir() if _MIGRATION.match(p.name))
+    return sorted(files, key=lambda p: (_number(p.name), p.name))
+
+
+def applied_migrations(path: Path) -> set[str]:
+    """The migrations recorded in a database file, read without writing (none if the file or
+    its ledger does not exist yet)."""
+    if not path.is_file():
+        return set()
+    conn = sqlite3.connect(str(path), isolation_level=None, timeout=30.0)
+    try:
+        conn.execute("PRAGMA query_only=ON")
+        known = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_lunaflow_migrations'"
+        ).fetchone()
+        if known is None:
+            return set()
+        return {r[0] for r in conn.execute("SELECT file FROM _lunaflow_migrations")}
+    finally:
+        conn.close()
 
 
 def check_name(name: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +17,8 @@ from runtime.services import builtins
 from runtime.services import kv as kv_mod
 from runtime.services import objects as objects_mod
 from runtime.services import queues as queues_mod
-from runtime.services.base import ObjectRunner, QueueRunner, ServiceError
-from runtime.services.database import Database, check_name
+from runtime.services.base import Declaration, ObjectRunner, QueueRunner, ServiceError
+from runtime.services.database import Database, applied_migrations, check_name, migration_files
 from runtime.services.kv import KV
 from runtime.services.objects import Objects
 from runtime.services.queues import Queues, QueueSettings
@@ -40,7 +40,6 @@ class LocalServices:
         self._all: weakref.WeakSet[_ThreadConnection] = weakref.WeakSet()
         self._guard = threading.Lock()
         self._databases: dict[str, Database] = {}
-        self._declared: dict[str, Path] = {}
         db = self._db()
         db.executescript(kv_mod.SCHEMA + objects_mod.SCHEMA + queues_mod.SCHEMA)
         self.kv = KV(self._db, now)
@@ -61,28 +60,19 @@ class LocalServices:
         return held.conn
 
     def declare(self, kind: str, name: str, opts: Any, project_root: Path) -> None:
+        """Open a declared database and apply its pending migrations (the platform calls
+        this once the code that declared it is accepted, never for a read-only load)."""
         if kind != "database":
             return
-        check_name(name)
-        migrations = opts.get("migrations") if isinstance(opts, dict) else None
-        if migrations is not None and not isinstance(migrations, str):
-            raise ServiceError(
-                f'database "{name}": migrations must be a folder path like "migrations/{name}"'
-            )
+        folder = migrations_folder(name, opts, project_root)
         with self._guard:
             db = self._databases.get(name)
             if db is None:
-                folder = self.data_dir / "db"
-                folder.mkdir(exist_ok=True)
-                db = self._databases[name] = Database(name, folder / f"{name}.sqlite")
-        if migrations is not None:
-            root = project_root.resolve()
-            path = (root / migrations).resolve()
-            if root not in path.parents and path != root:
-                raise ServiceError(
-                    f'database "{name}": migrations folder {migrations} is outside the project'
-                )
-            db.migrate(path)
+                place = self.data_dir / "db"
+                place.mkdir(exist_ok=True)
+                db = self._databases[name] = Database(name, place / f"{name}.sqlite")
+        if folder is not None:
+            db.migrate(folder)
 
     def database(self, name: str) -> Database:
         db = self._databases.get(name)
@@ -122,6 +112,45 @@ class LocalServices:
                 db.close()
             self._databases.clear()
         self._local = threading.local()
+
+
+def migrations_folder(name: str, opts: Any, project_root: Path) -> Path | None:
+    """The migrations folder a ``database "name" { migrations = ... }`` declaration names,
+    checked: inside the project. None when it names none."""
+    check_name(name)
+    migrations = opts.get("migrations") if isinstance(opts, dict) else None
+    if migrations is None:
+        return None
+    if not isinstance(migrations, str):
+        raise ServiceError(f'database "{name}": migrations must be a folder path like "migrations/{name}"')
+    root = project_root.resolve()
+    path = (root / migrations).resolve()
+    if root not in path.parents and path != root:
+        raise ServiceError(f'database "{name}": migrations folder {migrations} is outside the project')
+    return path
+
+
+def pending_migrations(
+    data_dir: Path, declarations: Sequence[Declaration], project_root: Path, project: str
+) -> dict[str, list[str]]:
+    """What loading this code would migrate in the data folder: each declared database's
+    migration files not applied yet. Reads only (``lunaflow check``); a declaration the
+    platform would refuse is refused here with the same error."""
+    pending: dict[str, list[str]] = {}
+    for d in declarations:
+        if d.kind != "database":
+            continue
+        try:
+            folder = migrations_folder(d.name, d.opts, project_root)
+            if folder is None:
+                continue
+            done = applied_migrations(data_dir / "db" / f"{d.name}.sqlite")
+            files = [p.name for p in migration_files(d.name, folder) if p.name not in done]
+        except ServiceError as e:
+            raise d.refused(project, e) from e
+        if files:
+            pending[d.name] = files
+    return pending
 
 
 class _ThreadConnection:

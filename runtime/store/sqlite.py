@@ -15,7 +15,9 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import sqlite3
+import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -167,11 +169,25 @@ def _append_sql(count: int) -> str:
 class SQLiteStore:
     """``runtime.store.base.Store`` on a SQLite file."""
 
-    def __init__(self, path: str | Path, *, synchronous: str = "FULL", clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        synchronous: str = "FULL",
+        clock: Clock | None = None,
+        read_only: bool = False,
+    ) -> None:
+        """``read_only``: for commands that only read (``lunaflow check``, ``record``): the
+        file is neither created nor migrated nor written (writes fail). Data of an older
+        schema is read through a migrated copy in a temporary folder."""
         self.path = Path(path)
         self.clock: Clock = clock or SystemClock()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
+        self._copy: Path | None = None  # the temporary folder of a read-only copy
+        if read_only:
+            self._db = self._open_read_only()
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(
             str(self.path), isolation_level=None, check_same_thread=False, timeout=30.0
         )
@@ -182,6 +198,38 @@ class SQLiteStore:
         self._migrate()
         if synchronous.upper() in ("FULL", "EXTRA"):
             self._preallocate_wal()
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        if not self.path.is_file():
+            raise LunaflowError(f"no lunaflow data in {self.path.parent} (no {self.path.name})")
+        db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30.0)
+        db.execute("PRAGMA query_only=ON")  # a write fails before it changes anything
+        known = db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+        ).fetchone()
+        row = db.execute("SELECT version FROM schema_version").fetchone() if known else None
+        if row is not None and row[0] == SCHEMA_VERSION:
+            return db
+        if row is not None and row[0] > SCHEMA_VERSION:
+            db.close()
+            raise LunaflowError(
+                f"the data in {self.path} has schema version {row[0]}, newer than this "
+                f"lunaflow's {SCHEMA_VERSION}; upgrade lunaflow to open it"
+            )
+        # An older schema: migrate a copy, never the data itself.
+        self._copy = Path(tempfile.mkdtemp(prefix="lunaflow-read-"))
+        copy = sqlite3.connect(str(self._copy / self.path.name), isolation_level=None)
+        try:
+            db.backup(copy)
+        finally:
+            copy.close()
+            db.close()
+        self._db = sqlite3.connect(
+            str(self._copy / self.path.name), isolation_level=None, check_same_thread=False, timeout=30.0
+        )
+        self._migrate()
+        self._db.execute("PRAGMA query_only=ON")
+        return self._db
 
     def _migrate(self) -> None:
         with self._lock:
@@ -585,3 +633,6 @@ class SQLiteStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+            if self._copy is not None:
+                shutil.rmtree(self._copy, ignore_errors=True)
+                self._copy = None

@@ -8,6 +8,7 @@ wait for a reload is bounded by RELOAD_S.
 from __future__ import annotations
 
 import re
+import sqlite3
 import time
 from pathlib import Path
 
@@ -225,3 +226,82 @@ def test_no_reload_turns_reloading_off(servers: Servers, tmp_path: Path) -> None
     edit(project / "main.lua", _main(version="v2"))
     time.sleep(RELOAD_S / 2)
     assert dev.get("/v").body == "v1"
+
+
+# --- issue 24 §1: a refused reload changes nothing -----------------------------------------
+
+ORDERS = """local d = database "d" { migrations = "migrations/d" }
+on "fetch" (function(request)
+    if request.path == "/v" then return { status_code = 200, body = "VERSION" } end
+    local ok, row = pcall(function() return d:first("SELECT count(*) AS n FROM orders") end)
+    if not ok then return { status_code = 200, body = "missing" } end
+    return { status_code = 200, body = "n=" .. row.n }
+end)
+"""
+
+
+def _orders_project(tmp_path: Path) -> Path:
+    return write_project(
+        tmp_path / "proj",
+        {
+            "main.lua": ORDERS.replace("VERSION", "v1"),
+            "migrations/d/001_init.sql": "CREATE TABLE orders (id TEXT PRIMARY KEY);\n"
+            "INSERT INTO orders VALUES ('o1');\n",
+        },
+    )
+
+
+def _database(dev: DevServer) -> dict[str, object]:
+    """The tables of database d and its applied migrations, read beside the server."""
+    conn = sqlite3.connect(dev.data / "db" / "d.sqlite")
+    try:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        applied = [r[0] for r in conn.execute("SELECT file FROM _lunaflow_migrations ORDER BY file")]
+        return {"tables": names, "applied": applied}
+    finally:
+        conn.close()
+
+
+def test_a_refused_save_runs_none_of_its_migrations(servers: Servers, tmp_path: Path) -> None:
+    """One save adds 002_drop.sql and a script with a syntax error. On main the drop ran
+    while the project loaded, then the load was refused: "the old code keeps serving" on a
+    schema without its table. Migrations of new code run only once it is accepted."""
+    project = _orders_project(tmp_path)
+    dev = servers.start(project)
+    assert dev.get("/count").body == "n=1"
+    since = dev.mark()
+    (project / "migrations" / "d" / "002_drop.sql").write_text("DROP TABLE orders;\n", encoding="utf-8")
+    (project / "zz_broken.lua").write_text("local x = (\n", encoding="utf-8")
+    _printed(
+        dev, since, "a refusal naming zz_broken.lua", lambda: "zz_broken.lua:" in dev.output_since(since)
+    )
+    assert "the old code keeps serving" in dev.output_since(since)
+    assert dev.get("/count").body == "n=1"
+    assert _database(dev) == {"tables": {"orders", "_lunaflow_migrations"}, "applied": ["001_init.sql"]}
+    # Fixed, the save is accepted: now the drop runs, and the new code serves.
+    (project / "zz_broken.lua").unlink()
+    _answers(dev, "/count", "missing")
+    assert _database(dev) == {"tables": {"_lunaflow_migrations"}, "applied": ["001_init.sql", "002_drop.sql"]}
+
+
+def test_a_failing_migration_refuses_the_new_code_on_the_old_schema(servers: Servers, tmp_path: Path) -> None:
+    """A save whose 002 works and whose 003 fails is refused: both roll back, the old schema
+    is intact and the old code keeps serving; once 003 is fixed, both apply and the new code
+    is live."""
+    project = _orders_project(tmp_path)
+    dev = servers.start(project)
+    assert dev.get("/v").body == "v1"
+    since = dev.mark()
+    folder = project / "migrations" / "d"
+    (folder / "002_drop.sql").write_text("DROP TABLE orders;\n", encoding="utf-8")
+    (folder / "003_bad.sql").write_text("INSERT INTO no_such_table VALUES (1);\n", encoding="utf-8")
+    edit(project / "main.lua", ORDERS.replace("VERSION", "v2"))
+    _printed(dev, since, "a refusal naming 003_bad.sql", lambda: "003_bad.sql" in dev.output_since(since))
+    assert "the old code keeps serving" in dev.output_since(since)
+    assert "no such table: no_such_table" in dev.output_since(since)
+    assert (dev.get("/v").body, dev.get("/count").body) == ("v1", "n=1")
+    assert _database(dev) == {"tables": {"orders", "_lunaflow_migrations"}, "applied": ["001_init.sql"]}
+    edit(folder / "003_bad.sql", "CREATE TABLE later (id TEXT);\n")
+    _answers(dev, "/v", "v2")
+    assert dev.get("/count").body == "missing"
+    assert _database(dev)["applied"] == ["001_init.sql", "002_drop.sql", "003_bad.sql"]

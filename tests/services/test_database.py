@@ -75,8 +75,10 @@ def test_migration_prefixes_are_ordered_by_number() -> None:
 
 
 def test_a_failing_migration_is_rolled_back_and_refuses_the_load(tmp_path: Path) -> None:
-    """Each migration runs in its own transaction: a failing one leaves no trace of its
-    earlier statements, and the load is refused naming the file and the SQL error."""
+    """A database's pending migrations apply together, in one transaction: a failing one
+    leaves no trace of its earlier statements, nor of the files applied with it (the code
+    that declared them is refused on the schema it found), and the load is refused naming
+    the file and the SQL error."""
     proj = copy_project("svc_database", tmp_path / "proj")
     bad = proj / "migrations" / "shop" / "020_bad.sql"
     bad.write_text(
@@ -93,16 +95,11 @@ def test_a_failing_migration_is_rolled_back_and_refuses_the_load(tmp_path: Path)
     assert "no such table: no_such_table" in message
     assert "database 'shop'" in message
     assert "main.lua" in message
-    # Nothing of 020 is left; 001-010 stay applied.
-    assert "partial" not in tables(data, "shop")
+    # Nothing of 001-020 is left: the schema is what it was (none).
+    assert tables(data, "shop") & {"partial", "applied_order"} == set()
     conn = sqlite3.connect(data / "db" / "shop.sqlite")
     try:
-        assert [r[0] for r in conn.execute("SELECT file FROM applied_order ORDER BY rowid")] == [
-            "001",
-            "002",
-            "010",
-        ]
-        assert "020_bad.sql" not in {r[0] for r in conn.execute("SELECT file FROM _lunaflow_migrations")}
+        assert [r[0] for r in conn.execute("SELECT file FROM _lunaflow_migrations")] == []
     finally:
         conn.close()
 
@@ -255,3 +252,45 @@ def test_a_database_call_at_a_scripts_top_level_refuses_the_load() -> None:
     message = str(refused.value)
     assert "main.lua:3" in message
     assert "database:exec is an effect" in message
+
+
+def test_a_migration_applies_as_sqlite3s_shell_would_run_it(tmp_path: Path) -> None:
+    """Issue 24 §5: a line holding two statements refused the whole project on main ("You
+    can only execute one statement at a time"). A migration file applies as sqlite3's shell
+    runs it: statements end at semicolons that complete them, so several may share a line,
+    and a semicolon inside a string, a comment or a trigger's body does not end one."""
+    proj = copy_project("svc_database", tmp_path / "proj")
+    (proj / "migrations" / "shop" / "020_one_line.sql").write_text(
+        "CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1);INSERT INTO t VALUES (2);\n"
+        "CREATE TABLE said (s TEXT); INSERT INTO said VALUES ('a;b'); -- a comment; with a semicolon\n"
+        "/* a block; comment */ INSERT INTO said VALUES ('it''s; fine');\n"
+        "CREATE TRIGGER count_t AFTER INSERT ON t BEGIN INSERT INTO said VALUES ('t got ' || new.x); END;"
+        " INSERT INTO t VALUES (3);\n"
+        "INSERT INTO applied_order VALUES ('020')",  # the last statement needs no semicolon
+        encoding="utf-8",
+    )
+    with LocalPlatform(proj, data_dir=tmp_path / "data") as p:
+        assert applied_order(p) == ["001", "002", "010", "020"]
+        assert value(p, op="query", sql="SELECT x FROM t ORDER BY x") == [{"x": 1}, {"x": 2}, {"x": 3}]
+        said = value(p, op="query", sql="SELECT s FROM said ORDER BY rowid")
+        assert [r["s"] for r in said] == ["a;b", "it's; fine", "t got 3"]
+
+
+def test_a_later_migration_that_fails_keeps_none_of_the_new_ones(tmp_path: Path) -> None:
+    """A deploy adding 020 (fine) and 030 (failing) is refused with the old schema intact:
+    020 is rolled back with 030, and the old code keeps serving on the old tables."""
+    with LocalPlatform(project("svc_database"), data_dir=tmp_path / "data") as p:
+        v2 = copy_project("svc_database", tmp_path / "v2")
+        shop = v2 / "migrations" / "shop"
+        (shop / "020_fine.sql").write_text(
+            "DROP TABLE items;\nINSERT INTO applied_order VALUES ('020');", encoding="utf-8"
+        )
+        (shop / "030_bad.sql").write_text("INSERT INTO no_such_table VALUES (1);", encoding="utf-8")
+        with pytest.raises(ProjectLoadError) as refused:
+            p.deploy(v2)
+        assert "030_bad.sql" in str(refused.value) and "020_fine.sql" in str(refused.value)
+        assert applied_order(p) == ["001", "002", "010"]
+        assert value(p, op="first", sql="SELECT COUNT(*) AS n FROM items") == {"n": 1}
+        (shop / "030_bad.sql").write_text("INSERT INTO applied_order VALUES ('030');", encoding="utf-8")
+        p.deploy(v2)
+        assert applied_order(p) == ["001", "002", "010", "020", "030"]

@@ -169,6 +169,48 @@ def test_an_unreadable_golden_fails_with_a_reason(project: Path) -> None:
     assert not v.passed and v.message.startswith("cannot be read as a golden journal"), v
 
 
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (lambda doc: doc["entries"][0].update(data=[]), "journal entry 1's data is a list, not an object"),
+        (lambda doc: doc["entries"][1].update(data="x"), "journal entry 2's data is text, not an object"),
+        (lambda doc: doc["entries"].__setitem__(1, 7), "journal entry 2 is a number, not an object"),
+        (lambda doc: doc.update(run=[]), "its 'run' is a list, not an object"),
+        (lambda doc: doc.update(entries={}), "its 'entries' is an object, not a list of journal entries"),
+        (
+            lambda doc: doc["entries"][2].update(kind="step.nope"),
+            "kind 'step.nope' is not a journal entry kind",
+        ),
+    ],
+)
+def test_a_malformed_golden_is_one_verdict_and_the_others_are_judged(
+    project: Path, tmp_path: Path, edit, reason: str
+) -> None:
+    """Issue 24 §5: a golden whose first entry's data is a list crashed `lunaflow test` and
+    `check` with an AttributeError traceback and no verdicts. It is one "cannot be read"
+    verdict naming the file and the fix; the other goldens are still judged."""
+    with LocalPlatform(project, data_dir=tmp_path / "data") as p:
+        _paid_sale(p, "lot-7")
+        good = p.record("sale-lot-7")
+    doc = json.loads(good.read_text(encoding="utf-8"))
+    edit(doc)
+    (good.parent / "bad.json").write_text(json.dumps(doc), encoding="utf-8")
+
+    verdicts = {v.file: v for v in replay_goldens(project)}
+    assert verdicts["tests/golden/sale-lot-7.json"].passed, verdicts
+    bad = verdicts["tests/golden/bad.json"]
+    assert not bad.passed
+    assert bad.message.startswith("cannot be read as a golden journal"), bad
+    assert reason in bad.message and "lunaflow record RUN_ID" in bad.message, bad
+
+    for command in ("test", "check"):
+        done = cli(command, str(project), env={"COLUMNS": "300"})
+        assert done.code == 1, done
+        assert "Traceback" not in done.out + done.err, done
+        assert "tests/golden/bad.json" in done.out and reason in done.out, done
+        assert "replays cleanly to its return" in done.out, done
+
+
 def test_a_secret_read_in_the_workflow_function_replays_with_a_placeholder(
     make_project, tmp_path: Path
 ) -> None:

@@ -1249,7 +1249,11 @@ base.database = function(name)
     if type_(opts) ~= "table" then
       raw_error(sfmt("database \"%s\" needs options: database \"%s\" { migrations = \"migrations/%s\" }", name, name, name), 2)
     end
-    call_host("declare", "database", name, encode_or_raise(opts, "database options", 2))
+    -- Where it is declared: its migrations apply later, once the code is accepted, and a
+    -- failure then still names this line.
+    local info = getinfo(2, "Sl")
+    local where = info and info.currentline > 0 and sfmt("%s:%d", info.short_src, info.currentline) or ctx.script
+    call_host("declare", "database", name, encode_or_raise(opts, "database options", 2), where)
     return service("database", name, { "exec", "query", "first" })
   end
 end
