@@ -38,7 +38,7 @@ from typing import Any
 
 from runtime.console import page as console_page
 from runtime.core.clock import SystemClock, now_ms
-from runtime.dev.http import HostAllowlist, Refusal, cross_site, read_body
+from runtime.dev.http import HostAllowlist, Refusal, check_fields, cross_site, read_body
 from runtime.dev.reload import Reloader
 from runtime.engine.observe import Observer
 from runtime.engine.project import ProjectSource
@@ -397,6 +397,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self) -> None:
         dev = self.server.dev
+        try:
+            check_fields(self.headers)
+        except Refusal as refusal:
+            self._refuse(refusal)
+            return
         host = self.headers.get("host")
         if not dev.hosts.allows(host):
             self._refuse(dev.hosts.refusal(host))
