@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import logging
 import os
 import queue
 import secrets
 import signal
+import socket
 import threading
 import time
 import uuid
@@ -62,6 +64,13 @@ DRAIN_LIMIT = 64 * 1024 * 1024  # an oversized body up to this is read and dropp
 DRAIN_SECONDS = 5.0
 REQUEST_STATES = 8  # Lua states serving requests, made as needed
 REQUEST_WAIT_S = 5.0  # how long a request waits for one before it is answered 503
+# Connections served at once (a thread and a file each). The overflow is answered 503 and
+# closed at once, so connections that never speak cannot use up the process's files (256
+# by default on macOS) and leave the server answering no one.
+MAX_CONNECTIONS = 64
+HEADER_TIMEOUT_S = 10.0  # a request head (or a kept-alive connection's next one) arrives within this
+IDLE_TIMEOUT_S = 30.0  # a read of a body that makes no progress for this long ends the connection
+OVERFLOW_WARN_S = 10.0  # at most one warning per this many seconds about refused connections
 
 
 def data_folder(project: str | Path, data: str | Path | None) -> Path:
@@ -375,6 +384,8 @@ class DevServer:
 
 
 class _Server(ThreadingHTTPServer):
+    """A thread per connection, at most ``MAX_CONNECTIONS`` of them."""
+
     daemon_threads = True
     request_queue_size = 128  # the listen backlog; the default 5 resets bursts of connections
 
@@ -382,7 +393,85 @@ class _Server(ThreadingHTTPServer):
         self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], dev: DevServer
     ) -> None:
         self.dev = dev
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._warned_at = -OVERFLOW_WARN_S
         super().__init__(address, handler)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        try:
+            return super().get_request()
+        except OSError as e:
+            if e.errno in (errno.EMFILE, errno.ENFILE):
+                # Out of files: the listening socket stays readable, so without a pause
+                # the accept loop would spin until a connection ends.
+                time.sleep(0.05)
+            raise
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self._overflow(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread started: its slot is free again
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def _overflow(self, sock: socket.socket) -> None:
+        """Answer 503 on the accepting thread without waiting on the client: the answer
+        fits the socket's buffer, and what the client sent so far is read and dropped so
+        the close does not reset the answer away."""
+        now = time.monotonic()
+        if now - self._warned_at >= OVERFLOW_WARN_S:
+            self._warned_at = now
+            log.warning(
+                "a connection was answered 503: %d connections are open, the most lunaflow dev serves "
+                "at once (idle ones close after %g s)",
+                MAX_CONNECTIONS,
+                HEADER_TIMEOUT_S,
+            )
+        body = (
+            f"lunaflow dev is serving {MAX_CONNECTIONS} connections, the most it serves at once; "
+            f"connections that send no request close after {HEADER_TIMEOUT_S:g} s — try again shortly\n"
+        ).encode()
+        head = (
+            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
+            f"retry-after: 1\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        ).encode()
+        try:
+            sock.setblocking(False)
+            sock.send(head + body)
+            sock.shutdown(socket.SHUT_WR)
+            with contextlib.suppress(BlockingIOError):
+                while sock.recv(65536):
+                    pass
+        except OSError:
+            pass
+        finally:
+            sock.close()
+
+
+class _HeadDeadline(socket.SocketIO):
+    """A connection's reads, bounded by a deadline while a request head is being read: a
+    per-read timeout alone lets a client that sends a byte now and then hold its thread."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__(sock, "rb")
+        self.deadline: float | None = None
+
+    def readinto(self, b: Any) -> int | None:
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no complete request head within {HEADER_TIMEOUT_S:g} s")
+            self._sock.settimeout(min(left, IDLE_TIMEOUT_S))  # type: ignore[attr-defined]
+        return super().readinto(b)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -391,11 +480,25 @@ class _Handler(BaseHTTPRequestHandler):
     # Headers and body go out in two writes; with Nagle on, a kept-alive client's delayed
     # ACK holds the body back ~40 ms.
     disable_nagle_algorithm = True
+    timeout = IDLE_TIMEOUT_S
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # the plain reader setup made (a reference on the socket)
+        self._reads = _HeadDeadline(self.connection)
+        self.rfile = io.BufferedReader(self._reads)
+
+    def handle_one_request(self) -> None:
+        self._reads.deadline = time.monotonic() + HEADER_TIMEOUT_S
+        super().handle_one_request()
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)
 
     def _handle(self) -> None:
+        # The head is in; the body's reads are bounded per read, as a drain sets them.
+        self._reads.deadline = None
+        self.connection.settimeout(IDLE_TIMEOUT_S)
         dev = self.server.dev
         try:
             check_fields(self.headers)
