@@ -15,6 +15,7 @@ import argparse
 import json
 import logging
 import os
+import sqlite3
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -653,28 +654,36 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command's exit code. The ``lunaflow`` script pip installs calls this, so what
+    must never reach the user as a traceback is caught here."""
     parser = _parser()
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)
+        sys.stdout.flush()
         return code
+    except BrokenPipeError:
+        # The reader went away (`lunaflow runs --json | head`): nothing left to say to it.
+        # Later writes (the interpreter's last flush) go nowhere instead of failing again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except Usage as e:
         err.print(f"lunaflow {args.command}: {e}")
         return EXIT_USAGE
     except LunaflowError as e:
         err.print(f"lunaflow {args.command}: {e}")
         return EXIT_REFUSED
+    except sqlite3.DatabaseError as e:  # a data file other than the store's (kv, queues)
+        folder = data_folder(getattr(args, "project", "."), getattr(args, "data", None))
+        err.print(
+            f"lunaflow {args.command}: a data file in {folder} cannot be read ({e}); lunaflow reads its "
+            "SQLite files only whole — move the damaged file away, or put back a backup"
+        )
+        return EXIT_REFUSED
 
 
 def entry() -> None:
-    try:
-        code = main()
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # The reader went away (`lunaflow runs --json | head`): nothing left to say to it.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = EXIT_OK
-    sys.exit(code)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from typing import Any
 from runtime.core.clock import Clock, SystemClock
 from runtime.core.journal import ENDED, Entry, Kind, Signal, Status
 from runtime.core.values import compact
-from runtime.errors import EngineBug, JournalConflict, LunaflowError, SignalBacklogFull
+from runtime.errors import EngineBug, JournalConflict, LunaflowError, SignalBacklogFull, StoreUnreadable
 from runtime.store.base import (
     OWNER_DEAD_AFTER_MS,
     Lease,
@@ -175,11 +175,15 @@ class SQLiteStore:
         self._db = sqlite3.connect(
             str(self.path), isolation_level=None, check_same_thread=False, timeout=30.0
         )
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(f"PRAGMA synchronous={synchronous}")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
-        self._migrate()
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={synchronous}")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
+            self._migrate()
+        except sqlite3.DatabaseError as e:  # not a database, or a malformed one
+            self._db.close()
+            raise StoreUnreadable(str(self.path), str(e)) from None
         if synchronous.upper() in ("FULL", "EXTRA"):
             self._preallocate_wal()
 
