@@ -31,7 +31,7 @@ from runtime.console import timeline
 from runtime.core import values
 from runtime.core.clock import SystemClock
 from runtime.dev.server import DevServer, NotAProject, ServeError, check_project, data_folder
-from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal
+from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal, duration
 from runtime.errors import LunaflowError, UnknownWorkflow
 from runtime.platform.runs import Runs
 from runtime.store.base import RunRecord
@@ -277,7 +277,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             detail = "  ".join(parts)
         table.add_row(Text(str(item.seq)), Text(_when(item.at)), Text(item.title), Text(detail))
         for a in item.attempts:
-            took = "" if a.ended_at is None else f" took {max(0.0, a.ended_at - a.started_at):.3f}s"
+            took = "" if a.ended_at is None else f" took {duration(a.ended_at - a.started_at)}"
             line = f"attempt {a.attempt} {a.outcome}{took}  step id {a.step_id}"
             if a.error:
                 line += f"\n  error: {a.error}"

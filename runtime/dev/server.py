@@ -42,6 +42,7 @@ from runtime.console import page as console_page
 from runtime.core.clock import SystemClock, now_ms
 from runtime.dev.http import HostAllowlist, Refusal, check_fields, cross_site, read_body
 from runtime.dev.reload import Reloader
+from runtime.dev.terminal import duration
 from runtime.engine.observe import Observer
 from runtime.engine.project import ProjectSource
 from runtime.engine.worker import Worker
@@ -362,17 +363,17 @@ class DevServer:
     def _busy(self, request: dict[str, Any]) -> Response:
         states, wait = self.requests.size, self.request_wait_s
         log.warning(
-            "request %s %s answered 503: all %d Lua states that serve requests stayed busy for %g s",
+            "request %s %s answered 503: all %d Lua states that serve requests stayed busy for %s",
             request["method"],
             request["path"],
             states,
-            wait,
+            duration(wait),
         )
         return Response(
             503,
             {"content-type": "text/plain; charset=utf-8", "retry-after": "1"},
             f"lunaflow dev is busy: all {states} Lua states that serve requests stayed in use for "
-            f"{wait:g} s (handlers waiting on slow calls?); try again shortly\n",
+            f"{duration(wait)} (handlers waiting on slow calls?); try again shortly\n",
         )
 
     def handle_console(
@@ -432,13 +433,13 @@ class _Server(ThreadingHTTPServer):
             self._warned_at = now
             log.warning(
                 "a connection was answered 503: %d connections are open, the most lunaflow dev serves "
-                "at once (idle ones close after %g s)",
+                "at once (idle ones close after %s)",
                 MAX_CONNECTIONS,
-                HEADER_TIMEOUT_S,
+                duration(HEADER_TIMEOUT_S),
             )
         body = (
             f"lunaflow dev is serving {MAX_CONNECTIONS} connections, the most it serves at once; "
-            f"connections that send no request close after {HEADER_TIMEOUT_S:g} s — try again shortly\n"
+            f"connections that send no request close after {duration(HEADER_TIMEOUT_S)} — try again shortly\n"
         ).encode()
         head = (
             "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
@@ -469,7 +470,7 @@ class _HeadDeadline(socket.SocketIO):
         if self.deadline is not None:
             left = self.deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError(f"no complete request head within {HEADER_TIMEOUT_S:g} s")
+                raise TimeoutError(f"no complete request head within {duration(HEADER_TIMEOUT_S)}")
             self._sock.settimeout(min(left, IDLE_TIMEOUT_S))  # type: ignore[attr-defined]
         return super().readinto(b)
 

@@ -245,3 +245,29 @@ def test_no_colour_codes_when_not_a_tty(dev: DevServer) -> None:
     time.sleep(0.5)
     printed = "\n".join(dev.lines_since(since))
     assert printed and not ANSI.search(printed), printed
+
+
+@pytest.mark.parametrize(
+    "seconds, shown",
+    [
+        (0.0, "0ms"),
+        (0.045, "45ms"),
+        (0.0994, "99ms"),
+        (0.0996, "0.1s"),
+        (0.9996, "1.0s"),
+        (0.96, "1.0s"),
+        (1.0, "1.0s"),
+        (59.94, "59.9s"),
+        (59.96, "1m00s"),
+        (125.0, "2m05s"),
+        (3599.6, "1h00m"),
+        (12000.0, "3h20m"),
+    ],
+)
+def test_one_duration_format(seconds: float, shown: str) -> None:
+    """Issue 24 §6: every duration the terminal prints goes through one formatter, which
+    picks its unit after rounding: a retry due in 0.9996 s is ``(in 1.0s)`` as the README
+    shows, not ``(in 1000ms)``."""
+    from runtime.dev.terminal import duration
+
+    assert duration(seconds) == shown
