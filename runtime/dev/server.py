@@ -72,6 +72,7 @@ MAX_CONNECTIONS = 64
 HEADER_TIMEOUT_S = 10.0  # a request head (or a kept-alive connection's next one) arrives within this
 IDLE_TIMEOUT_S = 30.0  # a read of a body that makes no progress for this long ends the connection
 OVERFLOW_WARN_S = 10.0  # at most one warning per this many seconds about refused connections
+CANCELS_POLL_S = 1.0  # how often the dispatcher looks for cancels made by other processes
 
 
 def data_folder(project: str | Path, data: str | Path | None) -> Path:
@@ -203,6 +204,8 @@ class DevServer:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.observer = observer
+        self._cancels = _Cancels(self.store) if observer is not None else None
         self.owner = f"dev-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.lease = LeaseTerms(self.owner, LEASE_MS)
         # Console actions carry this; a page of another process (or none) cannot act.
@@ -294,10 +297,19 @@ class DevServer:
                             continue
                         self._claimed.add(run_id)
                     self._work.put((run_id, token))
+                self._report_cancels()
             except Exception:  # the loop must outlive any one bad iteration
                 log.exception("dispatcher iteration failed")
             self._wake.wait(timeout=self._next_wait())
             self._wake.clear()
+
+    def _report_cancels(self) -> None:
+        """Cancels made by another process (``lunaflow cancel``, a second server) reach the
+        observer too; a terminal prints each run's cancel once, whoever made it."""
+        if self.observer is None or self._cancels is None:
+            return
+        for run_id, workflow in self._cancels.new():
+            self.observer.cancelled(run_id, workflow)
 
     def _next_wait(self) -> float:
         waits = [POLL_S]
@@ -382,6 +394,30 @@ class DevServer:
         """A console page or action; ``refused`` says why a state-changing request looked
         cross-site (then it is refused whatever it carries)."""
         return self.console.handle(method, path, form, cross_site=refused)
+
+
+class _Cancels:
+    """Runs found cancelled since the last look. The count of cancelled runs is polled (an
+    index range); only when it changes are their ids read and compared with those known."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+        self._known = {run_id for run_id, _ in store.ids_with_status("cancelled")}
+        self._count = len(self._known)
+        self._looked = time.monotonic()
+
+    def new(self) -> list[tuple[str, str]]:
+        if time.monotonic() - self._looked < CANCELS_POLL_S:
+            return []
+        self._looked = time.monotonic()
+        count = self.store.status_count("cancelled")
+        if count == self._count:
+            return []
+        found = self.store.ids_with_status("cancelled")
+        self._count = len(found)
+        fresh = [(run_id, workflow) for run_id, workflow in found if run_id not in self._known]
+        self._known = {run_id for run_id, _ in found}
+        return fresh
 
 
 class _Server(ThreadingHTTPServer):

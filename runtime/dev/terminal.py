@@ -27,6 +27,7 @@ from typing import IO
 from runtime.core.values import compact
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
+MAX_CANCELS_KEPT = 100_000  # cancels remembered, so each is printed once
 
 _COLOURS = {
     "failed": "31",  # red
@@ -68,6 +69,7 @@ class Terminal:
         self.level = level
         self.colour = colour_wanted(self.stream) if colour is None else colour
         self._lock = threading.Lock()
+        self._cancelled: dict[str, None] = {}  # run ids whose cancel was printed, oldest first
 
     # --- writing -----------------------------------------------------------------------
 
@@ -169,6 +171,14 @@ class Terminal:
             self._run("completed", run_id, "completed")
 
     def cancelled(self, run_id: str, workflow: str) -> None:
+        # Said once per run: a cancel this process made is reported by the engine, and
+        # found again among the cancels of every process on the data folder.
+        with self._lock:
+            if run_id in self._cancelled:
+                return
+            self._cancelled[run_id] = None
+            while len(self._cancelled) > MAX_CANCELS_KEPT:
+                del self._cancelled[next(iter(self._cancelled))]
         if self.level >= NORMAL:
             self._run("cancelled", run_id, "cancelled")
 

@@ -586,6 +586,16 @@ class SQLiteStore:
         rows = self._read("SELECT version FROM secret_pins WHERE run_id = ? AND name = ?", (run_id, name))
         return int(rows[0][0]) if rows else None
 
+    # --- what another process did (lunaflow dev's terminal) ---------------------------
+
+    def status_count(self, status: str) -> int:
+        """How many runs have ``status``: a range of the status index, cheap to poll."""
+        return int(self._read("SELECT COUNT(*) FROM runs WHERE status = ?", (status,))[0][0])
+
+    def ids_with_status(self, status: str) -> list[tuple[str, str]]:
+        """(run id, workflow) of every run with ``status``."""
+        return [(r[0], r[1]) for r in self._read("SELECT id, workflow FROM runs WHERE status = ?", (status,))]
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
