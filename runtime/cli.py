@@ -155,7 +155,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             Text(r.id),
             Text(r.workflow),
             _status(r.status),
-            Text(r.current_step or "" if r.status not in ("completed", "cancelled") else ""),
+            Text((r.current_step or "") if r.status not in ("completed", "cancelled") else ""),
             Text(_when(r.created_at)),
             Text(_when(r.updated_at)),
         ]

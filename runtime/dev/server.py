@@ -1,7 +1,10 @@
 """``lunaflow dev``: the project on a real HTTP server on loopback, with its runs, timers
 and queues, all state in a data folder (SPEC section 5).
 
-Threads: the HTTP server (a thread per request), a dispatcher that turns due timers and
+Threads: the HTTP server (a thread per connection, at most ``MAX_CONNECTIONS``; the
+overflow is answered 503 at once, and a connection that sends no whole request head within
+``HEADER_TIMEOUT_S`` is closed, so connections that never speak cannot use up the
+process's files and threads), a dispatcher that turns due timers and
 wake-ups into work (it runs no Lua), a few run workers and a queue deliverer. Each run
 worker and the deliverer has a ``Worker`` (a Lua state) of its own; requests borrow one
 from a pool of their own, made as needed up to ``REQUEST_STATES``, and a request that
@@ -13,7 +16,8 @@ Killed at any instant, the next start finds everything in the data folder: wake-
 runs left ``running``, timers (those due while it was down fire at once).
 
 It reloads the project when its files change (runtime/dev/reload.py), prints what runs do
-through an ``Observer`` (runtime/dev/terminal.py), and keeps its HTTP strict
+through an ``Observer`` (runtime/dev/terminal.py) — cancels made by other processes on
+the data folder too, found by the dispatcher — and keeps its HTTP strict
 (runtime/dev/http.py): loopback ``Host`` names only, bodies framed exactly, and console
 actions only with this process's token from the console's own origin.
 """
