@@ -107,3 +107,30 @@ def test_a_silent_connection_is_closed_after_the_header_timeout(dev: DevServer) 
             s.settimeout(HEADER_TIMEOUT_S + 30)
             with contextlib.suppress(ConnectionResetError):  # closed, without an answer
                 assert s.recv(4096) == b""
+
+
+def test_a_client_trickling_its_head_is_closed_at_the_header_deadline(dev: DevServer) -> None:
+    """A per-read timeout alone would let a client that sends a byte now and then hold its
+    connection for ever: the head has one deadline over all its reads."""
+    head = f"GET /_console HTTP/1.1\r\nHost: 127.0.0.1:{dev.port}\r\nX-Slow: {'a' * 200}".encode()
+    with socket.create_connection(("127.0.0.1", dev.port), timeout=10) as s:
+        started = time.monotonic()
+        closed = False
+        for byte in head:
+            try:
+                s.sendall(bytes([byte]))
+            except OSError:  # reset: the server closed it
+                closed = True
+                break
+            s.settimeout(0.5)
+            try:
+                if s.recv(4096) == b"":
+                    closed = True
+                    break
+            except TimeoutError:
+                pass
+            except OSError:
+                closed = True
+                break
+        assert closed, "the server kept a trickling connection open past its whole head"
+        assert time.monotonic() - started >= HEADER_TIMEOUT_S - 1
