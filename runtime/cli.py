@@ -15,6 +15,7 @@ import argparse
 import json
 import logging
 import os
+import sqlite3
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -30,7 +31,7 @@ from runtime.console import timeline
 from runtime.core import values
 from runtime.core.clock import SystemClock
 from runtime.dev.server import DevServer, NotAProject, ServeError, check_project, data_folder
-from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal
+from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal, duration
 from runtime.errors import LunaflowError, UnknownWorkflow
 from runtime.platform.runs import Runs
 from runtime.store.base import RunRecord
@@ -150,33 +151,70 @@ def cmd_runs(args: argparse.Namespace) -> int:
     out.print(f"{len(found)} run(s)", style="italic")
     if not found:
         return EXIT_OK
-    # Run ids are printed whole, always: the other columns give way, and on a terminal too
-    # narrow for a table each run becomes a block of lines.
-    id_width = max(len(r.id) for r in found)
-    if out.width >= id_width + 56:
-        table = Table()
-        table.add_column("run", no_wrap=True, min_width=id_width)
-        for column in ("workflow", "status", "current step", "started", "updated"):
-            table.add_column(column, overflow="fold")
-        for r in found:
-            table.add_row(
-                Text(r.id),
-                Text(r.workflow),
-                _status(r.status),
-                Text(r.current_step or ""),
-                Text(_when(r.created_at)),
-                Text(_when(r.updated_at)),
-            )
-        out.print(table)
-        return EXIT_OK
-    for r in found:
-        out.print(Text(r.id, style="bold"), no_wrap=True, overflow="ignore", crop=False)
-        line = Text("  ").append(Text(r.workflow)).append(" · ").append(_status(r.status))
-        if r.current_step and r.status not in ("completed", "cancelled"):
-            line.append(" · ").append(Text(r.current_step))
-        out.print(line)
-        out.print(Text(f"  started {_when(r.created_at)} · updated {_when(r.updated_at)}"))
+    columns = [("run", WHOLE), ("workflow", WHOLE), ("status", WHOLE)]
+    columns += [("current step", WRAPS), ("started", WRAPS), ("updated", WRAPS)]
+    rows = [
+        [
+            Text(r.id),
+            Text(r.workflow),
+            _status(r.status),
+            Text((r.current_step or "") if r.status not in ("completed", "cancelled") else ""),
+            Text(_when(r.created_at)),
+            Text(_when(r.updated_at)),
+        ]
+        for r in found
+    ]
+    _print_table(None, columns, rows)
     return EXIT_OK
+
+
+# --- tables ------------------------------------------------------------------------------
+
+WHOLE, WRAPS = True, False
+MIN_WRAPPED = 8  # the narrowest a column that wraps is made
+
+
+def _print_table(
+    title: str | None, columns: Sequence[tuple[str, bool]], rows: Sequence[Sequence[Text]]
+) -> None:
+    """A table whose ``WHOLE`` columns (ids, names, statuses) are never cut or wrapped, so
+    two runs never look alike and an id can be copied, and whose other columns wrap. When
+    the whole columns do not fit the terminal with room for the others, each row becomes a
+    block of lines instead."""
+    widths = [
+        max([len(head), *(row[i].cell_len for row in rows)]) if whole else MIN_WRAPPED
+        for i, (head, whole) in enumerate(columns)
+    ]
+    if sum(widths) + 3 * len(columns) + 1 <= out.width:  # a cell's padding and border
+        table = Table(title=title)
+        for (head, whole), width in zip(columns, widths, strict=True):
+            if whole:
+                table.add_column(head, no_wrap=True, min_width=width)
+            else:
+                table.add_column(head, overflow="fold")
+        for row in rows:
+            table.add_row(*row)
+        out.print(table)
+        return
+    if title:
+        out.print(Text(title), style="italic")
+    for row in rows:
+        _print_block(columns, row)
+
+
+def _print_block(columns: Sequence[tuple[str, bool]], row: Sequence[Text]) -> None:
+    """One row as lines: its first cell alone, the other whole cells on a line when they fit
+    (each on its own otherwise, never cut), then each other cell, wrapped, with its name."""
+    out.print(Text(row[0].plain, style="bold"), no_wrap=True, overflow="ignore", crop=False)
+    whole = [cell for (_, w), cell in zip(columns[1:], row[1:], strict=True) if w and cell.plain]
+    line = Text("  ") + Text(" · ").join(whole)
+    for part in [line] if line.cell_len <= out.width else [Text("  ") + cell for cell in whole]:
+        out.print(part, no_wrap=True, overflow="ignore", crop=False)
+    for (head, w), cell in zip(columns[1:], row[1:], strict=True):
+        if not w and cell.plain:
+            for line in (Text(f"{head}: ") + cell).wrap(out, max(out.width - 2, MIN_WRAPPED)):
+                line.rstrip()
+                out.print(Text("  ") + line, no_wrap=True, overflow="ignore", crop=False)
 
 
 _STATUS_STYLES = {
@@ -242,7 +280,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             detail = "  ".join(parts)
         table.add_row(Text(str(item.seq)), Text(_when(item.at)), Text(item.title), Text(detail))
         for a in item.attempts:
-            took = "" if a.ended_at is None else f" took {max(0.0, a.ended_at - a.started_at):.3f}s"
+            took = "" if a.ended_at is None else f" took {duration(a.ended_at - a.started_at)}"
             line = f"attempt {a.attempt} {a.outcome}{took}  step id {a.step_id}"
             if a.error:
                 line += f"\n  error: {a.error}"
@@ -447,24 +485,45 @@ def _report_check(
                     "when this code is served: `lunaflow dev`, or a deploy)"
                 )
             )
-        if verdicts is not None:
-            table = Table(title=f"{len(verdicts)} in-flight run(s), {len(diverging)} would diverge")
-            table.add_column("run", no_wrap=True)
-            for column in ("workflow", "status", "verdict"):
-                table.add_column(column)
-            for v in verdicts:
-                verdict = Text(v.message, style="red" if v.diverges else "")
-                table.add_row(Text(v.run_id), Text(v.workflow), _status(v.status), verdict)
-            out.print(table)
+        if verdicts is not None and not verdicts:
+            out.print(Text("no runs are in flight, so none can diverge; only new runs will use this code"))
+        elif verdicts is not None:
+            rows = [
+                [
+                    Text(v.run_id),
+                    Text(v.workflow),
+                    _status(v.status),
+                    Text(v.message, style="red" if v.diverges else ""),
+                ]
+                for v in verdicts
+            ]
+            _print_table(
+                f"{len(verdicts)} in-flight run(s), {len(diverging)} would diverge",
+                [("run", WHOLE), ("workflow", WHOLE), ("status", WHOLE), ("verdict", WRAPS)],
+                rows,
+            )
         if goldens:
-            table = Table(title=f"{len(goldens)} golden journal(s), {len(failing)} would not replay")
-            table.add_column("golden", no_wrap=True)
-            for column in ("run", "workflow", "recorded", "verdict"):
-                table.add_column(column)
-            for g in goldens:
-                verdict = Text(g.message, style="" if g.passed else "red")
-                table.add_row(Text(g.file), Text(g.run_id), Text(g.workflow), Text(g.status), verdict)
-            out.print(table)
+            rows = [
+                [
+                    Text(g.file),
+                    Text(g.run_id),
+                    Text(g.workflow),
+                    Text(g.status),
+                    Text(g.message, style="" if g.passed else "red"),
+                ]
+                for g in goldens
+            ]
+            _print_table(
+                f"{len(goldens)} golden journal(s), {len(failing)} would not replay",
+                [
+                    ("golden", WHOLE),
+                    ("run", WHOLE),
+                    ("workflow", WHOLE),
+                    ("recorded", WHOLE),
+                    ("verdict", WRAPS),
+                ],
+                rows,
+            )
     return EXIT_REFUSED if diverging or failing else EXIT_OK
 
 
@@ -681,28 +740,36 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command's exit code. The ``lunaflow`` script pip installs calls this, so what
+    must never reach the user as a traceback is caught here."""
     parser = _parser()
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)
+        sys.stdout.flush()
         return code
+    except BrokenPipeError:
+        # The reader went away (`lunaflow runs --json | head`): nothing left to say to it.
+        # Later writes (the interpreter's last flush) go nowhere instead of failing again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except Usage as e:
         err.print(f"lunaflow {args.command}: {e}")
         return EXIT_USAGE
     except LunaflowError as e:
         err.print(f"lunaflow {args.command}: {e}")
         return EXIT_REFUSED
+    except sqlite3.DatabaseError as e:  # a data file other than the store's (kv, queues)
+        folder = data_folder(getattr(args, "project", "."), getattr(args, "data", None))
+        err.print(
+            f"lunaflow {args.command}: a data file in {folder} cannot be read ({e}); lunaflow reads its "
+            "SQLite files only whole — move the damaged file away, or put back a backup"
+        )
+        return EXIT_REFUSED
 
 
 def entry() -> None:
-    try:
-        code = main()
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # The reader went away (`lunaflow runs --json | head`): nothing left to say to it.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = EXIT_OK
-    sys.exit(code)
+    sys.exit(main())
 
 
 if __name__ == "__main__":

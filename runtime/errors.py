@@ -83,6 +83,18 @@ class JournalConflict(LunaflowError):
         )
 
 
+class StoreUnreadable(LunaflowError):
+    """A data file exists but SQLite cannot read it (overwritten, truncated, not a database)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        super().__init__(
+            f"the data file {path} cannot be read ({reason}); lunaflow keeps its runs in that SQLite "
+            "file and reads it only whole — move it away to start with no runs (lunaflow dev makes a "
+            "new one), or put back a backup"
+        )
+
+
 class EngineBug(LunaflowError):
     """An internal invariant failed. Never the user's fault."""
 

@@ -8,7 +8,11 @@ the names it was told to serve, and a console action needs the per-process token
 page it served, sent from its own origin. Bodies are framed as RFC 9112 says, with no
 leniency a proxy and this server could read differently: ``Content-Length`` is ASCII
 digits, ``Transfer-Encoding: chunked`` is decoded, anything else is refused and the
-connection closed.
+connection closed. Field lines are held to RFC 9110 §5 and RFC 9112 §5: a name is a token
+with its colon right after it, only spaces and tabs surround a value and no other control
+character is in it, and ``Host`` comes once; anything else is a 400, because a lenient
+reading (Python's ``.strip()`` takes ``\x0bchunked`` for ``chunked``) is where a proxy and
+this server would see two different requests.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ MAX_TRAILERS = 64
 
 _DIGITS = re.compile(r"[0-9]{1,18}")
 _HEX = re.compile(r"[0-9A-Fa-f]{1,15}")
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # CTLs but HTAB (RFC 9110 §5.5)
 _HOST = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<name>[A-Za-z0-9.\-_]+))(?::(?P<port>[0-9]{1,5}))?")
 
 
@@ -40,6 +46,38 @@ class Refusal(Exception):
     drain: int = 0
 
 
+# --- field lines ----------------------------------------------------------------------------
+
+
+def check_fields(headers: Message) -> None:
+    """Raise ``Refusal`` (400) unless every field line is well formed and ``Host`` appears
+    exactly once or not at all (a missing one is the Host check's to refuse)."""
+    if headers.defects or headers.get_payload():
+        # Python's parser stops at the first line that is not ``name: value`` and keeps
+        # the rest as a "body": those lines (a Host among them) would go unread.
+        raise Refusal(
+            400,
+            "a header line is malformed (a field name is a token followed by ':' with no space "
+            "before it, RFC 9112 §5.1); send each header as Name: value",
+        )
+    for name, value in headers.items():
+        if not _TOKEN.fullmatch(name):
+            raise Refusal(400, f"header name {name[:40]!r} is not a token (RFC 9110 §5.1); fix the header")
+        if _BAD_VALUE.search(value):
+            raise Refusal(
+                400,
+                f"header {name[:40]} has a control character in its value {value[:60]!r}; only spaces "
+                "and tabs may surround a value and none other may be in it (RFC 9110 §5.5)",
+            )
+    hosts = headers.get_all("host") or []
+    if len(hosts) > 1:
+        raise Refusal(
+            400,
+            f"the request has {len(hosts)} Host headers; a request names its host once (RFC 9112 §3.2) "
+            "— send one Host header",
+        )
+
+
 # --- Host -----------------------------------------------------------------------------------
 
 
@@ -48,7 +86,7 @@ def host_name(header: str | None) -> str | None:
     when the header is missing or malformed."""
     if header is None:
         return None
-    m = _HOST.fullmatch(header.strip())
+    m = _HOST.fullmatch(header.strip(" \t"))
     if m is None or (m.group("port") is not None and int(m.group("port")) > 65535):
         return None
     return (m.group("v6") or m.group("name") or "").lower() or None
@@ -102,7 +140,7 @@ def read_body(rfile: BufferedIOBase, headers: Message, limit: int, drain_limit: 
     if encodings:
         if lengths:
             raise Refusal(400, "a request cannot carry both Transfer-Encoding and Content-Length")
-        coding = ",".join(encodings).strip().lower()
+        coding = ",".join(encodings).strip(" \t").lower()
         if coding != "chunked":
             raise Refusal(
                 501, f"Transfer-Encoding {coding!r} is not supported; send chunked or a Content-Length"

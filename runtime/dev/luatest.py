@@ -251,10 +251,15 @@ def _run_file(
     runner = sandbox.lua.execute(RUNNER, sandbox.engine.encode)
     for name in ("test", "assert_eq", "assert_true"):
         sandbox.engine.set_extras(name, runner[name])
+    # As the prelude's call_host does for every host call: the memory limit is lifted while
+    # Python runs (it builds the answer's tables in the state) and armed again before Lua
+    # goes on. An allocation failing while Python holds the state would freeze or abort the
+    # process; armed again, an answer that left the state over its limit fails in Lua.
     call = sandbox.lua.eval(
-        "function(host) return function(name, ...) local r = table.pack(host.call('t_call', name, ...)) "
+        "function(host) local call, arm, lift = host.call, host.arm, host.lift "
+        "return function(name, ...) lift() local r = table.pack(call('t_call', name, ...)) arm() "
         "if not r[1] then error(r[2], 3) end return table.unpack(r, 2, r.n) end end"
-    )(sandbox.lua.table_from({"call": sandbox._dispatch}))
+    )(sandbox.lua.table_from({"call": sandbox._dispatch, "arm": sandbox._arm, "lift": sandbox._lift}))
     platform_obj = sandbox.lua.execute(PLATFORM, call)
     call_function = sandbox.engine.call_function
     ok, err = sandbox.engine.load_script(path.name, path.read_text(encoding="utf-8"), sandbox.instructions)
@@ -272,5 +277,7 @@ def _run_file(
             passed, message, tb = call_function(t.fn, args, sandbox.instructions)
         finally:
             session.close()
+        if not passed:
+            message = sandbox.explain(str(message))  # a bare "not enough memory" names the limit
         report.outcomes.append(Outcome(path.name, name, None if passed else str(message), tb))
         write(f"PASS {path.name}: {name}" if passed else f"FAIL {message} ({path.name}: {name})")

@@ -1,7 +1,10 @@
 """``lunaflow dev``: the project on a real HTTP server on loopback, with its runs, timers
 and queues, all state in a data folder (SPEC section 5).
 
-Threads: the HTTP server (a thread per request), a dispatcher that turns due timers and
+Threads: the HTTP server (a thread per connection, at most ``MAX_CONNECTIONS``; the
+overflow is answered 503 at once, and a connection that sends no whole request head within
+``HEADER_TIMEOUT_S`` is closed, so connections that never speak cannot use up the
+process's files and threads), a dispatcher that turns due timers and
 wake-ups into work (it runs no Lua), a few run workers and a queue deliverer. Each run
 worker and the deliverer has a ``Worker`` (a Lua state) of its own; requests borrow one
 from a pool of their own, made as needed up to ``REQUEST_STATES``, and a request that
@@ -13,7 +16,8 @@ Killed at any instant, the next start finds everything in the data folder: wake-
 runs left ``running``, timers (those due while it was down fire at once).
 
 It reloads the project when its files change (runtime/dev/reload.py), prints what runs do
-through an ``Observer`` (runtime/dev/terminal.py), and keeps its HTTP strict
+through an ``Observer`` (runtime/dev/terminal.py) — cancels made by other processes on
+the data folder too, found by the dispatcher — and keeps its HTTP strict
 (runtime/dev/http.py): loopback ``Host`` names only, bodies framed exactly, and console
 actions only with this process's token from the console's own origin.
 """
@@ -22,11 +26,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import logging
 import os
 import queue
 import secrets
 import signal
+import socket
 import threading
 import time
 import uuid
@@ -38,8 +44,9 @@ from typing import Any
 
 from runtime.console import page as console_page
 from runtime.core.clock import SystemClock, now_ms
-from runtime.dev.http import HostAllowlist, Refusal, cross_site, read_body
+from runtime.dev.http import HostAllowlist, Refusal, check_fields, cross_site, read_body
 from runtime.dev.reload import Reloader
+from runtime.dev.terminal import duration
 from runtime.engine.observe import Observer
 from runtime.engine.project import ProjectSource
 from runtime.engine.worker import Worker
@@ -62,6 +69,14 @@ DRAIN_LIMIT = 64 * 1024 * 1024  # an oversized body up to this is read and dropp
 DRAIN_SECONDS = 5.0
 REQUEST_STATES = 8  # Lua states serving requests, made as needed
 REQUEST_WAIT_S = 5.0  # how long a request waits for one before it is answered 503
+# Connections served at once (a thread and a file each). The overflow is answered 503 and
+# closed at once, so connections that never speak cannot use up the process's files (256
+# by default on macOS) and leave the server answering no one.
+MAX_CONNECTIONS = 64
+HEADER_TIMEOUT_S = 10.0  # a request head (or a kept-alive connection's next one) arrives within this
+IDLE_TIMEOUT_S = 30.0  # a read of a body that makes no progress for this long ends the connection
+OVERFLOW_WARN_S = 10.0  # at most one warning per this many seconds about refused connections
+CANCELS_POLL_S = 1.0  # how often the dispatcher looks for cancels made by other processes
 
 
 def data_folder(project: str | Path, data: str | Path | None) -> Path:
@@ -193,6 +208,8 @@ class DevServer:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.observer = observer
+        self._cancels = _Cancels(self.store) if observer is not None else None
         self.owner = f"dev-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.lease = LeaseTerms(self.owner, LEASE_MS)
         # Console actions carry this; a page of another process (or none) cannot act.
@@ -284,10 +301,19 @@ class DevServer:
                             continue
                         self._claimed.add(run_id)
                     self._work.put((run_id, token))
+                self._report_cancels()
             except Exception:  # the loop must outlive any one bad iteration
                 log.exception("dispatcher iteration failed")
             self._wake.wait(timeout=self._next_wait())
             self._wake.clear()
+
+    def _report_cancels(self) -> None:
+        """Cancels made by another process (``lunaflow cancel``, a second server) reach the
+        observer too; a terminal prints each run's cancel once, whoever made it."""
+        if self.observer is None or self._cancels is None:
+            return
+        for run_id, workflow in self._cancels.new():
+            self.observer.cancelled(run_id, workflow)
 
     def _next_wait(self) -> float:
         waits = [POLL_S]
@@ -353,17 +379,17 @@ class DevServer:
     def _busy(self, request: dict[str, Any]) -> Response:
         states, wait = self.requests.size, self.request_wait_s
         log.warning(
-            "request %s %s answered 503: all %d Lua states that serve requests stayed busy for %g s",
+            "request %s %s answered 503: all %d Lua states that serve requests stayed busy for %s",
             request["method"],
             request["path"],
             states,
-            wait,
+            duration(wait),
         )
         return Response(
             503,
             {"content-type": "text/plain; charset=utf-8", "retry-after": "1"},
             f"lunaflow dev is busy: all {states} Lua states that serve requests stayed in use for "
-            f"{wait:g} s (handlers waiting on slow calls?); try again shortly\n",
+            f"{duration(wait)} (handlers waiting on slow calls?); try again shortly\n",
         )
 
     def handle_console(
@@ -374,7 +400,33 @@ class DevServer:
         return self.console.handle(method, path, form, cross_site=refused)
 
 
+class _Cancels:
+    """Runs found cancelled since the last look. The count of cancelled runs is polled (an
+    index range); only when it changes are their ids read and compared with those known."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+        self._known = {run_id for run_id, _ in store.ids_with_status("cancelled")}
+        self._count = len(self._known)
+        self._looked = time.monotonic()
+
+    def new(self) -> list[tuple[str, str]]:
+        if time.monotonic() - self._looked < CANCELS_POLL_S:
+            return []
+        self._looked = time.monotonic()
+        count = self.store.status_count("cancelled")
+        if count == self._count:
+            return []
+        found = self.store.ids_with_status("cancelled")
+        self._count = len(found)
+        fresh = [(run_id, workflow) for run_id, workflow in found if run_id not in self._known]
+        self._known = {run_id for run_id, _ in found}
+        return fresh
+
+
 class _Server(ThreadingHTTPServer):
+    """A thread per connection, at most ``MAX_CONNECTIONS`` of them."""
+
     daemon_threads = True
     request_queue_size = 128  # the listen backlog; the default 5 resets bursts of connections
 
@@ -382,7 +434,85 @@ class _Server(ThreadingHTTPServer):
         self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], dev: DevServer
     ) -> None:
         self.dev = dev
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._warned_at = -OVERFLOW_WARN_S
         super().__init__(address, handler)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        try:
+            return super().get_request()
+        except OSError as e:
+            if e.errno in (errno.EMFILE, errno.ENFILE):
+                # Out of files: the listening socket stays readable, so without a pause
+                # the accept loop would spin until a connection ends.
+                time.sleep(0.05)
+            raise
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self._overflow(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread started: its slot is free again
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def _overflow(self, sock: socket.socket) -> None:
+        """Answer 503 on the accepting thread without waiting on the client: the answer
+        fits the socket's buffer, and what the client sent so far is read and dropped so
+        the close does not reset the answer away."""
+        now = time.monotonic()
+        if now - self._warned_at >= OVERFLOW_WARN_S:
+            self._warned_at = now
+            log.warning(
+                "a connection was answered 503: %d connections are open, the most lunaflow dev serves "
+                "at once (idle ones close after %s)",
+                MAX_CONNECTIONS,
+                duration(HEADER_TIMEOUT_S),
+            )
+        body = (
+            f"lunaflow dev is serving {MAX_CONNECTIONS} connections, the most it serves at once; "
+            f"connections that send no request close after {duration(HEADER_TIMEOUT_S)} — try again shortly\n"
+        ).encode()
+        head = (
+            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
+            f"retry-after: 1\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        ).encode()
+        try:
+            sock.setblocking(False)
+            sock.send(head + body)
+            sock.shutdown(socket.SHUT_WR)
+            with contextlib.suppress(BlockingIOError):
+                while sock.recv(65536):
+                    pass
+        except OSError:
+            pass
+        finally:
+            sock.close()
+
+
+class _HeadDeadline(socket.SocketIO):
+    """A connection's reads, bounded by a deadline while a request head is being read: a
+    per-read timeout alone lets a client that sends a byte now and then hold its thread."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__(sock, "rb")
+        self.deadline: float | None = None
+
+    def readinto(self, b: Any) -> int | None:
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no complete request head within {duration(HEADER_TIMEOUT_S)}")
+            self._sock.settimeout(min(left, IDLE_TIMEOUT_S))  # type: ignore[attr-defined]
+        return super().readinto(b)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -391,12 +521,31 @@ class _Handler(BaseHTTPRequestHandler):
     # Headers and body go out in two writes; with Nagle on, a kept-alive client's delayed
     # ACK holds the body back ~40 ms.
     disable_nagle_algorithm = True
+    timeout = IDLE_TIMEOUT_S
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # the plain reader setup made (a reference on the socket)
+        self._reads = _HeadDeadline(self.connection)
+        self.rfile = io.BufferedReader(self._reads)
+
+    def handle_one_request(self) -> None:
+        self._reads.deadline = time.monotonic() + HEADER_TIMEOUT_S
+        super().handle_one_request()
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)
 
     def _handle(self) -> None:
+        # The head is in; the body's reads are bounded per read, as a drain sets them.
+        self._reads.deadline = None
+        self.connection.settimeout(IDLE_TIMEOUT_S)
         dev = self.server.dev
+        try:
+            check_fields(self.headers)
+        except Refusal as refusal:
+            self._refuse(refusal)
+            return
         host = self.headers.get("host")
         if not dev.hosts.allows(host):
             self._refuse(dev.hosts.refusal(host))

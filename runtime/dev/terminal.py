@@ -27,6 +27,7 @@ from typing import IO
 from runtime.core.values import compact
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
+MAX_CANCELS_KEPT = 100_000  # cancels remembered, so each is printed once
 
 _COLOURS = {
     "failed": "31",  # red
@@ -68,6 +69,7 @@ class Terminal:
         self.level = level
         self.colour = colour_wanted(self.stream) if colour is None else colour
         self._lock = threading.Lock()
+        self._cancelled: dict[str, None] = {}  # run ids whose cancel was printed, oldest first
 
     # --- writing -----------------------------------------------------------------------
 
@@ -147,12 +149,12 @@ class Terminal:
         when = ""
         if retry_at is not None:
             wait = max(0.0, retry_at - time.time())
-            when = f" at {time.strftime('%H:%M:%S', time.localtime(retry_at))} (in {_seconds(wait)})"
+            when = f" at {time.strftime('%H:%M:%S', time.localtime(retry_at))} (in {duration(wait)})"
         self._run("retry", run_id, f"step '{plain(step)}' retries: attempt {attempt}{when}")
 
     def signal_resumed(self, run_id: str, workflow: str, latency_s: float) -> None:
         if self.level >= VERBOSE:
-            self._run("signal", run_id, f"resumed by a signal {_seconds(latency_s)} after it arrived")
+            self._run("signal", run_id, f"resumed by a signal {duration(latency_s)} after it arrived")
 
     def ended(
         self,
@@ -169,6 +171,14 @@ class Terminal:
             self._run("completed", run_id, "completed")
 
     def cancelled(self, run_id: str, workflow: str) -> None:
+        # Said once per run: a cancel this process made is reported by the engine, and
+        # found again among the cancels of every process on the data folder.
+        with self._lock:
+            if run_id in self._cancelled:
+                return
+            self._cancelled[run_id] = None
+            while len(self._cancelled) > MAX_CANCELS_KEPT:
+                del self._cancelled[next(iter(self._cancelled))]
         if self.level >= NORMAL:
             self._run("cancelled", run_id, "cancelled")
 
@@ -219,12 +229,23 @@ class _Handler(logging.Handler):
             self.handleError(record)
 
 
-def _seconds(s: float) -> str:
-    if s < 1:
-        return f"{round(s * 1000)}ms"
-    if s < 120:
+def duration(seconds: float) -> str:
+    """A duration as the terminal prints every one (retries, signal latency, limits, an
+    attempt's time): under 0.1 s in milliseconds (``45ms``), under a minute in seconds with
+    one decimal (``1.0s``), then in the units run code writes durations in (``2m05s``,
+    ``3h20m``). The unit is chosen after rounding, so 0.9996 s is ``1.0s``, never
+    ``1000ms``."""
+    s = max(0.0, seconds)
+    ms = round(s * 1000)
+    if ms < 100:
+        return f"{ms}ms"
+    if round(s, 1) < 60:
         return f"{s:.1f}s"
-    return f"{s / 60:.0f}m" if s < 7200 else f"{s / 3600:.1f}h"
+    whole = round(s)
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    minutes = round(s / 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m"
 
 
-__all__ = ["NORMAL", "QUIET", "VERBOSE", "Terminal", "compact", "plain"]
+__all__ = ["NORMAL", "QUIET", "VERBOSE", "Terminal", "compact", "duration", "plain"]

@@ -27,7 +27,7 @@ from typing import Any
 from runtime.core.clock import Clock, SystemClock
 from runtime.core.journal import ENDED, Entry, Kind, Signal, Status
 from runtime.core.values import compact
-from runtime.errors import EngineBug, JournalConflict, LunaflowError, SignalBacklogFull
+from runtime.errors import EngineBug, JournalConflict, LunaflowError, SignalBacklogFull, StoreUnreadable
 from runtime.store.base import (
     OWNER_DEAD_AFTER_MS,
     Lease,
@@ -191,11 +191,15 @@ class SQLiteStore:
         self._db = sqlite3.connect(
             str(self.path), isolation_level=None, check_same_thread=False, timeout=30.0
         )
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(f"PRAGMA synchronous={synchronous}")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
-        self._migrate()
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={synchronous}")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
+            self._migrate()
+        except sqlite3.DatabaseError as e:  # not a database, or a malformed one
+            self._db.close()
+            raise StoreUnreadable(str(self.path), str(e)) from None
         if synchronous.upper() in ("FULL", "EXTRA"):
             self._preallocate_wal()
 
@@ -629,6 +633,16 @@ class SQLiteStore:
     def pinned_secret(self, run_id: str, name: str) -> int | None:
         rows = self._read("SELECT version FROM secret_pins WHERE run_id = ? AND name = ?", (run_id, name))
         return int(rows[0][0]) if rows else None
+
+    # --- what another process did (lunaflow dev's terminal) ---------------------------
+
+    def status_count(self, status: str) -> int:
+        """How many runs have ``status``: a range of the status index, cheap to poll."""
+        return int(self._read("SELECT COUNT(*) FROM runs WHERE status = ?", (status,))[0][0])
+
+    def ids_with_status(self, status: str) -> list[tuple[str, str]]:
+        """(run id, workflow) of every run with ``status``."""
+        return [(r[0], r[1]) for r in self._read("SELECT id, workflow FROM runs WHERE status = ?", (status,))]
 
     def close(self) -> None:
         with self._lock:

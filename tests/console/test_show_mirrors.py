@@ -119,7 +119,8 @@ def views(
 
 # How each view writes an attempt, a wait's resolution and an attempt's error.
 SHOW_ATTEMPT = re.compile(
-    r"│\s*│ (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) │\s*│ attempt (\d+) (\w+)(?: took [\d.]+s)?  step id (\S+)"
+    r"│\s*│ (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) │\s*│ attempt (\d+) (\w+)"
+    r"(?: took [\d.]+(?:ms|s|m\d\ds|h\d\dm))?  step id (\S+)"
 )
 PAGE_ATTEMPT = re.compile(r"^attempt (\d+): ([a-z ]+?)(?:, took [\d.]+ (?:ms|s|min|h|d)[^·]*)? · step id ")
 RESOLUTION = re.compile(r"→ (.+?) at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d")  # (the page adds " UTC")

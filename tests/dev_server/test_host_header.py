@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from runtime.dev.http import HostAllowlist
-from tests.support.devserver import PROJECTS, DevServer, Servers
+from tests.support.devserver import PROJECTS, DevServer, Servers, parse_response
 
 EVENTS = PROJECTS / "events"
 
@@ -82,3 +82,18 @@ def test_the_host_given_with_dash_dash_host_is_served(
 )
 def test_the_host_allowlist(bind: str, extra: tuple[str, ...], header: str | None, allowed: bool) -> None:
     assert HostAllowlist(bind, extra).allows(header) is allowed
+
+
+@pytest.mark.parametrize(
+    "hosts",
+    [("localhost", "evil.example"), ("127.0.0.1", "127.0.0.1"), ("evil.example", "localhost")],
+    ids=["loopback-then-foreign", "the-same-twice", "foreign-then-loopback"],
+)
+def test_two_host_headers_are_a_400(dev: DevServer, hosts: tuple[str, str]) -> None:
+    """Issue 24 §4. RFC 9112 §3.2: a request with more than one Host field line is answered
+    400. Before: the first was read and the request served (200 with ``localhost`` first)."""
+    head = "".join(f"Host: {h}\r\n" for h in hosts)
+    raw = dev.raw(f"GET /_console HTTP/1.1\r\n{head}Connection: close\r\n\r\n".encode())
+    status, _, body, _ = parse_response(raw)
+    assert status == 400, (hosts, status, body[:200])
+    assert b"4111-SECRET" not in body and b"Host" in body

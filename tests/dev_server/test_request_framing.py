@@ -117,3 +117,40 @@ def test_two_different_content_lengths_are_refused(dev: DevServer) -> None:
         timeout=2.0,
     )
     assert parse_response(raw)[0] == 400
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        "Transfer-Encoding: \x0bchunked\r\n",
+        "Transfer-Encoding: chunked\x0c\r\n",
+        "Transfer-Encoding: \x00chunked\r\n",
+        "Content-Length: \x0b5\r\n",
+        "X-Note: a\x0bb\r\nContent-Length: 5\r\n",
+        "Transfer-Encoding : chunked\r\n",
+    ],
+    ids=[
+        "vt-before-chunked",
+        "ff-after-chunked",
+        "nul-before-chunked",
+        "vt-in-length",
+        "vt-in-other",
+        "space-before-colon",
+    ],
+)
+def test_header_values_with_control_characters_are_a_400(dev: DevServer, headers: str) -> None:
+    """Issue 24 §4. RFC 9110 §5.5: only spaces and tabs surround a field value, and a value
+    holds no other control characters; RFC 9112 §5.1: no whitespace between a field name
+    and its colon. Such a request is a 400 and its connection closed, never read as chunked
+    (before: ``.strip()`` took ``\\x0bchunked`` for ``chunked``)."""
+    raw = _post(dev, headers, b"5\r\nhello\r\n0\r\n\r\n")
+    status, got_headers, body, rest = parse_response(raw)
+    assert status == 400, (headers, status, body[:200])
+    assert got_headers.get("connection", "").lower() == "close", got_headers
+    assert b"[" not in body and not rest.strip(), (body, rest)
+
+
+def test_tabs_and_spaces_around_a_value_are_allowed(dev: DevServer) -> None:
+    raw = _post(dev, "Transfer-Encoding: \t chunked \t\r\nX-Note: \ta b\t\r\n", b"2\r\nhi\r\n0\r\n\r\n")
+    status, _, body, _ = parse_response(raw)
+    assert (status, body) == (200, b"[hi]"), (status, body)

@@ -114,6 +114,35 @@ def test_run_cancelled_is_printed(dev: DevServer) -> None:
     _line_with(dev, since, "t2-cancel", "cancel", ci=True)
 
 
+def test_a_cancel_from_the_cli_is_printed_by_the_running_server(dev: DevServer) -> None:
+    """Issue 24 §6. ``lunaflow cancel`` (another process, on the server's data folder)
+    cancels an awaiting run; the server's terminal says so, once. Before: only the CLI said
+    it, and the server printed nothing."""
+    _start(dev, "waiter", "t2-cli-cancel")
+    dev.wait_status("t2-cli-cancel", {"awaiting"})
+    since = dev.mark()
+    done = dev.cli("cancel", "t2-cli-cancel")
+    assert done.code == 0, str(done)
+    _line_with(dev, since, "t2-cli-cancel", "cancelled")
+    time.sleep(1.5)  # a second report would come within the server's next polls
+    said = [line for line in dev.lines_since(since) if "t2-cli-cancel" in line]
+    assert len(said) == 1, said
+
+
+def test_a_cancel_from_a_second_server_is_printed_by_the_first(dev: DevServer, servers: Servers) -> None:
+    """A second ``lunaflow dev`` on the same data folder cancels a run through the project's
+    route: both servers print the cancel (the second as its own event, the first from the
+    data folder)."""
+    _start(dev, "waiter", "t2-second-cancel")
+    dev.wait_status("t2-second-cancel", {"awaiting"})
+    second = servers.start(EVENTS, dev.data, ["--no-reload"])
+    since, since_second = dev.mark(), second.mark()
+    r = second.request("POST", "/cancel?wf=waiter&id=t2-second-cancel", "")
+    assert r.status == 202, r
+    _line_with(dev, since, "t2-second-cancel", "cancelled")
+    _line_with(second, since_second, "t2-second-cancel", "cancelled")
+
+
 def test_log_lines_from_run_code_carry_the_run_id(dev: DevServer) -> None:
     """A ``log.info`` line said by run code is printed with the run id on it."""
     since = dev.mark()
@@ -245,3 +274,29 @@ def test_no_colour_codes_when_not_a_tty(dev: DevServer) -> None:
     time.sleep(0.5)
     printed = "\n".join(dev.lines_since(since))
     assert printed and not ANSI.search(printed), printed
+
+
+@pytest.mark.parametrize(
+    "seconds, shown",
+    [
+        (0.0, "0ms"),
+        (0.045, "45ms"),
+        (0.0994, "99ms"),
+        (0.0996, "0.1s"),
+        (0.9996, "1.0s"),
+        (0.96, "1.0s"),
+        (1.0, "1.0s"),
+        (59.94, "59.9s"),
+        (59.96, "1m00s"),
+        (125.0, "2m05s"),
+        (3599.6, "1h00m"),
+        (12000.0, "3h20m"),
+    ],
+)
+def test_one_duration_format(seconds: float, shown: str) -> None:
+    """Issue 24 §6: every duration the terminal prints goes through one formatter, which
+    picks its unit after rounding: a retry due in 0.9996 s is ``(in 1.0s)`` as the README
+    shows, not ``(in 1000ms)``."""
+    from runtime.dev.terminal import duration
+
+    assert duration(seconds) == shown

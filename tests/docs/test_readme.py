@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 from tests.support.devserver import ROOT, Servers, wait_for
-from tests.support.docs import Block, Session, commands, shell_blocks
+from tests.support.docs import Block, Session, commands, fenced_blocks, shell_blocks
 
 README = ROOT / "README.md"
 
@@ -138,3 +138,82 @@ def test_docs_cite_no_document_outside_the_repository() -> None:
             if re.search(r"\bSPEC\b|seed-workflows|\bthe seed\b", line):
                 cited.append(f"{doc.relative_to(ROOT)}:{n}")
     assert not cited, "docs cite documents that are not in the repository: " + ", ".join(cited)
+
+
+# --- the sample of what `lunaflow dev` prints ------------------------------------------------
+
+TERMINAL_INTRO = "prints\nwhat they do, one line per event"
+# Not part of the example: what the sample's run needs beyond it. The charge's first attempt
+# fails (its step id ends in /1), and a workflow with a typo at main.lua:7.
+BUSY_ONCE = '        if key:match("/1$") then error("card processor busy", 0) end\n'
+TYPO = """-- Not part of the example: a workflow with a typo, for the README's sample of what
+-- lunaflow dev prints (tests/docs/test_readme.py adds this file).
+workflow "typo" (function(wf, input)
+    wf:step("first", function() return 1 end)
+    -- the next line has the typo the sample shows
+    local sale = input
+    wf:awiat("go")
+end)
+"""
+STAMP = re.compile(r"\b\d\d:\d\d:\d\d\b")
+
+
+def _terminal_sample() -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    after = text.split(TERMINAL_INTRO, 1)[1]
+    blocks = [b for b in fenced_blocks(after) if b.lang == "text"]
+    assert blocks, "the README shows no sample of lunaflow dev's lines"
+    return [line for line in blocks[0].text.splitlines() if line.strip()]
+
+
+def _shape(line: str) -> str:
+    """A terminal line with what differs between runs made alike: clock times, and the
+    digits (not the unit) of a retry's ``(in 1.0s)``."""
+    line = STAMP.sub("HH:MM:SS", line.strip())
+    return re.sub(r"\(in ([^)]*)\)", lambda m: "(in " + re.sub(r"\d", "9", m.group(1)) + ")", line)
+
+
+def _sample_in(sample: list[str], printed: list[str]) -> str | None:
+    """Why the sample's lines are not, in order, lines the server printed (a sample line
+    ending in `` ...`` stands for the start of one), or None."""
+    got = [_shape(line) for line in printed]
+    at = 0
+    for line in sample:
+        want = _shape(line)
+        prefix = want.endswith(" ...")
+        want = want.removesuffix(" ...")
+        while at < len(got) and not (got[at].startswith(want) if prefix else got[at] == want):
+            at += 1
+        if at == len(got):
+            return f"the README's line {line!r} is not printed (in this order)"
+        at += 1
+    return None
+
+
+def test_the_readmes_sample_of_lunaflow_devs_lines_comes_from_a_real_run(
+    servers: Servers, tmp_path: Path
+) -> None:
+    """Issue 24 §6: every line of the README's sample of what ``lunaflow dev`` prints is one
+    a real ``lunaflow dev examples/auction`` prints, in that order, for the README's sale
+    and payment (the charge's first attempt failing) and a run with a typo. Before: the
+    sample said ``(in 1.0s)`` where the server printed ``(in 1000ms)``."""
+    root = _fresh_root(tmp_path)
+    project = root / "examples" / "auction"
+    objects = project / "objects.lua"
+    head = "    charge = function(self, amount, key)\n"
+    assert head in objects.read_text(encoding="utf-8")
+    objects.write_text(objects.read_text(encoding="utf-8").replace(head, head + BUSY_ONCE), encoding="utf-8")
+    (project / "main.lua").write_text(TYPO, encoding="utf-8")
+    dev = servers.start(project, project / ".lunaflow")
+    sale = dev.request("POST", "/api/sale", '{"id":"lot-42","winner":"ada","price":25}')
+    assert sale.status in (200, 201), sale
+    wait_for("the sale's notify", lambda: "run sale-lot-42  log info  notify ada" in dev.stdout(), 30)
+    pay = dev.request("POST", "/api/sale/pay", '{"id":"lot-42","user":"ada"}')
+    assert pay.status in (200, 201, 202), pay
+    dev.wait_status("sale-lot-42", {"completed"}, timeout=30)
+    done = dev.cli("start", "typo", "--id", "typo-1")
+    assert done.code == 0, str(done)
+    wait_for("typo-1 to fail", lambda: "run typo-1  failed" in dev.stdout(), 30)
+    wait_for("its traceback", lambda: "in function <main.lua:3>" in dev.stdout(), 10)
+    problem = _sample_in(_terminal_sample(), dev.stdout().splitlines())
+    assert problem is None, f"{problem}; the server printed:\n{dev.stdout()}"

@@ -69,6 +69,7 @@ class DevServer:
         *,
         wait: bool = True,
         env: Mapping[str, str] | None = None,
+        preexec_fn: Callable[[], None] | None = None,
     ) -> None:
         self.project = project
         self.data = data
@@ -86,6 +87,7 @@ class DevServer:
                 stderr=err,
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+                preexec_fn=preexec_fn,  # e.g. a lower file limit (resource.setrlimit)
             )
         self.port = self._wait_for_port() if wait else 0
 
@@ -284,11 +286,12 @@ class Servers:
         *,
         wait: bool = True,
         env: Mapping[str, str] | None = None,
+        preexec_fn: Callable[[], None] | None = None,
     ) -> DevServer:
         data = data if data is not None else self.tmp / "data"
         name = f"server{len(self.started) + 1}"
         # Registered before it is waited for, so a server that fails to come up is killed too.
-        server = DevServer(project, data, self.tmp, name, extra, wait=False, env=env)
+        server = DevServer(project, data, self.tmp, name, extra, wait=False, env=env, preexec_fn=preexec_fn)
         self.started.append(server)
         if wait:
             server.port = server._wait_for_port()

@@ -401,3 +401,43 @@ def test_a_test_runs_under_the_projects_instruction_limit(spinning: Report) -> N
     must honour that setting for the advice to work."""
     error = by_name(spinning)["spins"].error
     assert error is not None and "budget of 1000000 Lua instructions" in error, error
+
+
+BIG_ANSWER_TEST = """
+test("many big results come back", function(p)
+  for i = 1, 30 do p:start("big", nil, { id = "big-" .. i }) end
+  local all = p:runs()
+  assert_eq(#all, 30)
+  local more = {}
+  for i = 1, 10 do more[i] = all[i].result .. "y" end
+end)
+
+test("a later test still runs", function(p)
+  assert_eq(p:start("big", nil, { id = "one" }).status, "completed")
+end)
+"""
+
+
+def test_a_host_call_from_a_lua_test_lifts_and_arms_the_memory_limit(tmp_path: Path) -> None:
+    """Issue 24 §6. ``p:runs()`` hands a Lua test 6 MB of results under a 4 MiB limit. As
+    at every other entry into Lua, the limit is lifted while Python builds the answer and
+    armed again after, so the test fails on its next allocation with the memory error and
+    the next test runs. Before: the limit stayed armed while Python built the tables, and
+    ``lunaflow test`` froze (an allocation failed with Python holding the state)."""
+    project = tmp_path / "proj"
+    (project / "tests").mkdir(parents=True)
+    (project / "lunaflow.toml").write_text("[limits]\nmemory_mb = 4\n", encoding="utf-8")
+    (project / "main.lua").write_text(
+        'workflow "big" (function(wf) return string.rep("x", 200000) end)\n', encoding="utf-8"
+    )
+    (project / "tests" / "big_test.lua").write_text(BIG_ANSWER_TEST, encoding="utf-8")
+    try:
+        done = lunaflow("test", str(project))
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError(f"lunaflow test froze on a big answer (no exit in {TIMEOUT_S} s)") from e
+    assert done.returncode == 1, (done.returncode, done.stdout, done.stderr)
+    assert "FAIL call stopped: it ran out of memory (the Lua state's limit is 4 MiB)" in done.stdout, (
+        done.stdout
+    )
+    assert "PASS big_test.lua: a later test still runs" in done.stdout, done.stdout
+    assert "1 passed, 1 failed" in done.stdout, done.stdout

@@ -1,0 +1,103 @@
+"""Issue 24 §5: a corrupt data file and a reader that goes away are said in a line, never
+with a traceback.
+
+Real processes on real files: a ``lunaflow.sqlite`` overwritten with bytes that are not a
+database (and one that keeps SQLite's header but not its pages), and a shell pipe into
+``head``, which exits after its first lines.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runtime.store.sqlite import STORE_FILE
+from runtime.testing import LocalPlatform
+from tests.support.cli import ROOT, cli, worktree_env
+from tests.support.devserver import PROJECTS, Servers
+
+CONSOLE = PROJECTS / "cli_console"
+GARBAGE = {
+    "not-sqlite": os.urandom(8192),
+    "sqlite-header-then-noise": b"SQLite format 3\x00" + os.urandom(8192),
+}
+
+
+@pytest.fixture(params=sorted(GARBAGE))
+def corrupt(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / STORE_FILE).write_bytes(GARBAGE[request.param])
+    return data
+
+
+def _said_in_a_line(err: str, data: Path) -> None:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert "Traceback" not in err and "sqlite3." not in err, err
+    assert len(lines) == 1, err
+    line = " ".join(err.split())  # rich may wrap the line at 80 columns
+    assert str(data / STORE_FILE) in line, err
+    assert "move" in line and "backup" in line, err  # what to do
+
+
+@pytest.mark.parametrize("command", [["runs"], ["runs", "--json"], ["show", "run-1"], ["cancel", "run-1"]])
+def test_console_commands_on_a_corrupt_store_say_so_in_a_line(corrupt: Path, command: list[str]) -> None:
+    """Before: a ``sqlite3.DatabaseError: file is not a database`` traceback, exit 1."""
+    done = cli(*command, "-p", str(CONSOLE), "--data", str(corrupt))
+    assert done.code != 0, str(done)
+    _said_in_a_line(done.err, corrupt)
+
+
+def test_lunaflow_dev_on_a_corrupt_store_says_so_in_a_line_and_exits(corrupt: Path, tmp_path: Path) -> None:
+    s = Servers(tmp_path)
+    try:
+        server = s.start(CONSOLE, corrupt, wait=False)
+        code = server.wait_exit(60)
+        assert code is not None and code != 0, server.output_tail()
+        _said_in_a_line(server.stderr(), corrupt)
+    finally:
+        s.close()
+
+
+# --- a reader that goes away -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def many_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Runs enough that their listing is far more than a pipe holds (64 KiB)."""
+    data = tmp_path_factory.mktemp("pipe") / "data"
+    with LocalPlatform(CONSOLE, data_dir=data) as p:
+        for i in range(60):
+            p.start("order", {"pad": "x" * 4000, "i": i}, id=f"run-{i:03d}")
+    return data
+
+
+# ``python -m runtime.cli`` and the ``lunaflow`` script pip installs (it calls ``main``).
+LAUNCHERS = {
+    "module": [sys.executable, "-m", "runtime.cli"],
+    "script": [sys.executable, "-c", "import sys; from runtime.cli import main; sys.exit(main())"],
+}
+
+
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
+@pytest.mark.parametrize("flags", [["--json"], []], ids=["json", "table"])
+def test_runs_piped_into_head_prints_no_traceback(many_runs: Path, launcher: str, flags: list[str]) -> None:
+    """Before: the installed script printed a ``BrokenPipeError`` traceback."""
+    argv = [*LAUNCHERS[launcher], "runs", "-p", str(CONSOLE), "--data", str(many_runs), *flags]
+    proc = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {shlex.join(argv)} | head -n 3"],
+        cwd=ROOT,
+        env=worktree_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert len(proc.stdout.splitlines()) == 3, proc.stdout
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip() == "", proc.stderr
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
