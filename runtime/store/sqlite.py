@@ -185,7 +185,10 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._copy: Path | None = None  # the temporary folder of a read-only copy
         if read_only:
-            self._db = self._open_read_only()
+            try:
+                self._db = self._open_read_only()
+            except sqlite3.DatabaseError as e:  # not a database, or a malformed one
+                raise StoreUnreadable(str(self.path), str(e)) from None
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(

@@ -101,3 +101,10 @@ def test_runs_piped_into_head_prints_no_traceback(many_runs: Path, launcher: str
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
     assert proc.stderr.strip() == "", proc.stderr
     assert proc.returncode == 0, (proc.returncode, proc.stderr)
+
+
+def test_check_on_a_corrupt_store_says_so_in_a_line(corrupt: Path) -> None:
+    """``check`` opens the store read-only, a path of its own: the same one line, no traceback."""
+    done = cli("check", str(CONSOLE), "--data", str(corrupt))
+    assert done.code != 0, str(done)
+    _said_in_a_line(done.err, corrupt)
