@@ -10,15 +10,20 @@ missing from the bucket must not break listings.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
+from moto import mock_aws
 
 from runtime.aws.contract import CONSOLE_TIMEOUT_S, Handler
+from runtime.aws.services import OBJECT_WAIT_S, DynamoObjects
 from runtime.aws.wake import schedule_name
-from runtime.store.dynamodb import RUN_SK, run_pk
+from runtime.core.clock import FakeClock
+from runtime.store.dynamodb import RUN_SK, run_pk, table_definition
 from runtime.testing import AwsPlatform
 from tests.support.retries import LostAnswers, writes
 
@@ -121,3 +126,50 @@ def test_a_run_failed_by_a_raise_keeps_no_schedule_or_timer(p: AwsPlatform) -> N
     item = run_item(p, "raise-1")
     assert not {"timer_due", "timer_pk", "timer_sk", "armed"} & set(item), json.dumps(item)
     assert p.platform.store.timer("raise-1") is None
+
+
+class Counter:
+    """An object method as the Lua runner answers it: ``add(n)`` adds to ``state.n``."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def call_object(
+        self, cls: str, key: str, method: str, state: Any, args: list[Any]
+    ) -> tuple[list[Any], Any]:
+        self.calls += 1
+        total = int((state or {}).get("n", 0)) + int(args[0])
+        return [total], {"n": total}
+
+
+@pytest.fixture
+def table() -> Iterator[Any]:
+    with mock_aws():
+        db = boto3.client("dynamodb", region_name="eu-west-1")
+        db.create_table(**table_definition("objects"))
+        yield db
+
+
+def test_a_retried_object_state_write_is_the_calls_own(table: Any) -> None:
+    """Measured on main: the retried save failed `lock_owner = :me` and the call raised
+    "another call took it, so this call's state change was dropped" while the state held the
+    change, so the caller's retry applied it twice."""
+    objects = DynamoObjects(table, "objects", FakeClock())
+    lost = LostAnswers(table)
+    lost.lose(writes("PutItem", "lock_owner = :me"))
+    counter = Counter()
+    assert objects.call(counter, "Tally", "t-1", "add", [5]) == [5]
+    assert lost.lost, "the state write was not retried"
+    assert objects.call(counter, "Tally", "t-1", "add", [1]) == [6]
+    assert counter.calls == 2
+
+
+def test_a_retried_lock_is_taken_at_once(table: Any) -> None:
+    """A lock whose answer was lost is the call's own: it does not wait out its own lock."""
+    objects = DynamoObjects(table, "objects", FakeClock())
+    lost = LostAnswers(table)
+    lost.lose(writes("UpdateItem", "SET lock_owner = :me"))
+    started = time.monotonic()
+    assert objects.call(Counter(), "Tally", "t-2", "add", [2]) == [2]
+    assert lost.lost, "the lock was not retried"
+    assert time.monotonic() - started < OBJECT_WAIT_S  # not refused as busy after 15 s
