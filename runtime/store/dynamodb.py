@@ -93,6 +93,16 @@ def _mine(lost: Any, token: str) -> bool:
     return item is not None and text(item.get(WRITE_ID)) == token
 
 
+def _fired(write: Any, **request: Any) -> bool:
+    """Turn a due timer into a wake-up. A retry of a firing that committed finds no timer
+    and the wake-up it set: fired all the same (whoever fired it, the wake-up is there)."""
+    done = conditional(write, **request, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+    if done:
+        return True
+    old = done.item or {}
+    return "timer_due" not in old and "wake_pk" in old and "pk" in old
+
+
 def _pointed(item: dict[str, Any] | None) -> set[str]:
     """The S3 keys an item points to (its ``*_ref`` attributes)."""
     return {str(v["S"]) for k, v in (item or {}).items() if k.endswith(REF) and "S" in v}
@@ -919,6 +929,10 @@ class DynamoDBStore:
         # consumed ones counted + the bound" holds at the write whoever else sends. Below
         # the bound in signals ever sent nothing is read; past it, the journal's count.
         bound, consumed = max_backlog, 0
+        # The numbering carries this send's id (``sig_wid``), and holds only while the item
+        # does not carry it: botocore's retry of a numbering that committed finds its own id
+        # and reads its number from the item, instead of taking a second one.
+        token = _write_id()
         while True:
             numbered = conditional(
                 self._db.update_item,
@@ -926,19 +940,25 @@ class DynamoDBStore:
                 Key=run_key(run_id),
                 # Numbering and the wake-up in one write; an ended run's wake-up is dropped by
                 # the worker that finds it ended.
-                UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at) "
+                UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at), sig_wid = :wid "
                 "ADD signal_seq :one, wake_token :one",
-                ConditionExpression="attribute_exists(pk)"
+                ConditionExpression="attribute_exists(pk) AND "
+                "(attribute_not_exists(sig_wid) OR sig_wid <> :wid)"
                 + ("" if bound is None else " AND signal_seq < :cap"),
                 ExpressionAttributeValues={
                     ":one": n(1),
                     ":w": s(sharded(WAKE_PK, run_id)),
                     ":at": s(f"{at:020.6f}"),
+                    ":wid": s(token),
                     **({} if bound is None else {":cap": n(consumed + bound)}),
                 },
                 ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
             if numbered:
+                break
+            if numbered.item is not None and text(numbered.item.get("sig_wid")) == token:
+                numbered = {"Attributes": numbered.item}  # our own numbering, committed
                 break
             snap = self.load(run_id)
             if snap is None:
@@ -1012,7 +1032,7 @@ class DynamoDBStore:
     def fire_due_timers(self, now_ms: int, limit: int | None = None) -> list[str]:
         fired = []
         for due, run_id in self._due(now_ms, limit):
-            if conditional(
+            if _fired(
                 self._db.update_item,
                 TableName=self.table,
                 Key=run_key(run_id),
@@ -1113,21 +1133,19 @@ class DynamoDBStore:
         """The run's timer, if due by ``now_ms``, becomes a wake-up (as ``fire_due_timers``
         does for every run): a run woken by its timer carries no stale timer while it runs,
         and if the activation fails, the wake-up is still there for the reconciler."""
-        return bool(
-            conditional(
-                self._db.update_item,
-                TableName=self.table,
-                Key=run_key(run_id),
-                UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at) "
-                "ADD wake_token :one REMOVE timer_due, timer_pk, timer_sk",
-                ConditionExpression="timer_due <= :now",
-                ExpressionAttributeValues={
-                    ":now": n(now_ms),
-                    ":w": s(sharded(WAKE_PK, run_id)),
-                    ":at": s(f"{now_ms / 1000:020.6f}"),
-                    ":one": n(1),
-                },
-            )
+        return _fired(
+            self._db.update_item,
+            TableName=self.table,
+            Key=run_key(run_id),
+            UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at) "
+            "ADD wake_token :one REMOVE timer_due, timer_pk, timer_sk",
+            ConditionExpression="timer_due <= :now",
+            ExpressionAttributeValues={
+                ":now": n(now_ms),
+                ":w": s(sharded(WAKE_PK, run_id)),
+                ":at": s(f"{now_ms / 1000:020.6f}"),
+                ":one": n(1),
+            },
         )
 
     def defer_wake(self, run_id: str, until: float, *, resent: bool = True) -> None:
@@ -1343,6 +1361,8 @@ class DynamoDBStore:
         pinned = self.pinned_secret(run_id, name)
         if pinned is None:
             raise EngineBug(f"run '{run_id}' pin of secret '{name}' vanished")
+        if pinned == version:  # this pin, committed by an attempt whose answer was lost
+            self._secret_backend().keep(name, version)
         return pinned
 
     def pinned_secret(self, run_id: str, name: str) -> int | None:

@@ -24,6 +24,7 @@ from runtime.aws.services import OBJECT_WAIT_S, DynamoObjects
 from runtime.aws.wake import schedule_name
 from runtime.core.clock import FakeClock
 from runtime.store.dynamodb import RUN_SK, run_pk, table_definition
+from runtime.store.items import whole
 from runtime.testing import AwsPlatform
 from tests.support.retries import LostAnswers, writes
 
@@ -173,3 +174,28 @@ def test_a_retried_lock_is_taken_at_once(table: Any) -> None:
     assert objects.call(Counter(), "Tally", "t-2", "add", [2]) == [2]
     assert lost.lost, "the lock was not retried"
     assert time.monotonic() - started < OBJECT_WAIT_S  # not refused as busy after 15 s
+
+
+def test_a_retried_signal_numbering_leaves_no_gap(p: AwsPlatform, lost: LostAnswers) -> None:
+    """Measured on main: the retried `ADD signal_seq` numbered one signal twice, leaving a
+    number no signal holds (read as pending by every later load)."""
+    p.start("big-step", {"n": 10}, id="sig-1")
+    lost.lose(writes("UpdateItem", "ADD signal_seq"))
+    assert p.signal("sig-1", "go") is True
+    assert lost.lost, "the numbering was not retried"
+    assert whole(run_item(p, "sig-1")["signal_seq"]) == 1
+    assert [(x.id, x.name, x.state) for x in p.platform.store.signals("sig-1")] == [(1, "go", "consumed")]
+    assert p.get("sig-1").status == "completed"
+
+
+def test_a_retried_timer_firing_says_it_fired(p: AwsPlatform, lost: LostAnswers) -> None:
+    """Measured on main: the retry failed `timer_due <= :now` and the firing answered "not
+    fired" although the timer had become a wake-up."""
+    p.start("wait-then-raise", None, id="fire-1")
+    store = p.platform.store
+    due = store.timer("fire-1")
+    assert due is not None
+    lost.lose(writes("UpdateItem", "timer_due <= :now"))
+    assert store.fire_timer("fire-1", due) is True
+    assert lost.lost, "the firing was not retried"
+    assert store.timer("fire-1") is None and "fire-1" in store.waiting(["fire-1"])
