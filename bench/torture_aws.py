@@ -58,6 +58,9 @@ STALE_RUNNING_S = 8.0
 WORKER_TIMEOUT_S = 120.0  # each batch's context: far more than a torture step needs
 
 
+MIN_KILLS = 3  # kills go on past the driving until this many, however fast the machine
+
+
 @dataclass
 class AwsSettings:
     runs: int = 200
@@ -572,7 +575,9 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
 
         def kill_loop() -> None:
             krng = random.Random(settings.seed + 1)
-            while not stop.wait(krng.uniform(settings.kill_min, settings.kill_max)) and not calm.is_set():
+            while not stop.wait(krng.uniform(settings.kill_min, settings.kill_max)) and (
+                not calm.is_set() or workers.kills < MIN_KILLS
+            ):
                 workers.kill_one(krng)
                 workers.spawn()
 
@@ -632,6 +637,10 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
                 max(0.0, settle_by - time.monotonic()),
             )
             stats["runs ended" if ended else "runs not ended in time"] += 1
+        # However fast the runs went, the workers were killed a few times.
+        kills_by = time.monotonic() + MIN_KILLS * settings.kill_max * 2
+        while settings.kills and workers.kills < MIN_KILLS and time.monotonic() < kills_by:
+            time.sleep(0.1)
         stop.set()
         for t in threads:
             t.join(timeout=30)
