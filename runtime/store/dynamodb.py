@@ -103,6 +103,13 @@ def _fired(write: Any, **request: Any) -> bool:
     return "timer_due" not in old and "wake_pk" in old and "pk" in old
 
 
+class _Unreadable:
+    """A value a list could not read, and why."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
 def _pointed(item: dict[str, Any] | None) -> set[str]:
     """The S3 keys an item points to (its ``*_ref`` attributes)."""
     return {str(v["S"]) for k, v in (item or {}).items() if k.endswith(REF) and "S" in v}
@@ -625,6 +632,8 @@ class DynamoDBStore:
         the bucket) is listed with what its item holds and the reason as its error, so one
         broken run never hides the others."""
         try:
+            if isinstance(result, _Unreadable):
+                raise LunaflowError(result.reason)
             return self._run_from(item, result=result)
         except LunaflowError as e:
             return RunRecord(
@@ -649,10 +658,11 @@ class DynamoDBStore:
                     RequestItems={self.table: {"Keys": batch, "ConsistentRead": True}}
                 )
                 for chunk in got.get("Responses", {}).get(self.table, []):
+                    run_id = chunk["pk"]["S"].removeprefix("RUN#")
                     try:
-                        out[chunk["pk"]["S"].removeprefix("RUN#")] = _result_of(self._rows(chunk))
-                    except LunaflowError:
-                        continue  # its chunk is missing from the bucket: listed without a result
+                        out[run_id] = _result_of(self._rows(chunk))
+                    except LunaflowError as e:
+                        out[run_id] = _Unreadable(str(e))  # its chunk is missing from the bucket
                 batch = got.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
         return out
 

@@ -106,6 +106,13 @@ def test_a_run_whose_value_is_missing_is_listed_and_marked(p: AwsPlatform) -> No
     broken = runs["broken-1"]
     assert broken.status == "completed"
     assert broken.error is not None and "cannot be read" in broken.error and key in broken.error
+    # A completed run whose result's chunk is gone is marked the same way.
+    assert p.start("echo", "r" * (70 * KIB), id="chunk-gone").status == "completed"
+    chunks = [k for k in objects(p) if "chunk-" in k]
+    p.platform.store.blobs.delete(chunks)
+    gone = {r.id: r for r in p.runs()}["chunk-gone"]
+    assert gone.status == "completed" and gone.error is not None
+    assert "cannot be read" in gone.error and any(k in gone.error for k in chunks)
     event = json.loads((EVENTS / "cw_widget_runs.json").read_text(encoding="utf-8"))
     page = p.invoke(Handler.CONSOLE, event, CONSOLE_TIMEOUT_S)
     assert "fine-1" in page and "broken-1" in page and "cannot be read" in page, page[-1500:]
