@@ -26,7 +26,7 @@ from runtime.core.clock import FakeClock
 from runtime.store.dynamodb import RUN_SK, run_pk, table_definition
 from runtime.store.items import whole
 from runtime.testing import AwsPlatform
-from tests.support.retries import LostAnswers, writes
+from tests.support.retries import CutAfterCommit, LostAnswers, writes
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "aws_retries"
 EVENTS = Path(__file__).resolve().parents[1] / "events"
@@ -206,3 +206,15 @@ def test_a_retried_timer_firing_says_it_fired(p: AwsPlatform, lost: LostAnswers)
     assert store.fire_timer("fire-1", due) is True
     assert lost.lost, "the firing was not retried"
     assert store.timer("fire-1") is None and "fire-1" in store.waiting(["fire-1"])
+
+
+def test_an_object_state_write_of_unknown_outcome_that_committed_says_so(table: Any) -> None:
+    """The state write committed and every answer was lost: the call settles the outcome by
+    unlocking first, finds its own save, and returns its results (once applied)."""
+    objects = DynamoObjects(table, "objects", FakeClock())
+    cut = CutAfterCommit(table, "PutItem", "lock_owner = :me")
+    counter = Counter()
+    assert objects.call(counter, "Tally", "t-3", "add", [4]) == [4]
+    assert cut.cut >= 2, "botocore did not retry the cut write"
+    cut.needle = "never"
+    assert objects.call(counter, "Tally", "t-3", "add", [1]) == [5]

@@ -45,3 +45,24 @@ class LostAnswers:
 def writes(operation: str, needle: str) -> Match:
     """Requests of ``operation`` whose body mentions ``needle`` (an attribute, a condition)."""
     return lambda name, body: name == operation and needle in json.dumps(body)
+
+
+class CutAfterCommit:
+    """In-process moto (``mock_aws``) only: the connection closes after moto has handled a
+    chosen request, on every attempt, so botocore retries it until it gives up with
+    ``ConnectionClosedError`` while the first attempt committed (an outcome the caller cannot
+    know). The handler runs after moto's own ``before-send`` handler, which applied the
+    request."""
+
+    def __init__(self, client: Any, target: str, needle: str) -> None:
+        self.target, self.needle = target, needle
+        self.cut = 0
+        client.meta.events.register("before-send", self._cut)
+
+    def _cut(self, request: Any, **_: Any) -> None:
+        body = request.body.decode("utf-8") if isinstance(request.body, bytes) else str(request.body or "")
+        if request.headers.get("X-Amz-Target", b"").endswith(self.target.encode()) and self.needle in body:
+            from botocore.exceptions import ConnectionClosedError
+
+            self.cut += 1
+            raise ConnectionClosedError(endpoint_url=request.url)
