@@ -58,6 +58,9 @@ STALE_RUNNING_S = 8.0
 WORKER_TIMEOUT_S = 120.0  # each batch's context: far more than a torture step needs
 
 
+MIN_KILLS = 3  # kills go on past the driving until this many, however fast the machine
+
+
 @dataclass
 class AwsSettings:
     runs: int = 200
@@ -88,6 +91,7 @@ class AwsOutcome:
     work: Path
     driver_errors: list[str] = field(default_factory=list)
     failed_by_kills: int = 0  # planned runs failed after 3 starts, each start's worker killed
+    awaiting_failed_child: int = 0  # parents still awaiting the signal of such a failed child
 
     @property
     def ok(self) -> bool:
@@ -444,7 +448,7 @@ def repeats_after_outcome(report: Report, data: Path, ledger_file: Path) -> None
         ledger.close()
 
 
-def interrupted_by_kills(report: Report, data: Path, logs: Path, ledger_file: Path) -> int:
+def interrupted_by_kills(report: Report, data: Path, logs: Path, ledger_file: Path) -> tuple[int, int]:
     """Planned runs failed by the rule for interrupted attempts (``... was interrupted 3
     times: the process running it ended``) where the rule was what the platform promises:
     each of the attempt's three starts was journaled by a worker generation that was
@@ -452,7 +456,9 @@ def interrupted_by_kills(report: Report, data: Path, logs: Path, ledger_file: Pa
     killed worker's object lock holding its key for up to 10 s (a start waiting on it is
     killed too), this happens to a run now and then. Such a run is counted here, not as a
     run not as expected; one failed by the rule without three killed writers stays a bad
-    count. Returns how many."""
+    count. Its consequences are accepted too: a parent still awaiting the signal such a child
+    would have sent (``parent`` awaits ``child_done``, which the failed child never sends) is
+    counted here as well. Returns ``(failed by the rule, parents awaiting such a child)``."""
     from runtime.store.sqlite import STORE_FILE
 
     chunks: dict[str, list[tuple[int, int]]] = {}  # run id -> (first seq, generation)
@@ -480,7 +486,13 @@ def interrupted_by_kills(report: Report, data: Path, logs: Path, ledger_file: Pa
         return gen in killed_at and killed_at[gen] <= end
 
     db = sqlite3.connect(str(data / STORE_FILE))
-    count = 0
+    accepted: list[str] = []
+
+    def accept(run_id: str) -> None:
+        report.runs_not_as_expected -= 1
+        notes = report.examples.get("runs_not_as_expected", [])
+        report.examples["runs_not_as_expected"] = [n for n in notes if not n.startswith(f"{run_id}:")]
+
     try:
         failed = db.execute(
             "SELECT id FROM runs WHERE status = 'failed' AND error LIKE '%was interrupted 3 times%'"
@@ -501,13 +513,21 @@ def interrupted_by_kills(report: Report, data: Path, logs: Path, ledger_file: Pa
                         starts.append(seq)
             pairs = list(zip(starts, ends, strict=False))
             if len(starts) == len(ends) == 3 and all(killed_before(run_id, s, e) for s, e in pairs):
-                report.runs_not_as_expected -= 1
-                notes = report.examples.get("runs_not_as_expected", [])
-                report.examples["runs_not_as_expected"] = [n for n in notes if not n.startswith(f"{run_id}:")]
-                count += 1
+                accept(run_id)
+                accepted.append(run_id)
+        parents = 0
+        for run_id in accepted:
+            row = db.execute("SELECT parent_id FROM runs WHERE id = ?", (run_id,)).fetchone()
+            parent = row[0] if row else None
+            if parent is None or parent not in planned:
+                continue
+            found = db.execute("SELECT status FROM runs WHERE id = ?", (parent,)).fetchone()
+            if found is not None and found[0] == "awaiting":
+                accept(parent)
+                parents += 1
     finally:
         db.close()
-    return count
+    return len(accepted), parents
 
 
 # --- the run -------------------------------------------------------------------------------------
@@ -537,6 +557,7 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
     workers = Workers(settings, deployment, server.endpoint, ledger, work / "logs")
     front = Front(platform)
     stop = threading.Event()
+    calm = threading.Event()  # set once every run is driven: no more kills
     stats: Counter[str] = Counter()
     errors: list[str] = []
     began = time.monotonic()
@@ -554,7 +575,9 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
 
         def kill_loop() -> None:
             krng = random.Random(settings.seed + 1)
-            while not stop.wait(krng.uniform(settings.kill_min, settings.kill_max)):
+            while not stop.wait(krng.uniform(settings.kill_min, settings.kill_max)) and (
+                not calm.is_set() or workers.kills < MIN_KILLS
+            ):
                 workers.kill_one(krng)
                 workers.spawn()
 
@@ -591,15 +614,33 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
             c.start()
         for c in clients:
             c.join()
-        all_ids = [p.run_id for p in plans] + [c[0] for p in plans for c in p.children]
+        # Every run is driven: the kills stop, so the runs left finish however slow the
+        # machine is (a kill rate a loaded machine cannot outpace would decide the verdict).
+        calm.set()
+        children = {c[0]: p.run_id for p in plans for c in p.children}
+        all_ids = list(children) + [p.run_id for p in plans]  # children first: parents follow them
+        child_of = {parent: child for child, parent in children.items()}
         settle_by = time.monotonic() + settings.settle_s
+
+        def settled(run_id: str, st: tuple[str, str | None] | None) -> bool:
+            if st is not None and st[0] in ENDED_OR_FAILED:
+                return True
+            # A parent awaiting a child that failed will never hear from it: settled too
+            # (the checker judges whether the child's failure was the rule's).
+            child = front.states.get(child_of.get(run_id, ""))
+            return st is not None and st[0] == "awaiting" and child is not None and child[0] == "failed"
+
         for run_id in all_ids:
             ended = front.wait(
                 run_id,
-                lambda st: st is not None and st[0] in ENDED_OR_FAILED,
+                lambda st, r=run_id: settled(r, st),
                 max(0.0, settle_by - time.monotonic()),
             )
             stats["runs ended" if ended else "runs not ended in time"] += 1
+        # However fast the runs went, the workers were killed a few times.
+        kills_by = time.monotonic() + MIN_KILLS * settings.kill_max * 2
+        while settings.kills and workers.kills < MIN_KILLS and time.monotonic() < kills_by:
+            time.sleep(0.1)
         stop.set()
         for t in threads:
             t.join(timeout=30)
@@ -620,9 +661,9 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
     report = check(PROJECT, exported, work / "ledger.sqlite", logs=logs)
     repeats_after_outcome(report, exported, work / "ledger.sqlite")
     audited_slots(report, work / "logs")
-    stats["runs failed after 3 killed starts"] = interrupted_by_kills(
-        report, exported, work / "logs", work / "ledger.sqlite"
-    )
+    failed_by_kills, orphaned = interrupted_by_kills(report, exported, work / "logs", work / "ledger.sqlite")
+    stats["runs failed after 3 killed starts"] = failed_by_kills
+    stats["parents awaiting a child failed so"] = orphaned
     lost = sum(line.startswith("lost ") for text in workers.output() for line in text.splitlines())
     stats["wake messages lost (deleted unprocessed)"] = lost
     lines = [
@@ -649,9 +690,7 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
     lines.append(report.format())
     text = "\n".join(lines)
     out(text)
-    outcome = AwsOutcome(
-        report, text, workers.kills, seconds, work, errors, stats["runs failed after 3 killed starts"]
-    )
+    outcome = AwsOutcome(report, text, workers.kills, seconds, work, errors, failed_by_kills, orphaned)
     if not settings.keep and settings.work is None and outcome.ok:
         shutil.rmtree(work, ignore_errors=True)
     else:

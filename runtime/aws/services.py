@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from runtime.core.clock import Clock
 from runtime.core.durations import parse_ms
@@ -140,17 +140,28 @@ class DynamoObjects:
         version = int(item["version"]["N"]) if "version" in item else 0
         try:
             self._save(item_key, me, text, version)
-        except ClientError as e:
-            self._unlock(item_key, me)
-            if condition_failed(e):
+        except (ClientError, BotoCoreError) as e:
+            if isinstance(e, ClientError) and condition_failed(e):
+                if _saved_by(e.response.get("Item"), me):
+                    return results  # botocore's retry of our committed write: the state holds it
+                self._unlock(item_key, me)
                 raise ServiceError(
                     f"{what}: the call held the object's lock past {OBJECT_LOCK_MS // 1000}s and another "
                     "call took it, so this call's state change was dropped; keep object methods short"
                 ) from e
-            error = e.response.get("Error", {})
+            # The outcome is unknown (the put may have committed). Dropping the lock first
+            # settles it: a put still on its way fails its condition afterwards, and an unlock
+            # refused because the put committed finds the item saved by this call.
+            unlocked = self._unlock(item_key, me)
+            if not unlocked and _saved_by(unlocked.item, me):
+                return results
+            said = str(e)
+            if isinstance(e, ClientError):
+                error = e.response.get("Error", {})
+                said = f"DynamoDB said {error.get('Code')}: {error.get('Message')}"
             raise ServiceError(
-                f"{what}: its new state could not be saved (DynamoDB said {error.get('Code')}: "
-                f"{error.get('Message')}); the state is as it was before the call — call it again"
+                f"{what}: its new state could not be saved ({said}); the state is as it was before the "
+                "call — call it again"
             ) from e
         return results
 
@@ -183,10 +194,13 @@ class DynamoObjects:
                 ConditionExpression="attribute_not_exists(lock_until) OR lock_until < :now",
                 ExpressionAttributeValues={":me": s(me), ":until": n(now + OBJECT_LOCK_MS), ":now": n(now)},
                 ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
             if locked:
                 item: dict[str, Any] = locked["Attributes"]
                 return item
+            if locked.item is not None and locked.item.get("lock_owner", {}).get("S") == me:
+                return dict(locked.item)  # botocore's retry of our committed lock: it is ours
             if time.monotonic() > give_up:
                 raise ServiceError(
                     f"{what}: the object is busy with another call for over {OBJECT_WAIT_S:.0f}s"
@@ -196,24 +210,34 @@ class DynamoObjects:
 
     def _save(self, key: dict[str, Any], me: str, state: str, version: int) -> None:
         """Write the state (its JSON text) and drop the lock: one put of the whole item, on
-        condition that the lock is still ours."""
+        condition that the lock is still ours. The item keeps the call's id (``saved_by``):
+        a retry of this put whose first attempt committed fails its condition, and the item
+        it finds, saved by this call, says the state holds the change."""
         self._db.put_item(
             TableName=self.table,
-            Item={**key, "state": s(state), "version": n(version + 1)},
+            Item={**key, "state": s(state), "version": n(version + 1), "saved_by": s(me)},
             ConditionExpression="lock_owner = :me",
             ExpressionAttributeValues={":me": s(me)},
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
 
-    def _unlock(self, key: dict[str, Any], me: str) -> None:
-        """Drop the lock, leaving the state as it was (a lock another call took is left alone)."""
-        conditional(
+    def _unlock(self, key: dict[str, Any], me: str) -> Any:
+        """Drop the lock, leaving the state as it was (a lock another call took is left
+        alone); ``Lost`` with the item as it is when the lock was no longer ours."""
+        return conditional(
             self._db.update_item,
             TableName=self.table,
             Key=key,
             UpdateExpression="REMOVE lock_owner, lock_until",
             ConditionExpression="lock_owner = :me",
             ExpressionAttributeValues={":me": s(me)},
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
+
+
+def _saved_by(item: Any, me: str) -> bool:
+    """Whether an object's item (as a refused write found it) was saved by call ``me``."""
+    return bool((item or {}).get("saved_by", {}).get("S") == me)
 
 
 class SqsQueues:

@@ -134,7 +134,7 @@ def runs_live(runs: Runs, actions: Actions, query: RunQuery, *, zone: Zone, now:
 
 
 def _outcome(r: RunRecord) -> str:
-    if r.status == Status.COMPLETED:
+    if r.status == Status.COMPLETED and not r.error:  # an error on a completed run: it cannot be read
         return json_value(r.result, key="out-" + r.id, summary_limit=40)
     if r.error:
         cut = r.error if len(r.error) <= 140 else r.error[:139] + "…"

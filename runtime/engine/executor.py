@@ -363,7 +363,10 @@ class Executor:
         if traceback:
             # The observer is told too; a terminal that prints its events skips this record.
             log.warning("run %s failed: %s\n%s", s.run.id, message, traceback, extra={"observed": True})
-        self._save(s, RunUpdate(Status.FAILED, s.replay.current, error=message))
+        # Like every other way a run stops, the failure clears its timer (and its schedule):
+        # a failed run woken later would only cost an invocation.
+        self._save(s, RunUpdate(Status.FAILED, s.replay.current, error=message), TimerSet(None))
+        self.wakes.timer(s.run.id, None)
         self.observer.ended(s.run.id, s.run.workflow, Status.FAILED, error=message, traceback=traceback)
         return Status.FAILED
 

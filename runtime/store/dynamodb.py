@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
+import secrets
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +41,7 @@ from runtime.store.base import (
     current_step,
 )
 from runtime.store.blobs import Blobs
-from runtime.store.items import Item, conditional, error_code, n, num, s, text, whole
+from runtime.store.items import Item, Lost, conditional, error_code, n, num, s, text, whole
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -74,6 +75,44 @@ REF = "_ref"
 TAIL_BYTES = 1024
 # Where a journal entry's value lives when its chunk does not hold it.
 IN_SIGNAL = "signal"  # wait.done's payload: the signal item it consumed
+# The id of the last conditional write to an item (its start, a chunk, a summary). A write
+# whose answer was lost is sent again by botocore, and that retry fails its own condition
+# ("the slot is free", "no later summary"): the item as it is (ReturnValuesOnCondition-
+# CheckFailure) carrying the write's own id says the write committed, not that another
+# writer won (docs/architecture.md, "Retried writes").
+WRITE_ID = "wid"
+
+
+def _write_id() -> str:
+    return secrets.token_hex(8)
+
+
+def _mine(lost: Any, token: str) -> bool:
+    """Whether a conditional write that failed its condition finds its own committed write."""
+    item = getattr(lost, "item", None)
+    return item is not None and text(item.get(WRITE_ID)) == token
+
+
+def _fired(write: Any, **request: Any) -> bool:
+    """Turn a due timer into a wake-up. A retry of a firing that committed finds no timer
+    and the wake-up it set: fired all the same (whoever fired it, the wake-up is there)."""
+    done = conditional(write, **request, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+    if done:
+        return True
+    old = done.item or {}
+    return "timer_due" not in old and "wake_pk" in old and "pk" in old
+
+
+class _Unreadable:
+    """A value a list could not read, and why."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _pointed(item: dict[str, Any] | None) -> set[str]:
+    """The S3 keys an item points to (its ``*_ref`` attributes)."""
+    return {str(v["S"]) for k, v in (item or {}).items() if k.endswith(REF) and "S" in v}
 
 
 def shard(run_id: str) -> int:
@@ -293,9 +332,15 @@ class DynamoDBStore:
             return self.blobs.get(item[name + REF]["S"])
         return None
 
-    def _drop(self, written: list[str]) -> None:
-        if written and self.blobs is not None:
-            self.blobs.delete(written)
+    def _drop(self, written: list[str], committed: dict[str, Any] | None) -> None:
+        """Delete the objects a write that lost its condition wrote, except any the item as
+        it is (``committed``) points to. A write whose outcome is unknown (an error other
+        than its condition) deletes nothing: it may have committed, and a leftover object
+        costs storage, not meaning."""
+        keep = _pointed(committed)
+        gone = [key for key in written if key not in keep]
+        if gone and self.blobs is not None:
+            self.blobs.delete(gone)
 
     # --- reading items -----------------------------------------------------------------
 
@@ -580,7 +625,27 @@ class DynamoDBStore:
                     found[item["id"]["S"]] = item
                 keys = got.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
         results = self._results([item for item in found.values() if "result_sk" in item])
-        return [self._run_from(found[r], result=results.get(r)) for r in ids if r in found]
+        return [self._listed(found[r], results.get(r)) for r in ids if r in found]
+
+    def _listed(self, item: dict[str, Any], result: Any) -> RunRecord:
+        """A run as a list shows it. One whose value cannot be read (an object missing from
+        the bucket) is listed with what its item holds and the reason as its error, so one
+        broken run never hides the others."""
+        try:
+            if isinstance(result, _Unreadable):
+                raise LunaflowError(result.reason)
+            return self._run_from(item, result=result)
+        except LunaflowError as e:
+            return RunRecord(
+                id=item["id"]["S"],
+                workflow=item["workflow"]["S"],
+                status=Status(item["status"]["S"]),
+                input=None,
+                error=f"this run cannot be read: {e}",
+                parent_id=text(item.get("parent_id")),
+                created_at=num(item.get("created_at")),
+                updated_at=num(item.get("updated_at")),
+            )
 
     def _results(self, run_items: list[dict[str, Any]]) -> dict[str, Any]:
         """Completed runs' results, from the chunks their run items point at."""
@@ -593,7 +658,11 @@ class DynamoDBStore:
                     RequestItems={self.table: {"Keys": batch, "ConsistentRead": True}}
                 )
                 for chunk in got.get("Responses", {}).get(self.table, []):
-                    out[chunk["pk"]["S"].removeprefix("RUN#")] = _result_of(self._rows(chunk))
+                    run_id = chunk["pk"]["S"].removeprefix("RUN#")
+                    try:
+                        out[run_id] = _result_of(self._rows(chunk))
+                    except LunaflowError as e:
+                        out[run_id] = _Unreadable(str(e))  # its chunk is missing from the bucket
                 batch = got.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
         return out
 
@@ -659,21 +728,34 @@ class DynamoDBStore:
             "sk": s(_journal_sk(entries[0].seq)),
             "last": n(entries[-1].seq),
             "entries" + where: s(value),
+            WRITE_ID: s(_write_id()),
         }
         tail = compact([entries[-1].kind, entries[-1].name])
         if len(tail.encode("utf-8")) <= TAIL_BYTES:
             item["tail"] = s(tail)
         # The rule: a journal slot is written once. Every writer starts its chunk right after
         # the last chunk it read, so two writers with the same view claim the same key.
-        return {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
+        return {
+            "TableName": self.table,
+            "Item": item,
+            "ConditionExpression": "attribute_not_exists(pk)",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
 
-    def _transact(self, items: list[Any], run_id: str, seq: int) -> None:
+    def _transact(self, items: list[Any], run_id: str, seq: int, token: str, written: list[str]) -> None:
+        """Write the items in one transaction; the last one is the summary carrying
+        ``token``. A retry that finds that summary committed is the commit."""
         try:
             self._db.transact_write_items(TransactItems=items)
         except ClientError as e:
             if error_code(e) == "TransactionCanceledException":
-                reasons = [r.get("Code") for r in e.response.get("CancellationReasons", [])]
-                if "ConditionalCheckFailed" in reasons:
+                reasons: list[Any] = list(e.response.get("CancellationReasons", []))
+                codes = [r.get("Code") for r in reasons]
+                if "ConditionalCheckFailed" in codes:
+                    old = reasons[-1].get("Item") if reasons else None
+                    if codes[:-1] == ["None"] * (len(codes) - 1) and _mine(Lost(old), token):
+                        return
+                    self._drop(written, old)
                     raise JournalConflict(run_id, seq) from e
             raise LunaflowError(f"the journal of run '{run_id}' could not be written: {e}") from e
 
@@ -685,14 +767,17 @@ class DynamoDBStore:
         text_ = compact({"workflow": started.name, "data": started.data, "at": started.at})
         where, value = self._spill(run.id, "started", text_, INLINE_TEXT_BYTES, written)
         item["started" + where] = s(value)
+        token = _write_id()
+        item[WRITE_ID] = s(token)
         created = conditional(
             self._db.put_item,
             TableName=self.table,
             Item=item,
             ConditionExpression="attribute_not_exists(pk)",  # the id is free
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
-        if not created:
-            self._drop(written)
+        if not created and not _mine(created, token):
+            self._drop(written, created.item)
             existing = self.get_run(run.id)
             if existing is None:
                 raise EngineBug(f"run '{run.id}' was refused as existing but cannot be read")
@@ -718,36 +803,36 @@ class DynamoDBStore:
         ("running"): the reconciler wakes the run and its replay writes the summary again."""
         update = checked_update(run_id, expected_len, entries, update)
         slot = expected_len + 1
-        chunk_written: list[str] = []
-        try:
-            if entries:
-                chunk = self._chunk_put(run_id, entries, chunk_written)
-                if not conditional(self._db.put_item, **chunk):
-                    raise JournalConflict(run_id, slot)
-                if run_id in self._done:
-                    self._done[run_id] |= set(_consumed(entries))
-        except BaseException:
-            self._drop(chunk_written)
-            raise
+        if entries:
+            chunk_written: list[str] = []
+            chunk = self._chunk_put(run_id, entries, chunk_written)
+            put = conditional(self._db.put_item, **chunk)
+            if not put and not _mine(put, chunk["Item"][WRITE_ID]["S"]):
+                self._drop(chunk_written, put.item)
+                raise JournalConflict(run_id, slot)
+            if run_id in self._done:
+                self._done[run_id] |= set(_consumed(entries))
         if update is None and timer is None:
             return
         written: list[str] = []
-        try:
-            position = entries[-1].seq if entries else expected_len
-            summary = self._summary(run_id, position, entries, update, timer, written)
-            if entries:
-                if not conditional(self._db.update_item, **summary):
-                    raise JournalConflict(run_id, position + 1)
-                return
-            check = {
-                "TableName": self.table,
-                "Key": {"pk": s(run_pk(run_id)), "sk": s(_journal_sk(slot))},
-                "ConditionExpression": "attribute_not_exists(pk)",
-            }
-            self._transact([{"ConditionCheck": check}, {"Update": summary}], run_id, slot)
-        except BaseException:
-            self._drop(written)
-            raise
+        position = entries[-1].seq if entries else expected_len
+        token = _write_id()
+        summary = self._summary(run_id, position, entries, update, timer, written, token)
+        if entries:
+            saved = conditional(
+                self._db.update_item, **summary, ReturnValuesOnConditionCheckFailure="ALL_OLD"
+            )
+            if not saved and not _mine(saved, token):
+                self._drop(written, saved.item)
+                raise JournalConflict(run_id, position + 1)
+            return
+        check = {
+            "TableName": self.table,
+            "Key": {"pk": s(run_pk(run_id)), "sk": s(_journal_sk(slot))},
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+        update_ = {**summary, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+        self._transact([{"ConditionCheck": check}, {"Update": update_}], run_id, slot, token, written)
 
     def _summary(
         self,
@@ -757,6 +842,7 @@ class DynamoDBStore:
         update: RunUpdate | None,
         timer: TimerSet | None,
         written: list[str],
+        token: str,
     ) -> dict[str, Any]:
         """The run item's update: status, current step, error and result (each text inline
         or in S3), timer, lease and wake-up as the new status implies."""
@@ -765,8 +851,9 @@ class DynamoDBStore:
             ":completed": s(Status.COMPLETED),
             ":cancelled": s(Status.CANCELLED),
             ":at": n(position),
+            ":wid": s(token),
         }
-        sets: list[str] = ["summary_at = :at"]
+        sets: list[str] = ["summary_at = :at", f"{WRITE_ID} = :wid"]
         removes: list[str] = []
         ended = update is not None and update.status in ENDED
         if update is not None:
@@ -852,6 +939,10 @@ class DynamoDBStore:
         # consumed ones counted + the bound" holds at the write whoever else sends. Below
         # the bound in signals ever sent nothing is read; past it, the journal's count.
         bound, consumed = max_backlog, 0
+        # The numbering carries this send's id (``sig_wid``), and holds only while the item
+        # does not carry it: botocore's retry of a numbering that committed finds its own id
+        # and reads its number from the item, instead of taking a second one.
+        token = _write_id()
         while True:
             numbered = conditional(
                 self._db.update_item,
@@ -859,19 +950,25 @@ class DynamoDBStore:
                 Key=run_key(run_id),
                 # Numbering and the wake-up in one write; an ended run's wake-up is dropped by
                 # the worker that finds it ended.
-                UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at) "
+                UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at), sig_wid = :wid "
                 "ADD signal_seq :one, wake_token :one",
-                ConditionExpression="attribute_exists(pk)"
+                ConditionExpression="attribute_exists(pk) AND "
+                "(attribute_not_exists(sig_wid) OR sig_wid <> :wid)"
                 + ("" if bound is None else " AND signal_seq < :cap"),
                 ExpressionAttributeValues={
                     ":one": n(1),
                     ":w": s(sharded(WAKE_PK, run_id)),
                     ":at": s(f"{at:020.6f}"),
+                    ":wid": s(token),
                     **({} if bound is None else {":cap": n(consumed + bound)}),
                 },
                 ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
             if numbered:
+                break
+            if numbered.item is not None and text(numbered.item.get("sig_wid")) == token:
+                numbered = {"Attributes": numbered.item}  # our own numbering, committed
                 break
             snap = self.load(run_id)
             if snap is None:
@@ -945,7 +1042,7 @@ class DynamoDBStore:
     def fire_due_timers(self, now_ms: int, limit: int | None = None) -> list[str]:
         fired = []
         for due, run_id in self._due(now_ms, limit):
-            if conditional(
+            if _fired(
                 self._db.update_item,
                 TableName=self.table,
                 Key=run_key(run_id),
@@ -1046,21 +1143,19 @@ class DynamoDBStore:
         """The run's timer, if due by ``now_ms``, becomes a wake-up (as ``fire_due_timers``
         does for every run): a run woken by its timer carries no stale timer while it runs,
         and if the activation fails, the wake-up is still there for the reconciler."""
-        return bool(
-            conditional(
-                self._db.update_item,
-                TableName=self.table,
-                Key=run_key(run_id),
-                UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at) "
-                "ADD wake_token :one REMOVE timer_due, timer_pk, timer_sk",
-                ConditionExpression="timer_due <= :now",
-                ExpressionAttributeValues={
-                    ":now": n(now_ms),
-                    ":w": s(sharded(WAKE_PK, run_id)),
-                    ":at": s(f"{now_ms / 1000:020.6f}"),
-                    ":one": n(1),
-                },
-            )
+        return _fired(
+            self._db.update_item,
+            TableName=self.table,
+            Key=run_key(run_id),
+            UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at) "
+            "ADD wake_token :one REMOVE timer_due, timer_pk, timer_sk",
+            ConditionExpression="timer_due <= :now",
+            ExpressionAttributeValues={
+                ":now": n(now_ms),
+                ":w": s(sharded(WAKE_PK, run_id)),
+                ":at": s(f"{now_ms / 1000:020.6f}"),
+                ":one": n(1),
+            },
         )
 
     def defer_wake(self, run_id: str, until: float, *, resent: bool = True) -> None:
@@ -1276,6 +1371,8 @@ class DynamoDBStore:
         pinned = self.pinned_secret(run_id, name)
         if pinned is None:
             raise EngineBug(f"run '{run_id}' pin of secret '{name}' vanished")
+        if pinned == version:  # this pin, committed by an attempt whose answer was lost
+            self._secret_backend().keep(name, version)
         return pinned
 
     def pinned_secret(self, run_id: str, name: str) -> int | None:
