@@ -18,7 +18,14 @@ class Kind(StrEnum):
     STARTED = "run.started"  # data: format, workflow, input
     STEP_INTENT = "step.intent"  # name; data: pass, attempt, step_id
     STEP_RESULT = "step.result"  # name; data: n, values
-    STEP_FAILED = "step.failed"  # name; data: attempt, error, final, retry_at
+    # name; data: attempt, error, final, retry_at (final: false), final_error (final: true),
+    # retryable (false when the body's error said retry = false, which ends the attempts)
+    STEP_FAILED = "step.failed"
+    # name; data: step, attempts, message, error: a final failure of a step with catch = true,
+    # raised into the workflow as a Lua error value (replay raises it again at this point)
+    STEP_RAISED = "step.raised"
+    # name; marker: an operator asked a step waiting out its backoff to retry now
+    STEP_RETRY_NOW = "step.retry_now"
     # name; data: attempt, start (2, 3...): the attempt's body runs again, its intent having no
     # outcome (the process running it ended); the start count bounds how often that happens
     STEP_RERUN = "step.rerun"
@@ -31,7 +38,7 @@ class Kind(StrEnum):
 
 
 # Markers record what happened to the run, not what its code did; replay skips them.
-MARKERS = frozenset({Kind.RESUMED})
+MARKERS = frozenset({Kind.RESUMED, Kind.STEP_RETRY_NOW})
 
 
 class Status(StrEnum):
@@ -102,7 +109,7 @@ def describe_wait(op: str, names: list[str]) -> str:
 
 def describe(entry: Entry) -> str:
     """How an entry reads in a divergence message: ``step 'settle'``, ``await 'paid'``."""
-    if entry.kind in (Kind.STEP_INTENT, Kind.STEP_RERUN, Kind.STEP_RESULT, Kind.STEP_FAILED):
+    if entry.kind in (Kind.STEP_INTENT, Kind.STEP_RERUN, Kind.STEP_RESULT, Kind.STEP_FAILED, Kind.STEP_RAISED):
         return f"step '{entry.name}'"
     if entry.kind in (Kind.WAIT, Kind.WAIT_DONE):
         return describe_wait(entry.name or "", list(entry.data.get("names", [])))

@@ -406,8 +406,9 @@ class Executor:
         )
         if error is None:
             return s.replay.step_succeeded(StepValues(tuple(outcome.values or ())))
-        decision = s.replay.step_failed(error)
-        if not isinstance(decision, Fail):
+        # The draw spreads the wait of a step with jitter; the due time is journaled.
+        decision = s.replay.step_failed(error, retryable=outcome.retryable, draw=random.random())
+        if isinstance(decision, Park | Execute):
             due = decision.due_ms if isinstance(decision, Park) else None
             self.observer.retry(
                 s.run.id,
