@@ -270,6 +270,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return _done(args, {"resumed": args.run_id}, f"resumed {args.run_id}")
 
 
+def cmd_retry(args: argparse.Namespace) -> int:
+    runs = _open_runs(args)
+    runs.retry(args.run_id)
+    return _done(args, {"retried": args.run_id}, f"retried {args.run_id}: its step's next attempt runs now")
+
+
 def cmd_cancel(args: argparse.Namespace) -> int:
     runs = _open_runs(args)
     children = _descendants(runs, args.run_id)
@@ -621,6 +627,10 @@ def _parser() -> argparse.ArgumentParser:
     p = console("resume", "resume a failed run")
     p.add_argument("run_id")
     p.set_defaults(func=cmd_resume)
+
+    p = console("retry", "run the next attempt of a step waiting out its backoff now")
+    p.add_argument("run_id")
+    p.set_defaults(func=cmd_retry)
 
     p = console("cancel", "cancel a run and the runs it started")
     p.add_argument("run_id")

@@ -107,9 +107,14 @@ def describe_wait(op: str, names: list[str]) -> str:
     return f"{op} {quoted}" if len(names) == 1 else f"{op} ({quoted})"
 
 
+STEP_KINDS = frozenset(
+    {Kind.STEP_INTENT, Kind.STEP_RERUN, Kind.STEP_RESULT, Kind.STEP_FAILED, Kind.STEP_RAISED}
+)
+
+
 def describe(entry: Entry) -> str:
     """How an entry reads in a divergence message: ``step 'settle'``, ``await 'paid'``."""
-    if entry.kind in (Kind.STEP_INTENT, Kind.STEP_RERUN, Kind.STEP_RESULT, Kind.STEP_FAILED, Kind.STEP_RAISED):
+    if entry.kind in STEP_KINDS:
         return f"step '{entry.name}'"
     if entry.kind in (Kind.WAIT, Kind.WAIT_DONE):
         return describe_wait(entry.name or "", list(entry.data.get("names", [])))

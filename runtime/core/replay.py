@@ -150,13 +150,15 @@ def final_error(name: str, attempts: int, error: str, retryable: bool = True) ->
     """The error of a step's final failure: the run's error, or the raised value's text."""
     if retryable:
         return f"step '{name}' failed after {attempts} attempts: {error}"
-    return f"step '{name}' failed after {attempts} attempts, not retried (its error said retry = false): {error}"
+    return (
+        f"step '{name}' failed after {attempts} attempts, not retried (its error said retry = false): {error}"
+    )
 
 
 def backoff_ms(cmd: StepCmd, failures: int, draw: float = 0.0) -> int:
     """The wait after the ``failures``-th failure: ``backoff`` doubled per failure after the
     first, at most ``max_backoff``, less up to ``jitter`` of it as ``draw`` (0..1) says."""
-    wait = cmd.backoff_ms * 2 ** (failures - 1)
+    wait: int = cmd.backoff_ms * 2 ** (failures - 1)
     if cmd.max_backoff_ms is not None:
         wait = min(wait, cmd.max_backoff_ms)
     return wait - int(wait * cmd.jitter * draw)

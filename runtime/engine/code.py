@@ -130,7 +130,9 @@ class Code:
                 timeout_ms,
                 catch=_catch(name, catch),
                 max_backoff_ms=(
-                    None if max_backoff is None else parse_ms(max_backoff, f"the max_backoff of step '{name}'")
+                    None
+                    if max_backoff is None
+                    else parse_ms(max_backoff, f"the max_backoff of step '{name}'")
                 ),
                 jitter=_jitter(name, jitter),
             )

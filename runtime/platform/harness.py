@@ -97,6 +97,11 @@ class Harness:
         self.platform.resume(run_id)
         self.settle()
 
+    def retry(self, run_id: str) -> None:
+        """A run waiting out a step's backoff runs the next attempt now."""
+        self.platform.retry(run_id)
+        self.settle()
+
     # --- time --------------------------------------------------------------------------
 
     @property

@@ -1,4 +1,4 @@
-"""The run API that needs no code: start, get, signal, cancel, resume, list.
+"""The run API that needs no code: start, get, signal, cancel, resume, retry, list.
 
 ``Platform`` adds code (it checks the workflow exists before starting); the CLI console
 uses ``Runs`` directly against a data folder, beside a running ``lunaflow dev``.
@@ -144,3 +144,37 @@ class Runs:
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 1000
     ) -> list[RunRecord]:
         return self.store.list_runs(status=status, workflow=workflow, limit=limit)
+
+    def retry(self, run_id: str, *, workflow: str | None = None) -> None:
+        """Cut short the backoff a run is waiting out: its step's next attempt runs now. The
+        ask is journaled (``step.retry_now``) so replay reads the same; asking again before
+        the attempt starts changes nothing."""
+        # Only the last entry is read: a long journal costs no more than a short one.
+        seen = self.get(run_id, workflow)
+        snap = self.store.load(run_id, after=max(0, seen.journal_len - 1))
+        if snap is None:
+            raise NoSuchRun(run_id, workflow)
+        run, last = snap.run, (snap.journal[-1] if snap.journal else None)
+        if last is not None and last.kind == Kind.STEP_RETRY_NOW:
+            return
+        if (
+            run.status != Status.SLEEPING
+            or last is None
+            or last.kind != Kind.STEP_FAILED
+            or last.data.get("final")
+        ):
+            raise InvalidTransition(
+                f"run '{run_id}' is {run.status} and not waiting out a step's backoff, so it cannot be "
+                "retried now; retry applies to a run sleeping before a failed step's next attempt "
+                "(a failed run is resumed instead)"
+            )
+        entry = Entry(run.journal_len + 1, Kind.STEP_RETRY_NOW, last.name, {}, self.clock.now())
+        self.store.append(
+            run_id,
+            run.journal_len,
+            [entry],
+            update=RunUpdate(Status.RUNNING, run.current_step),
+            timer=TimerSet(None),
+        )
+        self.wakes.timer(run_id, None)
+        self.wakes.wake(run_id)

@@ -20,7 +20,7 @@ workflow "caught" (function(wf, opts)
         return attempt(wf, "charge")
     end)
     if ok then return { charged = err } end
-    local refunded = wf:step("refund", function() return attempt(wf, "refund") end)
+    local refunded = wf:step("refund", { retries = 3, backoff = "10s" }, function() return attempt(wf, "refund") end)
     return {
         caught = tostring(err), step = err.step, attempts = err.attempts,
         message = err.message, retry = err.retry, refunded = refunded,

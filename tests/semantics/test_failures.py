@@ -1,0 +1,273 @@
+"""Issue 26's failure model, on both harnesses: a step's final failure caught by the
+workflow (``catch = true``), errors that must not be retried (``error({ retry = false })``),
+the retry policy (``max_backoff``, ``jitter``, retry now) and the refusals of bad options.
+
+Step bodies call ``Attempt(wf.id):try(name)``, an object stand-in that counts calls per
+name and answers whether this one succeeds, or fails for good (``fatal``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.errors import InvalidTransition
+from runtime.testing import LocalPlatform
+
+PROJECT = Path(__file__).resolve().parent.parent / "projects" / "failures"
+
+
+class Attempts:
+    """``try(name)`` returns ``{ok, n, fatal}``: the nth call of a name succeeds when ``n`` is in
+    ``ok[name]`` and raises a non-retryable error when it is in ``fatal[name]``."""
+
+    def __init__(self) -> None:
+        self.p: Any = None
+        self.ok: dict[str, set[int]] = {}
+        self.fatal: dict[str, set[int]] = {}
+        self.calls: list[tuple[str, float]] = []
+
+    def __call__(self, cls: str, key: str, method: str, args: list[Any]) -> list[Any]:
+        name = args[0]
+        self.calls.append((name, self.p.now))
+        n = self.count(name)
+        return [{"ok": n in self.ok.get(name, set()), "n": n, "fatal": n in self.fatal.get(name, set())}]
+
+    def count(self, name: str) -> int:
+        return sum(1 for c in self.calls if c[0] == name)
+
+    def times(self, name: str) -> list[float]:
+        return [t for c, t in self.calls if c == name]
+
+
+@pytest.fixture
+def attempts() -> Attempts:
+    return Attempts()
+
+
+@pytest.fixture
+def p(harness: Any, tmp_path: Path, attempts: Attempts):
+    with harness(PROJECT, data_dir=tmp_path / "data", objects=attempts) as platform:
+        attempts.p = platform
+        yield platform
+
+
+def kinds(p: LocalPlatform, run_id: str) -> list[str]:
+    return [e.kind for e in p.journal(run_id)]
+
+
+def entries(p: LocalPlatform, run_id: str, kind: str) -> list[Any]:
+    return [e for e in p.journal(run_id) if e.kind == kind]
+
+
+# --- 1. catch ----------------------------------------------------------------------------
+
+
+def test_catch_raises_the_final_failure_as_a_value_the_workflow_can_pcall(
+    p: LocalPlatform, attempts: Attempts
+) -> None:
+    attempts.ok = {"refund": {1}}
+    p.start("caught", {"retries": 3, "catch": True, "backoff": "1s"}, id="c-1")
+    p.advance("1h")
+    run = p.get("c-1")
+    assert run.status == "completed", run.error
+    assert run.result == {
+        "caught": "step 'charge' failed after 3 attempts: boom 3",
+        "step": "charge",
+        "attempts": 3,
+        "message": "boom 3",
+        "retry": True,
+        "refunded": 1,
+    }
+    assert attempts.count("charge") == 3
+    (raised,) = entries(p, "c-1", "step.raised")
+    assert raised.name == "charge"
+    assert raised.data["error"] == "step 'charge' failed after 3 attempts: boom 3"
+    # the raise sits right after the final failure, before the compensation's step
+    ks = kinds(p, "c-1")
+    assert ks.index("step.raised") == ks.index("step.failed", ks.index("step.raised") - 1) + 1
+
+
+def test_a_caught_failure_replays_without_running_the_body_again(
+    p: LocalPlatform, attempts: Attempts
+) -> None:
+    attempts.ok = {"refund": {1}}
+    p.start("caught", {"retries": 2, "catch": True, "backoff": "1s"}, id="c-2")
+    p.advance("1h")
+    before = p.journal("c-2")
+    p.restart()
+    p.advance("1h")
+    assert attempts.count("charge") == 2 and attempts.count("refund") == 1
+    assert [e.as_dict() for e in p.journal("c-2")] == [e.as_dict() for e in before]
+
+
+def test_the_raise_is_replayed_at_the_same_point_after_a_restart_mid_compensation(
+    p: LocalPlatform, attempts: Attempts
+) -> None:
+    """The compensation fails once and waits out its backoff; after a restart, replay raises
+    the recorded failure again (the charge body does not run) and the refund's retry runs."""
+    attempts.ok = {"refund": {2}}
+    p.start("caught", {"retries": 1, "catch": True}, id="c-3")
+    assert p.get("c-3").status == "sleeping"
+    p.restart()
+    p.advance("1m")
+    run = p.get("c-3")
+    assert run.status == "completed", run.error
+    assert run.result["refunded"] == 2
+    assert attempts.count("charge") == 1
+    assert len(entries(p, "c-3", "step.raised")) == 1
+
+
+def test_uncaught_raise_fails_the_run_as_today_and_resume_grants_fresh_attempts(
+    p: LocalPlatform, attempts: Attempts
+) -> None:
+    p.start("uncaught", {"retries": 2}, id="u-1")
+    p.advance("1h")
+    run = p.get("u-1")
+    assert run.status == "failed"
+    assert run.error == "step 'charge' failed after 2 attempts: boom 2"
+    attempts.ok = {"charge": {4}}
+    p.resume("u-1")
+    p.advance("1h")
+    run = p.get("u-1")
+    assert run.status == "completed", run.error
+    assert run.result == {"charged": 4}
+    assert attempts.count("charge") == 4
+    step_ids = [e.data["step_id"] for e in entries(p, "u-1", "step.intent")]
+    assert step_ids == [f"u-1/charge/1/{n}" for n in (1, 2, 3, 4)]
+
+
+def test_without_catch_the_default_is_unchanged(p: LocalPlatform, attempts: Attempts) -> None:
+    p.start("caught", {"retries": 2, "backoff": "1s"}, id="d-1")
+    p.advance("1h")
+    run = p.get("d-1")
+    assert run.status == "failed"
+    assert run.error == "step 'charge' failed after 2 attempts: boom 2"
+    assert "step.raised" not in kinds(p, "d-1")
+    assert attempts.count("refund") == 0
+
+
+# --- 2. errors that must not be retried --------------------------------------------------
+
+
+def test_retry_false_ends_the_attempts_at_once_and_parks_the_run_failed(
+    p: LocalPlatform, attempts: Attempts
+) -> None:
+    attempts.fatal = {"charge": {1}}
+    p.start("caught", {"retries": 5}, id="n-1")
+    p.advance("1d")
+    run = p.get("n-1")
+    assert run.status == "failed"
+    assert run.error == (
+        "step 'charge' failed after 1 attempts, not retried (its error said retry = false): card declined 1"
+    )
+    assert attempts.count("charge") == 1
+    (failed,) = entries(p, "n-1", "step.failed")
+    assert failed.data["final"] is True and failed.data["retryable"] is False
+
+
+def test_retry_false_with_catch_raises_at_once(p: LocalPlatform, attempts: Attempts) -> None:
+    attempts.fatal = {"charge": {2}}
+    attempts.ok = {"refund": {1}}
+    p.start("caught", {"retries": 5, "catch": True, "backoff": "1s"}, id="n-2")
+    p.advance("1d")
+    run = p.get("n-2")
+    assert run.status == "completed", run.error
+    assert run.result["attempts"] == 2
+    assert run.result["retry"] is False
+    assert run.result["message"] == "card declined 2"
+    assert attempts.count("charge") == 2
+
+
+def test_resume_after_a_non_retryable_failure_grants_fresh_attempts(
+    p: LocalPlatform, attempts: Attempts
+) -> None:
+    attempts.fatal = {"charge": {1}}
+    p.start("caught", {"retries": 3, "backoff": "1s"}, id="n-3")
+    assert p.get("n-3").status == "failed"
+    attempts.ok = {"charge": {2}}
+    p.resume("n-3")
+    p.advance("1h")
+    assert p.get("n-3").result == {"charged": 2}
+
+
+# --- 3. retry policy ---------------------------------------------------------------------
+
+
+def test_max_backoff_caps_the_doubling(p: LocalPlatform, attempts: Attempts) -> None:
+    p.start("caught", {"retries": 6, "backoff": "2s", "max_backoff": "5s"}, id="b-1")
+    p.advance("1h")
+    t = attempts.times("charge")
+    assert [round(b - a) for a, b in zip(t, t[1:], strict=False)] == [2, 4, 5, 5, 5]
+
+
+def test_jitter_draws_each_wait_within_its_share_and_journals_the_due_time(
+    p: LocalPlatform, attempts: Attempts
+) -> None:
+    p.start("caught", {"retries": 8, "backoff": "10s", "max_backoff": "10s", "jitter": 0.5}, id="j-1")
+    p.advance("1h")
+    failures = entries(p, "j-1", "step.failed")[:-1]
+    waits = [f.data["retry_at"] - round(f.at * 1000) for f in failures]
+    assert all(5000 <= w <= 10000 for w in waits), waits
+    assert len(set(waits)) > 1  # spread: seven draws are not all the same
+    # each attempt ran when its journaled due time came (AWS schedules are whole seconds)
+    ran = [round(x * 1000) for x in attempts.times("charge")[1:]]
+    due = [f.data["retry_at"] for f in failures]
+    assert all(d <= r < d + 1000 for r, d in zip(ran, due, strict=True)), (ran, due)
+
+
+def test_jitter_true_is_the_whole_wait_and_defaults_stay(p: LocalPlatform, attempts: Attempts) -> None:
+    p.start("caught", {"retries": 3, "backoff": "4s", "jitter": True}, id="j-2")
+    p.advance("1h")
+    for f in entries(p, "j-2", "step.failed")[:-1]:
+        assert 0 <= f.data["retry_at"] - round(f.at * 1000) <= 8000
+
+
+def test_retry_now_cuts_a_backoff_short(p: LocalPlatform, attempts: Attempts) -> None:
+    attempts.ok = {"charge": {2}}
+    p.start("caught", {"retries": 3, "backoff": "1h"}, id="r-1")
+    assert p.get("r-1").status == "sleeping"
+    p.retry("r-1")
+    run = p.get("r-1")
+    assert run.status == "completed", run.error
+    assert attempts.count("charge") == 2
+    assert attempts.times("charge")[1] == attempts.times("charge")[0]  # the clock did not move
+    assert "step.retry_now" in kinds(p, "r-1")
+    p.restart()
+    p.settle()
+    assert p.get("r-1").status == "completed" and attempts.count("charge") == 2
+
+
+def test_retry_now_refuses_a_run_not_waiting_out_a_backoff(p: LocalPlatform, attempts: Attempts) -> None:
+    attempts.ok = {"charge": {1}}
+    p.start("caught", {}, id="r-2")
+    with pytest.raises(InvalidTransition, match="not waiting out a step's backoff"):
+        p.retry("r-2")
+
+
+# --- bad input ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("opts", "message"),
+    [
+        ({"retries": 2, "retires": 3}, "wf:step('charge'): unknown option 'retires'; the options are"),
+        ({"catch": "yes"}, "step 'charge': catch must be true or false (got \"yes\")"),
+        ({"max_backoff": "-5s"}, "bad duration \"-5s\" for the max_backoff of step 'charge'"),
+        ({"max_backoff": -5}, "bad duration -5 for the max_backoff of step 'charge'"),
+        ({"max_backoff": "soon"}, "bad duration \"soon\" for the max_backoff of step 'charge'"),
+        ({"jitter": 1.5}, "step 'charge': jitter must be a share of each wait from 0 to 1"),
+        ({"jitter": "lots"}, "step 'charge': jitter must be a share of each wait from 0 to 1"),
+    ],
+)
+def test_bad_step_options_are_refused_before_anything_is_journaled(
+    p: LocalPlatform, attempts: Attempts, opts: dict[str, Any], message: str
+) -> None:
+    p.start("opts", opts, id="bad")
+    run = p.get("bad")
+    assert run.status == "failed"
+    assert run.error is not None and message in run.error
+    assert kinds(p, "bad") == ["run.started"]
+    assert attempts.count("charge") == 0
