@@ -8,6 +8,7 @@ name and answers whether this one succeeds, or fails for good (``fatal``).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +29,13 @@ class Attempts:
         self.ok: dict[str, set[int]] = {}
         self.fatal: dict[str, set[int]] = {}
         self.calls: list[tuple[str, float]] = []
+        self.keyed: list[tuple[str, str]] = []
 
     def __call__(self, cls: str, key: str, method: str, args: list[Any]) -> list[Any]:
         name = args[0]
         self.calls.append((name, self.p.now))
-        n = self.count(name)
+        self.keyed.append((key, name))
+        n = self.keyed.count((key, name))  # attempts of this run's step of that name
         return [{"ok": n in self.ok.get(name, set()), "n": n, "fatal": n in self.fatal.get(name, set())}]
 
     def count(self, name: str) -> int:
@@ -48,7 +51,7 @@ def attempts() -> Attempts:
 
 
 @pytest.fixture
-def p(harness: Any, tmp_path: Path, attempts: Attempts):
+def p(harness: Any, tmp_path: Path, attempts: Attempts) -> Iterator[Any]:
     with harness(PROJECT, data_dir=tmp_path / "data", objects=attempts) as platform:
         attempts.p = platform
         yield platform
@@ -271,3 +274,49 @@ def test_bad_step_options_are_refused_before_anything_is_journaled(
     assert run.error is not None and message in run.error
     assert kinds(p, "bad") == ["run.started"]
     assert attempts.count("charge") == 0
+
+
+# --- versioning and lunaflow check ---------------------------------------------------------
+
+V1 = PROJECT.parent / "failures_v1"
+V2 = PROJECT.parent / "failures_v2"
+
+
+def test_wf_version_guards_adding_catch_under_runs_in_flight(
+    harness: Any, tmp_path: Path, attempts: Attempts
+) -> None:
+    with harness(V1, data_dir=tmp_path / "data", objects=attempts) as p:
+        attempts.p = p
+        p.start("order", None, id="old")
+        p.deploy(V2)
+        p.start("order", None, id="new")
+        p.signal("old", "go")
+        p.signal("new", "go")
+        p.advance("1m")
+        old, new = p.get("old"), p.get("new")
+        # the run started before the change parks failed as it always did ...
+        assert old.status == "failed"
+        assert old.error == "step 'charge' failed after 2 attempts: boom 2"
+        assert "step.raised" not in kinds(p, "old")
+        # ... and the run started on the new code compensates
+        assert new.status == "awaiting", new.error
+        assert [e.name for e in entries(p, "new", "step.raised")] == ["charge"]
+        p.signal("new", "ack")
+        assert p.get("new").result == {"outcome": "refunded"}
+
+
+@pytest.mark.local_only("lunaflow check reads the local data folder here; --aws is tests/aws' concern")
+def test_check_replays_a_raise_and_reports_code_that_dropped_catch(
+    harness: Any, tmp_path: Path, attempts: Attempts
+) -> None:
+    from runtime import cli
+
+    data = tmp_path / "data"
+    with harness(V2, data_dir=data, objects=attempts) as p:
+        attempts.p = p
+        p.start("order", None, id="caught")
+        p.signal("caught", "go")
+        p.advance("1m")
+        assert p.get("caught").status == "awaiting"
+    assert cli.main(["check", str(V2), "--data", str(data)]) == 0
+    assert cli.main(["check", str(V1), "--data", str(data)]) == 1
