@@ -15,7 +15,7 @@ FORMAT_VERSION = 1
 
 
 class Kind(StrEnum):
-    STARTED = "run.started"  # data: format, workflow, input
+    STARTED = "run.started"  # data: format, workflow, input, changes, timeout and deadline_at
     STEP_INTENT = "step.intent"  # name; data: pass, attempt, step_id
     STEP_RESULT = "step.result"  # name; data: n, values
     # name; data: attempt, error, final, retry_at (final: false), final_error (final: true),
@@ -33,12 +33,15 @@ class Kind(StrEnum):
     WAIT = "wait"  # name: op; data: names, timeout_ms, due_at
     WAIT_DONE = "wait.done"  # name: op; data: by (signal|timeout|timer), signal, payload, signal_id
     RESUMED = "run.resumed"  # marker: a failed run was resumed
+    # marker; data: after (the bound as given): the run passed its start's timeout and failed;
+    # a resume after it continues the run with no bound
+    TIMED_OUT = "run.timed_out"
     CANCELLED = "run.cancelled"  # the run was cancelled
     COMPLETED = "run.completed"  # data: result
 
 
 # Markers record what happened to the run, not what its code did; replay skips them.
-MARKERS = frozenset({Kind.RESUMED, Kind.STEP_RETRY_NOW})
+MARKERS = frozenset({Kind.RESUMED, Kind.STEP_RETRY_NOW, Kind.TIMED_OUT})
 
 
 class Status(StrEnum):
@@ -98,6 +101,15 @@ class StepValues:
         values = list(data.get("values") or [])
         n = int(data.get("n", len(values)))
         return cls(tuple(values[:n]) + (None,) * max(0, n - len(values)))
+
+
+def run_deadline(entries: list[Entry]) -> int | None:
+    """When the run times out (epoch ms), from ``run.started``; None when it has no bound or
+    already timed out once (a resume after that continues it unbounded)."""
+    due = entries[0].data.get("deadline_at") if entries else None
+    if due is None or any(e.kind == Kind.TIMED_OUT for e in entries):
+        return None
+    return int(due)
 
 
 def describe_wait(op: str, names: list[str]) -> str:

@@ -292,6 +292,9 @@ class Replay:
                 and e.name == cmd.name
             ):
                 retry_now = True
+            elif e.kind in (Kind.TIMED_OUT, Kind.RESUMED):
+                # The run timed out here (and was resumed): the step goes on where it stood.
+                pass
             else:
                 # No engine writes anything between a step's intent and its outcome but re-runs.
                 raise EngineBug(

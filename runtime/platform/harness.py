@@ -70,8 +70,11 @@ class Harness:
 
     # --- runs --------------------------------------------------------------------------
 
-    def start(self, workflow: str, input: Any = None, id: str | None = None) -> RunRecord:
-        run = self.platform.start(workflow, input, id=id)
+    def start(
+        self, workflow: str, input: Any = None, id: str | None = None, timeout: str | float | None = None
+    ) -> RunRecord:
+        """``timeout``: past it the run ends failed, ``run 'ID' timed out after 30d``."""
+        run = self.platform.start(workflow, input, id=id, timeout=timeout)
         self.settle()
         return self.get(run.id)
 

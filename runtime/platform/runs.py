@@ -12,6 +12,7 @@ from typing import Any
 from runtime.core import values
 from runtime.core.bounds import MAX_SIGNAL_BACKLOG
 from runtime.core.clock import Clock
+from runtime.core.durations import parse_ms
 from runtime.core.ids import check_run_id
 from runtime.core.journal import CANCELLABLE, FORMAT_VERSION, RESUMABLE, Entry, Kind, Status
 from runtime.engine.observe import Observer, Quiet
@@ -44,8 +45,11 @@ class Runs:
         id: str | None = None,
         parent_id: str | None = None,
         changes: tuple[str, ...] = (),
+        timeout: str | float | None = None,
     ) -> RunRecord:
         run_id = str(uuid.uuid4()) if id is None else check_run_id(id)
+        # Parsed before anything is written: a bad or too long bound is refused here.
+        timeout_ms = None if timeout is None else parse_ms(timeout, f"the timeout of run '{run_id}'")
         encoded = values.encode(input_value, f"the input of run '{run_id}'")
         input_value = values.decode(encoded)
         at = self.clock.now()
@@ -61,6 +65,10 @@ class Runs:
         data: dict[str, Any] = {"format": FORMAT_VERSION, "input": input_value}
         if changes:
             data["changes"] = list(changes)  # what wf:version answers for this run
+        if timeout_ms is not None:
+            # The bound as given (for its message) and when it falls: a durable timer.
+            data["timeout"] = timeout if isinstance(timeout, str) else f"{timeout:g}s"
+            data["deadline_at"] = round(at * 1000) + timeout_ms
         started = Entry(1, Kind.STARTED, workflow, data, at)
         existing, created = self.store.create_run(record, started)
         if not created and existing.workflow != workflow:

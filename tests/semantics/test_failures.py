@@ -8,13 +8,14 @@ name and answers whether this one succeeds, or fails for good (``fatal``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from runtime.errors import InvalidTransition
+from runtime.errors import InvalidTransition, NoSuchRun
 from runtime.testing import LocalPlatform
 
 PROJECT = Path(__file__).resolve().parent.parent / "projects" / "failures"
@@ -320,3 +321,56 @@ def test_check_replays_a_raise_and_reports_code_that_dropped_catch(
         assert p.get("caught").status == "awaiting"
     assert cli.main(["check", str(V2), "--data", str(data)]) == 0
     assert cli.main(["check", str(V1), "--data", str(data)]) == 1
+
+
+# --- 4. a run bounded in time --------------------------------------------------------------
+
+
+def test_a_start_timeout_ends_the_run_across_a_restart_and_cancels_its_children(
+    p: LocalPlatform, attempts: Attempts
+) -> None:
+    attempts.ok = {"work": {1}}
+    r = p.fetch("POST", "/", body=json.dumps({"id": "b-1", "timeout": "30d"}))
+    assert r.status_code == 202, r.body
+    assert (p.get("b-1").status, p.get("b-1-child").status) == ("awaiting", "awaiting")
+    p.advance("29d")
+    assert p.get("b-1").status == "awaiting"
+    p.restart()  # the bound is a durable timer: it fires on whatever runs the platform next
+    p.advance("1d")
+    run = p.get("b-1")
+    assert run.status == "failed"
+    assert run.error is not None and run.error.startswith("run 'b-1' timed out after 30d")
+    assert p.get("b-1-child").status == "cancelled"
+    assert kinds(p, "b-1")[-1] == "run.timed_out"
+    # resume goes on with no bound: the run is where it stood, awaiting
+    p.resume("b-1")
+    p.advance("400d")
+    assert p.get("b-1").status == "awaiting"
+    p.signal("b-1", "done", 5)
+    assert p.get("b-1").result == 5
+
+
+def test_a_timeout_falls_inside_a_backoff_and_a_run_within_it_is_untouched(
+    p: LocalPlatform, attempts: Attempts
+) -> None:
+    """The bound wakes a run sleeping out a longer backoff; a run that finishes in time never
+    hears of it."""
+    p.start("bounded", {"backoff": "10d"}, id="b-2", timeout="1d")
+    assert p.get("b-2").status == "sleeping"
+    p.advance("1d")
+    assert p.get("b-2").error.startswith("run 'b-2' timed out after 1d")
+    attempts.ok = {"work": {1}}
+    p.start("bounded", {}, id="b-3", timeout="2h")
+    p.signal("b-3", "done", "ok")
+    p.advance("3h")
+    assert p.get("b-3").status == "completed"
+    assert "run.timed_out" not in kinds(p, "b-3")
+
+
+@pytest.mark.parametrize("timeout", ["36501d", "-1s", "soon"])
+def test_a_bad_start_timeout_is_refused_before_anything_is_written(p: LocalPlatform, timeout: str) -> None:
+    r = p.fetch("POST", "/", body=json.dumps({"id": "b-bad", "timeout": timeout}))
+    assert r.status_code == 400
+    assert f"bad duration \"{timeout}\" for the timeout of run 'b-bad'" in r.body
+    with pytest.raises(NoSuchRun):
+        p.get("b-bad")

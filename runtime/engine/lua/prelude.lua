@@ -816,12 +816,12 @@ local workflow_methods = {}
 function workflow_methods.start(self, input, opts)
   effect_guard("workflow:start")
   local json = encode_or_raise(input, sfmt("the input of workflow '%s'", self.name), 2)
-  local id = nil
+  local id, timeout = nil, nil
   if opts ~= nil then
     if type_(opts) ~= "table" then raw_error("workflow:start options must be a table like { id = \"...\" }", 2) end
-    id = opts.id
+    id, timeout = opts.id, opts.timeout
   end
-  local run_id = call_host("run_start", self.name, json, id)
+  local run_id = call_host("run_start", self.name, json, id, timeout)
   return run_handle(self.name, run_id)
 end
 

@@ -39,3 +39,28 @@ end)
 workflow "opts" (function(wf, opts)
     return wf:step("charge", opts, function() return attempt(wf, "charge") end)
 end)
+
+-- A parent that starts a bounded child from a step, then waits; the child waits forever.
+workflow "bounded" (function(wf, input)
+    wf:step("spawn", function()
+        return workflows("forever"):start({}, { id = wf.id .. "-child" })
+    end)
+    wf:step("work", { retries = 2, backoff = input.backoff or "1s" }, function()
+        return attempt(wf, "work")
+    end)
+    return wf:await("done")
+end)
+
+workflow "forever" (function(wf)
+    return wf:await("never")
+end)
+
+-- Starts "bounded" with the timeout the request names (a route, as a fetch handler would).
+on "fetch" (function(request)
+    local body = json.parse(request.body)
+    local ok, err = pcall(function()
+        return workflows("bounded"):start({}, { id = body.id, timeout = body.timeout })
+    end)
+    if not ok then return { status_code = 400, body = tostring(err) } end
+    return { status_code = 202, body = "" }
+end)
