@@ -14,6 +14,7 @@ first command the journal does not answer, so it writes nothing and runs no effe
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
@@ -388,10 +389,8 @@ class Executor:
         self.observer.ended(s.run.id, s.run.workflow, Status.FAILED, error=error)
         if self.cancel is not None:
             for child in self.store.children(s.run.id):
-                try:
+                with contextlib.suppress(LunaflowError):  # it has ended already
                     self.cancel(child)
-                except LunaflowError:
-                    pass  # it has ended already
         return Status.FAILED
 
     def _raised(self, s: Session, out: Raised) -> Status:
