@@ -19,7 +19,7 @@ from runtime.core.journal import StepValues
 from runtime.core.replay import StepCmd, StepFailure, ValueCmd, VersionCmd, WaitCmd
 from runtime.engine.project import Declaration, ProjectSource, load
 from runtime.engine.sandbox import LuaMemoryError, Sandbox
-from runtime.errors import InvalidInput
+from runtime.errors import InvalidInput, ProjectLoadError
 from runtime.services import deadline
 from runtime.services.deadline import Deadline
 
@@ -74,6 +74,16 @@ class Code:
         self.call_object = self.engine.call_object
         self.declarations: list[Declaration] = load(source, self.sandbox)
         self.workflows = {d.name for d in self.declarations if d.kind == "workflow"}
+        # The timeout a start of each workflow gets unless it names its own (checked now).
+        self.timeouts: dict[str, str | float] = {}
+        for name in sorted(self.workflows):
+            timeout = self.engine.workflow_timeout(name)
+            if timeout is not None:
+                try:
+                    parse_ms(timeout, f"the timeout of workflow '{name}'")
+                except InvalidInput as e:
+                    raise ProjectLoadError(str(e)) from e
+                self.timeouts[name] = timeout
 
     @property
     def tainted(self) -> bool:

@@ -124,6 +124,8 @@ class Platform(Runs):
         if workflow not in self.worker.code.workflows:
             raise UnknownWorkflow(workflow)
         known = self.source.changes if changes is None else changes
+        if timeout is None:
+            timeout = self.worker.code.timeouts.get(workflow)  # the workflow's own default
         return super().start(
             workflow, input_value, id=id, parent_id=parent_id, changes=known, timeout=timeout
         )

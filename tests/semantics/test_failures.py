@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from runtime.errors import InvalidTransition, NoSuchRun
+from runtime.errors import InvalidTransition, NoSuchRun, ProjectLoadError
 from runtime.testing import LocalPlatform
 
 PROJECT = Path(__file__).resolve().parent.parent / "projects" / "failures"
@@ -374,3 +374,30 @@ def test_a_bad_start_timeout_is_refused_before_anything_is_written(p: LocalPlatf
     assert f"bad duration \"{timeout}\" for the timeout of run 'b-bad'" in r.body
     with pytest.raises(NoSuchRun):
         p.get("b-bad")
+
+
+def test_a_workflow_level_timeout_is_every_starts_default(p: LocalPlatform) -> None:
+    p.start("bounded-default", None, id="d-1")
+    p.start("bounded-default", None, id="d-2", timeout="1d")
+    p.advance("2h")
+    assert p.get("d-1").error.startswith("run 'd-1' timed out after 2h")
+    assert p.get("d-2").status == "awaiting"
+    p.advance("22h")
+    assert p.get("d-2").error.startswith("run 'd-2' timed out after 1d")
+
+
+@pytest.mark.local_only("a project refused at load: the same loader on both paths")
+def test_a_bad_workflow_timeout_refuses_the_project(harness: Any, tmp_path: Path) -> None:
+    project = tmp_path / "bad"
+    project.mkdir()
+    (project / "main.lua").write_text(
+        'workflow "w" { timeout = "36501d" } (function(wf) end)\n'
+        'workflow "v" { timout = "1d" } (function(wf) end)\n'
+    )
+    with pytest.raises(
+        ProjectLoadError, match="unknown option 'timout'; the only workflow option is timeout"
+    ):
+        harness(project, data_dir=tmp_path / "data")
+    (project / "main.lua").write_text('workflow "w" { timeout = "36501d" } (function(wf) end)\n')
+    with pytest.raises(ProjectLoadError, match="bad duration \"36501d\" for the timeout of workflow 'w'"):
+        harness(project, data_dir=tmp_path / "data")

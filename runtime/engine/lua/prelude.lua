@@ -833,16 +833,34 @@ local function workflow_handle(name)
   return setmt({ name = name }, { __index = workflow_methods, __metatable = false })
 end
 
+-- Workflow-level options, `workflow "name" { timeout = "30d" } (function ... end)`: the
+-- timeout every start of it gets unless the start names its own (checked by the host).
+local workflow_timeouts = {}
+
 local function sb_workflow(name)
   check_name(name, "workflow")
   must_be_top_level("workflow '" .. name .. "'")
-  return function(fn)
+  local timeout = nil
+  local function with_fn(fn)
     if type_(fn) ~= "function" then
       raw_error(sfmt("workflow '%s' needs a function: workflow \"%s\" (function(wf, input) ... end)", name, name), 2)
     end
     declare("workflow", name, "workflow '" .. name .. "'")
     workflow_fns[name] = fn
+    workflow_timeouts[name] = timeout
     return workflow_handle(name)
+  end
+  return function(fn_or_opts)
+    if type_(fn_or_opts) ~= "table" then return with_fn(fn_or_opts) end
+    for k in next_, fn_or_opts do
+      if k ~= "timeout" then
+        raw_error(sfmt("workflow '%s': unknown option %s; the only workflow option is timeout, "
+          .. "e.g. workflow \"%s\" { timeout = \"30d\" } (function(wf, input) ... end)",
+          name, type_(k) == "string" and sfmt("'%s'", k) or tostring_(k), name), 2)
+      end
+    end
+    timeout = fn_or_opts.timeout
+    return with_fn
   end
 end
 
@@ -1408,6 +1426,8 @@ function engine.declarations()
 end
 
 function engine.has_workflow(name) return workflow_fns[name] ~= nil end
+
+function engine.workflow_timeout(name) return workflow_timeouts[name] end
 
 -- Create the coroutine of a run. `input` is a Lua value already built by the host.
 function engine.new_run(run_id, workflow, input)

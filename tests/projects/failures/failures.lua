@@ -64,3 +64,8 @@ on "fetch" (function(request)
     if not ok then return { status_code = 400, body = tostring(err) } end
     return { status_code = 202, body = "" }
 end)
+
+-- A workflow-level default bound: every start gets it unless the start names its own.
+workflow "bounded-default" { timeout = "2h" } (function(wf)
+    return wf:await("never")
+end)
