@@ -155,7 +155,12 @@ class _Session:
 
         if name == "start":
             opts = plain(args[2]) if len(args) > 2 and args[2] is not None else {}
-            run = p.start(str(args[0]), plain(args[1]) if len(args) > 1 else None, id=opts.get("id"))
+            run = p.start(
+                str(args[0]),
+                plain(args[1]) if len(args) > 1 else None,
+                id=opts.get("id"),
+                timeout=opts.get("timeout"),
+            )
             return lua(_run(run))
         if name == "signal":
             return p.signal(str(args[0]), str(args[1]), plain(args[2]) if len(args) > 2 else None)
