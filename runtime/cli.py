@@ -310,7 +310,9 @@ def cmd_start(args: argparse.Namespace) -> int:
     from runtime.services.local import LocalServices
 
     if args.aws:
-        run = _aws(args).platform.start(args.workflow, _json_arg(args.input, "the input"), id=args.id)
+        run = _aws(args).platform.start(
+            args.workflow, _json_arg(args.input, "the input"), id=args.id, timeout=args.timeout
+        )
         return _done(args, _run_dict(run), f"run {run.id} of {run.workflow} is {run.status} on AWS")
     data = data_folder(args.project, args.data)
     clock = SystemClock()
@@ -328,7 +330,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         services=LocalServices(data, clock.now, source.queue_settings),
     )
     try:
-        run = platform.start(args.workflow, input_value, id=args.id)
+        run = platform.start(args.workflow, input_value, id=args.id, timeout=args.timeout)
     except UnknownWorkflow as e:
         raise UnknownWorkflow(args.workflow, where=str(Path(args.project).resolve())) from e
     finally:
@@ -646,6 +648,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("workflow")
     p.add_argument("input", nargs="?", help="JSON")
     p.add_argument("--id", help="the run id (default: a fresh UUID)")
+    p.add_argument(
+        "--timeout", help='bound the run in time, e.g. "30d" (default: the workflow\'s own, or none)'
+    )
     p.set_defaults(func=cmd_start)
 
     p = console("secret", "manage secrets")
