@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.server
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -183,3 +184,15 @@ def test_console_retry_now_and_show_say_why_attempts_stopped(servers: Servers, p
     )
     again = dev.cli("retry", "t-2")
     assert again.code != 0 and "not waiting out a step's backoff" in again.err
+
+
+def test_a_run_timeout_falls_while_lunaflow_dev_is_down_and_fires_at_its_next_start(servers: Servers) -> None:
+    dev = servers.start(PROJECT)
+    done = dev.cli("start", "waits", "--id", "w-1", "--timeout", "2s")
+    assert done.code == 0, str(done)
+    dev.wait_status("w-1", {"awaiting"})
+    dev.kill()
+    time.sleep(2.5)  # the bound falls while no server runs
+    again = servers.start(PROJECT, dev.data)
+    run = again.wait_status("w-1", {"failed"}, timeout=20)
+    assert run["error"].startswith("run 'w-1' timed out after 2s")

@@ -42,3 +42,8 @@ on "fetch" (function(request)
     local run = workflows(body.workflow):start(body.input, { id = body.id })
     return { status_code = 202, body = run.id }
 end)
+
+-- Waits for a signal that never comes: a bounded start of it times out.
+workflow "waits" (function(wf)
+    return wf:await("never")
+end)
