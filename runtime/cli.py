@@ -311,6 +311,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return _done(args, {"resumed": args.run_id}, f"resumed {args.run_id}")
 
 
+def cmd_retry(args: argparse.Namespace) -> int:
+    runs = _open_runs(args)
+    runs.retry(args.run_id)
+    return _done(args, {"retried": args.run_id}, f"retried {args.run_id}: its step's next attempt runs now")
+
+
 def cmd_cancel(args: argparse.Namespace) -> int:
     runs = _open_runs(args)
     children = _descendants(runs, args.run_id)
@@ -345,7 +351,9 @@ def cmd_start(args: argparse.Namespace) -> int:
     from runtime.services.local import LocalServices
 
     if args.aws:
-        run = _aws(args).platform.start(args.workflow, _json_arg(args.input, "the input"), id=args.id)
+        run = _aws(args).platform.start(
+            args.workflow, _json_arg(args.input, "the input"), id=args.id, timeout=args.timeout
+        )
         return _done(args, _run_dict(run), f"run {run.id} of {run.workflow} is {run.status} on AWS")
     data = data_folder(args.project, args.data)
     clock = SystemClock()
@@ -363,7 +371,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         services=LocalServices(data, clock.now, source.queue_settings),
     )
     try:
-        run = platform.start(args.workflow, input_value, id=args.id)
+        run = platform.start(args.workflow, input_value, id=args.id, timeout=args.timeout)
     except UnknownWorkflow as e:
         raise UnknownWorkflow(args.workflow, where=str(Path(args.project).resolve())) from e
     finally:
@@ -709,6 +717,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("run_id")
     p.set_defaults(func=cmd_resume)
 
+    p = console("retry", "run the next attempt of a step waiting out its backoff now")
+    p.add_argument("run_id")
+    p.set_defaults(func=cmd_retry)
+
     p = console("cancel", "cancel a run and the runs it started")
     p.add_argument("run_id")
     p.set_defaults(func=cmd_cancel)
@@ -723,6 +735,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("workflow")
     p.add_argument("input", nargs="?", help="JSON")
     p.add_argument("--id", help="the run id (default: a fresh UUID)")
+    p.add_argument(
+        "--timeout", help='bound the run in time, e.g. "30d" (default: the workflow\'s own, or none)'
+    )
     p.set_defaults(func=cmd_start)
 
     p = console("secret", "manage secrets")

@@ -179,24 +179,33 @@ class LocalConsole:
                 return self._page(f"signal {run_id}", page, 400)
             self.poke()
             return self._redirect(self._run_url(run_id), said)
-        if action not in ("resume", "cancel"):
-            return self._refused("unknown action; the console resumes, cancels and signals runs", 400, back)
+        if action not in ("resume", "cancel", "retry"):
+            return self._refused(
+                "unknown action; the console resumes, retries, cancels and signals runs", 400, back
+            )
         if form.get("step") != "do":
             message = (
                 render.cancel_confirmation(self.runs, run)
                 if action == "cancel"
+                else render.RETRY_CONFIRMATION.format(run=run.id)
+                if action == "retry"
                 else f"Resume {run.id}? Its failed step gets a fresh set of attempts."
             )
             return self._page(f"{action} {run.id}", render.confirm_page(self.actions, run, action, message))
         try:
             if action == "resume":
                 self.runs.resume(run_id)
+            elif action == "retry":
+                self.runs.retry(run_id)
             else:
                 self.runs.cancel(run_id)
         except LunaflowError as err:
             return self._refused(str(err), 409, back)
         self.poke()
-        done = "resumed: its failed step gets a fresh set of attempts" if action == "resume" else "cancelled"
+        done = {
+            "resume": "resumed: its failed step gets a fresh set of attempts",
+            "retry": "retried: its step's next attempt runs now",
+        }.get(action, "cancelled")
         return self._redirect(self._run_url(run_id), f"Run {run_id} {done}.")
 
     def _start(self, form: dict[str, str], now: float) -> Response:

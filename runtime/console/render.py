@@ -260,6 +260,8 @@ def run_live(runs: Runs, actions: Actions, run: RunRecord, *, zone: Zone, now: f
                 run.id, "resume", "Resume", f"Resume {run.id}? Its failed step gets a fresh set of attempts."
             )
         )
+    if waiting_out_backoff(run, items):
+        buttons.append(actions.button(run.id, "retry", "Retry now", RETRY_CONFIRMATION.format(run=run.id)))
     if run.status in CANCELLABLE:
         buttons.append(
             actions.button(run.id, "cancel", "Cancel", cancel_confirmation(runs, run), danger=True)
@@ -369,6 +371,21 @@ def cancel_confirmation(runs: Runs, run: RunRecord) -> str:
     if reached:
         message += f" This also cancels the runs it started: {', '.join(reached)}."
     return message
+
+
+RETRY_CONFIRMATION = "Retry {run} now? Its failed step's next attempt runs without waiting out the backoff."
+
+
+def waiting_out_backoff(run: RunRecord, items: list[timeline.Item]) -> bool:
+    """Whether the run sleeps before a failed step's next attempt (what retry now cuts short)."""
+    last = items[-1] if items else None
+    return (
+        run.status == Status.SLEEPING
+        and last is not None
+        and last.kind == "step"
+        and bool(last.attempts)
+        and last.attempts[-1].retry_at is not None
+    )
 
 
 def confirm_page(actions: LocalActions, run: RunRecord, action: str, message: str) -> str:

@@ -41,7 +41,7 @@ class Attempt:
 class Item:
     seq: int
     at: float
-    kind: str  # start | step | wait | value | resumed | cancelled | completed
+    kind: str  # start | step | wait | value | resumed | retried | cancelled | completed
     title: str
     detail: str = ""
     attempts: list[Attempt] = field(default_factory=list)
@@ -96,7 +96,13 @@ def build(entries: list[Entry]) -> list[Item]:
                 if e.data.get("retry_at") is not None:
                     last.retry_at = int(e.data["retry_at"]) / 1000
                 if e.data.get("final"):
+                    # Its final_error says why the attempts stopped (all used, or retry = false).
                     open_step.detail = str(e.data.get("final_error"))
+        elif e.kind == Kind.STEP_RAISED and open_step is not None:
+            open_step.detail = f"{e.data.get('error')} · raised into the workflow (catch = true)"
+            open_step = None  # the name reached again is a new pass
+        elif e.kind == Kind.STEP_RETRY_NOW:
+            items.append(Item(e.seq, e.at, "retried", "retry now", f"step '{e.name}': its backoff cut short"))
         elif e.kind == Kind.WAIT:
             title = describe_wait(e.name or "", list(e.data.get("names", [])))
             due = e.data.get("due_at")

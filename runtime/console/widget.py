@@ -83,6 +83,9 @@ def _run_view(
     if action in ("resume", "cancel"):
         (runs.resume if action == "resume" else runs.cancel)(run_id)
         notice = f"Run {run_id} {'resumed' if action == 'resume' else 'cancelled'}."
+    elif action == "retry":
+        runs.retry(run_id)
+        notice = f"Run {run_id} retried: its step's next attempt runs now."
     elif action == "signal":
         try:
             notice = render.send_signal(

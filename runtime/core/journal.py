@@ -15,10 +15,17 @@ FORMAT_VERSION = 1
 
 
 class Kind(StrEnum):
-    STARTED = "run.started"  # data: format, workflow, input
+    STARTED = "run.started"  # data: format, workflow, input, changes, timeout and deadline_at
     STEP_INTENT = "step.intent"  # name; data: pass, attempt, step_id
     STEP_RESULT = "step.result"  # name; data: n, values
-    STEP_FAILED = "step.failed"  # name; data: attempt, error, final, retry_at
+    # name; data: attempt, error, final, retry_at (final: false), final_error (final: true),
+    # retryable (false when the body's error said retry = false, which ends the attempts)
+    STEP_FAILED = "step.failed"
+    # name; data: step, attempts, message, error: a final failure of a step with catch = true,
+    # raised into the workflow as a Lua error value (replay raises it again at this point)
+    STEP_RAISED = "step.raised"
+    # name; marker: an operator asked a step waiting out its backoff to retry now
+    STEP_RETRY_NOW = "step.retry_now"
     # name; data: attempt, start (2, 3...): the attempt's body runs again, its intent having no
     # outcome (the process running it ended); the start count bounds how often that happens
     STEP_RERUN = "step.rerun"
@@ -26,12 +33,15 @@ class Kind(StrEnum):
     WAIT = "wait"  # name: op; data: names, timeout_ms, due_at
     WAIT_DONE = "wait.done"  # name: op; data: by (signal|timeout|timer), signal, payload, signal_id
     RESUMED = "run.resumed"  # marker: a failed run was resumed
+    # marker; data: after (the bound as given): the run passed its start's timeout and failed;
+    # a resume after it continues the run with no bound
+    TIMED_OUT = "run.timed_out"
     CANCELLED = "run.cancelled"  # the run was cancelled
     COMPLETED = "run.completed"  # data: result
 
 
 # Markers record what happened to the run, not what its code did; replay skips them.
-MARKERS = frozenset({Kind.RESUMED})
+MARKERS = frozenset({Kind.RESUMED, Kind.STEP_RETRY_NOW, Kind.TIMED_OUT})
 
 
 class Status(StrEnum):
@@ -93,6 +103,15 @@ class StepValues:
         return cls(tuple(values[:n]) + (None,) * max(0, n - len(values)))
 
 
+def run_deadline(entries: list[Entry]) -> int | None:
+    """When the run times out (epoch ms), from ``run.started``; None when it has no bound or
+    already timed out once (a resume after that continues it unbounded)."""
+    due = entries[0].data.get("deadline_at") if entries else None
+    if due is None or any(e.kind == Kind.TIMED_OUT for e in entries):
+        return None
+    return int(due)
+
+
 def describe_wait(op: str, names: list[str]) -> str:
     if op == "sleep":
         return "sleep"
@@ -100,9 +119,14 @@ def describe_wait(op: str, names: list[str]) -> str:
     return f"{op} {quoted}" if len(names) == 1 else f"{op} ({quoted})"
 
 
+STEP_KINDS = frozenset(
+    {Kind.STEP_INTENT, Kind.STEP_RERUN, Kind.STEP_RESULT, Kind.STEP_FAILED, Kind.STEP_RAISED}
+)
+
+
 def describe(entry: Entry) -> str:
     """How an entry reads in a divergence message: ``step 'settle'``, ``await 'paid'``."""
-    if entry.kind in (Kind.STEP_INTENT, Kind.STEP_RERUN, Kind.STEP_RESULT, Kind.STEP_FAILED):
+    if entry.kind in STEP_KINDS:
         return f"step '{entry.name}'"
     if entry.kind in (Kind.WAIT, Kind.WAIT_DONE):
         return describe_wait(entry.name or "", list(entry.data.get("names", [])))

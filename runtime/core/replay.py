@@ -28,6 +28,9 @@ class StepCmd:
     retries: int
     backoff_ms: int
     timeout_ms: int | None
+    catch: bool = False  # the final failure is raised into the workflow (``StepFailure``)
+    max_backoff_ms: int | None = None  # caps the doubling
+    jitter: float = 0.0  # 0..1: the share of each wait drawn away at random (journaled)
 
 
 @dataclass(frozen=True)
@@ -47,15 +50,47 @@ class VersionCmd:
     change: str  # the change id passed to wf:version
 
 
+@dataclass(frozen=True)
+class StepFailure:
+    """A step's final failure raised into the workflow (``catch = true``): the reply that
+    makes ``wf:step`` raise a Lua error value instead of returning. ``step.raised``'s data."""
+
+    step: str
+    attempts: int
+    message: str  # the last attempt's error
+    error: str  # the run's error had it not been caught: ``step 'x' failed after N attempts: ...``
+    retryable: bool = True
+
+    def as_data(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "attempts": self.attempts,
+            "message": self.message,
+            "error": self.error,
+            "retryable": self.retryable,
+        }
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> StepFailure:
+        return cls(
+            str(data["step"]),
+            int(data["attempts"]),
+            str(data["message"]),
+            str(data["error"]),
+            bool(data.get("retryable", True)),
+        )
+
+
 # --- decisions the core returns ---------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Resume:
-    """Send this outcome back into the coroutine: a step's ``StepValues``, a wait's outcome
-    (the ``wait.done`` data), or a journaled value."""
+    """Send this outcome back into the coroutine: a step's ``StepValues`` (or the
+    ``StepFailure`` it raises), a wait's outcome (the ``wait.done`` data), or a journaled
+    value."""
 
-    value: StepValues | Any
+    value: StepValues | StepFailure | Any
 
 
 @dataclass(frozen=True)
@@ -109,6 +144,24 @@ class Complete:
 
 
 Decision = Resume | Execute | Park | Fail | Diverged | NeedValue | Complete
+
+
+def final_error(name: str, attempts: int, error: str, retryable: bool = True) -> str:
+    """The error of a step's final failure: the run's error, or the raised value's text."""
+    if retryable:
+        return f"step '{name}' failed after {attempts} attempts: {error}"
+    return (
+        f"step '{name}' failed after {attempts} attempts, not retried (its error said retry = false): {error}"
+    )
+
+
+def backoff_ms(cmd: StepCmd, failures: int, draw: float = 0.0) -> int:
+    """The wait after the ``failures``-th failure: ``backoff`` doubled per failure after the
+    first, at most ``max_backoff``, less up to ``jitter`` of it as ``draw`` (0..1) says."""
+    wait: int = cmd.backoff_ms * 2 ** (failures - 1)
+    if cmd.max_backoff_ms is not None:
+        wait = min(wait, cmd.max_backoff_ms)
+    return wait - int(wait * cmd.jitter * draw)
 
 
 # Starts of one attempt (its intent, then each re-run) that may end with the process: after
@@ -197,12 +250,13 @@ class Replay:
         self.current = f"step '{cmd.name}'"
         last_failure: Entry | None = None
         expect_intent = True
+        retry_now = False  # an operator cut the current backoff short (step.retry_now)
         while (e := self._at(self.pos)) is not None:
             if expect_intent and e.kind == Kind.STEP_INTENT and e.name == cmd.name:
                 flight.attempt = int(e.data["attempt"])
                 flight.used += 1
                 flight.intent, flight.starts = e, 1
-                last_failure, expect_intent = None, False
+                last_failure, expect_intent, retry_now = None, False, False
             elif not expect_intent and e.kind == Kind.STEP_RERUN and e.name == cmd.name:
                 flight.starts += 1
             elif not expect_intent and e.kind == Kind.STEP_RESULT and e.name == cmd.name:
@@ -213,9 +267,34 @@ class Replay:
                 last_failure, expect_intent = e, not e.data["final"]
             elif last_failure is not None and last_failure.data["final"] and e.kind == Kind.RESUMED:
                 # Resume grants the step a fresh budget; the attempt count goes on so the
-                # next attempt's step id is new.
+                # next attempt's step id is new. (A raised failure that ended the run is
+                # followed by its step.raised first; resume then reads the same.)
                 flight.used = 0
                 last_failure, expect_intent = None, True
+            elif last_failure is not None and last_failure.data["final"] and e.kind == Kind.STEP_RAISED:
+                if not cmd.catch:
+                    return Diverged(
+                        f"step '{cmd.name}' raising its failure (catch = true)",
+                        f"reached step '{cmd.name}' without catch",
+                    )
+                after = self._at(self.pos + 1)
+                if after is not None and after.kind == Kind.RESUMED:
+                    # The raise ended the run (uncaught) and the run was resumed: fresh attempts.
+                    self.pos += 1
+                    continue
+                self.pos += 1
+                self._step = None
+                return Resume(StepFailure.from_data(e.data))
+            elif (
+                last_failure is not None
+                and not last_failure.data["final"]
+                and e.kind == Kind.STEP_RETRY_NOW
+                and e.name == cmd.name
+            ):
+                retry_now = True
+            elif e.kind in (Kind.TIMED_OUT, Kind.RESUMED):
+                # The run timed out here (and was resumed): the step goes on where it stood.
+                pass
             else:
                 # No engine writes anything between a step's intent and its outcome but re-runs.
                 raise EngineBug(
@@ -241,8 +320,12 @@ class Replay:
             self._record(Kind.STEP_RERUN, cmd.name, {"attempt": flight.attempt, "start": flight.starts})
             return self._execute()
         if last_failure.data["final"]:
+            if cmd.catch:
+                # The final failure was recorded but its raise was not (a journal written
+                # before catch was added, or an engine that stopped between the two).
+                return self._raise(last_failure)
             return Fail(str(last_failure.data["final_error"]))
-        return self._retry_when_due(int(last_failure.data["retry_at"]))
+        return self._retry_when_due(0 if retry_now else int(last_failure.data["retry_at"]))
 
     def step_succeeded(self, result: StepValues) -> Resume:
         """Record the body's values and hand them back."""
@@ -251,19 +334,41 @@ class Replay:
         self._step = None
         return Resume(result)
 
-    def step_failed(self, error: str) -> Decision:
+    def step_failed(self, error: str, *, retryable: bool = True, draw: float = 0.0) -> Decision:
+        """Record an attempt's failure. ``retryable`` false (the body raised
+        ``{ retry = false }``) ends the attempts now. ``draw`` (0 <= draw < 1, drawn by the
+        caller: the core has no randomness) spreads the wait when the step has ``jitter``;
+        the due time it gives is journaled, so replay never draws again."""
         flight = self._flight()
         cmd = flight.cmd
-        final = flight.used >= cmd.retries
+        final = not retryable or flight.used >= cmd.retries
         data: dict[str, Any] = {"attempt": flight.attempt, "error": error, "final": final}
+        if not retryable:
+            data["retryable"] = False
         if final:
-            data["final_error"] = f"step '{cmd.name}' failed after {flight.used} attempts: {error}"
-            self._record(Kind.STEP_FAILED, cmd.name, data)
+            data["final_error"] = final_error(cmd.name, flight.used, error, retryable)
+            entry = self._record(Kind.STEP_FAILED, cmd.name, data)
+            if cmd.catch:
+                return self._raise(entry)
             return Fail(data["final_error"])
-        retry_at = self.now_ms + cmd.backoff_ms * 2 ** (flight.used - 1)
+        retry_at = self.now_ms + backoff_ms(cmd, flight.used, draw)
         data["retry_at"] = retry_at
         self._record(Kind.STEP_FAILED, cmd.name, data)
         return self._retry_when_due(retry_at)
+
+    def _raise(self, failure: Entry) -> Resume:
+        """Record and hand back the raise of a final failure (``catch = true``)."""
+        flight = self._flight()
+        raised = StepFailure(
+            flight.cmd.name,
+            flight.used,
+            str(failure.data["error"]),
+            str(failure.data["final_error"]),
+            bool(failure.data.get("retryable", True)),
+        )
+        self._record(Kind.STEP_RAISED, flight.cmd.name, raised.as_data())
+        self._step = None
+        return Resume(raised)
 
     def wait(self, cmd: WaitCmd) -> Decision:
         self._parked = None

@@ -10,7 +10,7 @@ A test file declares tests; each runs against a fresh ``LocalPlatform`` of the p
         assert_eq(p:get("sale-lot-1").result.outcome, "settled")
     end)
 
-``p`` has start, signal, fetch, advance, settle, get, journal, runs, cancel, resume,
+``p`` has start, signal, fetch, advance, settle, get, journal, runs, cancel, resume, retry,
 stub_object(class, method, fn(key, ...)) and stub_http(fn(request)). Assertions:
 ``assert_eq(actual, expected, message)``, ``assert_true(value, message)``; any error fails
 the test, reported with its file and line.
@@ -70,7 +70,7 @@ local call = ...
 local P = {}
 P.__index = P
 local names = { "start", "signal", "fetch", "advance", "settle", "get", "journal", "runs", "cancel",
-  "resume", "stub_object", "stub_http" }
+  "resume", "retry", "stub_object", "stub_http" }
 for _, name in ipairs(names) do
   -- Parenthesised, not a tail call: a refusal must point at the test's own line.
   P[name] = function(self, ...) return (call(name, ...)) end
@@ -155,7 +155,12 @@ class _Session:
 
         if name == "start":
             opts = plain(args[2]) if len(args) > 2 and args[2] is not None else {}
-            run = p.start(str(args[0]), plain(args[1]) if len(args) > 1 else None, id=opts.get("id"))
+            run = p.start(
+                str(args[0]),
+                plain(args[1]) if len(args) > 1 else None,
+                id=opts.get("id"),
+                timeout=opts.get("timeout"),
+            )
             return lua(_run(run))
         if name == "signal":
             return p.signal(str(args[0]), str(args[1]), plain(args[2]) if len(args) > 2 else None)
@@ -186,6 +191,9 @@ class _Session:
             return None
         if name == "resume":
             p.resume(str(args[0]))
+            return None
+        if name == "retry":
+            p.retry(str(args[0]))
             return None
         if name == "stub_object":
             self.stubs[(str(args[0]), str(args[1]))] = args[2]

@@ -16,10 +16,10 @@ from typing import Any
 from runtime.core import values
 from runtime.core.durations import parse_ms
 from runtime.core.journal import StepValues
-from runtime.core.replay import StepCmd, ValueCmd, VersionCmd, WaitCmd
+from runtime.core.replay import StepCmd, StepFailure, ValueCmd, VersionCmd, WaitCmd
 from runtime.engine.project import Declaration, ProjectSource, load
 from runtime.engine.sandbox import LuaMemoryError, Sandbox
-from runtime.errors import InvalidInput
+from runtime.errors import InvalidInput, ProjectLoadError
 from runtime.services import deadline
 from runtime.services.deadline import Deadline
 
@@ -52,6 +52,8 @@ class BodyOutcome:
     ok: bool
     values: list[Any] | None = None
     error: str | None = None
+    # False when the body raised an error table with retry = false: no attempt follows.
+    retryable: bool = True
     # Stopped at the caller's deadline, not by anything of the attempt's own: nothing is
     # recorded, and the run continues later (the attempt re-runs, counted as interrupted).
     interrupted: bool = False
@@ -72,6 +74,16 @@ class Code:
         self.call_object = self.engine.call_object
         self.declarations: list[Declaration] = load(source, self.sandbox)
         self.workflows = {d.name for d in self.declarations if d.kind == "workflow"}
+        # The timeout a start of each workflow gets unless it names its own (checked now).
+        self.timeouts: dict[str, str | float] = {}
+        for name in sorted(self.workflows):
+            timeout = self.engine.workflow_timeout(name)
+            if timeout is not None:
+                try:
+                    parse_ms(timeout, f"the timeout of workflow '{name}'")
+                except InvalidInput as e:
+                    raise ProjectLoadError(str(e)) from e
+                self.timeouts[name] = timeout
 
     @property
     def tainted(self) -> bool:
@@ -100,7 +112,16 @@ class Code:
         return Raised(self._explain(str(out[1])), out[2] if len(out) > 2 else None)
 
     @staticmethod
-    def _step(name: Any, retries: Any, backoff: Any, timeout: Any, fn: Any) -> Issued:
+    def _step(
+        name: Any,
+        retries: Any,
+        backoff: Any,
+        timeout: Any,
+        fn: Any,
+        catch: Any = None,
+        max_backoff: Any = None,
+        jitter: Any = None,
+    ) -> Issued:
         name = str(name)
         try:
             if retries is None:
@@ -112,9 +133,22 @@ class Code:
                 )
             backoff_ms = 2000 if backoff is None else parse_ms(backoff, f"the backoff of step '{name}'")
             timeout_ms = None if timeout is None else parse_ms(timeout, f"the timeout of step '{name}'")
+            cmd = StepCmd(
+                name,
+                max(retries, 1),
+                backoff_ms,
+                timeout_ms,
+                catch=_catch(name, catch),
+                max_backoff_ms=(
+                    None
+                    if max_backoff is None
+                    else parse_ms(max_backoff, f"the max_backoff of step '{name}'")
+                ),
+                jitter=_jitter(name, jitter),
+            )
         except InvalidInput as e:
             return Issued(None, refusal=str(e))
-        return Issued(StepCmd(name, max(retries, 1), backoff_ms, timeout_ms), fn=fn)
+        return Issued(cmd, fn=fn)
 
     def _command(self, cmd: Any) -> Issued:
         op = cmd.op
@@ -146,6 +180,8 @@ class Code:
         """The Lua table handed back into the coroutine for a decision's outcome."""
         if isinstance(value, StepValues):
             return self.sandbox.pack(value.values)
+        if isinstance(value, StepFailure):  # wf:step raises it (catch = true)
+            return self.sandbox.lua.table_from({"raise": self.sandbox.to_lua(value.as_data())})
         if isinstance(value, dict):  # a wait's outcome
             return self.sandbox.lua.table_from(
                 {k: self.sandbox.to_lua(v) for k, v in value.items() if v is not None}
@@ -183,7 +219,7 @@ class Code:
             capped = True
         try:
             with deadline.attempt(limit):
-                ok, out = self.engine.run_body(
+                ok, out, no_retry = self.engine.run_body(
                     session,
                     fn,
                     name,
@@ -196,7 +232,7 @@ class Code:
                     None if limit is None else limit.at,
                 )
         except LuaMemoryError:
-            ok, out = False, "not enough memory"
+            ok, out, no_retry = False, "not enough memory", False
         if limit is not None and limit.passed():
             if not capped:
                 # Timed out however the body ended: killed, or back late from a C call or a
@@ -205,7 +241,7 @@ class Code:
             if not ok:
                 return BodyOutcome(False, error=limit.message, interrupted=True)
         if not ok:
-            return BodyOutcome(False, error=self._explain(str(out)))
+            return BodyOutcome(False, error=self._explain(str(out)), retryable=not no_retry)
         encoded = str(out)
         try:
             values.check_size(encoded, f"the result of step '{name}'")
@@ -232,3 +268,33 @@ class Code:
         if not out.ok:
             return False, self._explain(str(out.error)), out.traceback
         return True, values.loads_bounded(out.json, "the handler's response"), None
+
+
+def _catch(name: str, value: Any) -> bool:
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    raise InvalidInput(
+        f"step '{name}': catch must be true or false (got {_shown(value)}); catch = true raises the "
+        "step's final failure into the workflow as an error pcall can catch — write catch = true"
+    )
+
+
+def _jitter(name: str, value: Any) -> float:
+    if value is None or value is False:
+        return 0.0
+    if value is True:
+        return 1.0
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1:
+        return float(value)
+    raise InvalidInput(
+        f"step '{name}': jitter must be a share of each wait from 0 to 1, or true for 1 (got "
+        f"{_shown(value)}); jitter = 0.5 draws each wait between half and all of the backoff"
+    )
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, float | int):
+        return repr(value)
+    return f"a {type(value).__name__} value" if not hasattr(value, "values") else "a table"

@@ -14,6 +14,7 @@ first command the journal does not answer, so it writes nothing and runs no effe
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
@@ -26,7 +27,7 @@ from typing import Any
 
 from runtime.core import values
 from runtime.core.clock import Clock, now_ms
-from runtime.core.journal import ENDED, Entry, Kind, Status, StepValues
+from runtime.core.journal import ENDED, Entry, Kind, Status, StepValues, run_deadline
 from runtime.core.replay import (
     Complete,
     Decision,
@@ -44,7 +45,7 @@ from runtime.core.replay import (
 from runtime.engine.code import Code, Command, Issued, Raised, Returned
 from runtime.engine.observe import Observer, Quiet
 from runtime.engine.wake import Wakes
-from runtime.errors import InvalidInput, JournalConflict
+from runtime.errors import InvalidInput, JournalConflict, LunaflowError
 from runtime.store.base import RunRecord, RunUpdate, Store, TimerSet
 
 log = logging.getLogger("lunaflow.executor")
@@ -63,6 +64,7 @@ class Session:
     saved_len: int
     status: Status = Status.RUNNING  # as last read or saved
     step_fn: Any = None
+    deadline_ms: int | None = None  # the start's timeout falls then (run.started's deadline_at)
 
 
 @dataclass(frozen=True)
@@ -114,8 +116,11 @@ class Executor:
         wakes: Wakes | None = None,
         observer: Observer | None = None,
         redact: Callable[[str], str] | None = None,
+        cancel: Callable[[str], None] | None = None,
     ) -> None:
         self.store = store
+        # Cancels a run and the runs it started: a run that times out cancels its children.
+        self.cancel = cancel
         # Error text leaves here for the journal and the logs: secrets handed out become markers.
         self.redact: Callable[[str], str] = redact or (lambda text: text)
         self.clock = clock
@@ -197,6 +202,9 @@ class Executor:
             replay = Replay(run_id, journal, now, signals)
             lua = code.new_run(run_id, run.workflow, run.input)
             session = Session(run, code, lua, replay, saved_len=replay.length, status=run.status)
+            session.deadline_ms = run_deadline(replay.entries)
+        if session.deadline_ms is not None and now >= session.deadline_ms:
+            return self._timed_out(session)
         self.observer.activation(run_id, run.workflow)
         self._active = session
         try:
@@ -341,8 +349,11 @@ class Executor:
             self._save(s, RunUpdate(Status.RUNNING, replay.current, progress_only=progress))
             return self._run_step(s, decision, deadline)
         if isinstance(decision, Park):
-            self._save(s, RunUpdate(decision.status, decision.current), TimerSet(decision.due_ms))
-            self.wakes.timer(s.run.id, decision.due_ms)
+            due = decision.due_ms
+            if s.deadline_ms is not None and (due is None or due > s.deadline_ms):
+                due = s.deadline_ms  # the run's own bound falls first: wake it then
+            self._save(s, RunUpdate(decision.status, decision.current), TimerSet(due))
+            self.wakes.timer(s.run.id, due)
             self._remember(s)
             return decision.status
         if isinstance(decision, Fail | Diverged):
@@ -356,6 +367,31 @@ class Executor:
             self.observer.ended(s.run.id, s.run.workflow, Status.COMPLETED)
             return Status.COMPLETED
         raise AssertionError(decision)
+
+    def _timed_out(self, s: Session) -> Status:
+        """The run passed its start's timeout: it ends failed (resume continues it with no
+        bound), and the runs it started are cancelled."""
+        self.forget(s.run.id)
+        after = str(s.replay.entries[0].data.get("timeout"))
+        error = (
+            f"run '{s.run.id}' timed out after {after}; its start set that bound — resume it to go on "
+            "with no bound, or start it with a longer timeout"
+        )
+        entry = Entry(s.saved_len + 1, Kind.TIMED_OUT, None, {"after": after}, now_ms(self.clock) / 1000)
+        try:
+            update = RunUpdate(Status.FAILED, s.run.current_step, error=error)
+            self.store.append(s.run.id, s.saved_len, [entry], update=update, timer=TimerSet(None))
+        except JournalConflict:
+            self.wakes.wake(s.run.id)
+            return Status.RUNNING
+        self.parked_or_ended = True
+        self.wakes.timer(s.run.id, None)
+        self.observer.ended(s.run.id, s.run.workflow, Status.FAILED, error=error)
+        if self.cancel is not None:
+            for child in self.store.children(s.run.id):
+                with contextlib.suppress(LunaflowError):  # it has ended already
+                    self.cancel(child)
+        return Status.FAILED
 
     def _raised(self, s: Session, out: Raised) -> Status:
         message = self.redact(out.message)
@@ -409,8 +445,9 @@ class Executor:
         )
         if error is None:
             return s.replay.step_succeeded(StepValues(tuple(outcome.values or ())))
-        decision = s.replay.step_failed(error)
-        if not isinstance(decision, Fail):
+        # The draw spreads the wait of a step with jitter; the due time is journaled.
+        decision = s.replay.step_failed(error, retryable=outcome.retryable, draw=random.random())
+        if isinstance(decision, Park | Execute):
             due = decision.due_ms if isinstance(decision, Park) else None
             self.observer.retry(
                 s.run.id,

@@ -57,6 +57,7 @@ class RunApi(Protocol):
         id: str | None = None,
         parent_id: str | None = None,
         changes: tuple[str, ...] | None = None,
+        timeout: str | float | None = None,
     ) -> RunRecord: ...
 
     def get(self, run_id: str, workflow: str | None = None) -> RunRecord: ...
@@ -128,10 +129,12 @@ def host_functions(
             raise ServiceUnavailable(f"{what} has no backend on this platform; start it with local services")
         return services
 
-    def start(workflow: str, input_json: str, run_id: Any) -> str:
+    def start(workflow: str, input_json: str, run_id: Any, timeout: Any = None) -> str:
         if run_id is not None and not isinstance(run_id, str):
             check_run_id(run_id)
-        return api.start(workflow, json.loads(input_json), id=run_id, parent_id=worker.current_run).id
+        return api.start(
+            workflow, json.loads(input_json), id=run_id, parent_id=worker.current_run, timeout=timeout
+        ).id
 
     def json_parse(text: str) -> Any:
         try:

@@ -48,6 +48,7 @@ class Worker:
             wakes=setup.wakes,
             observer=setup.observer,
             redact=setup.redactor.text,
+            cancel=setup.api.cancel,
         )
         self.redact = setup.redactor.text
         # Loading runs the scripts, whose declarations already call host functions; what

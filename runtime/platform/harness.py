@@ -70,8 +70,11 @@ class Harness:
 
     # --- runs --------------------------------------------------------------------------
 
-    def start(self, workflow: str, input: Any = None, id: str | None = None) -> RunRecord:
-        run = self.platform.start(workflow, input, id=id)
+    def start(
+        self, workflow: str, input: Any = None, id: str | None = None, timeout: str | float | None = None
+    ) -> RunRecord:
+        """``timeout``: past it the run ends failed, ``run 'ID' timed out after 30d``."""
+        run = self.platform.start(workflow, input, id=id, timeout=timeout)
         self.settle()
         return self.get(run.id)
 
@@ -95,6 +98,11 @@ class Harness:
 
     def resume(self, run_id: str) -> None:
         self.platform.resume(run_id)
+        self.settle()
+
+    def retry(self, run_id: str) -> None:
+        """A run waiting out a step's backoff runs the next attempt now."""
+        self.platform.retry(run_id)
         self.settle()
 
     # --- time --------------------------------------------------------------------------

@@ -136,11 +136,16 @@ class Platform(Runs):
         id: str | None = None,
         parent_id: str | None = None,
         changes: tuple[str, ...] | None = None,
+        timeout: str | float | None = None,
     ) -> RunRecord:
         if workflow not in self.worker.code.workflows:
             raise UnknownWorkflow(workflow)
         known = self.source.changes if changes is None else changes
-        return super().start(workflow, input_value, id=id, parent_id=parent_id, changes=known)
+        if timeout is None:
+            timeout = self.worker.code.timeouts.get(workflow)  # the workflow's own default
+        return super().start(
+            workflow, input_value, id=id, parent_id=parent_id, changes=known, timeout=timeout
+        )
 
     # --- work --------------------------------------------------------------------------
 

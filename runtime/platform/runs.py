@@ -1,4 +1,4 @@
-"""The run API that needs no code: start, get, signal, cancel, resume, list.
+"""The run API that needs no code: start, get, signal, cancel, resume, retry, list.
 
 ``Platform`` adds code (it checks the workflow exists before starting); the CLI console
 uses ``Runs`` directly against a data folder, beside a running ``lunaflow dev``.
@@ -12,6 +12,7 @@ from typing import Any
 from runtime.core import values
 from runtime.core.bounds import MAX_SIGNAL_BACKLOG
 from runtime.core.clock import Clock
+from runtime.core.durations import parse_ms
 from runtime.core.ids import check_run_id
 from runtime.core.journal import CANCELLABLE, FORMAT_VERSION, RESUMABLE, Entry, Kind, Status
 from runtime.engine.observe import Observer, Quiet
@@ -44,8 +45,11 @@ class Runs:
         id: str | None = None,
         parent_id: str | None = None,
         changes: tuple[str, ...] = (),
+        timeout: str | float | None = None,
     ) -> RunRecord:
         run_id = str(uuid.uuid4()) if id is None else check_run_id(id)
+        # Parsed before anything is written: a bad or too long bound is refused here.
+        timeout_ms = None if timeout is None else parse_ms(timeout, f"the timeout of run '{run_id}'")
         encoded = values.encode(input_value, f"the input of run '{run_id}'")
         input_value = values.decode(encoded)
         at = self.clock.now()
@@ -61,6 +65,10 @@ class Runs:
         data: dict[str, Any] = {"format": FORMAT_VERSION, "input": input_value}
         if changes:
             data["changes"] = list(changes)  # what wf:version answers for this run
+        if timeout_ms is not None:
+            # The bound as given (for its message) and when it falls: a durable timer.
+            data["timeout"] = timeout if isinstance(timeout, str) else f"{timeout:g}s"
+            data["deadline_at"] = round(at * 1000) + timeout_ms
         started = Entry(1, Kind.STARTED, workflow, data, at)
         existing, created = self.store.create_run(record, started)
         if not created and existing.workflow != workflow:
@@ -144,3 +152,37 @@ class Runs:
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 1000
     ) -> list[RunRecord]:
         return self.store.list_runs(status=status, workflow=workflow, limit=limit)
+
+    def retry(self, run_id: str, *, workflow: str | None = None) -> None:
+        """Cut short the backoff a run is waiting out: its step's next attempt runs now. The
+        ask is journaled (``step.retry_now``) so replay reads the same; asking again before
+        the attempt starts changes nothing."""
+        # Only the last entry is read: a long journal costs no more than a short one.
+        seen = self.get(run_id, workflow)
+        snap = self.store.load(run_id, after=max(0, seen.journal_len - 1))
+        if snap is None:
+            raise NoSuchRun(run_id, workflow)
+        run, last = snap.run, (snap.journal[-1] if snap.journal else None)
+        if last is not None and last.kind == Kind.STEP_RETRY_NOW:
+            return
+        if (
+            run.status != Status.SLEEPING
+            or last is None
+            or last.kind != Kind.STEP_FAILED
+            or last.data.get("final")
+        ):
+            raise InvalidTransition(
+                f"run '{run_id}' is {run.status} and not waiting out a step's backoff, so it cannot be "
+                "retried now; retry applies to a run sleeping before a failed step's next attempt "
+                "(a failed run is resumed instead)"
+            )
+        entry = Entry(run.journal_len + 1, Kind.STEP_RETRY_NOW, last.name, {}, self.clock.now())
+        self.store.append(
+            run_id,
+            run.journal_len,
+            [entry],
+            update=RunUpdate(Status.RUNNING, run.current_step),
+            timer=TimerSet(None),
+        )
+        self.wakes.timer(run_id, None)
+        self.wakes.wake(run_id)

@@ -395,3 +395,26 @@ def test_a_page_parameter_that_is_not_a_small_digit_string_shows_the_first_page(
     shown = call(event, console_context)
     assert "parent-1" in shown.source
     assert "Traceback" not in shown.source
+
+
+def test_retry_now_button_payload_runs_the_next_attempt_at_once(
+    world: World, console_context: FakeContext
+) -> None:
+    """Issue 26: a run waiting out a step's backoff offers Retry now in the widget; sent back
+    to the function, the next attempt runs without the clock moving."""
+    world.start("restock", None, "restock-r")
+    assert world.status("restock-r") == "sleeping"
+    assert world.fetch("POST", "/flag/stock", "retried now") == 200
+    event = load("cw_widget_runs.json")
+    opened = click(
+        event, call(event, console_context).action("restock-r", view="run", run_id="restock-r").payload
+    )
+    retry = call(opened, console_context).action("Retry now", run_id="restock-r")
+    assert retry.payload == {"view": "run", "run_id": "restock-r", "action": "retry"}
+    assert "Retry restock-r now?" in retry.attrs["confirmation"]
+    after = call(click(opened, retry.payload), console_context)
+    assert "Run restock-r retried" in after.text
+    world.settle()  # the wake it left, with the clock where it was
+    run = world.rt.platform.get("restock-r")
+    assert (run.status, run.result) == ("completed", {"reserved": "set by retried now"})
+    assert [e.kind for e in world.rt.platform.journal("restock-r")].count("step.retry_now") == 1

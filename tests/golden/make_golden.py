@@ -177,6 +177,19 @@ SCENARIOS: list[dict[str, Any]] = [
         # The SPEC's message, written by hand: not what the engine happens to say.
         "expected_error": "journal divergence: expected step 'reserve', code reached step 'hold'",
     },
+    {
+        # Added with step.raised (issue 26), which earlier journals never hold: format 1 stays.
+        "file": "midflight_caught.json",
+        "case": "caught",
+        "description": "step 'charge' failed twice (the second error said retry = false) and, "
+        "with catch = true, was raised into the workflow (step.raised); its compensation "
+        "'release' is sleeping in its backoff after attempt 1 failed",
+        "run_id": "golden-caught",
+        "project": "tests/projects/golden_saga",
+        "workflow": "order-saga",
+        "record_after": [{"advance": "1s"}],
+        "finish": [{"advance": "1s"}],
+    },
 ]
 
 
@@ -184,12 +197,13 @@ def record(scenario: dict[str, Any]) -> dict[str, Any]:
     """Run one scenario on the current engine and return its golden document."""
     run_id = scenario["run_id"]
     warehouse = Warehouse()
-    with LocalPlatform(ROOT / PROJECT, objects=warehouse) as p:
-        p.start(WORKFLOW, INPUT, id=run_id)
+    project = scenario.get("project", PROJECT)
+    with LocalPlatform(ROOT / project, objects=warehouse) as p:
+        p.start(scenario.get("workflow", WORKFLOW), INPUT, id=run_id)
         apply(p, run_id, scenario["record_after"], warehouse)
         doc: dict[str, Any] = {"case": scenario["case"], "description": scenario["description"]}
         doc.update(snapshot(p, run_id))
-        doc["project"] = PROJECT
+        doc["project"] = project
         if scenario["finish"] is not None:
             apply(p, run_id, scenario["finish"])
             end = p.get(run_id)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from runtime.core.journal import FORMAT_VERSION, Entry, Kind
-from runtime.core.replay import Complete, Replay, Resume, StepCmd, ValueCmd, WaitCmd
+from runtime.core.replay import Complete, Park, Replay, Resume, StepCmd, ValueCmd, WaitCmd
 from runtime.engine.code import Code, Issued, Raised, Returned
 from runtime.store.base import RunRecord, RunUpdate, TimerSet
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
@@ -140,7 +140,7 @@ def drive_with_code(code: Code, doc: dict[str, Any]) -> tuple[Any, Replay, list[
 def test_golden_journals_cover_every_case() -> None:
     """The three kinds of golden the suite relies on are all committed."""
     cases = sorted(d["case"] for d in goldens())
-    assert cases == ["complete", "divergent", "interrupted", "mid-flight", "mid-flight"]
+    assert cases == ["caught", "complete", "divergent", "interrupted", "mid-flight", "mid-flight"]
     complete = golden("complete.json")
     kinds = [e["kind"] for e in complete["entries"]]
     assert Kind.STEP_FAILED in kinds and kinds.count(Kind.STEP_INTENT) == 3  # a retry
@@ -382,3 +382,37 @@ def test_divergent_golden_resumes_after_a_fixing_deploy(tmp_path: Path) -> None:
     assert run.result == doc["finish"]["result"]
     assert journal[: len(doc["entries"])] == doc["entries"]
     assert journal[len(doc["entries"])]["kind"] == Kind.RESUMED
+
+
+# --- a raised failure (issue 26) -----------------------------------------------------------
+
+
+def test_caught_golden_replays_its_raise_through_the_core_without_running_a_body(tmp_path: Path) -> None:
+    """step.raised: replay raises the recorded failure into the code at the same point (the
+    charge body does not run) and reaches the compensation's backoff, where it parks."""
+    doc = golden("midflight_caught.json")
+    warehouse = gen.Warehouse()
+    with LocalPlatform(ROOT / doc["project"], data_dir=tmp_path, objects=warehouse) as p:
+        result, replay, other = drive_with_code(p.platform.code, doc)
+    assert result is None
+    assert len(other) == 1 and isinstance(other[0], Park), other
+    assert other[0].current == "step 'release'"
+    assert replay.take_unsaved() == []
+    assert warehouse.calls == []
+
+
+def test_caught_golden_continues_to_the_recorded_result_prefix_untouched(tmp_path: Path) -> None:
+    doc = golden("midflight_caught.json")
+    load_into(tmp_path, doc)
+    warehouse = gen.Warehouse()
+    with LocalPlatform(ROOT / doc["project"], data_dir=tmp_path, objects=warehouse) as p:
+        assert as_dicts(p.journal(doc["run_id"])) == doc["entries"]
+        catch_up_clock(p, doc)
+        gen.apply(p, doc["run_id"], doc["finish"]["actions"])
+        run = p.get(doc["run_id"])
+        journal = as_dicts(p.journal(doc["run_id"]))
+    assert run.status == "completed", run.error
+    assert run.result == doc["finish"]["result"]
+    assert run.result["retry"] is False and run.result["reason"] == "card declined"
+    assert journal == doc["finish"]["entries"]
+    assert [call[3][-1] for call in warehouse.calls] == ["golden-caught/release/1/2"]

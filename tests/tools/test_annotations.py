@@ -183,8 +183,16 @@ def test_wf_has_id_workflow_step_id_and_the_six_methods(types: Types) -> None:
 
 
 def test_step_and_wait_options_have_the_specs_fields(types: Types) -> None:
-    """SPEC 3: `{ retries = 3, backoff = "5s", timeout = "30s" }`; waits take `{ timeout }`."""
-    assert set(types.classes["lunaflow.StepOptions"]) == {"retries", "backoff", "timeout"}
+    """SPEC 3: `{ retries = 3, backoff = "5s", timeout = "30s" }`, and issue 26's `catch`,
+    `max_backoff`, `jitter`; waits take `{ timeout }`."""
+    assert set(types.classes["lunaflow.StepOptions"]) == {
+        "retries",
+        "backoff",
+        "timeout",
+        "catch",
+        "max_backoff",
+        "jitter",
+    }
     assert set(types.classes["lunaflow.WaitOptions"]) == {"timeout"}
 
 

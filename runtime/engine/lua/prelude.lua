@@ -255,9 +255,14 @@ local function safe_text(s)
   return (sgsub(s, "[\128-\255]", "?"))
 end
 
+-- Step failures raised into workflows (catch = true) -> the run's error text, weakly.
+local step_failures = setmt({}, { __mode = "k" })
+local step_failure -- defined with wf:step
+
 local function error_text(e)
   if type_(e) == "string" then return safe_text(e) end
   if type_(e) == "table" then
+    if step_failures[e] then return step_failures[e] end
     -- No __tostring: it is user code, and this may run where no budget can stop it.
     if type_(rawget_(e, "message")) == "string" then return safe_text(rawget_(e, "message")) end
   end
@@ -811,12 +816,12 @@ local workflow_methods = {}
 function workflow_methods.start(self, input, opts)
   effect_guard("workflow:start")
   local json = encode_or_raise(input, sfmt("the input of workflow '%s'", self.name), 2)
-  local id = nil
+  local id, timeout = nil, nil
   if opts ~= nil then
     if type_(opts) ~= "table" then raw_error("workflow:start options must be a table like { id = \"...\" }", 2) end
-    id = opts.id
+    id, timeout = opts.id, opts.timeout
   end
-  local run_id = call_host("run_start", self.name, json, id)
+  local run_id = call_host("run_start", self.name, json, id, timeout)
   return run_handle(self.name, run_id)
 end
 
@@ -828,16 +833,34 @@ local function workflow_handle(name)
   return setmt({ name = name }, { __index = workflow_methods, __metatable = false })
 end
 
+-- Workflow-level options, `workflow "name" { timeout = "30d" } (function ... end)`: the
+-- timeout every start of it gets unless the start names its own (checked by the host).
+local workflow_timeouts = {}
+
 local function sb_workflow(name)
   check_name(name, "workflow")
   must_be_top_level("workflow '" .. name .. "'")
-  return function(fn)
+  local timeout = nil
+  local function with_fn(fn)
     if type_(fn) ~= "function" then
       raw_error(sfmt("workflow '%s' needs a function: workflow \"%s\" (function(wf, input) ... end)", name, name), 2)
     end
     declare("workflow", name, "workflow '" .. name .. "'")
     workflow_fns[name] = fn
+    workflow_timeouts[name] = timeout
     return workflow_handle(name)
+  end
+  return function(fn_or_opts)
+    if type_(fn_or_opts) ~= "table" then return with_fn(fn_or_opts) end
+    for k in next_, fn_or_opts do
+      if k ~= "timeout" then
+        raw_error(sfmt("workflow '%s': unknown option %s; the only workflow option is timeout, "
+          .. "e.g. workflow \"%s\" { timeout = \"30d\" } (function(wf, input) ... end)",
+          name, type_(k) == "string" and sfmt("'%s'", k) or tostring_(k), name), 2)
+      end
+    end
+    timeout = fn_or_opts.timeout
+    return with_fn
   end
 end
 
@@ -861,6 +884,37 @@ local function wf_check(self, what)
   end
 end
 
+local STEP_OPTIONS = { retries = true, backoff = true, max_backoff = true, jitter = true,
+  timeout = true, catch = true }
+local STEP_OPTION_LIST = "retries, backoff, max_backoff, jitter, timeout and catch"
+
+-- The first unknown key of a step's options, shown, or nil. Keys are sorted so the one
+-- named does not depend on the table's hash order.
+local function unknown_option(o)
+  local bad = {}
+  for k in next_, o do
+    if not (type_(k) == "string" and STEP_OPTIONS[k]) then
+      bad[#bad + 1] = type_(k) == "string" and sfmt("'%s'", ssub(k, 1, 64)) or sfmt("[%s]", tostring_(k))
+    end
+  end
+  if #bad == 0 then return nil end
+  tsort(bad)
+  return bad[1]
+end
+
+-- A step's final failure raised into the workflow (catch = true): a table with step,
+-- attempts, message (the last attempt's error) and retry (false when the error said so);
+-- tostring gives the run's error had it not been caught. Uncaught, the run fails with
+-- that same text (error_text reads it from step_failures).
+local FAILURE_MT = { __tostring = function(f) return step_failures[f] end, __metatable = false }
+
+function step_failure(raised)
+  local f = setmt({ step = raised.step, attempts = raised.attempts, message = raised.message,
+    retry = raised.retryable }, FAILURE_MT)
+  step_failures[f] = raised.error
+  return f
+end
+
 function wf_methods.step(self, name, opts, fn)
   if ctx.mode == "body" then
     raw_error(sfmt("steps do not nest: step '%s' was called inside step '%s'", tostring_(name), ctx.step), 2)
@@ -875,8 +929,14 @@ function wf_methods.step(self, name, opts, fn)
     raw_error(sfmt("wf:step('%s', opts, fn): opts must be a table like { retries = 3 }", name), 2)
   end
   local o = opts or {}
+  local unknown = unknown_option(o)
+  if unknown then
+    raw_error(sfmt("wf:step('%s'): unknown option %s; the options are %s — check its spelling",
+      name, unknown, STEP_OPTION_LIST), 2)
+  end
   local reply = command({ op = "step", name = name, retries = o.retries, backoff = o.backoff,
-    timeout = o.timeout, fn = fn })
+    timeout = o.timeout, fn = fn, catch = o.catch, max_backoff = o.max_backoff, jitter = o.jitter })
+  if reply.raise then raw_error(step_failure(reply.raise), 2) end
   return unpack(reply, 1, reply.n)
 end
 
@@ -1371,6 +1431,8 @@ end
 
 function engine.has_workflow(name) return workflow_fns[name] ~= nil end
 
+function engine.workflow_timeout(name) return workflow_timeouts[name] end
+
 -- Create the coroutine of a run. `input` is a Lua value already built by the host.
 function engine.new_run(run_id, workflow, input)
   local fn = workflow_fns[workflow]
@@ -1388,7 +1450,7 @@ end
 
 -- Resume a run's coroutine with `reply`. Returns flat values, so the host reads them in
 -- one crossing instead of a field at a time:
---   "step", name, retries, backoff, timeout, fn   the code called wf:step
+--   "step", name, retries, backoff, timeout, fn, catch, max_backoff, jitter   wf:step
 --   "command", cmd                                another engine command (a table)
 --   "returned", json                              the function returned (JSON of its first value)
 --   "error", message, traceback
@@ -1409,7 +1471,9 @@ function engine.drive(session, reply, limit)
   if not ok then return "error", error_text(a) end
   if raw_status(co) == "suspended" then
     if a == ENGINE and type_(b) == "table" then
-      if b.op == "step" then return "step", b.name, b.retries, b.backoff, b.timeout, b.fn end
+      if b.op == "step" then
+        return "step", b.name, b.retries, b.backoff, b.timeout, b.fn, b.catch, b.max_backoff, b.jitter
+      end
       return "command", b
     end
     return "error", "the workflow function yielded outside a coroutine of its own; "
@@ -1451,10 +1515,13 @@ function engine.run_body(session, fn, name, step_id, now_s, seed1, seed2, timeou
   sethook(co)
   ctx = saved
   raw_randomseed(seed2, seed1 + 1)
+  -- An error table with retry = false ends the step's attempts (the third value).
+  -- A killed body (timeout, budget) is never that, whatever it raised.
+  local no_retry = not ok and not budget.killed and type_(json) == "table" and rawget_(json, "retry") == false
   local good, err = finish_call(ok, json)
-  if not good then return false, err end
-  if not json then return false, holds(sfmt("the result of step '%s'", name), problem) end
-  return true, json
+  if not good then return false, err, no_retry end
+  if not json then return false, holds(sfmt("the result of step '%s'", name), problem), false end
+  return true, json, false
 end
 
 -- Run `fn(...)` as handler code (a fetch or queue handler, an object method, a Lua test or a

@@ -14,7 +14,10 @@
 ---@class lunaflow.StepOptions
 ---@field retries? integer total attempts, not attempts after the first; 0 is read as 1 (default 1)
 ---@field backoff? lunaflow.Duration wait before attempt 2, doubling after that (default "2s")
+---@field max_backoff? lunaflow.Duration the longest wait between attempts (default: no cap)
+---@field jitter? number|boolean a share of each wait, 0 to 1, drawn away at random (default 0; true is 1)
 ---@field timeout? lunaflow.Duration how long one attempt may run (default: none)
+---@field catch? boolean raise the final failure into the workflow, for pcall (default false)
 
 ---@class lunaflow.WaitOptions
 ---@field timeout? lunaflow.Duration
@@ -91,6 +94,7 @@ function Run:resume() end
 
 ---@class lunaflow.StartOptions
 ---@field id? string the run id (a non-empty string without "/", at most 200 bytes)
+---@field timeout? lunaflow.Duration past it the run ends failed, "run 'id' timed out after ..."
 
 ---A workflow's handle.
 ---@class lunaflow.Workflow
@@ -338,6 +342,8 @@ function TestPlatform:journal(run_id) end
 function TestPlatform:runs(opts) end
 function TestPlatform:cancel(run_id) end
 function TestPlatform:resume(run_id) end
+---A run waiting out a step's backoff runs the next attempt now.
+function TestPlatform:retry(run_id) end
 ---@param class string
 ---@param method string
 ---@param fn fun(key: string, ...): ...
