@@ -34,7 +34,7 @@ from runtime.dev.server import DevServer, NotAProject, ServeError, check_project
 from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal, duration
 from runtime.errors import LunaflowError, UnknownWorkflow
 from runtime.platform.runs import Runs
-from runtime.store.base import RunRecord
+from runtime.store.base import UNREADABLE_RUN, RunRecord
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_SET_ASIDE = 0, 1, 2, 3
@@ -143,7 +143,14 @@ def cmd_dev(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    runs = _open_runs(args)
+    runs = _open_runs(args, read_only=True)
+    try:
+        return _runs(args, runs)
+    finally:
+        runs.store.close()
+
+
+def _runs(args: argparse.Namespace, runs: Runs) -> int:
     found = runs.runs(status=args.status, workflow=args.workflow, limit=args.limit)
     if args.json:
         _emit([_run_dict(r) for r in found])
@@ -158,7 +165,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             Text(r.id),
             Text(r.workflow),
             _status(r.status),
-            Text((r.current_step or "") if r.status not in ("completed", "cancelled") else ""),
+            _current(r),
             Text(_when(r.created_at)),
             Text(_when(r.updated_at)),
         ]
@@ -166,6 +173,14 @@ def cmd_runs(args: argparse.Namespace) -> int:
     ]
     _print_table(None, columns, rows)
     return EXIT_OK
+
+
+def _current(r: Any) -> Text:
+    """What a run is on; for a run the store could list but not read (a value missing from
+    its bucket), why, so the broken run is marked rather than shown as healthy."""
+    if r.error and r.error.startswith(UNREADABLE_RUN):
+        return Text(r.error, style="red")
+    return Text((r.current_step or "") if r.status not in ("completed", "cancelled") else "")
 
 
 # --- tables ------------------------------------------------------------------------------
@@ -231,7 +246,14 @@ def _status(status: str) -> Text:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    runs = _open_runs(args)
+    runs = _open_runs(args, read_only=True)
+    try:
+        return _show(args, runs)
+    finally:
+        runs.store.close()
+
+
+def _show(args: argparse.Namespace, runs: Runs) -> int:
     run = runs.get(args.run_id)
     entries = runs.journal(run.id)
     items = timeline.build(entries)

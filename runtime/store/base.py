@@ -19,6 +19,8 @@ from runtime.errors import EngineBug
 # A lease's owner that has not beaten its heart for this long is taken for dead: its leases
 # are free before they expire (a SIGKILLed `lunaflow dev`, a Lambda invocation cut off).
 OWNER_DEAD_AFTER_MS = 5_000
+# How a listing marks a run it found but could not read (its error begins so).
+UNREADABLE_RUN = "this run cannot be read"
 
 
 class Lease(StrEnum):

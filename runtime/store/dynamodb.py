@@ -31,6 +31,7 @@ from runtime.core.values import compact
 from runtime.errors import EngineBug, JournalConflict, LunaflowError, SignalBacklogFull
 from runtime.store.base import (
     OWNER_DEAD_AFTER_MS,
+    UNREADABLE_RUN,
     Lease,
     RunRecord,
     RunUpdate,
@@ -641,7 +642,7 @@ class DynamoDBStore:
                 workflow=item["workflow"]["S"],
                 status=Status(item["status"]["S"]),
                 input=None,
-                error=f"this run cannot be read: {e}",
+                error=f"{UNREADABLE_RUN}: {e}",
                 parent_id=text(item.get("parent_id")),
                 created_at=num(item.get("created_at")),
                 updated_at=num(item.get("updated_at")),

@@ -9,6 +9,8 @@ missing from the bucket must not break listings.
 
 from __future__ import annotations
 
+import argparse
+import io
 import json
 import time
 from collections.abc import Iterator
@@ -18,7 +20,9 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
+from rich.console import Console
 
+from runtime import cli
 from runtime.aws.contract import CONSOLE_TIMEOUT_S, Handler
 from runtime.aws.services import OBJECT_WAIT_S, DynamoObjects
 from runtime.aws.wake import schedule_name
@@ -94,7 +98,9 @@ def test_a_retried_summary_with_an_error_over_32_kib_keeps_its_object(
     assert "error_ref" in run_item(p, "error-1")
 
 
-def test_a_run_whose_value_is_missing_is_listed_and_marked(p: AwsPlatform) -> None:
+def test_a_run_whose_value_is_missing_is_listed_and_marked(
+    p: AwsPlatform, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Measured on main: one run's missing object made every listing raise."""
     p.start("echo", "small", id="fine-1")
     p.start("echo", "b" * (40 * KIB), id="broken-1")
@@ -116,6 +122,13 @@ def test_a_run_whose_value_is_missing_is_listed_and_marked(p: AwsPlatform) -> No
     event = json.loads((EVENTS / "cw_widget_runs.json").read_text(encoding="utf-8"))
     page = p.invoke(Handler.CONSOLE, event, CONSOLE_TIMEOUT_S)
     assert "fine-1" in page and "broken-1" in page and "cannot be read" in page, page[-1500:]
+    # `lunaflow runs --aws` draws this listing: the broken run is marked in its table.
+    table = Console(width=400, record=True, file=io.StringIO())
+    monkeypatch.setattr(cli, "out", table)
+    args = argparse.Namespace(status=None, workflow=None, limit=50, json=False)
+    assert cli._runs(args, p.platform) == 0
+    [line] = [ln for ln in table.export_text().splitlines() if "broken-1" in ln]
+    assert "cannot be read" in line, line
 
 
 def test_a_run_failed_by_a_raise_keeps_no_schedule_or_timer(p: AwsPlatform) -> None:

@@ -228,3 +228,17 @@ def test_a_store_of_an_older_schema_is_read_through_a_copy(lunaflow, project, co
     assert r.code == 0, r.out + r.err
     assert_unchanged(project, before, except_files={"tests/golden/o1.json"})
     assert before["tables"]["lunaflow.sqlite"]["schema_version"] == [(2,)]
+
+
+@pytest.mark.parametrize("older", [False, True], ids=["current-schema", "older-schema"])
+@pytest.mark.parametrize("command", [["runs"], ["runs", "--json"], ["show", "o1"], ["show", "o1", "--json"]])
+def test_runs_and_show_only_read(lunaflow, project, command, older):
+    """Before: ``runs`` and ``show`` opened the store read-write, so an older store was
+    migrated in place by a command that only looks."""
+    if older:
+        downgrade_store(project / ".lunaflow")
+    before = state(project)
+    r = lunaflow(*command, "--project", str(project))
+    assert r.code == 0, r.out + r.err
+    assert "o1" in r.out
+    assert_unchanged(project, before)
