@@ -272,17 +272,24 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     runs = _open_runs(args)
-    children = _descendants(runs, args.run_id)
-    runs.cancel(args.run_id)
-    note = f" and the runs it started: {', '.join(children)}" if children else ""
-    return _done(args, {"cancelled": args.run_id, "children": children}, f"cancelled {args.run_id}{note}")
-
-
-def _descendants(runs: Runs, run_id: str) -> list[str]:
-    out: list[str] = []
-    for child in runs.store.children(run_id):
-        out += [child, *_descendants(runs, child)]
-    return out
+    done = runs.cancel(args.run_id)
+    value = {
+        "cancelled": args.run_id,
+        "children": done.below,
+        "already_cancelled": done.already,
+        "newly_cancelled": done.changed,
+    }
+    if not done.already:
+        note = f" and the runs it started: {', '.join(done.below)}" if done.below else ""
+        return _done(args, value, f"cancelled {args.run_id}{note}")
+    # A repeated cancel finishes the cascade (one a crash cut short) and says what it did.
+    late = [r for r in done.changed if r != args.run_id]
+    finished = (
+        f"cancelled the {len(late)} runs below it still live: {', '.join(late)}"
+        if late
+        else "every run it started had ended already"
+    )
+    return _done(args, value, f"run {args.run_id} was already cancelled; its cascade is finished: {finished}")
 
 
 def cmd_signal(args: argparse.Namespace) -> int:
