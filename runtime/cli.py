@@ -32,6 +32,7 @@ from runtime.core.clock import SystemClock
 from runtime.dev.server import DevServer, NotAProject, ServeError, check_project, data_folder
 from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal
 from runtime.errors import LunaflowError, UnknownWorkflow
+from runtime.platform.faults import with_faults
 from runtime.platform.runs import Runs
 from runtime.store.base import RunRecord
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
@@ -106,7 +107,7 @@ def _open_runs(args: argparse.Namespace) -> Runs:
             f"no lunaflow data in {data}; run `lunaflow dev {args.project}` first, or point at the folder "
             "with --data DIR (or at the project with --project PATH)"
         )
-    return Runs(SQLiteStore(data / STORE_FILE), SystemClock())
+    return Runs(SQLiteStore(data / STORE_FILE), SystemClock(), observer=with_faults(None, os.environ))
 
 
 # --- commands ----------------------------------------------------------------------------
@@ -126,7 +127,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
             data=args.data,
             host=args.host,
             port=args.port,
-            observer=terminal,
+            observer=with_faults(terminal, os.environ),
             say=terminal.note,
             reload=not args.no_reload,
             allow_hosts=args.allow_host,
