@@ -6,6 +6,7 @@ uses ``Runs`` directly against a data folder, beside a running ``lunaflow dev``.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from runtime.errors import (
     SignalBacklogFull,
 )
 from runtime.store.base import RunRecord, RunUpdate, Store, TimerSet
+
+log = logging.getLogger("lunaflow.runs")
 
 
 @dataclass(frozen=True)
@@ -175,11 +178,16 @@ class Runs:
     def finish_cancels(self, before: float | None = None, limit: int | None = None) -> list[str]:
         """Finish every cascade whose intent was recorded before ``before`` and never ended:
         the cancelling process died part-way. Returns the runs whose cascade was finished."""
-        pending = self.store.pending_cancels(before)[:limit]
-        for run_id in pending:
-            self._cancel_tree(run_id)
+        finished: list[str] = []
+        for run_id in self.store.pending_cancels(before)[:limit]:
+            try:
+                self._cancel_tree(run_id)
+            except Exception:  # one broken tree must not hold back the others, nor a start-up
+                log.exception("finishing the cancel of run %s failed; its intent stays for a retry", run_id)
+                continue
             self.store.end_cancel(run_id)
-        return pending
+            finished.append(run_id)
+        return finished
 
     def _cancel_tree(self, root: str) -> tuple[list[str], list[str]]:
         """Cancel ``root`` and, if it is cancelled, every run below it, walking the tree with a
