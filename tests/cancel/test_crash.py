@@ -15,6 +15,8 @@ import signal
 from pathlib import Path
 from urllib.parse import urlencode
 
+import pytest
+
 from runtime.platform.faults import KILL_AFTER_CANCELS
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
 from tests.cancel.trees import fan, statuses
@@ -35,24 +37,19 @@ def parent_of_1000(data: Path) -> list[str]:
     return ids
 
 
-def cut_short(data: Path) -> None:
-    """`lunaflow cancel par`, SIGKILLed after the first child's cancel."""
+def cut_short(data: Path, after: int = KILLED_AFTER) -> None:
+    """`lunaflow cancel par`, SIGKILLed right after its ``after``-th cancel (1: the parent)."""
     done = cli(
-        "cancel",
-        "par",
-        "--data",
-        str(data),
-        "--project",
-        str(PROJECT),
-        env={KILL_AFTER_CANCELS: str(KILLED_AFTER)},
+        "cancel", "par", "--data", str(data), "--project", str(PROJECT), env={KILL_AFTER_CANCELS: str(after)}
     )
     assert done.code == -signal.SIGKILL, done
     store = SQLiteStore(data / STORE_FILE)
     try:
         assert store.get_run("par").status == "cancelled"  # type: ignore[union-attr]
-        assert statuses(store, [f"par-{i:05d}" for i in range(CHILDREN)]) == {
-            "cancelled": KILLED_AFTER - 1,
-            "awaiting": CHILDREN - KILLED_AFTER + 1,
+        assert store.pending_cancels() == ["par"]
+        left = statuses(store, [f"par-{i:05d}" for i in range(CHILDREN)])
+        assert left == {
+            k: v for k, v in {"cancelled": after - 1, "awaiting": CHILDREN - after + 1}.items() if v
         }
     finally:
         store.close()
@@ -66,19 +63,40 @@ def all_cancelled(data: Path, ids: list[str]) -> bool:
         store.close()
 
 
-def test_cancelling_again_finishes_a_cascade_a_sigkill_cut_short(tmp_path: Path) -> None:
+@pytest.mark.parametrize("after", [1, KILLED_AFTER, CHILDREN + 1])
+def test_cancelling_again_finishes_a_cascade_a_sigkill_cut_short(tmp_path: Path, after: int) -> None:
+    """Killed after the parent's cancel, after the first child's, and after the last
+    child's (the intent not yet dropped)."""
     data = tmp_path / "data"
     ids = parent_of_1000(data)
-    cut_short(data)
+    cut_short(data, after)
     again = cli("cancel", "par", "--data", str(data), "--project", str(PROJECT))
     assert again.code == 0, again
-    assert (
-        "run par was already cancelled; its cascade is finished: cancelled the 999 runs below it" in again.out
-    )
+    assert "run par was already cancelled; its cascade is finished: " in again.out
+    if after <= CHILDREN:
+        assert f"cancelled the {CHILDREN - after + 1} runs below it still live" in again.out
+    else:
+        assert "every run it started had ended already" in again.out
     assert all_cancelled(data, ids)
     # Once more: nothing is left, and it says so.
     third = cli("cancel", "par", "--data", str(data), "--project", str(PROJECT))
     assert third.code == 0 and "every run it started had ended already" in third.out, third
+
+
+def test_a_death_between_the_intent_and_the_parents_cancel_is_finished_as_dev_starts(tmp_path: Path) -> None:
+    """The first step of a cancel is its intent: a process that dies right after it (no run
+    changed yet) leaves what this writes, and the cancel is carried out in full."""
+    data = tmp_path / "data"
+    ids = parent_of_1000(data)
+    store = SQLiteStore(data / STORE_FILE)
+    store.begin_cancel("par", 1.0)
+    store.close()
+    servers = Servers(tmp_path)
+    try:
+        servers.start(PROJECT, data)
+        assert all_cancelled(data, ids)
+    finally:
+        servers.close()
 
 
 def test_lunaflow_dev_finishes_a_cascade_a_sigkill_cut_short_as_it_starts(tmp_path: Path) -> None:
