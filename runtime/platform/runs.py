@@ -173,6 +173,13 @@ class Runs:
         self.store.begin_cancel(run_id, self.clock.now())
         done = self._cancel_tree(run_id)
         self.store.end_cancel(run_id)
+        if not done[1] and run.status != Status.CANCELLED:
+            now = self.get(run_id)
+            if now.status != Status.CANCELLED:  # it ended on its own before the cancel landed
+                raise InvalidTransition(
+                    f"run '{run_id}' became {now.status} while it was being cancelled, so it was not "
+                    "cancelled; nothing to do"
+                )
         return Cancelled(run_id, already=run.status == Status.CANCELLED, below=done[0], changed=done[1])
 
     def finish_cancels(self, before: float | None = None, limit: int | None = None) -> list[str]:
