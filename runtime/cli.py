@@ -33,6 +33,7 @@ from runtime.core.clock import SystemClock
 from runtime.dev.server import DevServer, NotAProject, ServeError, check_project, data_folder
 from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal, duration
 from runtime.errors import LunaflowError, UnknownWorkflow
+from runtime.platform.faults import with_faults
 from runtime.platform.runs import Runs
 from runtime.store.base import UNREADABLE_RUN, RunRecord
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
@@ -110,7 +111,8 @@ def _open_runs(args: argparse.Namespace, *, read_only: bool = False) -> Runs:
             f"no lunaflow data in {data}; run `lunaflow dev {args.project}` first, or point at the folder "
             "with --data DIR (or at the project with --project PATH)"
         )
-    return Runs(SQLiteStore(data / STORE_FILE, read_only=read_only), SystemClock())
+    store = SQLiteStore(data / STORE_FILE, read_only=read_only)
+    return Runs(store, SystemClock(), observer=with_faults(None, os.environ))
 
 
 # --- commands ----------------------------------------------------------------------------
@@ -130,7 +132,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
             data=args.data,
             host=args.host,
             port=args.port,
-            observer=terminal,
+            observer=with_faults(terminal, os.environ),
             say=terminal.note,
             reload=not args.no_reload,
             allow_hosts=args.allow_host,
@@ -341,17 +343,24 @@ def cmd_retry(args: argparse.Namespace) -> int:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     runs = _open_runs(args)
-    children = _descendants(runs, args.run_id)
-    runs.cancel(args.run_id)
-    note = f" and the runs it started: {', '.join(children)}" if children else ""
-    return _done(args, {"cancelled": args.run_id, "children": children}, f"cancelled {args.run_id}{note}")
-
-
-def _descendants(runs: Runs, run_id: str) -> list[str]:
-    out: list[str] = []
-    for child in runs.store.children(run_id):
-        out += [child, *_descendants(runs, child)]
-    return out
+    done = runs.cancel(args.run_id)
+    value = {
+        "cancelled": args.run_id,
+        "children": done.below,
+        "already_cancelled": done.already,
+        "newly_cancelled": done.changed,
+    }
+    if not done.already:
+        note = f" and the runs it started: {', '.join(done.below)}" if done.below else ""
+        return _done(args, value, f"cancelled {args.run_id}{note}")
+    # A repeated cancel finishes the cascade (one a crash cut short) and says what it did.
+    late = [r for r in done.changed if r != args.run_id]
+    finished = (
+        f"cancelled the {len(late)} runs below it still live: {', '.join(late)}"
+        if late
+        else "every run it started had ended already"
+    )
+    return _done(args, value, f"run {args.run_id} was already cancelled; its cascade is finished: {finished}")
 
 
 def cmd_signal(args: argparse.Namespace) -> int:

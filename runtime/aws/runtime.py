@@ -248,10 +248,12 @@ class AwsRuntime:
         skipped; each re-sent wake-up is looked at again only after a growing pause, so a
         backlog is never re-sent every minute; and while the wake queue holds a backlog, the
         wakes are queued rather than lost, so only ``limit`` less the backlog are re-sent.
-        Returns the runs woken."""
+        Returns the runs woken. First it finishes the cascade of any cancel whose intent has
+        waited over a minute (the process cancelling died part-way)."""
         now = self.clock.now()
         now_at = now_ms(self.clock)
         after_s = self.reconcile_after_s
+        self.platform.finish_cancels(before=now - after_s, limit=limit)
         overdue = self.store.fire_due_timers(now_at - int(after_s * 1000), limit)
         waiting = self.store.wakeups_older_than(now - after_s, limit)
         # A run left running with a wake-up waiting is the wake-ups' business (and their

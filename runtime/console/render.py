@@ -359,10 +359,8 @@ def _signal_form(actions: Actions, run: RunRecord, form: Form | None) -> str:
 
 
 def descendants(runs: Runs, run_id: str) -> list[str]:
-    out: list[str] = []
-    for child in runs.store.children(run_id):
-        out += [child, *descendants(runs, child)]
-    return out
+    # An iterative walk: a chain of runs thousands deep must not raise RecursionError.
+    return runs.descendants(run_id)
 
 
 def cancel_confirmation(runs: Runs, run: RunRecord) -> str:

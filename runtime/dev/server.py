@@ -64,6 +64,10 @@ from runtime.store.sqlite import STORE_FILE, SQLiteStore
 log = logging.getLogger("lunaflow.dev")
 
 POLL_S = 0.25  # how often the dispatcher looks for work written by other processes (the CLI)
+# A cancel intent this old, still not ended, is taken for a cascade whose process died (a
+# SIGKILLed `lunaflow cancel`); the server looks for one this often and finishes it.
+STALE_CANCEL_S = 30.0
+CANCEL_CHECK_S = 5.0
 LEASE_MS = 60 * 60 * 1000  # a run's lease; a live owner (heartbeat) keeps it as long as it needs
 DRAIN_LIMIT = 64 * 1024 * 1024  # an oversized body up to this is read and dropped before the 413
 DRAIN_SECONDS = 5.0
@@ -238,6 +242,7 @@ class DevServer:
         specs: list[tuple[str, Callable[..., None], tuple[Any, ...]]] = [
             ("dispatcher", self._dispatch_loop, ()),
             ("queues", self._queue_loop, (self._queue_worker,)),
+            ("cancels", self._cancel_loop, ()),
         ]
         specs += [(f"worker-{i}", self._work_loop, (w,)) for i, w in enumerate(self._run_workers)]
         specs.append(("http", self.httpd.serve_forever, ()))
@@ -314,6 +319,15 @@ class DevServer:
             return
         for run_id, workflow in self._cancels.new():
             self.observer.cancelled(run_id, workflow)
+
+    def _cancel_loop(self) -> None:
+        """Finish cascades that another process began and died in (start-up's ``recover``
+        finishes this server's own); in a thread of its own, as a big cascade takes a while."""
+        while not self._stop.wait(timeout=CANCEL_CHECK_S):
+            try:
+                self.platform.finish_cancels(before=time.time() - STALE_CANCEL_S)
+            except Exception:  # the loop must outlive any one bad iteration
+                log.exception("finishing a cancel's cascade failed; it is tried again")
 
     def _next_wait(self) -> float:
         waits = [POLL_S]

@@ -116,7 +116,7 @@ class Executor:
         wakes: Wakes | None = None,
         observer: Observer | None = None,
         redact: Callable[[str], str] | None = None,
-        cancel: Callable[[str], None] | None = None,
+        cancel: Callable[[str], object] | None = None,
     ) -> None:
         self.store = store
         # Cancels a run and the runs it started: a run that times out cancels its children.
@@ -135,6 +135,24 @@ class Executor:
         self.current_step: str | None = None
         # Whether the last advance wrote a park or an end (which also drops a lease).
         self.parked_or_ended = False
+
+    def _orphan(self, run: RunRecord) -> bool:
+        """Cancel a run, before its first step, whose parent is cancelled. The start that
+        made it checks the parent after its write (``Runs.start``); a process that died in
+        between leaves the check to here, so no run of a cancelled parent ever executes."""
+        if run.parent_id is None:
+            return False
+        parent = self.store.get_run(run.parent_id)
+        if parent is None or parent.status != Status.CANCELLED:
+            return False
+        entry = Entry(run.journal_len + 1, Kind.CANCELLED, None, {}, self.clock.now())
+        try:
+            self.store.append(run.id, run.journal_len, [entry], update=RunUpdate(Status.CANCELLED, None))
+        except JournalConflict:
+            return False  # another writer moved it; the normal path sorts out what it is now
+        self.parked_or_ended = True
+        self.observer.cancelled(run.id, run.workflow)
+        return True
 
     def replaying(self, run_id: str | None) -> bool:
         """Whether the run's code is re-running through recorded history right now."""
@@ -180,6 +198,8 @@ class Executor:
             self.forget(run_id)
             return None if snap is None else snap.run.status
         run, signals, now = snap.run, snap.signals, now_ms(self.clock)
+        if session is None and run.journal_len == 1 and self._orphan(run):
+            return Status.CANCELLED
         decision: Decision | None = None
         if (
             session is not None

@@ -64,7 +64,7 @@ class RunApi(Protocol):
 
     def signal(self, run_id: str, name: str, payload: Any = None, *, workflow: str | None = None) -> bool: ...
 
-    def cancel(self, run_id: str, *, workflow: str | None = None) -> None: ...
+    def cancel(self, run_id: str, *, workflow: str | None = None) -> object: ...
 
     def resume(self, run_id: str, *, workflow: str | None = None) -> None: ...
 
@@ -201,6 +201,6 @@ def host_functions(
         "run_status": lambda wf, rid: api.get(rid, wf).status.value,
         "run_result": lambda wf, rid: pack([api.get(rid, wf).result]),
         "run_signal": lambda wf, rid, name, body: api.signal(rid, name, json.loads(body), workflow=wf),
-        "run_cancel": lambda wf, rid: api.cancel(rid, workflow=wf),
+        "run_cancel": lambda wf, rid: api.cancel(rid, workflow=wf) and None,  # Lua's cancel returns nothing
         "run_resume": lambda wf, rid: api.resume(rid, workflow=wf),
     }

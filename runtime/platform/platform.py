@@ -150,7 +150,9 @@ class Platform(Runs):
     # --- work --------------------------------------------------------------------------
 
     def recover(self) -> None:
-        """After a crash: runs left ``running`` were mid-activation; advance them again."""
+        """After a crash: a cancel's cascade cut short is finished, and runs left ``running``
+        were mid-activation, so they advance again."""
+        self.finish_cancels()
         for run_id in self.store.running_runs():
             self.wakes.wake(run_id)
 

@@ -6,7 +6,10 @@ uses ``Runs`` directly against a data folder, beside a running ``lunaflow dev``.
 
 from __future__ import annotations
 
+import logging
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from runtime.core import values
@@ -26,6 +29,38 @@ from runtime.errors import (
     SignalBacklogFull,
 )
 from runtime.store.base import RunRecord, RunUpdate, Store, TimerSet
+
+log = logging.getLogger("lunaflow.runs")
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """What one cancel did: ``already`` when the run was cancelled before it (the call then
+    finished its cascade), ``below`` every run under it, ``changed`` the runs it cancelled."""
+
+    run_id: str
+    already: bool
+    below: list[str]
+    changed: list[str]
+
+
+def walk(store: Store, root: str) -> Iterator[str]:
+    """Every run below ``root``, depth first, children in start order, with a stack rather
+    than recursion: a chain of runs thousands deep is an ordinary tree here."""
+    seen = {root}
+    stack = [root]
+    while stack:
+        run_id = stack.pop()
+        if run_id != root:
+            yield run_id
+        children = [c for c in store.children(run_id) if c not in seen]
+        seen.update(children)
+        stack.extend(reversed(children))
+
+
+def descendants(store: Store, root: str) -> list[str]:
+    """The runs a cancel of ``root`` reaches besides it (the CLI and the console name them)."""
+    return list(walk(store, root))
 
 
 class Runs:
@@ -75,6 +110,8 @@ class Runs:
             raise RunIdTaken(run_id, existing.workflow, workflow)
         if created:
             self.observer.started(run_id, workflow)
+            if parent_id is not None:
+                self._refuse_under_cancelled(parent_id, run_id)
         if created or existing.journal_len == 1:
             # A repeated start of a run that never began prompts it again, in case the first
             # prompt was lost between the store write and the wake.
@@ -107,16 +144,86 @@ class Runs:
             self.wakes.prompt(run_id)
         return live
 
-    def cancel(self, run_id: str, *, workflow: str | None = None) -> None:
+    def descendants(self, run_id: str) -> list[str]:
+        """The runs below ``run_id``, which a cancel of it reaches (the CLI and console name them)."""
+        return descendants(self.store, run_id)
+
+    def _refuse_under_cancelled(self, parent_id: str, run_id: str) -> None:
+        """A run started from a step of a run that is cancelled meanwhile is cancelled at once.
+
+        The read of the parent follows the child's write, so either it sees the cancel, or
+        the cancel committed after the child existed and its cascade, which lists children
+        after that commit, reaches it. A process that dies between the two leaves the child
+        to its first activation, which makes the same check (``Executor.advance``)."""
+        parent = self.store.get_run(parent_id)
+        if parent is None or parent.status != Status.CANCELLED:
+            return
+        self._cancel_one(run_id)
+        raise InvalidTransition(
+            f"run '{parent_id}' was cancelled while its step started run '{run_id}', so run "
+            f"'{run_id}' was cancelled at once: a cancelled run has no live children; nothing to "
+            "do, or start the run from outside the cancelled one"
+        )
+
+    def cancel(self, run_id: str, *, workflow: str | None = None) -> Cancelled:
+        """Cancel the run and every run below it. Cancelling a run already cancelled finishes
+        its cascade (a crash may have cut it short) and changes nothing else.
+
+        The intent is recorded before anything changes and dropped once the walk is done, so
+        a cascade cut short by a crash is finished on restart (``finish_cancels``)."""
         run = self.get(run_id, workflow)
-        if run.status not in CANCELLABLE:
+        if run.status not in CANCELLABLE and run.status != Status.CANCELLED:
             raise InvalidTransition(
                 f"run '{run_id}' is {run.status}, so it cannot be cancelled; cancel applies to runs "
-                "that have not ended (running, sleeping, awaiting, failed)"
+                "that have not ended (running, sleeping, awaiting, failed), and to a cancelled run "
+                "to finish cancelling the runs it started"
             )
-        self._cancel_tree(run_id)
+        self.store.begin_cancel(run_id, self.clock.now())
+        done = self._cancel_tree(run_id)
+        self.store.end_cancel(run_id)
+        if not done[1] and run.status != Status.CANCELLED:
+            now = self.get(run_id)
+            if now.status != Status.CANCELLED:  # it ended on its own before the cancel landed
+                raise InvalidTransition(
+                    f"run '{run_id}' became {now.status} while it was being cancelled, so it was not "
+                    "cancelled; nothing to do"
+                )
+        return Cancelled(run_id, already=run.status == Status.CANCELLED, below=done[0], changed=done[1])
 
-    def _cancel_tree(self, run_id: str) -> None:
+    def finish_cancels(self, before: float | None = None, limit: int | None = None) -> list[str]:
+        """Finish every cascade whose intent was recorded before ``before`` and never ended:
+        the cancelling process died part-way. Returns the runs whose cascade was finished."""
+        finished: list[str] = []
+        for run_id in self.store.pending_cancels(before)[:limit]:
+            try:
+                self._cancel_tree(run_id)
+            except Exception:  # one broken tree must not hold back the others, nor a start-up
+                log.exception("finishing the cancel of run %s failed; its intent stays for a retry", run_id)
+                continue
+            self.store.end_cancel(run_id)
+            finished.append(run_id)
+        return finished
+
+    def _cancel_tree(self, root: str) -> tuple[list[str], list[str]]:
+        """Cancel ``root`` and, if it is cancelled, every run below it, walking the tree with a
+        stack (a chain thousands deep must not reach Python's recursion limit). Returns the
+        runs below the root, and the runs this walk cancelled."""
+        changed: list[str] = []
+        if self._cancel_one(root):
+            changed.append(root)
+        found = self.store.get_run(root)
+        if found is None or found.status != Status.CANCELLED:
+            return [], changed  # it completed before the cancel could land: nothing cascades
+        below: list[str] = []
+        for run_id in walk(self.store, root):
+            below.append(run_id)
+            if self._cancel_one(run_id):
+                changed.append(run_id)
+        return below, changed
+
+    def _cancel_one(self, run_id: str) -> bool:
+        """Cancel one run unless it has ended; whether this call cancelled it."""
+        cancelled = False
         for _ in range(100):
             run = self.store.get_run(run_id)
             if run is None or run.status not in CANCELLABLE:
@@ -127,10 +234,12 @@ class Runs:
             except JournalConflict:
                 continue
             self.observer.cancelled(run_id, run.workflow)
+            cancelled = True
             break
+        # Every time, not only when this call cancelled it: a crash between a cancel and its
+        # timer's removal leaves a schedule that only this repeat removes.
         self.wakes.timer(run_id, None)
-        for child in self.store.children(run_id):
-            self._cancel_tree(child)
+        return cancelled
 
     def resume(self, run_id: str, *, workflow: str | None = None) -> None:
         run = self.get(run_id, workflow)

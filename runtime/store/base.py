@@ -147,6 +147,19 @@ class Store(Protocol):
 
     def children(self, run_id: str) -> list[str]: ...
 
+    # --- cancel intents: a cancel's cascade survives the process that began it ---------
+
+    def begin_cancel(self, run_id: str, at: float) -> None:
+        """Record, durably, that the run and every run below it are being cancelled, before
+        any of them changes. A second intent for the same run keeps the first's ``at``."""
+
+    def end_cancel(self, run_id: str) -> None:
+        """The cascade of the run's cancel is complete: drop its intent (none: a no-op)."""
+
+    def pending_cancels(self, before: float | None = None) -> list[str]:
+        """Runs whose cancel intent, recorded before ``before`` (epoch seconds; any time when
+        None), was never ended: a cascade that a crash cut short, or one still under way."""
+
     def journal(self, run_id: str) -> list[Entry]: ...
 
     def append(

@@ -54,6 +54,7 @@ RUN_SK = "K"
 OWNER_PK = "#OWNER"  # a lease owner's heartbeat: pk OWNER_PK, sk the owner
 WAKE_PK = "#WAKE"  # a run asked to advance carries wake_pk/wake_sk (a sparse index)
 TIMER_PK = "#TIMER"
+CANCEL_PK = "#CANCEL"  # a cancel's intent until its cascade is done: pk CANCEL_PK, sk the run
 ALL_RUNS = "#RUNS"
 # The index partitions every run shares (all runs, a status, a workflow, the timers, the
 # wake-ups) are split in SHARDS, the run's by a hash of its id: one index partition takes
@@ -691,6 +692,30 @@ class DynamoDBStore:
 
     def children(self, run_id: str) -> list[str]:
         return [_id_of(i) for i in self._index("by_parent", "parent_pk", f"PARENT#{run_id}")]
+
+    # --- cancel intents: one small partition (cancels are rare, and each is short-lived) --
+
+    def begin_cancel(self, run_id: str, at: float) -> None:
+        conditional(
+            self._db.put_item,
+            TableName=self.table,
+            Item={"pk": s(CANCEL_PK), "sk": s(run_id), "at": n(at)},
+            ConditionExpression="attribute_not_exists(pk)",  # a second cancel keeps the first's time
+        )
+
+    def end_cancel(self, run_id: str) -> None:
+        self._db.delete_item(TableName=self.table, Key={"pk": s(CANCEL_PK), "sk": s(run_id)})
+
+    def pending_cancels(self, before: float | None = None) -> list[str]:
+        found = [
+            (num(item["at"]), str(item["sk"]["S"]))
+            for item in self._query(
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues={":pk": s(CANCEL_PK)},
+                ConsistentRead=True,
+            )
+        ]
+        return [run_id for at, run_id in sorted(found) if before is None or at < before]
 
     def running_runs(self) -> list[str]:
         return [_id_of(i) for i in self._gathered("by_status", f"STATUS#{Status.RUNNING}")]

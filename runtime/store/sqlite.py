@@ -40,7 +40,7 @@ from runtime.store.base import (
     current_step,
 )
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # The store's file in a data folder (`lunaflow dev`, the CLI and the harness share it).
 STORE_FILE = "lunaflow.sqlite"
 
@@ -101,6 +101,9 @@ CREATE TABLE IF NOT EXISTS secrets (
 );
 CREATE TABLE IF NOT EXISTS leases (run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, until_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS owners (owner TEXT PRIMARY KEY, beat_ms INTEGER NOT NULL);
+-- A cancel's intent, written before the run is cancelled and deleted once its cascade is
+-- done: a row left behind is a cascade a crash cut short (see Runs.finish_cancels).
+CREATE TABLE IF NOT EXISTS cancels (run_id TEXT PRIMARY KEY, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS secret_pins (
     run_id TEXT NOT NULL,
     name TEXT NOT NULL,
@@ -128,6 +131,9 @@ _MIGRATIONS = {
         ("runs", "journal_len", "ALTER TABLE runs DROP COLUMN journal_len"),
     ),
     2: (("wakeups", "-at", "ALTER TABLE wakeups ADD COLUMN at REAL NOT NULL DEFAULT 0"),),
+    # Schema 4 adds the `cancels` table, which the schema script creates; the version moves
+    # so that an older lunaflow, which would ignore unfinished cascades, refuses the file.
+    3: (),
 }
 
 
@@ -377,6 +383,23 @@ class SQLiteStore:
 
     def children(self, run_id: str) -> list[str]:
         rows = self._read("SELECT id FROM runs WHERE parent_id = ? ORDER BY created_at", (run_id,))
+        return [r[0] for r in rows]
+
+    # --- cancel intents ----------------------------------------------------------------
+
+    def begin_cancel(self, run_id: str, at: float) -> None:
+        with self._write() as db:
+            db.execute("INSERT INTO cancels VALUES (?, ?) ON CONFLICT (run_id) DO NOTHING", (run_id, at))
+
+    def end_cancel(self, run_id: str) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM cancels WHERE run_id = ?", (run_id,))
+
+    def pending_cancels(self, before: float | None = None) -> list[str]:
+        rows = self._read(
+            "SELECT run_id FROM cancels WHERE at < ? ORDER BY at, run_id",
+            (float("inf") if before is None else before,),
+        )
         return [r[0] for r in rows]
 
     # --- journal -----------------------------------------------------------------------

@@ -560,8 +560,25 @@ def test_cancel_json_lists_the_children(lunaflow, data):
     with platform(data) as p:
         p.start("parent", None, id="par")
         p.start("order", {"fail_times": 0}, id="solo")
-    assert lunaflow("cancel", "par", "--json").json() == {"cancelled": "par", "children": ["par-child"]}
-    assert lunaflow("cancel", "solo", "--json").json() == {"cancelled": "solo", "children": []}
+    assert lunaflow("cancel", "par", "--json").json() == {
+        "cancelled": "par",
+        "children": ["par-child"],
+        "already_cancelled": False,
+        "newly_cancelled": ["par", "par-child"],
+    }
+    assert lunaflow("cancel", "solo", "--json").json() == {
+        "cancelled": "solo",
+        "children": [],
+        "already_cancelled": False,
+        "newly_cancelled": ["solo"],
+    }
+    # Issue 24.2: a repeat finishes the cascade instead of being refused, and says so.
+    assert lunaflow("cancel", "par", "--json").json() == {
+        "cancelled": "par",
+        "children": ["par-child"],
+        "already_cancelled": True,
+        "newly_cancelled": [],
+    }
     assert status_of(data, "solo") == "cancelled"
 
 

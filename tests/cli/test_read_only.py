@@ -217,7 +217,7 @@ def downgrade_store(data: Path) -> None:
 @pytest.mark.parametrize("command", ["check", "record"])
 def test_a_store_of_an_older_schema_is_read_through_a_copy(lunaflow, project, command):
     """Read-only commands read an older store as it is: its copy is migrated, not it."""
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION > 2  # the store made here is newer than the one downgraded to
     downgrade_store(project / ".lunaflow")
     before = state(project)
     if command == "check":

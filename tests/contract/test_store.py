@@ -433,3 +433,27 @@ def test_lists_over_many_runs_keep_their_order_and_limits(store: Store, clock: F
     assert store.next_due() == 100_000 - 38
     assert store.fire_due_timers(100_000 - 30) == ["run-38", "run-36", "run-34", "run-32", "run-30"]
     assert store.next_due() == 100_000 - 28
+
+
+# --- cancel intents: a cascade that a crash cut short is found again (issue 24.2) ---------
+
+
+def test_a_cancel_intent_is_kept_until_it_is_ended(store: Store) -> None:
+    store.create_run(new_run("p"), started())
+    assert store.pending_cancels() == []
+    store.begin_cancel("p", 500.0)
+    store.begin_cancel("p", 700.0)  # a second cancel of the same run: one intent
+    store.begin_cancel("q", 600.0)  # an intent names a run id; the run need not exist
+    assert sorted(store.pending_cancels()) == ["p", "q"]
+    assert store.pending_cancels(before=550.0) == ["p"]  # the first intent's time is kept
+    store.end_cancel("p")
+    store.end_cancel("p")  # ending a finished intent is a no-op
+    assert store.pending_cancels() == ["q"]
+
+
+def test_children_of_a_wide_parent_all_come_back(store: Store) -> None:
+    store.create_run(new_run("p"), started())
+    kids = [f"k{i:04d}" for i in range(150)]
+    for i, kid in enumerate(kids):
+        store.create_run(new_run(kid, parent="p", at=100.0 + i), started(100.0 + i))
+    assert sorted(store.children("p")) == kids

@@ -254,18 +254,24 @@ def test_cancel_applies_to_a_running_run(p: LocalPlatform) -> None:
     assert not any(e.kind == Kind.WAIT for e in p.journal("kid"))
 
 
-def test_cancel_is_refused_for_completed_and_cancelled_runs(p: LocalPlatform) -> None:
-    """SPEC 3: "Cancel applies to every state but `completed` and `cancelled`"."""
+def test_cancel_is_refused_for_a_completed_run_and_repeats_harmlessly_on_a_cancelled_one(
+    p: LocalPlatform,
+) -> None:
+    """SPEC 3: "Cancel applies to every state but `completed` and `cancelled`". Issue 24.2:
+    cancelling a cancelled run finishes its cascade instead of being refused, and leaves
+    the run itself as it was."""
     p.start("quick", {}, id="done")
     p.start("other", {}, id="gone")
     p.cancel("gone")
-    for rid, status in (("done", "completed"), ("gone", "cancelled")):
-        journal = p.journal(rid)
-        with pytest.raises(InvalidTransition):
-            p.cancel(rid)
-        assert p.get(rid).status == status
-        assert p.journal(rid) == journal
+    journal = p.journal("done")
+    with pytest.raises(InvalidTransition):
+        p.cancel("done")
+    assert p.get("done").status == "completed" and p.journal("done") == journal
+    journal = p.journal("gone")
+    p.cancel("gone")
+    assert p.get("gone").status == "cancelled" and p.journal("gone") == journal
     assert lua_call(p, "quick", "done", "cancel")["ok"] is False
+    assert lua_call(p, "other", "gone", "cancel")["ok"] is True
     assert p.get("done").result == {"echo": {}}
 
 
