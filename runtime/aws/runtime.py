@@ -123,7 +123,9 @@ class AwsRuntime:
             databases = DataApiDatabases(
                 clients.rds_data, config.database_resource_arn, config.database_secret_arn
             )
-        aws_services: Services = AwsServices(
+        # Kept unwrapped: the queue function hides a failed message through these even when
+        # the platform sees them through the harness's stand-ins.
+        self.aws_services = AwsServices(
             dynamodb=clients.dynamodb,
             table=config.table,
             sqs=clients.sqs,
@@ -135,7 +137,7 @@ class AwsRuntime:
             config.project,
             self.store,
             self.clock,
-            services=aws_services if services is None else services(aws_services),
+            services=self.aws_services if services is None else services(self.aws_services),
             waker=self.waker,
             observer=observer,
             cache_size=cache_size,
