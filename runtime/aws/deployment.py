@@ -63,7 +63,14 @@ class Names:
 
 
 def _queue(sqs: Any, name: str, attributes: dict[str, str]) -> tuple[str, str]:
-    url = str(sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"])
+    try:
+        url = str(sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"])
+    except ClientError as e:
+        if error_code(e) not in ("QueueAlreadyExists", "QueueNameExists"):
+            raise
+        # A deploy changed the queue's settings: update it in place, as the stack does.
+        url = str(sqs.get_queue_url(QueueName=name)["QueueUrl"])
+        sqs.set_queue_attributes(QueueUrl=url, Attributes=attributes)
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     return url, str(arn)
 

@@ -59,3 +59,31 @@ def test_strict_false_leaves_the_message_to_sqs_and_keeps_the_error_in_the_log(t
         errors = [r for r in p.logs if r.get("level") == "error"]
         assert len(errors) == 1 and "delivering it failed" in errors[0]["message"], errors
         assert errors[0]["traceback"] and errors[0]["queue"] == "tuned"
+
+
+def test_a_deploy_that_changes_a_queues_settings_changes_its_redrive_and_delay(
+    tmp_path: Path, p: AwsPlatform
+) -> None:
+    """The harness's user queues follow the project's settings (issue 25), so a deploy that
+    changes them updates the queues, as `cdk deploy` does, instead of failing on the queue
+    that exists."""
+    import shutil
+
+    changed = tmp_path / "changed"
+    shutil.copytree(PROJECT, changed)
+    toml = changed / "lunaflow.toml"
+    toml.write_text(
+        toml.read_text(encoding="utf-8").replace(
+            'attempts = 5\nretry_delay = "10s"', 'attempts = 2\nretry_delay = "1m"'
+        ),
+        encoding="utf-8",
+    )
+    p.deploy(changed)
+    start = p.now
+    send(p, "tuned")
+    p.advance("1h")
+    delivered = [r["fields"] for r in p.logs if r.get("message") == "delivered"]
+    assert [(f["attempts"], round(f["at"] - start)) for f in delivered] == [(1, 0), (2, 60)]
+    url = p.config.queue_urls["tuned"]
+    attributes = p.clients.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert int(json.loads(attributes["RedrivePolicy"])["maxReceiveCount"]) == 2
