@@ -305,6 +305,22 @@ def date_format() -> str:
     return re.sub(r"^x\.lua:1: ", "", str(message))
 
 
+def database_name() -> str:
+    ok, message = Sandbox().engine.load_script("x.lua", 'database "my-sales" {}', 100_000)
+    assert not ok
+    return str(message).split(": ", 1)[1]  # after the script and line
+
+
+def test_the_database_name_message() -> None:
+    assert matches(template("Database name"), database_name())
+
+
+def test_the_database_name_bound_is_the_preludes() -> None:
+    source = PRELUDE.read_text(encoding="utf-8")
+    bound = re.search(r"check_database_name\(name\)\n  if #name <= (\d+)", source)
+    assert bound and first_number(row("Database name")["Value"]) == int(bound.group(1))
+
+
 def random_bytes() -> str:
     ok, message = Sandbox().engine.load_script("x.lua", "crypto.random_bytes(65537)", 100_000)
     assert not ok
@@ -579,6 +595,7 @@ def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
         "Queue retry delay",
         "`crypto.random_bytes` length",
         "`os.date` format length",
+        "Database name",
         "Step attempt time",
         "Interrupted starts of one attempt",
         "Outbound HTTP exchange time",
