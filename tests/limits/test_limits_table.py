@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import re
 import socket
 import threading
@@ -369,6 +370,26 @@ def test_the_aws_request_body_message() -> None:
     assert matches(template("Request body (AWS)"), aws_body())
 
 
+def test_the_local_platform_request_body_message() -> None:
+    with LocalPlatform(HTTP) as p:
+        response = p.fetch("POST", "/", body="x" * (limits.MAX_BODY_BYTES + 1))
+    assert response.status_code == 413
+    assert matches(template("Request body (`LocalPlatform`)"), response.body)
+
+
+def test_the_fetch_response_message(tmp_path: Path) -> None:
+    root = tmp_path / "big"
+    root.mkdir()
+    (root / "main.lua").write_text(
+        'on "fetch" (function() return { status_code = 200, body = string.rep("x", 7e6) } end)\n',
+        encoding="utf-8",
+    )
+    with LocalPlatform(root) as p:
+        response = p.fetch("GET", "/big")
+    assert response.status_code == 500
+    assert matches(template("Fetch response"), json.loads(response.body)["error"])
+
+
 def test_the_run_id_message() -> None:
     """SPEC 3: "Anything else is refused: run id must be a non-empty string without '/'
     (got "a/b")"."""
@@ -585,6 +606,8 @@ def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
         "CPU time per Lua call",
         "Request body (`lunaflow dev`)",
         "Request body (AWS)",
+        "Request body (`LocalPlatform`)",
+        "Fetch response",
         "Step timeout (AWS)",
         "Run id length",
         "Longest duration",
