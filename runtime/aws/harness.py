@@ -43,6 +43,7 @@ from typing import Any
 from urllib.request import urlopen
 
 import boto3
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from botocore.config import Config
 
 from runtime.aws import container, deployment
@@ -249,11 +250,14 @@ class AwsPlatform(Harness):
         if not got:
             return 0
         failed: set[str]
+        crashed: Exception | None = None
         try:
             answer = self.invoke(handler, sqs_event(got, queue_arn, self.region), timeout_s, rt)
             failed = {f["itemIdentifier"] for f in (answer or {}).get("batchItemFailures", [])}
-        except Exception:  # the whole batch failed: Lambda leaves every message to SQS
+        except Exception as e:  # the whole batch failed: Lambda leaves every message to SQS
             failed = {m["MessageId"] for m in got}
+            if not isinstance(e, BatchProcessingError):  # not its records' failures: its own
+                crashed = e
         for m in got:
             if m["MessageId"] not in failed:
                 sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
@@ -262,11 +266,13 @@ class AwsPlatform(Harness):
         if failed and handler == Handler.QUEUE and self.strict:
             # A handler's own error is a retry; an error of the platform is never swallowed.
             broken = self._delivery_errors(rt or self.runtime, failed)
+            if crashed is not None:
+                broken.append(f"{type(crashed).__name__}: {crashed}")
             if broken:
                 raise DeliveryFailed(
                     f"the queue function failed: {broken[-1]}; AwsPlatform(strict=False) leaves "
                     "such messages to SQS's redelivery instead"
-                )
+                ) from crashed
         return len(got)
 
     def _delivery_errors(self, rt: AwsRuntime, message_ids: set[str]) -> list[str]:
