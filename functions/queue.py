@@ -4,6 +4,7 @@ from lunaflow.toml), goes to its dead-letter queue (``runtime.aws.queues``)."""
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -31,16 +32,26 @@ def queue_name(record: dict[str, Any]) -> str:
 def _record(record: dict[str, Any]) -> None:
     queue = queue_name(record)
     message_id, body = str(record["messageId"]), str(record.get("body", ""))
-    outcome = deliver(
-        runtime(),
-        QueueRecord(
-            queue=queue,
-            message_id=message_id,
-            body=body,
-            receive_count=int(record.get("attributes", {}).get("ApproximateReceiveCount") or 1),
-            receipt_handle=str(record["receiptHandle"]),
-        ),
-    )
+    rt = runtime()
+    try:
+        outcome = deliver(
+            rt,
+            QueueRecord(
+                queue=queue,
+                message_id=message_id,
+                body=body,
+                receive_count=int(record.get("attributes", {}).get("ApproximateReceiveCount") or 1),
+                receipt_handle=str(record["receiptHandle"]),
+            ),
+        )
+    except Exception as e:
+        # ``deliver`` answers a handler's failure with an outcome: this is the platform's own
+        # error. It is logged as one (the harness raises it from the call that settled it),
+        # never taken for a retry, and the message is left to SQS's redelivery.
+        text = f"queue {queue} message {message_id}: delivering it failed: {e}"
+        rt.log_error(text, traceback.format_exc(), queue=queue, message_id=message_id)
+        logger.exception("queue delivery failed", extra={"queue": queue, "message_id": message_id})
+        raise
     if outcome.verdict is Verdict.DROPPED:
         logger.warning(
             "queue message dropped",

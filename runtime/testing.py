@@ -4,7 +4,7 @@ a moto server). ``runtime.testing`` is the public import path whatever the packa
 the harnesses live in ``runtime.dev.harness`` and ``runtime.aws.harness``.
 """
 
-from runtime.aws.harness import AwsPlatform, WakeFailed
+from runtime.aws.harness import AwsPlatform, DeliveryFailed, WakeFailed
 from runtime.dev.harness import LocalPlatform
 
-__all__ = ["AwsPlatform", "LocalPlatform", "WakeFailed"]
+__all__ = ["AwsPlatform", "DeliveryFailed", "LocalPlatform", "WakeFailed"]

@@ -10,14 +10,13 @@ visibility timeout becomes the queue's, so a message whose invocation crashed wa
 
 from __future__ import annotations
 
-import math
-
 from aws_cdk import Duration
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra import constants
 from infra.capabilities.wake import encrypted_queue
+from runtime.aws.contract import user_queue_visibility_s
 from runtime.platform.describe import ProjectNeeds
 
 
@@ -28,7 +27,7 @@ class UserQueues(Construct):
         self.dead_letters: dict[str, sqs.Queue] = {}
         for name, queue in sorted(needs.queue_settings.items()):
             safe = "".join(c if c.isalnum() else "-" for c in name)
-            visibility_s = max(constants.USER_QUEUE_VISIBILITY_S, math.ceil(queue.retry_delay_s))
+            visibility_s = user_queue_visibility_s(queue.retry_delay_s)
             dlq = encrypted_queue(self, f"{safe}DeadLetters", visibility_s=visibility_s)
             self.dead_letters[name] = dlq
             self.queues[name] = sqs.Queue(

@@ -8,6 +8,7 @@ changed here changes on both sides at once.
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 
 
@@ -94,7 +95,15 @@ QUEUE_TIMEOUT_S = 60
 CONSOLE_TIMEOUT_S = 30
 WAKE_VISIBILITY_S = 6 * WORKER_TIMEOUT_S  # AWS's advice for SQS event sources: 6x the timeout
 USER_QUEUE_VISIBILITY_S = 6 * QUEUE_TIMEOUT_S
-MAX_RECEIVES = 5  # deliveries before a message goes to its dead-letter queue
+MAX_RECEIVES = 5  # deliveries of a wake before it goes to its dead-letter queue
 DLQ_RETENTION_DAYS = 14
 RECONCILE_MINUTES = 1
 RECONCILE_EVENT = {"lunaflow": "reconcile"}  # what the reconcile rule sends the worker
+
+
+def user_queue_visibility_s(retry_delay_s: float) -> int:
+    """A user queue's visibility timeout: the usual one, or the queue's retry delay where that
+    is longer, so a message whose invocation crashed waits as long as one that failed. (A
+    user queue's ``maxReceiveCount`` is its ``attempts``: the stack and the harness both
+    write it from the project's settings.)"""
+    return max(USER_QUEUE_VISIBILITY_S, math.ceil(retry_delay_s))

@@ -1,8 +1,9 @@
 """A deployment's AWS resources, made from the definitions the CDK stack uses, for the
 harness (``runtime.aws.harness``) and tests on moto: the store's table
 (``table_definition`` and its TTL attribute), the wake queue and its dead-letter queue, one
-queue (and dead-letter queue) per user queue the project names, and the Scheduler group,
-with the queue settings of ``runtime.aws.contract``. Making them again is harmless: what
+queue (and dead-letter queue) per user queue the project names, redriven after the queue's
+``attempts`` as the stack does, and the Scheduler group, with the queue settings of
+``runtime.aws.contract``. Making them again is harmless: what
 exists is kept (a second ``CreateScheduleGroup`` would wipe the group's schedules in moto,
 so the group is looked up first).
 """
@@ -10,6 +11,7 @@ so the group is looked up first).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from runtime.aws.config import AwsConfig
-from runtime.aws.contract import MAX_RECEIVES, USER_QUEUE_VISIBILITY_S, WAKE_VISIBILITY_S
+from runtime.aws.contract import MAX_RECEIVES, WAKE_VISIBILITY_S, user_queue_visibility_s
+from runtime.services.queues import QueueSettings
 from runtime.store.dynamodb import TTL_ATTRIBUTE, table_definition
 from runtime.store.items import error_code
 
@@ -60,20 +63,30 @@ class Names:
 
 
 def _queue(sqs: Any, name: str, attributes: dict[str, str]) -> tuple[str, str]:
-    url = str(sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"])
+    try:
+        url = str(sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"])
+    except ClientError as e:
+        if error_code(e) not in ("QueueAlreadyExists", "QueueNameExists"):
+            raise
+        # A deploy changed the queue's settings: update it in place, as the stack does.
+        url = str(sqs.get_queue_url(QueueName=name)["QueueUrl"])
+        sqs.set_queue_attributes(QueueUrl=url, Attributes=attributes)
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     return url, str(arn)
 
 
-def _with_dead_letters(sqs: Any, name: str, visibility_s: int) -> tuple[str, str]:
-    """A queue whose messages go to ``<name>-dlq`` after ``MAX_RECEIVES`` deliveries."""
+def _with_dead_letters(sqs: Any, name: str, visibility_s: int, receives: int) -> tuple[str, str]:
+    """A queue whose messages go to ``<name>-dlq`` after ``receives`` deliveries."""
     _, dlq_arn = _queue(sqs, f"{name}-dlq", {"VisibilityTimeout": str(visibility_s)})
-    redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(MAX_RECEIVES)})
+    redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(receives)})
     return _queue(sqs, name, {"VisibilityTimeout": str(visibility_s), "RedrivePolicy": redrive})
 
 
-def create(clients: Any, names: Names, project: Path, queues: list[str]) -> AwsConfig:
-    """Make (or find) the resources; returns the configuration the functions would read."""
+def create(clients: Any, names: Names, project: Path, queues: Mapping[str, QueueSettings]) -> AwsConfig:
+    """Make (or find) the resources; returns the configuration the functions would read.
+    ``queues``: every user queue the project names, with its settings, which give its
+    ``maxReceiveCount`` (its attempts) and visibility timeout as in the stack
+    (``infra/capabilities/queues.py``)."""
     try:
         clients.dynamodb.create_table(**table_definition(names.table))
         clients.dynamodb.update_time_to_live(
@@ -83,10 +96,12 @@ def create(clients: Any, names: Names, project: Path, queues: list[str]) -> AwsC
     except ClientError as e:
         if error_code(e) != "ResourceInUseException":
             raise
-    wake_url, wake_arn = _with_dead_letters(clients.sqs, names.wake_queue, WAKE_VISIBILITY_S)
+    wake_url, wake_arn = _with_dead_letters(clients.sqs, names.wake_queue, WAKE_VISIBILITY_S, MAX_RECEIVES)
     queue_urls = {
-        name: _with_dead_letters(clients.sqs, names.user_queue(name), USER_QUEUE_VISIBILITY_S)[0]
-        for name in queues
+        name: _with_dead_letters(
+            clients.sqs, names.user_queue(name), user_queue_visibility_s(q.retry_delay_s), q.attempts
+        )[0]
+        for name, q in sorted(queues.items())
     }
     try:
         clients.s3.create_bucket(Bucket=names.bucket, **_location(clients.s3))

@@ -20,8 +20,10 @@ function, replaced by ``deploy`` and ``restart``. The harness's own calls (``sta
 ``signal``, ...) go through that container's run API, as the CLI's ``--aws`` mode does.
 
 A wake the worker fails raises ``WakeFailed`` from the call that settled it (``strict``,
-the default), so a test sees the error; ``strict=False`` leaves the message to SQS's
-redelivery and the reconciler, as on AWS.
+the default), so a test sees the error; a queue message the queue function fails for a
+reason of its own (not the handler's error, which is a retry) raises ``DeliveryFailed``
+likewise. ``strict=False`` leaves such messages to SQS's redelivery and the reconciler, as
+on AWS.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from typing import Any
 from urllib.request import urlopen
 
 import boto3
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from botocore.config import Config
 
 from runtime.aws import container, deployment
@@ -71,6 +74,11 @@ MAX_ROUNDS = 10_000  # batches one settle delivers before it is taken for a loop
 
 class WakeFailed(LunaflowError):
     """The worker handler failed a wake (``AwsPlatform(strict=True)``)."""
+
+
+class DeliveryFailed(LunaflowError):
+    """The queue function failed a message for a reason of its own, not its handler's error
+    (``AwsPlatform(strict=True)``)."""
 
 
 class AwsPlatform(Harness):
@@ -131,9 +139,8 @@ class AwsPlatform(Harness):
 
     def _deploy_resources(self, project: Path) -> Any:
         needs = describe(project)
-        queues = sorted(set(needs.queues) | set(needs.sent_queues))
         self._handled_queues = sorted(needs.queues)
-        config = deployment.create(self.clients, self.names, project, queues)
+        config = deployment.create(self.clients, self.names, project, needs.queue_settings)
         if needs.databases:  # Aurora's Data API, answered over SQLite files (moto runs no SQL)
             config = replace(
                 config,
@@ -243,17 +250,38 @@ class AwsPlatform(Harness):
         if not got:
             return 0
         failed: set[str]
+        crashed: Exception | None = None
         try:
             answer = self.invoke(handler, sqs_event(got, queue_arn, self.region), timeout_s, rt)
             failed = {f["itemIdentifier"] for f in (answer or {}).get("batchItemFailures", [])}
-        except Exception:  # the whole batch failed: Lambda leaves every message to SQS
+        except Exception as e:  # the whole batch failed: Lambda leaves every message to SQS
             failed = {m["MessageId"] for m in got}
+            if not isinstance(e, BatchProcessingError):  # not its records' failures: its own
+                crashed = e
         for m in got:
             if m["MessageId"] not in failed:
                 sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
         if failed and handler == Handler.WORKER and self.strict:
             raise WakeFailed(self._failure_text([m for m in got if m["MessageId"] in failed]))
+        if failed and handler == Handler.QUEUE and self.strict:
+            # A handler's own error is a retry; an error of the platform is never swallowed.
+            broken = self._delivery_errors(rt or self.runtime, failed)
+            if crashed is not None:
+                broken.append(f"{type(crashed).__name__}: {crashed}")
+            if broken:
+                raise DeliveryFailed(
+                    f"the queue function failed: {broken[-1]}; AwsPlatform(strict=False) leaves "
+                    "such messages to SQS's redelivery instead"
+                ) from crashed
         return len(got)
+
+    def _delivery_errors(self, rt: AwsRuntime, message_ids: set[str]) -> list[str]:
+        """The errors the queue function logged for these messages (not their handlers' own)."""
+        return [
+            str(r["message"])
+            for r in rt.platform.logs
+            if r.get("level") == "error" and r.get("message_id") in message_ids
+        ]
 
     def _failure_text(self, messages: list[dict[str, Any]]) -> str:
         errors = [r for r in self.platform.logs if r.get("level") == "error"]

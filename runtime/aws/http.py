@@ -9,7 +9,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
-from runtime.platform.fetch import MAX_BODY_BYTES, Response, request_table
+from runtime.platform.fetch import MAX_BODY_BYTES, Response, body_too_large, gateway_response, request_table
 
 NOT_BASE64 = "request body is marked base64 but is not valid base64"
 
@@ -47,13 +47,7 @@ def request_from_event(raw: dict[str, Any]) -> dict[str, Any]:
     else:
         data = str(body).encode("utf-8")
     if len(data) > MAX_BODY_BYTES:
-        raise BadRequest(
-            Response(
-                413,
-                {"content-type": "text/plain"},
-                f"request body is over the limit of {MAX_BODY_BYTES} bytes",
-            )
-        )
+        raise BadRequest(body_too_large(len(data)))
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -66,11 +60,5 @@ def request_from_event(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def response_to_event(response: Response) -> dict[str, Any]:
-    headers = dict(response.headers)
-    headers.setdefault("content-type", "text/plain; charset=utf-8")
-    return {
-        "statusCode": response.status_code,
-        "headers": headers,
-        "body": response.body,
-        "isBase64Encoded": False,
-    }
+    # The shape every platform measures a response by (``MAX_RESPONSE_BYTES``).
+    return gateway_response(response)

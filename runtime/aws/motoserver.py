@@ -127,8 +127,8 @@ def _next_visible(region: str, names: Iterable[str], now_ms: float) -> float | N
         if queue is None:
             continue
         for message in list(queue._messages):
-            # moto shows a message once now > visible_at, and holds it while now < delayed_until.
-            ready = max(float(message.delayed_until or 0), float(message.visible_at or 0) + 1)
+            # Shown once now >= visible_at (patched in ``serve``), held while now < delayed_until.
+            ready = max(float(message.delayed_until or 0), float(message.visible_at or 0))
             if ready > now_ms:
                 found.append(ready)
     return min(found) if found else None
@@ -175,6 +175,14 @@ def serve() -> None:
         return receive(self, queue_name, count, wait, *rest)
 
     setattr(sqs_models.SQSBackend, "receive_message", receive_now)  # noqa: B010
+
+    def visible(self: Any) -> bool:
+        # moto shows a hidden message a millisecond after its visibility timeout (now >
+        # visible_at); a message hidden for a queue's 10 s retry delay is due at 10 s, as a
+        # 10 s DelaySeconds is and as LocalPlatform delivers it.
+        return bool(clock.millis() >= self.visible_at)
+
+    setattr(sqs_models.Message, "visible", property(visible))  # noqa: B010
     app = _Server(DomainDispatcherApplication(create_backend_app), clock)
     server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
     print(f"PORT {server.server_address[1]}", flush=True)

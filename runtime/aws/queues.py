@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from botocore.exceptions import ClientError
 
 from runtime.aws.runtime import AwsRuntime
-from runtime.aws.services import AwsServices
-from runtime.errors import EngineBug
 
 log = logging.getLogger("lunaflow.aws")
 
@@ -78,11 +76,8 @@ def deliver(rt: AwsRuntime, record: QueueRecord) -> Outcome:
 
 
 def _hide(rt: AwsRuntime, record: QueueRecord, seconds: int) -> None:
-    services = rt.platform.services
-    if not isinstance(services, AwsServices):
-        raise EngineBug("the AWS runtime runs without its AWS services")
     try:
-        services.queues.hide(record.queue, record.receipt_handle, seconds)
+        rt.aws_services.queues.hide(record.queue, record.receipt_handle, seconds)
     except ClientError as e:  # the message then keeps the queue's visibility timeout
         log.warning(
             "queue %s message %s: could not hide it for %ss: %s", record.queue, record.message_id, seconds, e

@@ -127,7 +127,9 @@ class AwsRuntime:
                 clients.rds_data, config.database_resource_arn, config.database_secret_arn
             )
         self.databases = databases  # what `lunaflow check --aws` reads pending migrations from
-        aws_services: Services = AwsServices(
+        # Kept unwrapped: the queue function hides a failed message through these even when
+        # the platform sees them through the harness's stand-ins.
+        self.aws_services = AwsServices(
             dynamodb=clients.dynamodb,
             table=config.table,
             sqs=clients.sqs,
@@ -139,7 +141,7 @@ class AwsRuntime:
             config.project,
             self.store,
             self.clock,
-            services=aws_services if services is None else services(aws_services),
+            services=self.aws_services if services is None else services(self.aws_services),
             waker=self.waker,
             observer=observer,
             cache_size=cache_size,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -50,6 +49,10 @@ def wake_message(run_id: str, reason: str, due_ms: int | None = None, tries: int
     if tries is not None:
         body["tries"] = tries
     return json.dumps(body, separators=(",", ":"))
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 class AwsWaker:
@@ -112,9 +115,9 @@ class AwsWaker:
                 self._delete(schedule_name(run_id))
                 self._ledger.arm_timer(run_id, None)
             return
-        wait_s = due_ms / 1000 - self._clock.now()
+        wait_s = self._seconds_until(due_ms)
         if wait_s <= MAX_SQS_DELAY_S:
-            self.send(wake_message(run_id, "timer", due_ms), math.ceil(wait_s))
+            self.send(wake_message(run_id, "timer", due_ms), wait_s)
             if armed is not None:
                 self._delete(schedule_name(run_id))  # a longer timer's schedule, no longer needed
                 self._ledger.arm_timer(run_id, None)
@@ -126,10 +129,16 @@ class AwsWaker:
 
     def early(self, run_id: str, due_ms: int) -> None:
         """A timer's wake came before its time: send it again for the time it still has."""
-        self.send(wake_message(run_id, "timer", due_ms), math.ceil((due_ms - now_ms(self._clock)) / 1000))
+        self.send(wake_message(run_id, "timer", due_ms), self._seconds_until(due_ms))
+
+    def _seconds_until(self, due_ms: int) -> int:
+        """Whole seconds from now to ``due_ms``, rounded up, computed in whole milliseconds:
+        in float seconds an epoch time carries an error of 2**-22 s, which rounds a delay of
+        exactly 8 s up to 9."""
+        return _ceil_div(due_ms - now_ms(self._clock), 1000)
 
     def _schedule(self, run_id: str, due_ms: int) -> None:
-        at = datetime.fromtimestamp(math.ceil(due_ms / 1000), UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        at = datetime.fromtimestamp(_ceil_div(due_ms, 1000), UTC).strftime("%Y-%m-%dT%H:%M:%S")
         request = {
             "Name": schedule_name(run_id),
             "GroupName": self.group,

@@ -7,6 +7,7 @@ One shape for ``lunaflow dev``, the test harness and (later) API Gateway: a requ
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,7 +17,13 @@ from urllib.parse import parse_qsl
 from runtime.engine.code import Code
 from runtime.errors import InvalidInput
 
-MAX_BODY_BYTES = 1024 * 1024
+MAX_BODY_BYTES = 1024 * 1024  # a request's body, in UTF-8 bytes (below API Gateway's 10 MB)
+# A synchronous Lambda invocation's response, as Lambda words it: "Response payload size
+# exceeded maximum allowed payload size (6291556 bytes)"; API Gateway then answers a bare 500.
+# What is measured is what the fetch function returns (``gateway_response``) as JSON, so JSON
+# escapes and, for a binary body, base64 count, as they do on Lambda.
+MAX_RESPONSE_BYTES = 6_291_556
+DEFAULT_CONTENT_TYPE = "text/plain; charset=utf-8"
 
 
 @dataclass(frozen=True)
@@ -109,6 +116,59 @@ def _is_text(value: Any) -> bool:
     return True
 
 
+def body_bytes(request: dict[str, Any]) -> int:
+    """A request body's size in UTF-8 bytes (0 for one plainly within the limit)."""
+    body = str(request.get("body") or "")
+    return 0 if 4 * len(body) <= MAX_BODY_BYTES else len(body.encode("utf-8"))
+
+
+def body_too_large(size: int) -> Response:
+    """The 413 every platform answers a request body over ``MAX_BODY_BYTES`` with."""
+    return Response(
+        413,
+        {"content-type": "text/plain"},
+        f"request body of {size} bytes is over the limit of {MAX_BODY_BYTES} bytes",
+    )
+
+
+def gateway_response(response: Response) -> dict[str, Any]:
+    """The response as the fetch function returns it to API Gateway (HTTP API, payload
+    format 2.0): the one shape the response limit is measured on, on every platform."""
+    headers = dict(response.headers)
+    headers.setdefault("content-type", DEFAULT_CONTENT_TYPE)
+    return {
+        "statusCode": response.status_code,
+        "headers": headers,
+        "body": response.body,
+        "isBase64Encoded": False,
+    }
+
+
+def response_bytes(response: Response) -> int:
+    """The bytes Lambda would send for ``response``: its API Gateway shape as JSON, encoded
+    as Lambda's Python 3.12 runtime does (``json.dumps``, ``ensure_ascii=False``)."""
+    texts = [response.body, *(k + v for k, v in response.headers.items())]
+    if 6 * sum(len(t) for t in texts) + 200 < MAX_RESPONSE_BYTES:
+        return 0  # within the limit however it escapes (a character is at most 6 bytes of JSON)
+    text = json.dumps(gateway_response(response), ensure_ascii=False)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _too_large(request: dict[str, Any], size: int) -> tuple[Response, Failure]:
+    """A 500 that says which limit, rather than the bare 500 API Gateway would answer."""
+    message = (
+        f"fetch {request.get('method')} {request.get('path')}: the response is {size} bytes as the "
+        f"fetch function would return it to API Gateway, over the limit of {MAX_RESPONSE_BYTES} "
+        "bytes (6 MB) of a synchronous Lambda response, past which API Gateway answers a bare 500; "
+        "answer less per request (pages, a range), or keep the data elsewhere and answer where "
+        "to fetch it"
+    )
+    request_id = str(uuid.uuid4())
+    body = json.dumps({"error": message, "limit_bytes": MAX_RESPONSE_BYTES, "request_id": request_id})
+    headers = {"content-type": "application/json", "x-request-id": request_id}
+    return Response(500, headers, body), Failure(request_id, message, None)
+
+
 def error_response(message: str, status: int = 500) -> tuple[Response, str]:
     request_id = str(uuid.uuid4())
     body = f"internal error (request id {request_id})" if status == 500 else message
@@ -158,6 +218,9 @@ def handle(code: Code, request: dict[str, Any]) -> tuple[Response, Failure | Non
     ok, out, tb = code.call_fetch(request)
     response = shape_response(out) if ok else None
     if response is not None:
+        size = response_bytes(response)
+        if size > MAX_RESPONSE_BYTES:
+            return _too_large(request, size)
         return response, None
     message = str(out) if not ok else NOT_A_RESPONSE
     error, request_id = error_response(message)

@@ -9,7 +9,7 @@ from runtime.core.replay import MAX_STARTS
 from runtime.core.values import MAX_VALUE_BYTES
 from runtime.engine.host import MAX_LOG_CHARS
 from runtime.engine.sandbox import DEFAULT_CPU_SECONDS, DEFAULT_INSTRUCTIONS, DEFAULT_MEMORY_BYTES
-from runtime.platform.fetch import MAX_BODY_BYTES
+from runtime.platform.fetch import MAX_BODY_BYTES, MAX_RESPONSE_BYTES
 from runtime.platform.logs import MAX_LOG_HISTORY_CHARS, MAX_LOG_RECORDS
 from runtime.services.builtins import DEFAULT_HTTP_TIMEOUT_S
 from runtime.services.keys import MAX_KEY_BYTES
@@ -28,6 +28,7 @@ __all__ = [
     "MAX_LOG_HISTORY_CHARS",
     "MAX_LOG_RECORDS",
     "MAX_MS",
+    "MAX_RESPONSE_BYTES",
     "MAX_RETRY_DELAY_S",
     "MAX_RUN_ID_BYTES",
     "MAX_SIGNAL_BACKLOG",

@@ -214,8 +214,13 @@ class Platform(Runs):
                     raise EngineBug("the worker loop did not settle after a million activations")
 
     def fetch(self, request: dict[str, Any], worker: Worker | None = None) -> tuple[Response, Failure | None]:
-        """Run the fetch handler; ``InvalidInput`` for a request that is not text."""
+        """Run the fetch handler; ``InvalidInput`` for a request that is not text. A body over
+        the limit is answered 413 here too, as ``lunaflow dev`` and API Gateway's fetch
+        function answer it before they call this (``LocalPlatform`` does not)."""
         fetch.check_text(request)
+        size = fetch.body_bytes(request)
+        if size > fetch.MAX_BODY_BYTES:
+            return fetch.body_too_large(size), None
         if worker is None:
             worker = self.worker = self.fresh(self.worker)
         response, failure = fetch.handle(worker.code, request)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import re
 import socket
 import threading
@@ -305,6 +306,22 @@ def date_format() -> str:
     return re.sub(r"^x\.lua:1: ", "", str(message))
 
 
+def database_name() -> str:
+    ok, message = Sandbox().engine.load_script("x.lua", 'database "my-sales" {}', 100_000)
+    assert not ok
+    return str(message).split(": ", 1)[1]  # after the script and line
+
+
+def test_the_database_name_message() -> None:
+    assert matches(template("Database name"), database_name())
+
+
+def test_the_database_name_bound_is_the_preludes() -> None:
+    source = PRELUDE.read_text(encoding="utf-8")
+    bound = re.search(r"check_database_name\(name\)\n  if #name <= (\d+)", source)
+    assert bound and first_number(row("Database name")["Value"]) == int(bound.group(1))
+
+
 def random_bytes() -> str:
     ok, message = Sandbox().engine.load_script("x.lua", "crypto.random_bytes(65537)", 100_000)
     assert not ok
@@ -351,6 +368,26 @@ def test_the_dev_request_body_message(tmp_path: Path) -> None:
 
 def test_the_aws_request_body_message() -> None:
     assert matches(template("Request body (AWS)"), aws_body())
+
+
+def test_the_local_platform_request_body_message() -> None:
+    with LocalPlatform(HTTP) as p:
+        response = p.fetch("POST", "/", body="x" * (limits.MAX_BODY_BYTES + 1))
+    assert response.status_code == 413
+    assert matches(template("Request body (`LocalPlatform`)"), response.body)
+
+
+def test_the_fetch_response_message(tmp_path: Path) -> None:
+    root = tmp_path / "big"
+    root.mkdir()
+    (root / "main.lua").write_text(
+        'on "fetch" (function() return { status_code = 200, body = string.rep("x", 7e6) } end)\n',
+        encoding="utf-8",
+    )
+    with LocalPlatform(root) as p:
+        response = p.fetch("GET", "/big")
+    assert response.status_code == 500
+    assert matches(template("Fetch response"), json.loads(response.body)["error"])
 
 
 def test_the_run_id_message() -> None:
@@ -569,6 +606,8 @@ def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
         "CPU time per Lua call",
         "Request body (`lunaflow dev`)",
         "Request body (AWS)",
+        "Request body (`LocalPlatform`)",
+        "Fetch response",
         "Step timeout (AWS)",
         "Run id length",
         "Longest duration",
@@ -579,6 +618,7 @@ def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
         "Queue retry delay",
         "`crypto.random_bytes` length",
         "`os.date` format length",
+        "Database name",
         "Step attempt time",
         "Interrupted starts of one attempt",
         "Outbound HTTP exchange time",

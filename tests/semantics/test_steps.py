@@ -160,6 +160,24 @@ def test_configured_backoff_doubles_from_its_value(p: LocalPlatform, attempts: A
     assert [t - start for t in attempts.times("flaky")] == [0, 5, 15, 35]
 
 
+def test_whole_second_backoffs_fire_on_time_whatever_the_clock_reads(
+    p: LocalPlatform, attempts: Attempts
+) -> None:
+    """Issue 25: the default backoff's attempts at 0, 2, 6, 14 s on both harnesses, though the
+    clock shows a fraction of a second (on AWS a wake's SQS delay was computed in float
+    seconds and rounded up, so 8 s became 8.000000238 s, then 9: attempts at 0, 2, 7, 16)."""
+    for fraction in ("1ms", "250ms", "333ms"):
+        p.advance(fraction)
+        start_ms = round(p.now * 1000)
+        run_id = f"r-{fraction}"
+        before = len(attempts.times("flaky"))
+        p.start("retry", {"retries": 4}, id=run_id)
+        p.advance("1m")
+        times = attempts.times("flaky")[before:]
+        assert [round(t * 1000) - start_ms for t in times] == [0, 2000, 6000, 14000], fraction
+        assert p.get(run_id).status == "failed"
+
+
 def test_backoff_doubling_has_no_cap(p: LocalPlatform, attempts: Attempts) -> None:
     """ "doubling after that, with no cap": from 1h the waits go on doubling to 1024h."""
     start = p.now

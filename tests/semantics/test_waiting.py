@@ -67,6 +67,60 @@ def test_sleep_resumes_after_the_duration_not_before(p: LocalPlatform, duration,
     assert p.get("s1").status == "completed"
 
 
+def asleep_until(p: LocalPlatform, run_id: str, ms: int, status: str = "sleeping") -> None:
+    """The run stays parked until ``ms`` after now, to the millisecond, then completes."""
+    p.advance(f"{ms - 1}ms")
+    assert p.get(run_id).status == status, f"woke before {ms}ms"
+    p.advance("1ms")
+    assert p.get(run_id).status == "completed", f"did not wake at {ms}ms"
+
+
+# Clock readings reached by small advances, as a test's earlier steps leave them: the fake
+# clock sums float seconds, so after these it reads a few ulps off its millisecond.
+CLOCKS = {"on the second": [], "1ms x3": ["1ms"] * 3, "100ms x7": ["100ms"] * 7}
+
+
+@pytest.mark.parametrize("clock", sorted(CLOCKS))
+@pytest.mark.parametrize("duration", ["1s", "8s", "15m"])
+def test_whole_second_sleeps_wake_on_time_whatever_the_clock_reads(
+    p: LocalPlatform, clock: str, duration: str
+) -> None:
+    """Issue 25: timers at whole seconds fire on time on both harnesses, whatever fraction of
+    a second the clock shows (on AWS an SQS delay computed in float seconds was rounded up a
+    second: 8 s became 8.000000238, then 9)."""
+    for piece in CLOCKS[clock]:
+        p.advance(piece)
+    p.start("sleeper", {"d": duration}, id="s1")
+    asleep_until(p, "s1", _ms(duration))
+
+
+@pytest.mark.parametrize("duration", ["15m1s", "1h", "3d"])
+def test_sleeps_past_fifteen_minutes_wake_on_the_second(p: LocalPlatform, duration: str) -> None:
+    """Past SQS's 15-minute delay the AWS path parks on a Scheduler entry, whose `at()` is
+    whole seconds: from a clock on the second, the run wakes at its time, to the millisecond."""
+    p.start("sleeper", {"d": duration}, id="s1")
+    asleep_until(p, "s1", _ms(duration))
+
+
+@pytest.mark.parametrize("clock", sorted(CLOCKS))
+def test_whole_second_wait_timeouts_fire_on_time(p: LocalPlatform, clock: str) -> None:
+    for piece in CLOCKS[clock]:
+        p.advance(piece)
+    p.start("awaiter", {"timeout": "8s"}, id="a1")
+    asleep_until(p, "a1", 8000, status="awaiting")
+    assert p.get("a1").result == {"timed_out": True, "n": 1}
+    p.start("gatherer", {"timeout": "8s"}, id="g1")
+    p.advance("8s")
+    assert p.get("g1").status == "awaiting"  # the first entry timed out; the second waits 8 s more
+    asleep_until(p, "g1", 8000, status="awaiting")
+
+
+def _ms(duration: str) -> int:
+    from runtime.core.durations import parse_ms
+
+    return parse_ms(duration, "test")
+
+
 def test_sleep_is_journaled_as_a_timer_wait(p: LocalPlatform) -> None:
     """Seed: "Each step, signal and timer is journaled before it takes effect"."""
     p.start("sleeper", {"d": "2h"}, id="s1")

@@ -1302,8 +1302,21 @@ base.require = function(name)
 end
 
 -- Declarations of services (their local backends come from the host's service table).
+
+-- On AWS a database's name is Aurora PostgreSQL's DatabaseName: 1-63 letters, digits or
+-- underscores, starting with a letter. Held wherever a project loads, so a name that would
+-- fail the deploy fails the first local test instead.
+local function check_database_name(name)
+  if #name <= 63 and name:match("^[A-Za-z][A-Za-z0-9_]*$") then return end
+  local fix = name:gsub("[^A-Za-z0-9_]", "_")
+  if not fix:match("^[A-Za-z]") then fix = "db_" .. fix end
+  raw_error(sfmt("database name '%s' is not allowed: on AWS it is Aurora PostgreSQL's DatabaseName, "
+    .. "1-63 letters, digits or underscores starting with a letter; name it \"%s\"", name, fix:sub(1, 63)), 3)
+end
+
 base.database = function(name)
   check_name(name, "database")
+  check_database_name(name)
   must_be_top_level("database '" .. name .. "'")
   return function(opts)
     if type_(opts) ~= "table" then
