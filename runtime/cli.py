@@ -32,7 +32,7 @@ from runtime.core import values
 from runtime.core.clock import SystemClock
 from runtime.dev.server import DevServer, NotAProject, ServeError, check_project, data_folder
 from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal, duration
-from runtime.errors import LunaflowError, UnknownWorkflow
+from runtime.errors import AlreadyCancelled, LunaflowError, UnknownWorkflow
 from runtime.platform.faults import with_faults
 from runtime.platform.runs import Runs
 from runtime.store.base import UNREADABLE_RUN, RunRecord
@@ -343,24 +343,28 @@ def cmd_retry(args: argparse.Namespace) -> int:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     runs = _open_runs(args)
-    done = runs.cancel(args.run_id)
+    try:
+        done = runs.cancel(args.run_id)
+    except AlreadyCancelled as again:
+        # The CLI cancel is idempotent: a repeat finishes the cascade (one a crash cut short),
+        # says what it did, and succeeds, so a script may run it until it holds.
+        value = {
+            "cancelled": args.run_id,
+            "children": again.below,
+            "already_cancelled": True,
+            "newly_cancelled": again.changed,
+        }
+        return _done(
+            args, value, f"run {args.run_id} was already cancelled; its cascade is finished: {again.finished}"
+        )
     value = {
         "cancelled": args.run_id,
         "children": done.below,
-        "already_cancelled": done.already,
+        "already_cancelled": False,
         "newly_cancelled": done.changed,
     }
-    if not done.already:
-        note = f" and the runs it started: {', '.join(done.below)}" if done.below else ""
-        return _done(args, value, f"cancelled {args.run_id}{note}")
-    # A repeated cancel finishes the cascade (one a crash cut short) and says what it did.
-    late = [r for r in done.changed if r != args.run_id]
-    finished = (
-        f"cancelled the {len(late)} runs below it still live: {', '.join(late)}"
-        if late
-        else "every run it started had ended already"
-    )
-    return _done(args, value, f"run {args.run_id} was already cancelled; its cascade is finished: {finished}")
+    note = f" and the runs it started: {', '.join(done.below)}" if done.below else ""
+    return _done(args, value, f"cancelled {args.run_id}{note}")
 
 
 def cmd_signal(args: argparse.Namespace) -> int:

@@ -63,6 +63,28 @@ class InvalidTransition(LunaflowError):
     """An action that the run's current status does not allow (resume a completed run...)."""
 
 
+class AlreadyCancelled(InvalidTransition):
+    """A cancel of a run that is cancelled already: refused as a transition (SPEC 3: cancel
+    applies to every state but completed and cancelled), after it finished the run's cascade,
+    which a crash may have cut short. ``below`` and ``changed`` say what that walk found and did."""
+
+    def __init__(self, run_id: str, below: list[str], changed: list[str]) -> None:
+        self.run_id = run_id
+        self.below = below
+        self.changed = changed
+        late = [r for r in changed if r != run_id]
+        finished = (
+            f"cancelled the {len(late)} runs below it still live: {', '.join(late)}"
+            if late
+            else "every run it started had ended already"
+        )
+        self.finished = finished
+        super().__init__(
+            f"run '{run_id}' is cancelled already, so it cannot be cancelled again (cancel applies "
+            f"to runs that have not ended); its cascade is finished: {finished}"
+        )
+
+
 class ProjectLoadError(LunaflowError):
     """A project could not be loaded: a script failed to parse or raised, or declared twice."""
 

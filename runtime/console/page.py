@@ -25,7 +25,7 @@ from runtime.console import render
 from runtime.console.actions import LocalActions
 from runtime.console.html import Zone, document, e
 from runtime.console.search import RunQuery
-from runtime.errors import LunaflowError, NoSuchRun
+from runtime.errors import AlreadyCancelled, LunaflowError, NoSuchRun
 from runtime.platform.fetch import Response
 from runtime.platform.runs import Runs
 
@@ -199,6 +199,12 @@ class LocalConsole:
                 self.runs.retry(run_id)
             else:
                 self.runs.cancel(run_id)
+        except AlreadyCancelled as again:  # a repeat finished the cascade: say so, not "refused"
+            self.poke()
+            return self._redirect(
+                self._run_url(run_id),
+                f"Run {run_id} was already cancelled; its cascade is finished: {again.finished}.",
+            )
         except LunaflowError as err:
             return self._refused(str(err), 409, back)
         self.poke()

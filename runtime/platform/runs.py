@@ -21,6 +21,7 @@ from runtime.core.journal import CANCELLABLE, FORMAT_VERSION, RESUMABLE, Entry, 
 from runtime.engine.observe import Observer, Quiet
 from runtime.engine.wake import Waker, Wakes
 from runtime.errors import (
+    AlreadyCancelled,
     InvalidInput,
     InvalidTransition,
     JournalConflict,
@@ -35,11 +36,10 @@ log = logging.getLogger("lunaflow.runs")
 
 @dataclass(frozen=True)
 class Cancelled:
-    """What one cancel did: ``already`` when the run was cancelled before it (the call then
-    finished its cascade), ``below`` every run under it, ``changed`` the runs it cancelled."""
+    """What one cancel did: ``below`` every run under it, ``changed`` the runs it cancelled
+    (a repeat cancel raises ``AlreadyCancelled``, which carries the same two lists)."""
 
     run_id: str
-    already: bool
     below: list[str]
     changed: list[str]
 
@@ -167,7 +167,8 @@ class Runs:
 
     def cancel(self, run_id: str, *, workflow: str | None = None) -> Cancelled:
         """Cancel the run and every run below it. Cancelling a run already cancelled finishes
-        its cascade (a crash may have cut it short) and changes nothing else.
+        its cascade (a crash may have cut it short), changes nothing else, and then raises
+        ``AlreadyCancelled``: the SPEC refuses the transition, the issue asks the walk.
 
         The intent is recorded before anything changes and dropped once the walk is done, so
         a cascade cut short by a crash is finished on restart (``finish_cancels``)."""
@@ -188,7 +189,9 @@ class Runs:
                     f"run '{run_id}' became {now.status} while it was being cancelled, so it was not "
                     "cancelled; nothing to do"
                 )
-        return Cancelled(run_id, already=run.status == Status.CANCELLED, below=done[0], changed=done[1])
+        if run.status == Status.CANCELLED:
+            raise AlreadyCancelled(run_id, done[0], done[1])
+        return Cancelled(run_id, below=done[0], changed=done[1])
 
     def finish_cancels(self, before: float | None = None, limit: int | None = None) -> list[str]:
         """Finish every cascade whose intent was recorded before ``before`` and never ended:

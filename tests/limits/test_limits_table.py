@@ -543,11 +543,31 @@ def busy(tmp_path: Path) -> str:
     assert response.status_code == 503 and response.headers["retry-after"] == "1"
     from runtime.dev.server import REQUEST_STATES, REQUEST_WAIT_S
 
+    from runtime.dev.terminal import duration
+
     return (
         response.body.strip()
         .replace("all 1 Lua states", f"all {REQUEST_STATES} Lua states")
-        .replace("for 0.05 s", f"for {REQUEST_WAIT_S:g} s")
+        .replace(f"for {duration(0.05)} ", f"for {duration(REQUEST_WAIT_S)} ")
     )
+
+
+def overflow() -> str:
+    """The answer to a connection past the most ``lunaflow dev`` serves at once, as the
+    accepting thread writes it (a socket pair stands in for the accepted connection)."""
+    import types
+
+    from runtime.dev.server import _Server
+
+    accepted, client = socket.socketpair()
+    with client:
+        _Server._overflow(types.SimpleNamespace(_warned_at=float("inf")), accepted)  # type: ignore[arg-type]
+        raw = b""
+        while chunk := client.recv(65536):
+            raw += chunk
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 503") and b"retry-after: 1" in head, head
+    return body.decode().strip()
 
 
 def log_line() -> str:
@@ -574,6 +594,10 @@ def test_the_busy_dev_server_message(tmp_path: Path) -> None:
     message = busy(tmp_path)
     assert matches(template("Lua states serving requests (`lunaflow dev`)"), message)
     assert matches(template("Wait for a request's Lua state (`lunaflow dev`)"), message)
+
+
+def test_the_connection_cap_message() -> None:
+    assert matches(template("Connections served at once (`lunaflow dev`)"), overflow())
 
 
 def test_the_log_line_message() -> None:
@@ -624,6 +648,10 @@ def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
         "Outbound HTTP exchange time",
         "Lua states serving requests (`lunaflow dev`)",
         "Wait for a request's Lua state (`lunaflow dev`)",  # the same message
+        "Connections served at once (`lunaflow dev`)",
+        # No message: the connection is closed; tests/dev_server/test_connections.py waits
+        # out the 10 s on a real server, for a silent client and for a trickling one.
+        "Time to send a request head (`lunaflow dev`)",
         "Log line",
         "Log history kept (`LocalPlatform`)",  # checked by what it keeps
         "Log records kept (`LocalPlatform`)",
