@@ -1,12 +1,18 @@
 """Finding runs for the console: by run id (exact or prefix), status, workflow and time
 started, with counts per status, a page at a time.
 
-The store lists runs newest first by status and workflow (``Store.list_runs``), which
-both backends answer from an index: a page of those is read from the store however deep.
+On SQLite (a store with ``IndexedSearch``) every search is the store's: a page reads its
+own ``PAGE_SIZE`` runs from an index, however many runs there are or however deep the page,
+and the counts per status are kept by the store (exact, no scan), or, with an id prefix or a
+time, taken over the newest ``SCAN_LIMIT`` matching runs. An open console tab polls this
+every second or two, so what it costs must not grow with the runs kept.
+
+Elsewhere (DynamoDB) the store lists runs newest first by status and workflow
+(``Store.list_runs``) from an index: a page of those is read from the store however deep.
 The counts per status and a search by id prefix or time are done here over the newest
-``SCAN_LIMIT`` runs of the workflow asked for (all of them on a developer's machine; past
-that the page says what the counts and the search covered). An exact id is looked up
-directly, so a run is found by its id however old it is.
+``SCAN_LIMIT`` runs of the workflow asked for (past that the page says what the counts and
+the search covered). An exact id is looked up directly, so a run is found by its id however
+old it is.
 
 Every parameter is read leniently and safely: a value that is not what it should be is
 ignored and the page says so, never an error. ``page`` is a small digit string, clamped.
@@ -21,7 +27,7 @@ from dataclasses import dataclass, field
 from runtime.console.html import Zone
 from runtime.core.journal import Status
 from runtime.platform.runs import Runs
-from runtime.store.base import RunRecord
+from runtime.store.base import IndexedSearch, RunFilter, RunRecord
 
 PAGE_SIZE = 50
 MAX_PAGE = 999
@@ -115,6 +121,38 @@ class Found:
 
 
 def find_runs(runs: Runs, q: RunQuery) -> Found:
+    if isinstance(runs.store, IndexedSearch):
+        return _find_indexed(runs, runs.store, q)
+    return _find_scanned(runs, q)
+
+
+def _find_indexed(runs: Runs, store: IndexedSearch, q: RunQuery) -> Found:
+    where = RunFilter(workflow=q.workflow, id_prefix=q.id or None, since=q.since, until=q.until)
+    found, capped = store.run_counts(where, bound=SCAN_LIMIT)
+    counts = {s: found.get(s, 0) for s in STATUSES}
+    start = q.page * PAGE_SIZE
+    listed = store.search_runs(where, status=q.status, offset=start, limit=PAGE_SIZE + 1)
+    page, more = listed[:PAGE_SIZE], len(listed) > PAGE_SIZE
+    exact = runs.store.get_run(q.id) if q.id else None
+    if exact is not None and not (_in_time(exact, q) and q.workflow in (None, exact.workflow)):
+        exact = None
+    if exact is not None and q.page == 0 and q.status in (None, exact.status):
+        # The run whose id is exactly the one searched comes first (it matches the prefix).
+        rest = [r for r in listed if r.id != exact.id]
+        page, more = [exact, *rest][:PAGE_SIZE], len(rest) + 1 > PAGE_SIZE
+    matching = counts.get(q.status, 0) if q.status else sum(counts.values())
+    return Found(
+        runs=page,
+        counts=counts,
+        matching=max(matching, start + len(page)),
+        more=more,
+        capped=capped,
+        exact=exact,
+        notes=list(q.problems),
+    )
+
+
+def _find_scanned(runs: Runs, q: RunQuery) -> Found:
     scanned = runs.runs(workflow=q.workflow, limit=SCAN_LIMIT + 1)
     capped = len(scanned) > SCAN_LIMIT
     scanned = scanned[:SCAN_LIMIT]

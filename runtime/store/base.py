@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from runtime.core.journal import Entry, Kind, Signal, Status
 from runtime.errors import EngineBug
@@ -257,3 +257,37 @@ class Store(Protocol):
         """The version the run is pinned to, without pinning it."""
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """What a console search asks of runs besides their status: ``id_prefix`` (an id or the
+    start of one), ``since`` (started at or after, epoch seconds), ``until`` (started
+    before)."""
+
+    workflow: str | None = None
+    id_prefix: str | None = None
+    since: float | None = None
+    until: float | None = None
+
+    @property
+    def only_workflow(self) -> bool:
+        return self.id_prefix is None and self.since is None and self.until is None
+
+
+@runtime_checkable
+class IndexedSearch(Protocol):
+    """A store that answers the console's searches from its indexes, reading only the page
+    it is asked for (SQLite). A store without it (DynamoDB) is searched by the console over
+    its newest runs (runtime/console/search.py)."""
+
+    def search_runs(
+        self, where: RunFilter, *, status: str | None, offset: int, limit: int
+    ) -> list[RunRecord]:
+        """Runs matching ``where`` and ``status``, newest first, ``limit`` of them after
+        skipping ``offset``."""
+
+    def run_counts(self, where: RunFilter, *, bound: int) -> tuple[dict[str, int], bool]:
+        """Runs per status matching ``where``, and whether the counts were bounded. Filtered
+        by workflow alone the counts are exact and kept as runs change (no scan); with an
+        id prefix or a time they cover the newest ``bound`` matching runs."""

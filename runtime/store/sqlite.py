@@ -1,8 +1,16 @@
 """The store on one SQLite file: WAL, ``synchronous=FULL`` by default, a schema version.
 
-One connection, guarded by a lock, so one process may share the store across threads.
-Several processes may open the same file: every write is one transaction, and a journal
-append is conditional on the run's journal length, so only one writer can win a slot.
+One writing connection, guarded by a lock, so one process may share the store across
+threads; reads go through a pool of read-only connections of their own, which WAL lets
+read while a write transaction is open, so a reader (an open console tab, a listing)
+never waits for the writers' lock and a writer never waits for a reader. Several processes
+may open the same file: every write is one transaction, and a journal append is
+conditional on the run's journal length, so only one writer can win a slot.
+
+The console's runs list is served from indexes: one per order it lists in (newest first,
+by status, by workflow, by both), and ``run_counts``, the runs per workflow and status,
+kept by triggers as runs are created and change status, so counting is a read of a few
+rows, not of every run.
 
 A run's journal length, last change and current step are read from its last journal
 entry rather than kept on its row: a step's commit (its result and the next intent) then
@@ -31,6 +39,7 @@ from runtime.errors import EngineBug, JournalConflict, LunaflowError, SignalBack
 from runtime.store.base import (
     OWNER_DEAD_AFTER_MS,
     Lease,
+    RunFilter,
     RunRecord,
     RunUpdate,
     SignalRecord,
@@ -40,7 +49,7 @@ from runtime.store.base import (
     current_step,
 )
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # The store's file in a data folder (`lunaflow dev`, the CLI and the harness share it).
 STORE_FILE = "lunaflow.sqlite"
 
@@ -48,6 +57,8 @@ STORE_FILE = "lunaflow.sqlite"
 # and the size the WAL file is given when the store opens (see _preallocate_wal).
 WAL_CHECKPOINT_PAGES = 256
 WAL_PREALLOCATE_PAGES = 300
+# Idle read connections kept for reuse; more may be open at once, and are closed after use.
+READERS_KEPT = 8
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -64,6 +75,31 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status, workflow, created_at);
 CREATE INDEX IF NOT EXISTS runs_by_parent ON runs (parent_id);
+-- The console lists runs newest first, alone or by status or by workflow (by both:
+-- runs_by_status): each order an index, so a page reads its rows and no sort runs.
+CREATE INDEX IF NOT EXISTS runs_by_created ON runs (created_at);
+CREATE INDEX IF NOT EXISTS runs_by_status_created ON runs (status, created_at);
+CREATE INDEX IF NOT EXISTS runs_by_workflow ON runs (workflow, created_at);
+-- Runs per workflow and status, kept by the triggers below (schema 5): the console's counts.
+CREATE TABLE IF NOT EXISTS run_counts (
+    workflow TEXT NOT NULL,
+    status TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (workflow, status)
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS run_counts_insert AFTER INSERT ON runs BEGIN
+    INSERT INTO run_counts VALUES (NEW.workflow, NEW.status, 1)
+        ON CONFLICT (workflow, status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS run_counts_update AFTER UPDATE OF status, workflow ON runs
+WHEN OLD.status IS NOT NEW.status OR OLD.workflow IS NOT NEW.workflow BEGIN
+    UPDATE run_counts SET n = n - 1 WHERE workflow = OLD.workflow AND status = OLD.status;
+    INSERT INTO run_counts VALUES (NEW.workflow, NEW.status, 1)
+        ON CONFLICT (workflow, status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS run_counts_delete AFTER DELETE ON runs BEGIN
+    UPDATE run_counts SET n = n - 1 WHERE workflow = OLD.workflow AND status = OLD.status;
+END;
 CREATE TABLE IF NOT EXISTS journal (
     run_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -124,7 +160,8 @@ _RUN_SELECT = (
 )
 # What each older schema lacks, as (table, column, statement): schema 1 kept the journal's
 # length and the last change on the run's row; schema 2's wake-ups had no time. A statement
-# runs only where the table still differs (a table the schema script just made is current).
+# runs only where the table still differs (a table the schema script just made is current);
+# an empty column: always.
 _MIGRATIONS = {
     1: (
         ("runs", "updated_at", "ALTER TABLE runs DROP COLUMN updated_at"),
@@ -134,13 +171,66 @@ _MIGRATIONS = {
     # Schema 4 adds the `cancels` table, which the schema script creates; the version moves
     # so that an older lunaflow, which would ignore unfinished cascades, refuses the file.
     3: (),
+    # Schema 5: the list's indexes and `run_counts` with its triggers (the schema script
+    # makes them); the counts of the runs already there are taken once, here, in the
+    # migration's transaction (a run another process adds meanwhile waits for it).
+    4: (
+        ("run_counts", "", "DELETE FROM run_counts"),
+        (
+            "run_counts",
+            "",
+            "INSERT INTO run_counts SELECT workflow, status, COUNT(*) FROM runs GROUP BY workflow, status",
+        ),
+    ),
 }
 
 
 def _differs(db: sqlite3.Connection, table: str, column: str) -> bool:
-    """Whether ``table`` has ``column`` (or, for ``-column``, lacks it)."""
+    """Whether ``table`` has ``column`` (or, for ``-column``, lacks it); always, for ``""``."""
+    if not column:
+        return True
     columns = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
     return column[1:] not in columns if column.startswith("-") else column in columns
+
+
+def _where(where: RunFilter, status: str | None) -> tuple[str, list[Any]]:
+    """The WHERE clause of a search of the runs table, and its arguments."""
+    terms: list[str] = []
+    args: list[Any] = []
+    if status is not None:
+        terms.append("status = ?")
+        args.append(status)
+    if where.workflow is not None:
+        terms.append("workflow = ?")
+        args.append(where.workflow)
+    if where.id_prefix:
+        # A range of the primary key (binary order: what str.startswith means), not a LIKE,
+        # which would be case-blind and read every id.
+        terms.append("id >= ?")
+        args.append(where.id_prefix)
+        last = where.id_prefix[-1]
+        if ord(last) < 0x10FFFF:
+            terms.append("id < ?")
+            after = ord(last) + 1
+            after = 0xE000 if 0xD800 <= after < 0xE000 else after  # no surrogate: not UTF-8
+            args.append(where.id_prefix[:-1] + chr(after))
+    if where.since is not None:
+        terms.append("created_at >= ?")
+        args.append(where.since)
+    if where.until is not None:
+        terms.append("created_at < ?")
+        args.append(where.until)
+    return (f"WHERE {' AND '.join(terms)}" if terms else ""), args
+
+
+def _page_sql(where: RunFilter, status: str | None) -> tuple[str, list[Any]]:
+    """The row ids of a page of runs, newest first: read from the index of its order alone
+    (OFFSET skips index entries, not rows); the LIMIT and OFFSET are its last two arguments."""
+    clause, args = _where(where, status)
+    return (
+        f"SELECT rowid AS rid FROM runs {clause} ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
+        args,
+    )
 
 
 def _run(row: sqlite3.Row) -> RunRecord:
@@ -160,6 +250,11 @@ def _run(row: sqlite3.Row) -> RunRecord:
         updated_at=row[9],
         journal_len=row[10],
     )
+
+
+_PENDING_SIGNALS = (
+    "SELECT id, name, payload, at FROM signals WHERE run_id = ? AND state = 'pending' ORDER BY id"
+)
 
 
 @functools.lru_cache(maxsize=16)
@@ -188,8 +283,12 @@ class SQLiteStore:
         schema is read through a migrated copy in a temporary folder."""
         self.path = Path(path)
         self.clock: Clock = clock or SystemClock()
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the writer's: held for a write, never for a read
         self._copy: Path | None = None  # the temporary folder of a read-only copy
+        self._read_only = read_only
+        self._readers: list[sqlite3.Connection] = []  # idle read connections
+        self._readers_lock = threading.Lock()
+        self._closed = False
         if read_only:
             try:
                 self._db = self._open_read_only()
@@ -316,9 +415,49 @@ class SQLiteStore:
                 raise
             self._db.execute("COMMIT")
 
+    @contextmanager
+    def _reader(self) -> Iterator[sqlite3.Connection]:
+        """A read connection of this thread's own while the block runs. In WAL mode it reads
+        the last commit while a writer (this process's or another's) holds its transaction,
+        so reads never take the writer's lock. A read-only store (a CLI command: no writer
+        beside it in this process) reads on its one connection."""
+        if self._read_only:
+            with self._lock:
+                yield self._db
+            return
+        with self._readers_lock:
+            db = self._readers.pop() if self._readers else None
+        if db is None:
+            db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30.0)
+            db.execute("PRAGMA query_only=ON")  # a reader cannot write, whatever it is given
+        try:
+            yield db
+        finally:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            with self._readers_lock:
+                keep = not self._closed and len(self._readers) < READERS_KEPT
+                if keep:
+                    self._readers.append(db)
+            if not keep:
+                db.close()
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A reader inside one read transaction: every statement sees the same commit."""
+        with self._reader() as db:
+            if db.in_transaction:  # the read-only store's connection, already reading
+                yield db
+                return
+            db.execute("BEGIN")
+            try:
+                yield db
+            finally:
+                db.execute("COMMIT")
+
     def _read(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
-        with self._lock:
-            return self._db.execute(sql, args).fetchall()
+        with self._reader() as db:
+            return db.execute(sql, args).fetchall()
 
     # --- runs --------------------------------------------------------------------------
 
@@ -350,36 +489,63 @@ class SQLiteStore:
         return _run(rows[0]) if rows else None
 
     def load(self, run_id: str, *, after: int | None = None) -> Snapshot | None:
-        with self._lock:
-            run = self.get_run(run_id)
-            if run is None:
+        with self._snapshot() as db:
+            row = db.execute(f"{_RUN_SELECT} FROM runs r {_LAST_ENTRY} WHERE r.id = ?", (run_id,)).fetchone()
+            if row is None:
                 return None
-            rows = self._read(
+            rows = db.execute(
                 "SELECT seq, kind, name, data, at FROM journal WHERE run_id = ? AND seq > ? ORDER BY seq",
                 (run_id, after or 0),
-            )
-            entries = [Entry(r[0], Kind(r[1]), r[2], json.loads(r[3]), r[4]) for r in rows]
-            return Snapshot(run, self.pending_signals(run_id), entries)
+            ).fetchall()
+            pending = db.execute(_PENDING_SIGNALS, (run_id,)).fetchall()
+        entries = [Entry(r[0], Kind(r[1]), r[2], json.loads(r[3]), r[4]) for r in rows]
+        return Snapshot(_run(row), [Signal(r[0], r[1], json.loads(r[2]), r[3]) for r in pending], entries)
 
     def list_runs(
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 1000
     ) -> list[RunRecord]:
-        where: list[str] = []
-        args: list[Any] = []
-        if status is not None:
-            where.append("status = ?")
-            args.append(status)
-        if workflow is not None:
-            where.append("workflow = ?")
-            args.append(workflow)
-        clause = f"WHERE {' AND '.join(where)}" if where else ""
-        # The page first, then each of its runs' last entry (not every run's).
-        page = f"SELECT *, rowid AS rid FROM runs {clause} ORDER BY created_at DESC, rowid DESC LIMIT ?"
+        return self.search_runs(RunFilter(workflow=workflow), status=status, offset=0, limit=limit)
+
+    def search_runs(
+        self, where: RunFilter, *, status: str | None, offset: int, limit: int
+    ) -> list[RunRecord]:
+        # The page's row ids first, then those runs with each one's last entry.
+        page, args = _page_sql(where, status)
         rows = self._read(
-            f"{_RUN_SELECT} FROM ({page}) r {_LAST_ENTRY} ORDER BY r.created_at DESC, r.rid DESC",
-            (*args, limit),
+            f"{_RUN_SELECT} FROM (SELECT runs.*, p.rid FROM ({page}) p JOIN runs ON runs.rowid = p.rid) r "
+            f"{_LAST_ENTRY} ORDER BY r.created_at DESC, r.rid DESC",
+            (*args, limit, offset),
         )
         return [_run(r) for r in rows]
+
+    def plan_of_search(self, where: RunFilter, status: str | None) -> list[str]:
+        """How SQLite reads a page of ``search_runs`` (EXPLAIN QUERY PLAN): for tests and
+        bench/console_list.py, which check that an index serves it and nothing sorts."""
+        page, args = _page_sql(where, status)
+        return [r[3] for r in self._read(f"EXPLAIN QUERY PLAN {page}", (*args, 51, 0))]
+
+    def run_counts(self, where: RunFilter, *, bound: int) -> tuple[dict[str, int], bool]:
+        if where.only_workflow:
+            clause = "" if where.workflow is None else "WHERE workflow = ?"
+            args = () if where.workflow is None else (where.workflow,)
+            rows = self._read(f"SELECT status, SUM(n) FROM run_counts {clause} GROUP BY status", args)
+            return {r[0]: int(r[1]) for r in rows if r[1]}, False
+        # An id prefix or a time: the newest `bound` matching runs, and whether there were more.
+        clause, wargs = _where(where, None)
+        rows = self._read(
+            f"SELECT status, COUNT(*) FROM (SELECT status FROM runs {clause} "
+            "ORDER BY created_at DESC, rowid DESC LIMIT ?) GROUP BY status",
+            (*wargs, bound + 1),
+        )
+        counts = {r[0]: int(r[1]) for r in rows}
+        capped = sum(counts.values()) > bound
+        if capped:  # one run too many was read to tell: take one off the oldest's status
+            oldest = self._read(
+                f"SELECT status FROM runs {clause} ORDER BY created_at DESC, rowid DESC LIMIT 1 OFFSET ?",
+                (*wargs, bound),
+            )
+            counts[oldest[0][0]] -= 1
+        return counts, capped
 
     def children(self, run_id: str) -> list[str]:
         rows = self._read("SELECT id FROM runs WHERE parent_id = ? ORDER BY created_at", (run_id,))
@@ -520,10 +686,7 @@ class SQLiteStore:
         return int(rows[0][0])
 
     def pending_signals(self, run_id: str) -> list[Signal]:
-        rows = self._read(
-            "SELECT id, name, payload, at FROM signals WHERE run_id = ? AND state = 'pending' ORDER BY id",
-            (run_id,),
-        )
+        rows = self._read(_PENDING_SIGNALS, (run_id,))
         return [Signal(r[0], r[1], json.loads(r[2]), r[3]) for r in rows]
 
     def signals(self, run_id: str) -> list[SignalRecord]:
@@ -663,14 +826,20 @@ class SQLiteStore:
     # --- what another process did (lunaflow dev's terminal) ---------------------------
 
     def status_count(self, status: str) -> int:
-        """How many runs have ``status``: a range of the status index, cheap to poll."""
-        return int(self._read("SELECT COUNT(*) FROM runs WHERE status = ?", (status,))[0][0])
+        """How many runs have ``status``: kept in ``run_counts``, cheap to poll."""
+        rows = self._read("SELECT SUM(n) FROM run_counts WHERE status = ?", (status,))
+        return int(rows[0][0] or 0)
 
     def ids_with_status(self, status: str) -> list[tuple[str, str]]:
         """(run id, workflow) of every run with ``status``."""
         return [(r[0], r[1]) for r in self._read("SELECT id, workflow FROM runs WHERE status = ?", (status,))]
 
     def close(self) -> None:
+        with self._readers_lock:
+            self._closed = True
+            idle, self._readers = self._readers, []
+        for db in idle:
+            db.close()
         with self._lock:
             self._db.close()
             if self._copy is not None:

@@ -72,8 +72,20 @@ def test_pages_go_past_what_is_scanned(runs: Runs, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(search, "SCAN_LIMIT", 100)
     found = find_runs(runs, RunQuery(page=2))
     assert [r.id for r in found.runs] == [f"run-{i:03d}" for i in range(29, -1, -1)]
-    assert found.capped and not found.more
-    assert sum(found.counts.values()) == 100  # the counts cover what was scanned, and say so
+    assert not found.more
+    # The store keeps the counts per status: exact over every run, never a scan, so never capped.
+    assert not found.capped and sum(found.counts.values()) == 130
+
+
+def test_counts_of_a_prefix_search_cover_the_newest_matching_runs_and_say_so(
+    runs: Runs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search, "SCAN_LIMIT", 100)
+    found = find_runs(runs, RunQuery(id="run-"))
+    assert found.capped and sum(found.counts.values()) == 100
+    # run-030 .. run-129 were counted: statuses cycle completed, awaiting, failed from run-000.
+    assert found.counts["completed"] == sum(1 for i in range(30, 130) if i % 3 == 0)
+    assert [r.id for r in found.runs][:2] == ["run-129", "run-128"] and found.more
 
 
 def test_a_prefix_searches_what_is_scanned_and_an_exact_id_is_found_however_old(

@@ -4,13 +4,14 @@ a step's commit writes journal rows only, and data folders of the earlier schema
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
 
 from runtime.core.journal import Entry, Kind
 from runtime.errors import LunaflowError
-from runtime.store.base import RunRecord, RunUpdate
+from runtime.store.base import RunFilter, RunRecord, RunUpdate
 from runtime.store.sqlite import SCHEMA_VERSION, SQLiteStore
 
 
@@ -142,3 +143,138 @@ def test_a_data_folder_from_before_the_token_counter_issues_tokens_above_its_wak
         assert db.execute("SELECT last FROM wake_tokens").fetchall() == [(tokens["a"],)]
     finally:
         db.close()
+
+
+# --- the console's reads (issue 24, section 3) ------------------------------------------------
+
+WORKFLOWS = ("a", "b", "c")
+STATUSES = ("completed", "awaiting", "failed", "running", "sleeping", "cancelled")
+
+
+def _filled(path: Path, n: int) -> SQLiteStore:
+    store = SQLiteStore(path, synchronous="OFF")
+    for i in range(n):
+        run = RunRecord(
+            f"r{i:04d}", WORKFLOWS[i % 3], STATUSES[i % 6], {}, created_at=float(i), updated_at=float(i)
+        )
+        store.create_run(run, Entry(1, Kind.STARTED, run.workflow, {"format": 1}, float(i)))
+    return store
+
+
+# The orders the console lists runs in: newest first, alone, by status, by workflow, by both.
+LIST_ORDERS = [
+    "SELECT rowid FROM runs ORDER BY created_at DESC, rowid DESC LIMIT 51",
+    "SELECT rowid FROM runs WHERE status = 'failed' ORDER BY created_at DESC, rowid DESC LIMIT 51",
+    "SELECT rowid FROM runs WHERE workflow = 'a' ORDER BY created_at DESC, rowid DESC LIMIT 51",
+    "SELECT rowid FROM runs WHERE status = 'failed' AND workflow = 'a' "
+    "ORDER BY created_at DESC, rowid DESC LIMIT 51",
+]
+
+
+@pytest.mark.parametrize("query", LIST_ORDERS, ids=["all", "status", "workflow", "both"])
+def test_every_order_the_list_reads_in_is_an_index_not_a_sort(tmp_path: Path, query: str) -> None:
+    """Before: no index served ``ORDER BY created_at``, so every refresh of the list sorted
+    the whole runs table (SCAN runs + USE TEMP B-TREE FOR ORDER BY)."""
+    path = tmp_path / "store.sqlite"
+    _filled(path, 30).close()
+    db = sqlite3.connect(str(path))
+    try:
+        db.execute("ANALYZE")  # the plan with statistics, as a long-lived store has them
+        plan = " / ".join(r[3] for r in db.execute("EXPLAIN QUERY PLAN " + query))
+    finally:
+        db.close()
+    assert "TEMP B-TREE" not in plan and "USING COVERING INDEX" in plan, plan
+
+
+def test_counts_per_status_are_kept_as_runs_change(tmp_path: Path) -> None:
+    """The counts the console shows are kept by the store (no scan), and stay true through
+    creates and status changes."""
+    store = _filled(tmp_path / "store.sqlite", 60)
+    store.append("r0001", 1, [], update=RunUpdate("completed", None))  # awaiting -> completed
+    counts, capped = store.run_counts(RunFilter(), bound=10)
+    assert not capped  # exact, however many runs: bound applies only to prefix and time searches
+    assert counts == {
+        "completed": 11,
+        "awaiting": 9,
+        "failed": 10,
+        "running": 10,
+        "sleeping": 10,
+        "cancelled": 10,
+    }
+    of_b, _ = store.run_counts(RunFilter(workflow="b"), bound=10)  # runs 1, 4, 7, ...
+    assert of_b == {"awaiting": 9, "completed": 1, "sleeping": 10}
+    assert store.status_count("completed") == 11
+    store.close()
+
+
+def test_a_store_of_schema_4_gets_its_counts_and_indexes(tmp_path: Path) -> None:
+    """Schema 5 adds the list's indexes and the kept counts; a schema 4 store's runs are
+    counted once as it is migrated."""
+    path = tmp_path / "store.sqlite"
+    _filled(path, 12).close()
+    db = sqlite3.connect(str(path))
+    db.executescript(
+        """
+        DROP TRIGGER run_counts_insert; DROP TRIGGER run_counts_update; DROP TRIGGER run_counts_delete;
+        DROP TABLE run_counts; DROP INDEX runs_by_created; DROP INDEX runs_by_status_created;
+        DROP INDEX runs_by_workflow; UPDATE schema_version SET version = 4;
+        """
+    )
+    db.commit()
+    db.close()
+    store = SQLiteStore(path)
+    assert store.run_counts(RunFilter(), bound=100) == ({s: 2 for s in STATUSES}, False)
+    run = RunRecord("new", "a", "running", {}, created_at=99.0, updated_at=99.0)
+    store.create_run(run, Entry(1, Kind.STARTED, "a", {"format": 1}, 99.0))
+    assert store.status_count("running") == 3
+    store.close()
+    db = sqlite3.connect(str(path))
+    try:
+        assert db.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,) == (5,)
+    finally:
+        db.close()
+
+
+def test_a_reader_answers_while_a_writer_of_this_process_waits_in_its_transaction(tmp_path: Path) -> None:
+    """Before: every read took the store's one lock, so while a write of this process waited
+    (here, for another process's write transaction; in the issue, behind a slow list query)
+    every console request, and every other run's read, waited with it. Readers have their
+    own connections now: WAL lets them read the last commit meanwhile."""
+    path = tmp_path / "store.sqlite"
+    store = _filled(path, 5)
+    other = sqlite3.connect(str(path), isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process's write transaction, held open
+    writer_done = threading.Event()
+
+    def write() -> None:  # takes the store's writer lock, then waits for the file's write lock
+        run = RunRecord("late", "a", "running", {}, created_at=50.0, updated_at=50.0)
+        store.create_run(run, Entry(1, Kind.STARTED, "a", {"format": 1}, 50.0))
+        writer_done.set()
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        writer.join(0.3)
+        assert writer.is_alive()  # the writer is inside its transaction, waiting
+        read: list[object] = []
+        reader = threading.Thread(
+            target=lambda: read.extend(
+                [
+                    store.list_runs(limit=3),
+                    store.get_run("r0001"),
+                    store.load("r0002"),
+                    store.journal("r0003"),
+                ]
+            ),
+            daemon=True,
+        )
+        reader.start()
+        reader.join(20)  # the writer waits up to 30 s for the file: a reader behind it would too
+        assert not reader.is_alive() and not writer_done.is_set()
+        assert [r.id for r in read[0]] == ["r0004", "r0003", "r0002"]  # type: ignore[attr-defined]
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    writer.join(20)
+    assert writer_done.is_set() and store.get_run("late") is not None
+    store.close()
