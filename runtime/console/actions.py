@@ -26,7 +26,7 @@ class Actions(Protocol):
     def live(self) -> bool:
         """Whether the page updates itself (and may carry a script)."""
 
-    def run_link(self, run_id: str, text: str) -> str: ...
+    def run_link(self, run_id: str, text: str, **query: str) -> str: ...
 
     def list_link(self, text: str, css: str = "", **query: str) -> str: ...
 
@@ -58,8 +58,9 @@ class LocalActions:
     def _run_url(self, run_id: str) -> str:
         return f"{self.base}/runs/{quote(run_id, safe='')}"
 
-    def run_link(self, run_id: str, text: str) -> str:
-        return f"<a href='{e(self._run_url(run_id))}'>{e(text)}</a>"
+    def run_link(self, run_id: str, text: str, **query: str) -> str:
+        q = urlencode({k: v for k, v in query.items() if v})
+        return f"<a href='{e(self._run_url(run_id))}{'?' + e(q) if q else ''}'>{e(text)}</a>"
 
     def list_link(self, text: str, css: str = "", **query: str) -> str:
         q = urlencode({k: v for k, v in query.items() if v})
@@ -123,8 +124,9 @@ class CloudWatchActions:
             f"{e(json.dumps(payload, separators=(',', ':')))}</cwdb-action>"
         )
 
-    def run_link(self, run_id: str, text: str) -> str:
-        return f"<a class='btn'>{e(text)}</a>" + self._call({"view": "run", "run_id": run_id})
+    def run_link(self, run_id: str, text: str, **query: str) -> str:
+        extra = {k: v for k, v in query.items() if v}
+        return f"<a class='btn'>{e(text)}</a>" + self._call({"view": "run", "run_id": run_id, **extra})
 
     def list_link(self, text: str, css: str = "", **query: str) -> str:
         cls = f"btn {css}".strip()

@@ -24,7 +24,7 @@ from runtime.store.base import RunRecord, SignalRecord
 
 IDLE_S = 30.0  # a quiet stretch longer than this is drawn shortened
 MAX_LANES = 24
-MAX_SHAPES = 2000
+MAX_SHAPES = 300  # a page's size: a 10,000-step run's chart was megabytes, polled
 LABEL_W = 170  # the lane names' column
 PLOT_W = 880
 LANE_H = 22
@@ -209,16 +209,19 @@ def draw(
         label = name if len(name) <= 26 else name[:25] + "…"
         out.append(f"<text class='lane' x='6' y='{y + 15}'><title>{e(name)}</title>{e(label)}</text>")
     x0 = LABEL_W
+    taken: list[tuple[float, float]] = []  # the axis labels' extents: none may overlap another
     for lo, hi in scale.breaks:
         xa, xb = x0 + scale.x(lo), x0 + scale.x(hi)
         out.append(
             f"<rect class='gap' x='{xa:.1f}' y='{TOP - 4}' width='{max(1.0, xb - xa):.1f}' "
             f"height='{height - TOP}'><title>nothing happened for {e(duration(hi - lo))} (drawn shortened)</title></rect>"
         )
-        out.append(
-            f"<text x='{(xa + xb) / 2:.1f}' y='{TOP - 8}' text-anchor='middle'>⋯ {e(duration(hi - lo))} ⋯</text>"
-        )
-    out.append(_ticks(scale, start, x0))
+        text = f"⋯ {duration(hi - lo)} ⋯"
+        span = _label_span((xa + xb) / 2, text, "middle")
+        if _free(span, taken):  # else the gap's own title still tells its length
+            taken.append(span)
+            out.append(f"<text x='{(xa + xb) / 2:.1f}' y='{TOP - 8}' text-anchor='middle'>{e(text)}</text>")
+    out.append(_ticks(scale, start, x0, taken))
     for sh in shapes:
         y = TOP + lanes.names.index(sh.lane) * LANE_H
         x = x0 + scale.x(sh.start)
@@ -257,7 +260,8 @@ def draw(
         )
     if total > MAX_SHAPES:
         notes.append(
-            f"the first {MAX_SHAPES:,} of {total:,} shapes are drawn; the journal below lists everything"
+            f"the first {MAX_SHAPES:,} of {total:,} shapes are drawn; the journal below lists everything, "
+            "a page at a time"
         )
     if len(lanes.names) > MAX_LANES:
         notes.append(f"lanes past the first {MAX_LANES} are drawn together as “{lanes.overflow}”")
@@ -269,20 +273,39 @@ def draw(
     return f"<div class='timeline'><div class='chart'>{''.join(out)}</div>{_legend()}{caption}</div>"
 
 
-def _ticks(scale: Scale, start: float, x0: float) -> str:
-    """A few moments along the axis, as offsets from the run's start."""
+# An axis label's width: 11 px text runs under 7 px a character (digits and letters of a
+# duration); a gap of LABEL_GAP between two labels keeps them apart.
+CHAR_W = 7.0
+LABEL_GAP = 8.0
+
+
+def _label_span(x: float, text: str, anchor: str) -> tuple[float, float]:
+    width = len(text) * CHAR_W
+    left = x if anchor == "start" else x - width if anchor == "end" else x - width / 2
+    return left - LABEL_GAP / 2, left + width + LABEL_GAP / 2
+
+
+def _free(span: tuple[float, float], taken: list[tuple[float, float]]) -> bool:
+    return all(span[1] <= a or span[0] >= b for a, b in taken)
+
+
+def _ticks(scale: Scale, start: float, x0: float, taken: list[tuple[float, float]]) -> str:
+    """A few moments along the axis, as offsets from the run's start, each where its label
+    overlaps no other (the shortened stretches' lengths are placed first)."""
     out = [f"<path d='M{x0} {TOP - 2}h{PLOT_W}' stroke='#d0d7de'/>"]
-    last_x = -100.0
+    right = x0 + PLOT_W + 20
     for at in scale.points:
         x = x0 + scale.x(at)
-        if x - last_x < 70 or any(a < at < b for a, b in scale.breaks):
+        if any(a < at < b for a, b in scale.breaks):
             continue
-        last_x = x
-        out.append(f"<path d='M{x:.1f} {TOP - 4}v4' stroke='#8c959f'/>")
         label = "start" if at == start else "+" + duration(at - start)
-        out.append(
-            f"<text x='{x:.1f}' y='{TOP - 8}' text-anchor='{'start' if at == start else 'middle'}'>{e(label)}</text>"
-        )
+        anchor = "start" if at == start else "end" if x + len(label) * CHAR_W / 2 > right else "middle"
+        span = _label_span(x, label, anchor)
+        if not _free(span, taken):
+            continue
+        taken.append(span)
+        out.append(f"<path d='M{x:.1f} {TOP - 4}v4' stroke='#8c959f'/>")
+        out.append(f"<text x='{x:.1f}' y='{TOP - 8}' text-anchor='{anchor}'>{e(label)}</text>")
     return "".join(out)
 
 

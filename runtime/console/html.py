@@ -195,8 +195,8 @@ SCRIPT = """
   var live = document.getElementById('live');
   function openKeys(){ var o = {}; live.querySelectorAll('details[data-key]').forEach(function(d){ if (d.open) o[d.dataset.key] = 1; }); return o; }
   if (live && live.dataset.poll) {
-    var last = null, busy = false;
-    setInterval(function(){
+    var last = null, busy = false, timer;
+    timer = setInterval(function(){
       if (busy || document.hidden) return;
       busy = true;
       var url = new URL(location.href); url.searchParams.set('part', 'live');
@@ -207,6 +207,7 @@ SCRIPT = """
           live.querySelectorAll('details[data-key]').forEach(function(d){ if (keep[d.dataset.key]) d.open = true; });
           last = t;
         }
+        if (live.querySelector('[data-ended]')) clearInterval(timer);  // the run ended: nothing changes now
       }).catch(function(){}).finally(function(){ busy = false; });
     }, Number(live.dataset.poll));
   }

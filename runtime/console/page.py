@@ -109,16 +109,25 @@ class LocalConsole:
                     return self._value(run_id, unquote(tail))
                 if method == "POST":
                     return self._act(run_id, form, now)
+                journal = render.read_journal_page(query.get("journal"))
                 if query.get("part") == "live":
                     run = self.runs.get(run_id)
                     return self._fragment(
-                        render.run_live(self.runs, self.actions, run, zone=self.zone, now=now)
+                        render.run_live(
+                            self.runs, self.actions, run, zone=self.zone, now=now, journal_page=journal
+                        )
                     )
                 notice = self._notice(query.get("done"))
-                return self._page(
+                body = render.run_page(
+                    self.runs,
+                    self.actions,
                     run_id,
-                    render.run_page(self.runs, self.actions, run_id, zone=self.zone, now=now, notice=notice),
+                    zone=self.zone,
+                    now=now,
+                    notice=notice,
+                    journal_page=journal,
                 )
+                return self._page(run_id, body)
             except NoSuchRun as err:
                 back = self.actions.list_link("all runs")
                 return self._page("no such run", f"<div class='lf'><p>{e(err)}</p><p>{back}</p></div>", 404)

@@ -18,7 +18,7 @@ from runtime.console.actions import Actions, CloudWatchActions, LocalActions
 from runtime.console.html import STYLE, Zone, duration, e, json_value, moment, plural, pretty, status
 from runtime.console.search import PAGE_SIZE, SCAN_LIMIT, STATUSES, Found, RunQuery, find_runs
 from runtime.core import values
-from runtime.core.journal import CANCELLABLE, ENDED, RESUMABLE, Status
+from runtime.core.journal import CANCELLABLE, ENDED, RESUMABLE, Entry, Kind, Status
 from runtime.errors import InvalidInput
 from runtime.platform.platform import Platform
 from runtime.platform.runs import Runs
@@ -40,6 +40,8 @@ __all__ = [
 ]
 
 POLL_MS = 1500  # how often the local page asks for its live region
+# Journal items a run page lists at a time (a 10,000-step run's page was 4.1 MB, polled).
+JOURNAL_PAGE = 200
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,7 @@ def _start_form(actions: Actions, workflows: list[str], form: Form | None) -> st
     fields = (
         "<h2>Start a run</h2>"
         f"<label>workflow <select name='start_workflow'>{options}</select></label>"
-        f"<label>input (JSON) <textarea name='start_input' rows='3' data-json placeholder='{{\"id\": \"lot-42\"}}'>"
+        f"<label>input (JSON) <textarea name='start_input' rows='3' data-json placeholder='{{}} or null: what the workflow takes as input'>"
         f"{e(values.get('start_input', ''))}</textarea><span class='jerr'></span></label>"
         f"<label>run id <input name='start_id' value='{e(values.get('start_id', ''))}' "
         "placeholder='optional: a fresh UUID if empty' size='30'></label>"
@@ -209,6 +211,7 @@ def run_page(
     now: float | None = None,
     notice: str | None = None,
     signal_form: Form | None = None,
+    journal_page: int | None = None,
 ) -> str:
     zone = zone or Zone()
     now = runs.clock.now() if now is None else now
@@ -216,20 +219,50 @@ def run_page(
     parts = [f"<div class='lf'><p>{actions.list_link('all runs')}</p>"]
     if notice:
         parts.append(f"<p class='note'>{e(notice)}</p>")
-    poll = f" data-poll='{POLL_MS}'" if actions.live else ""
-    parts.append(f"<div id='live'{poll}>{run_live(runs, actions, run, zone=zone, now=now)}</div>")
-    parts.append(_signal_form(actions, run, signal_form))
+    # An ended run changes no more: its page does not poll (the live region of a run that
+    # ends while a page polls it carries `data-ended`, and the script stops there).
+    poll = f" data-poll='{POLL_MS}'" if actions.live and run.status not in ENDED else ""
+    live = run_live(runs, actions, run, zone=zone, now=now, journal_page=journal_page)
+    parts.append(f"<div id='live'{poll}>{live}</div>")
+    parts.append(_signal_form(actions, run, signal_form, waited_names(runs.journal(run.id))))
     parts.append("</div>")
     return "".join(parts)
 
 
-def run_live(runs: Runs, actions: Actions, run: RunRecord, *, zone: Zone, now: float) -> str:
+def read_journal_page(value: object) -> int | None:
+    """A run page's ``journal`` parameter: a small digit string, or the newest page."""
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 6:
+        return int(value)
+    return None
+
+
+def journal_window(items: list[timeline.Item], page: int | None) -> tuple[int, int, int | None]:
+    """Which of the journal's items a run page lists, ``JOURNAL_PAGE`` at a time: page ``n``
+    holds items ``n * JOURNAL_PAGE`` on (pages stay put as a run grows); no page, the newest
+    ``JOURNAL_PAGE``. Returns (first, end, page shown or None for the newest)."""
+    n = len(items)
+    if page is None or (page + 1) * JOURNAL_PAGE >= n:
+        return max(0, n - JOURNAL_PAGE), n, None
+    return page * JOURNAL_PAGE, (page + 1) * JOURNAL_PAGE, page
+
+
+def run_live(
+    runs: Runs,
+    actions: Actions,
+    run: RunRecord,
+    *,
+    zone: Zone,
+    now: float,
+    journal_page: int | None = None,
+) -> str:
     entries = runs.journal(run.id)
     items = timeline.build(entries)
     signals = runs.store.signals(run.id)
     children = runs.store.children(run.id)
     due = runs.store.timer(run.id)
     parts = [f"<h1>{e(run.id)}{actions.copy(run.id)} {status(run.status)}</h1>"]
+    if run.status in ENDED:
+        parts.append("<span data-ended hidden></span>")
     ended_at = run.updated_at if run.status in (*ENDED, Status.FAILED) else now
     facts = [
         f"workflow <b>{e(run.workflow)}</b>",
@@ -270,11 +303,29 @@ def run_live(runs: Runs, actions: Actions, run: RunRecord, *, zone: Zone, now: f
         parts.append("<div class='bar'>" + "".join(buttons) + "</div>")
     parts.append("<h2>Timeline</h2>")
     parts.append(chart.draw(run, items, signals, zone=zone, now=now))
-    parts.append(
-        "<h2>Journal</h2><table class='journal'><tr><th>#</th><th>at</th><th>what</th><th>detail</th></tr>"
-    )
-    parts.extend(_journal_rows(actions, run, items, zone))
+    first, end, page = journal_window(items, journal_page)
+    shown = items[first:end]
+    parts.append("<h2>Journal</h2>")
+    nav = ""
+    if len(shown) < len(items):
+        links = []
+        if first > 0:
+            links.append(actions.run_link(run.id, "oldest", journal="0"))
+            links.append(actions.run_link(run.id, "older", journal=str((first - 1) // JOURNAL_PAGE)))
+        if page is not None:
+            newer = page + 1
+            if (newer + 1) * JOURNAL_PAGE < len(items):
+                links.append(actions.run_link(run.id, "newer", journal=str(newer)))
+            links.append(actions.run_link(run.id, "newest"))
+        nav = (
+            f"<div class='bar'><span class='muted'>entries {shown[0].seq:,}–{shown[-1].seq:,} of "
+            f"{len(entries):,}{' (the newest)' if page is None else ''}</span>{' '.join(links)}</div>"
+        )
+    parts.append(nav)
+    parts.append("<table class='journal'><tr><th>#</th><th>at</th><th>what</th><th>detail</th></tr>")
+    parts.extend(_journal_rows(actions, run, shown, zone))
     parts.append("</table>")
+    parts.append(nav)
     if signals:
         parts.append(
             "<h2>Signals</h2><table class='signals'><tr><th>id</th><th>at</th><th>name</th><th>state</th>"
@@ -335,7 +386,17 @@ def _journal_rows(
             yield f"<tr><td></td><td>{e(zone.when(a.started_at))}</td><td></td><td class='att'>{line}</td></tr>"
 
 
-def _signal_form(actions: Actions, run: RunRecord, form: Form | None) -> str:
+def waited_names(entries: list[Entry]) -> list[str]:
+    """The signal names the run's code waits for, the wait it is parked on first: what the
+    signal form suggests (the project's own names, not an example's)."""
+    names: list[str] = []
+    for entry in reversed(entries):
+        if entry.kind == Kind.WAIT:
+            names += [n for n in entry.data.get("names") or [] if isinstance(n, str) and n not in names]
+    return names
+
+
+def _signal_form(actions: Actions, run: RunRecord, form: Form | None, names: list[str]) -> str:
     values = form.values if form else {}
     error = f"<p class='err'>{e(form.error)}</p>" if form and form.error else ""
     ended = (
@@ -346,9 +407,9 @@ def _signal_form(actions: Actions, run: RunRecord, form: Form | None) -> str:
     fields = (
         f"<h2>Send a signal</h2>{ended}"
         f"<label>name <input name='signal_name' value='{e(values.get('signal_name', ''))}' required "
-        "placeholder='paid' size='24'></label>"
+        f"placeholder='{e(', '.join(names[:3]) if names else 'a name its code waits for')}' size='24'></label>"
         f"<label>payload (JSON, optional) <textarea name='signal_payload' rows='3' data-json "
-        f'placeholder=\'{{"by": "ada"}}\'>{e(values.get("signal_payload", ""))}</textarea>'
+        f"placeholder='null'>{e(values.get('signal_payload', ''))}</textarea>"
         "<span class='jerr'></span></label>"
         f"{error}"
     )

@@ -54,7 +54,8 @@ def widget_page(runs: Runs, actions: CloudWatchActions, event: Mapping[str, Any]
                 return render.runs_page(runs, actions, RunQuery(), zone=zone, now=now, start_form=form)
             return render.run_page(runs, actions, run.id, zone=zone, now=now, notice=said)
         if view == "run":
-            return _run_view(runs, actions, run_id, action, typed, zone, now)
+            journal = render.read_journal_page(event.get("journal"))
+            return _run_view(runs, actions, run_id, action, typed, zone, now, journal)
         params = {k: typed[k] for k in SEARCH_FIELDS if k in typed} if action == "search" else dict(event)
         return render.runs_page(runs, actions, RunQuery.read(params, zone), zone=zone, now=now)
     except LunaflowError as err:
@@ -73,6 +74,7 @@ def _run_view(
     typed: dict[str, str],
     zone: Zone,
     now: float,
+    journal: int | None = None,
 ) -> str:
     if run_id is None:
         latest = runs.runs(status="failed", limit=1) or runs.runs(limit=1)
@@ -94,4 +96,4 @@ def _run_view(
         except LunaflowError as err:
             form = render.Form(typed, str(err))
             return render.run_page(runs, actions, run_id, zone=zone, now=now, signal_form=form)
-    return render.run_page(runs, actions, run_id, zone=zone, now=now, notice=notice)
+    return render.run_page(runs, actions, run_id, zone=zone, now=now, notice=notice, journal_page=journal)

@@ -230,13 +230,29 @@ def test_a_store_of_an_older_schema_is_read_through_a_copy(lunaflow, project, co
     assert before["tables"]["lunaflow.sqlite"]["schema_version"] == [(2,)]
 
 
-@pytest.mark.parametrize("older", [False, True], ids=["current-schema", "older-schema"])
+def downgrade_store_to_4(data: Path) -> None:
+    """Make the store what lunaflow left before schema 5 (no list indexes, no kept counts)."""
+    conn = sqlite3.connect(data / STORE_FILE)
+    try:
+        conn.executescript(
+            "DROP TRIGGER run_counts_insert; DROP TRIGGER run_counts_update; DROP TRIGGER run_counts_delete;"
+            "DROP TABLE run_counts; DROP INDEX runs_by_created; DROP INDEX runs_by_status_created;"
+            "DROP INDEX runs_by_workflow; UPDATE schema_version SET version = 4;"
+        )
+        conn.commit()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("older", [None, 2, 4], ids=["current-schema", "schema-2", "schema-4"])
 @pytest.mark.parametrize("command", [["runs"], ["runs", "--json"], ["show", "o1"], ["show", "o1", "--json"]])
 def test_runs_and_show_only_read(lunaflow, project, command, older):
     """Before: ``runs`` and ``show`` opened the store read-write, so an older store was
     migrated in place by a command that only looks."""
-    if older:
+    if older == 2:
         downgrade_store(project / ".lunaflow")
+    elif older == 4:
+        downgrade_store_to_4(project / ".lunaflow")
     before = state(project)
     r = lunaflow(*command, "--project", str(project))
     assert r.code == 0, r.out + r.err

@@ -68,9 +68,12 @@ def test_thousands_of_entries_draw_a_bounded_number_of_shapes_and_say_so(p: Loca
     drawn = shapes(page)
     assert len(drawn) == chart.MAX_SHAPES
     assert {lane for lane, *_ in drawn} == {"step 'tick'"}
-    assert "the first 2,000 of 2,500 shapes are drawn; the journal below lists everything" in page.text
+    assert (
+        f"the first {chart.MAX_SHAPES:,} of 2,500 shapes are drawn; the journal below lists everything, "
+        "a page at a time" in page.text
+    )
     rows = [t for t in page.tags if t.name == "td" and t.attrs.get("class") == "att"]
-    assert len(rows) == 2500  # the journal has them all
+    assert len(rows) == render.JOURNAL_PAGE - 1  # the newest page: the start, 199 steps, the end
 
 
 def test_more_step_names_than_lanes_share_the_last_lane(p: LocalPlatform) -> None:
@@ -94,3 +97,29 @@ def test_the_axis_marks_offsets_from_the_start(p: LocalPlatform) -> None:
     ]
     assert "start" in texts
     assert any(re.fullmatch(r"⋯ 1 min 30 s ⋯", t) for t in texts), texts
+
+
+def _axis_labels(svg: str) -> list[tuple[float, float, str]]:
+    """The axis row's labels as (left, right, text), at 6 px a character (11 px text)."""
+    out = []
+    for x, anchor, text in re.findall(
+        rf"<text x='([\d.]+)' y='{chart.TOP - 8}' text-anchor='(\w+)'>([^<]*)</text>", svg
+    ):
+        w = len(text) * 6.0
+        left = float(x) if anchor == "start" else float(x) - w if anchor == "end" else float(x) - w / 2
+        out.append((left, left + w, text))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("waits", [["3d"], ["20s", "3d"], ["2m", "5h", "40s", "3d"]])
+def test_axis_labels_never_overlap_on_a_run_with_a_long_wait(p: LocalPlatform, waits: list[str]) -> None:
+    """Before: the tick labels beside a shortened stretch were drawn over its length."""
+    p.start("patient", None, id="patient-1")
+    for wait in waits:
+        p.advance(wait)
+    assert p.signal("patient-1", "answer", "yes")
+    svg = render.run_page(p.platform, render.LocalActions(), "patient-1")
+    labels = _axis_labels(svg)
+    assert any(t.startswith("⋯") for *_, t in labels) and any(t == "start" for *_, t in labels)
+    for (_, right, a), (left, _, b) in zip(labels, labels[1:], strict=False):
+        assert right <= left, f"{a!r} overlaps {b!r}: {labels}"
