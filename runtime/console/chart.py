@@ -152,6 +152,7 @@ def draw(
                 "timer": "ended by its timer",
                 "timeout": "timed out",
                 "cancel": "ended by the run's cancel",
+                "failure": "ended by the run's failure",
             }.get(item.ended_by or "", "still waiting")
             lines = [f"{item.title}: {how}", f"from {zone.when(item.at)}"]
             if item.due_at is not None:
@@ -168,6 +169,11 @@ def draw(
                 shapes.append(
                     _Shape(lane, item.due_at, None, "due", f"{item.title} due {zone.when(item.due_at)}")
                 )
+        elif item.kind == "failed":
+            lane = lanes.lane("run failed")
+            shapes.append(
+                _Shape(lane, item.at, None, "failure", f"run failed {zone.when(item.at)}\n{item.detail}")
+            )
     if signals:
         lane = "signals"
         lanes.names.append(lane)
@@ -228,7 +234,13 @@ def draw(
         # data-lane names the shape's lane for whoever reads the SVG (tests, tools).
         common = f"data-lane='{e(sh.lane)}'><title>{e(sh.title)}</title>"
         if sh.end is None:
-            if sh.css == "due":
+            if sh.css == "failure":
+                cy = y + LANE_H / 2
+                out.append(
+                    f"<path class='mark failure' d='M{x - 5:.1f} {cy - 5}l10 10m0 -10l-10 10' "
+                    f"stroke='#cf222e' stroke-width='2.5' {common}</path>"
+                )
+            elif sh.css == "due":
                 out.append(
                     f"<path class='due' d='M{x:.1f} {y + 3}v{LANE_H - 6}' stroke='#57606a' stroke-width='2' {common}</path>"
                 )
@@ -321,10 +333,11 @@ def _legend() -> str:
         ("w-timer", "sleep ended by its timer"),
         ("w-timeout", "wait timed out"),
         ("w-cancel", "ended by cancel"),
+        ("w-failure", "ended by the run's failure"),
         ("w-waiting", "waiting"),
     ]
     spans = "".join(f"<span><i class='sw {css}'></i>{e(text)}</span>" for css, text in keys)
     return (
         f"<div class='legend'>{spans}<span>- - backoff before a retry</span>"
-        "<span>◆ signal (filled: consumed)</span><span>| due time</span></div>"
+        "<span>◆ signal (filled: consumed)</span><span>| due time</span><span>✕ run failed</span></div>"
     )

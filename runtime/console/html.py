@@ -183,7 +183,7 @@ STYLE = """
 .lf .o-timed-out{fill:#bf8700;background:#bf8700}.lf .o-interrupted{fill:#8250df;background:#8250df}
 .lf .o-cancelled{fill:#6e7781;background:#6e7781}.lf .o-running{fill:#0969da;background:#0969da}
 .lf .w-signal{fill:#54aeff;background:#54aeff}.lf .w-timer{fill:#8c959f;background:#8c959f}
-.lf .w-timeout{fill:#d4a72c;background:#d4a72c}.lf .w-cancel{fill:#afb8c1;background:#afb8c1}.lf .w-waiting{fill:#b6e3ff;background:#b6e3ff}
+.lf .w-failure{fill:#ff8182;background:#ff8182}.lf .w-timeout{fill:#d4a72c;background:#d4a72c}.lf .w-cancel{fill:#afb8c1;background:#afb8c1}.lf .w-waiting{fill:#b6e3ff;background:#b6e3ff}
 .lf .backoff{fill:none;stroke:#cf222e;stroke-dasharray:3 3}.lf .gap{fill:#f6f8fa;stroke:#d0d7de;stroke-dasharray:2 2}
 .lf svg text{font:11px system-ui,sans-serif;fill:#57606a}.lf svg .lane{fill:#1f2328}
 """

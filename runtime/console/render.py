@@ -257,18 +257,21 @@ def run_live(
 ) -> str:
     entries = runs.journal(run.id)
     items = timeline.build(entries)
+    if run.status == Status.FAILED:
+        timeline.failed_unjournaled(items, entries, run.updated_at, run.error)
     signals = runs.store.signals(run.id)
     children = runs.store.children(run.id)
     due = runs.store.timer(run.id)
     parts = [f"<h1>{e(run.id)}{actions.copy(run.id)} {status(run.status)}</h1>"]
     if run.status in ENDED:
         parts.append("<span data-ended hidden></span>")
-    ended_at = run.updated_at if run.status in (*ENDED, Status.FAILED) else now
+    stopped = run.status in (*ENDED, Status.FAILED)
+    ended_at = run.updated_at if stopped else now
     facts = [
         f"workflow <b>{e(run.workflow)}</b>",
         f"started {moment(run.created_at, zone, now)}",
         f"updated {moment(run.updated_at, zone, now)}",
-        ("running for " if ended_at == now else "took ") + e(duration(ended_at - run.created_at)),
+        ("took " if stopped else "running for ") + e(duration(ended_at - run.created_at)),
     ]
     if run.parent_id:
         facts.append("parent " + actions.run_link(run.parent_id, run.parent_id))
@@ -366,11 +369,14 @@ def _journal_rows(
             detail += " " + actions.value_link(run.id, f"entry-{item.value_seq}", "show all")
         css = (
             " class='err'"
-            if item.kind == "step" and item.attempts and item.attempts[-1].outcome not in ("ok", "running")
+            if (item.kind == "step" and item.attempts and item.attempts[-1].outcome not in ("ok", "running"))
+            or item.kind == "failed"
             else ""
         )
+        # A failure no entry records has no number of its own.
+        row, number = ("failed", "") if item.kind == "failed" else (f"e{item.seq}", str(item.seq))
         yield (
-            f"<tr id='e{item.seq}'><td>{item.seq}</td><td>{e(zone.when(item.at))}</td>"
+            f"<tr id='{row}'><td>{number}</td><td>{e(zone.when(item.at))}</td>"
             f"<td{css}>{e(item.title)}</td><td>{detail}</td></tr>"
         )
         for a in item.attempts:

@@ -41,7 +41,7 @@ class Attempt:
 class Item:
     seq: int
     at: float
-    kind: str  # start | step | wait | value | resumed | retried | cancelled | completed
+    kind: str  # start | step | wait | value | resumed | retried | cancelled | completed | failed
     title: str
     detail: str = ""
     attempts: list[Attempt] = field(default_factory=list)
@@ -49,7 +49,7 @@ class Item:
     resolved_at: float | None = None
     resolution: str | None = None
     name: str | None = None  # a step's name; a wait's kind (sleep, await, race, all)
-    ended_by: str | None = None  # a wait's end: signal | timer | timeout | cancel
+    ended_by: str | None = None  # a wait's end: signal | timer | timeout | cancel | failure
     signal: str | None = None  # the signal that ended a wait
     value_seq: int | None = None  # the entry holding the item's value (a result, a payload)
 
@@ -141,6 +141,23 @@ def build(entries: list[Entry]) -> list[Item]:
                 )
             )
     return items
+
+
+def failed_unjournaled(items: list[Item], entries: list[Entry], at: float, error: str | None) -> None:
+    """A run failed by what no journal entry records (a raise in the workflow's code, a
+    journal divergence, a bad result): the wait it was parked on ended with it, and the
+    failure is an item of its own at the run's last change. A final step failure and a run
+    timeout are journaled, and say so themselves."""
+    last = entries[-1] if entries else None
+    if last is not None and (
+        last.kind == Kind.TIMED_OUT or (last.kind == Kind.STEP_FAILED and last.data.get("final"))
+    ):
+        return
+    for item in items:
+        if item.kind == "wait" and item.resolved_at is None:
+            item.resolved_at, item.ended_by, item.resolution = at, "failure", "ended by the run's failure"
+    first_line = (error or "").split("\n", 1)[0]
+    items.append(Item(0, at, "failed", "failed", first_line))
 
 
 def failure_kind(error: str) -> str:

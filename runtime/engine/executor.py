@@ -377,7 +377,10 @@ class Executor:
             self._remember(s)
             return decision.status
         if isinstance(decision, Fail | Diverged):
-            self._save(s, RunUpdate(Status.FAILED, replay.current, error=decision.error), TimerSet(None))
+            failed = RunUpdate(
+                Status.FAILED, replay.current, error=decision.error, at=now_ms(self.clock) / 1000
+            )
+            self._save(s, failed, TimerSet(None))
             self.wakes.timer(s.run.id, None)
             self.observer.ended(s.run.id, s.run.workflow, Status.FAILED, error=decision.error)
             return Status.FAILED
@@ -421,7 +424,8 @@ class Executor:
             log.warning("run %s failed: %s\n%s", s.run.id, message, traceback, extra={"observed": True})
         # Like every other way a run stops, the failure clears its timer (and its schedule):
         # a failed run woken later would only cost an invocation.
-        self._save(s, RunUpdate(Status.FAILED, s.replay.current, error=message), TimerSet(None))
+        failed = RunUpdate(Status.FAILED, s.replay.current, error=message, at=now_ms(self.clock) / 1000)
+        self._save(s, failed, TimerSet(None))
         self.wakes.timer(s.run.id, None)
         self.observer.ended(s.run.id, s.run.workflow, Status.FAILED, error=message, traceback=traceback)
         return Status.FAILED

@@ -70,6 +70,9 @@ class RunUpdate:
     # The status is unchanged and only the current step moved on: a backend may skip the
     # write (DynamoDB does, and derives a running run's current step from its journal).
     progress_only: bool = False
+    # When the status changed, for a change no journal entry records (a failure by a raise in
+    # the workflow's code, a divergence): the run's `updated_at` then, not its last entry's.
+    at: float | None = None
 
 
 def current_step(status: Status, stored: str | None, last: Entry) -> str | None:

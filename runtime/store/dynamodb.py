@@ -907,9 +907,13 @@ class DynamoDBStore:
                 if result_sk is not None:
                     sets.append("result_sk = :rsk")
                     values[":rsk"] = s(result_sk)
-        if entries:
+        changed = max(
+            [e.at for e in entries[-1:]] + ([update.at] if update and update.at is not None else []),
+            default=None,
+        )
+        if changed is not None:  # the last entry's time, or a change no entry records (a failure)
             sets.append("updated_at = :upd")
-            values[":upd"] = n(entries[-1].at)
+            values[":upd"] = n(changed)
         if not ended and self._done.get(run_id):
             # Journal-confirmed only: a signal named here is consumed, so the next load
             # leaves it out of its reads.

@@ -71,7 +71,10 @@ CREATE TABLE IF NOT EXISTS runs (
     error TEXT,
     parent_id TEXT,
     current_step TEXT,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    -- When the status last changed without a journal entry saying so (schema 5): a failure
+    -- by a raise or a divergence. A run's `updated_at` is the later of this and its last entry.
+    changed_at REAL
 );
 CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status, workflow, created_at);
 CREATE INDEX IF NOT EXISTS runs_by_parent ON runs (parent_id);
@@ -156,7 +159,7 @@ _LAST_ENTRY = (
 )
 _RUN_SELECT = (
     "SELECT r.id, r.workflow, r.status, r.input, r.result, r.error, r.parent_id, r.current_step, "
-    "r.created_at, j.at, j.seq, j.kind, j.name"
+    "r.created_at, MAX(j.at, COALESCE(r.changed_at, j.at)), j.seq, j.kind, j.name"
 )
 # What each older schema lacks, as (table, column, statement): schema 1 kept the journal's
 # length and the last change on the run's row; schema 2's wake-ups had no time. A statement
@@ -175,6 +178,7 @@ _MIGRATIONS = {
     # makes them); the counts of the runs already there are taken once, here, in the
     # migration's transaction (a run another process adds meanwhile waits for it).
     4: (
+        ("runs", "-changed_at", "ALTER TABLE runs ADD COLUMN changed_at REAL"),
         ("run_counts", "", "DELETE FROM run_counts"),
         (
             "run_counts",
@@ -622,12 +626,14 @@ class SQLiteStore:
                 raise JournalConflict(run_id, expected_len + 1)
             if update is not None:
                 db.execute(
-                    "UPDATE runs SET status = ?, current_step = ?, result = ?, error = ? WHERE id = ?",
+                    "UPDATE runs SET status = ?, current_step = ?, result = ?, error = ?, "
+                    "changed_at = COALESCE(?, changed_at) WHERE id = ?",
                     (
                         update.status,
                         update.current_step,
                         None if update.result is None else compact(update.result),
                         update.error,
+                        update.at,
                         run_id,
                     ),
                 )
