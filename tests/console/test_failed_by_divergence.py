@@ -50,3 +50,13 @@ def test_a_run_failed_by_divergence_shows_its_wait_ended_and_its_failure(p: Any)
     assert "<tr id='failed'>" in html and REWAITED in page.text
     assert "class='mark failure'" in html and "data-lane='run failed'" in html  # drawn
     assert "still waiting" not in html
+
+
+def test_the_start_form_offers_the_projects_workflows_and_no_examples_input(p: Any) -> None:
+    """Before: the input's placeholder was the auction's `{"id": "lot-42"}` in every project."""
+    html = render.runs_page(p.platform, render.LocalActions())
+    form = html.split("<h2>Start a run</h2>", 1)[1]
+    assert (
+        "<option value='rename'>rename</option>" in form and "<option value='waiter'>waiter</option>" in form
+    )
+    assert "lot-42" not in html
