@@ -97,7 +97,7 @@ def seen(replay: Replay, wait_for: ReadChild, state: ChildState) -> Decision:
         if by == "completed":
             done["result"] = state.result
         else:
-            done["error"] = state.error or f"run '{wait_for.child}' was {by}"
+            done["message"] = state.error or f"run '{wait_for.child}' was {by}"
         replay._record(Kind.CHILD_DONE, wait.name, done)
         return Resume(done)
     due = wait.data.get("due_at")

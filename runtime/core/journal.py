@@ -36,7 +36,7 @@ class Kind(StrEnum):
     # name: the child's workflow; data: child, timeout_ms, due_at: c:result() began waiting
     CHILD_WAIT = "child.wait"
     # name: the child's workflow; data: child, by (completed|failed|cancelled|timeout),
-    # result (completed) or error: the child ended (or the wait timed out) and c:result() answered
+    # result (completed) or message (its error): the child ended (or the wait timed out) and c:result() answered
     CHILD_DONE = "child.done"
     WAIT = "wait"  # name: op; data: names, timeout_ms, due_at
     WAIT_DONE = "wait.done"  # name: op; data: by (signal|timeout|timer), signal, payload, signal_id

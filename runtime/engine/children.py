@@ -15,6 +15,7 @@ from runtime.core import children
 from runtime.core.child_commands import ChildRefused, ChildState, ReadChild, StartChild
 from runtime.core.journal import Status
 from runtime.core.replay import Decision, Replay, Resume
+from runtime.engine.wake import Wakes
 from runtime.errors import EngineBug, InvalidInput, InvalidTransition, RunIdTaken, UnknownWorkflow
 from runtime.store.base import RunRecord, RunUpdate, Store
 
@@ -52,3 +53,10 @@ def waking_parent(run: RunRecord, update: RunUpdate | None) -> RunUpdate | None:
     if update is not None and run.parent_id is not None and update.status in TERMINAL:
         return replace(update, wake=run.parent_id)
     return update
+
+
+def prompt_parent(wakes: Wakes, update: RunUpdate | None) -> None:
+    """The write that ended a child recorded its parent's wake-up: prompt a worker for it
+    (on AWS an SQS message; a lost one is healed by the reconciler, as for a signal)."""
+    if update is not None and update.wake is not None:
+        wakes.prompt(update.wake)

@@ -220,6 +220,7 @@ class Executor:
                 error = _undeclared(run)
                 update = child_runs.waking_parent(run, RunUpdate(Status.FAILED, None, error=error))
                 self.store.append(run_id, run.journal_len, [], update=update)
+                child_runs.prompt_parent(self.wakes, update)
                 self.observer.ended(run_id, run.workflow, Status.FAILED, error=error)
                 return Status.FAILED
             journal = snap.journal if session is None else self.store.journal(run_id)
@@ -355,6 +356,7 @@ class Executor:
         error = _too_long(ex, longest_ms)
         update = child_runs.waking_parent(s.run, RunUpdate(Status.FAILED, s.replay.current, error=error))
         self.store.append(s.run.id, s.saved_len, entries, update=update, timer=TimerSet(None))
+        child_runs.prompt_parent(self.wakes, update)
         s.saved_len += len(entries)
         self.wakes.timer(s.run.id, None)
         self.observer.ended(s.run.id, s.run.workflow, Status.FAILED, error=error)
@@ -420,6 +422,7 @@ class Executor:
         try:
             update = child_runs.waking_parent(s.run, RunUpdate(Status.FAILED, s.run.current_step, error=error))
             self.store.append(s.run.id, s.saved_len, [entry], update=update, timer=TimerSet(None))
+            child_runs.prompt_parent(self.wakes, update)
         except JournalConflict:
             self.wakes.wake(s.run.id)
             return Status.RUNNING
@@ -511,6 +514,7 @@ class Executor:
         entries = s.replay.take_unsaved()
         update = child_runs.waking_parent(s.run, update)
         self.store.append(s.run.id, s.saved_len, entries, update=update, timer=timer)
+        child_runs.prompt_parent(self.wakes, update)
         s.saved_len += len(entries)
         if update is not None:
             s.status = update.status

@@ -242,6 +242,8 @@ class Runs:
                 )
             except JournalConflict:
                 continue
+            if wake is not None:
+                self.wakes.prompt(wake)
             self.observer.cancelled(run_id, run.workflow)
             cancelled = True
             break

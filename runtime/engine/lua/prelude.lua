@@ -1022,10 +1022,10 @@ local function child_failure(c, reply)
       .. "running — catch this to wait again or cancel it", c.id, c.workflow)
   else
     text = sfmt("child '%s' (workflow '%s') %s: %s", c.id, c.workflow,
-      reply.by == "cancelled" and "was cancelled" or "failed", tostring_(reply.error))
+      reply.by == "cancelled" and "was cancelled" or "failed", tostring_(reply.message))
   end
   local f = setmt({ child = c.id, workflow = c.workflow, status = reply.by,
-    message = reply.by == "timeout" and text or reply.error }, FAILURE_MT)
+    message = reply.by == "timeout" and text or reply.message }, FAILURE_MT)
   step_failures[f] = text
   return f
 end
