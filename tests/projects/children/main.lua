@@ -55,3 +55,17 @@ workflow "bad" (function(wf, input)
         return { c:result({ timeout = "1h" }), c:result({ timeout = "1h" }) }
     end
 end)
+
+-- For lunaflow dev tests: start a run, signal one.
+on "fetch" (function(req)
+    local body = json.parse(req.body)
+    if req.path == "/start" then
+        local run = workflows(body.workflow):start(body.input, { id = body.id })
+        return { status = 200, body = json.encode({ id = run.id }) }
+    end
+    if req.path == "/signal" then
+        workflows(body.workflow):get(body.id):signal(body.name, body.payload)
+        return { status = 200, body = "{}" }
+    end
+    return { status = 404, body = "{}" }
+end)
