@@ -127,7 +127,9 @@ def build(entries: list[Entry]) -> list[Item]:
         elif e.kind == Kind.CHILD_STARTED:
             child = str(e.data.get("child"))
             joined = " (joined: the run existed)" if e.data.get("joined") else ""
-            items.append(Item(e.seq, e.at, "child", f"child '{child}'", f"workflow '{e.name}'{joined}", child=child))
+            items.append(
+                Item(e.seq, e.at, "child", f"child '{child}'", f"workflow '{e.name}'{joined}", child=child)
+            )
         elif e.kind == Kind.CHILD_WAIT:
             child = str(e.data.get("child"))
             due = e.data.get("due_at")

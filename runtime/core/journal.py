@@ -35,8 +35,8 @@ class Kind(StrEnum):
     CHILD_STARTED = "child.started"
     # name: the child's workflow; data: child, timeout_ms, due_at: c:result() began waiting
     CHILD_WAIT = "child.wait"
-    # name: the child's workflow; data: child, by (completed|failed|cancelled|timeout),
-    # result (completed) or message (its error): the child ended (or the wait timed out) and c:result() answered
+    # name: the child's workflow; data: child, by (completed|failed|cancelled|timeout), result
+    # (completed) or message (its error): the child ended (or the wait timed out), c:result() answered
     CHILD_DONE = "child.done"
     WAIT = "wait"  # name: op; data: names, timeout_ms, due_at
     WAIT_DONE = "wait.done"  # name: op; data: by (signal|timeout|timer), signal, payload, signal_id

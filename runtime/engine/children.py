@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+
 from runtime.core import children
 from runtime.core.child_commands import ChildRefused, ChildState, ReadChild, StartChild
 from runtime.core.journal import Status
@@ -40,9 +41,7 @@ def read_child(store: Store, replay: Replay, d: ReadChild) -> Decision:
     """The child's state, read now, handed to the core (which answers or parks)."""
     run = store.get_run(d.child)
     state = (
-        ChildState(None)
-        if run is None
-        else ChildState(str(run.status), run.result, run.error, run.parent_id)
+        ChildState(None) if run is None else ChildState(str(run.status), run.result, run.error, run.parent_id)
     )
     return children.seen(replay, d, state)
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.core import values
-from runtime.core.durations import parse_ms
-from runtime.core.journal import StepValues
 from runtime.core.child_commands import ChildCmd, ChildRefused, ChildResultCmd
+from runtime.core.durations import parse_ms
 from runtime.core.ids import check_run_id
+from runtime.core.journal import StepValues
 from runtime.core.replay import StepCmd, StepFailure, ValueCmd, VersionCmd, WaitCmd
 from runtime.engine.project import Declaration, ProjectSource, load
 from runtime.engine.sandbox import LuaMemoryError, Sandbox
@@ -186,7 +186,9 @@ class Code:
         if cmd.op == "child_result":
             timeout = cmd.timeout
             what = f"the timeout of c:result() for child '{cmd.child}'"
-            return ChildResultCmd(str(cmd.child), workflow, None if timeout is None else parse_ms(timeout, what))
+            return ChildResultCmd(
+                str(cmd.child), workflow, None if timeout is None else parse_ms(timeout, what)
+            )
         if workflow not in self.workflows:
             known = ", ".join(f"'{w}'" for w in sorted(self.workflows))
             raise InvalidInput(

@@ -420,7 +420,9 @@ class Executor:
             # outlives its timed-out parent.
             self.store.begin_cancel(child, at)
         try:
-            update = child_runs.waking_parent(s.run, RunUpdate(Status.FAILED, s.run.current_step, error=error))
+            update = child_runs.waking_parent(
+                s.run, RunUpdate(Status.FAILED, s.run.current_step, error=error)
+            )
             self.store.append(s.run.id, s.saved_len, [entry], update=update, timer=TimerSet(None))
             child_runs.prompt_parent(self.wakes, update)
         except JournalConflict:

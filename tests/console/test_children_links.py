@@ -47,7 +47,11 @@ def test_show_and_the_console_link_parent_and_child_and_name_the_awaited_child(
         p.start("order", {"amount": 5, "child_id": "card-1"}, id="order-1")
     shown = json.loads(show(data, "order-1", capsys, "--json"))
     assert shown["children"] == ["card-1"] and shown["waiting_for"] == "card-1"
-    assert [i["title"] for i in shown["timeline"]] == ["started", "child 'card-1'", "result of child 'card-1'"]
+    assert [i["title"] for i in shown["timeline"]] == [
+        "started",
+        "child 'card-1'",
+        "result of child 'card-1'",
+    ]
     assert json.loads(show(data, "card-1", capsys, "--json"))["run"]["parent_id"] == "order-1"
     text = show(data, "order-1", capsys)
     assert "children card-1" in text and "waiting for child card-1" in text

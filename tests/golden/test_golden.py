@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from runtime.core.journal import FORMAT_VERSION, Entry, Kind
 from runtime.core import children
 from runtime.core.child_commands import ChildCmd, ChildResultCmd, ReadChild
+from runtime.core.journal import FORMAT_VERSION, Entry, Kind
 from runtime.core.replay import Complete, Park, Replay, Resume, StepCmd, ValueCmd, WaitCmd
 from runtime.engine.code import Code, Issued, Raised, Returned
 from runtime.store.base import RunRecord, RunUpdate, TimerSet
@@ -458,7 +458,9 @@ def test_children_golden_checks_cleanly_and_a_renamed_child_diverges(tmp_path: P
     renamed[4] = {**renamed[4], "data": {"child": "golden-children-other"}}
     replay = Replay(doc["run_id"], entries_of(renamed), now_ms=0)
     children.child(replay, ChildCmd("quick", None, None))
-    assert isinstance(children.result(replay, ChildResultCmd("golden-children.child-1", "quick", None)), Resume)
+    assert isinstance(
+        children.result(replay, ChildResultCmd("golden-children.child-1", "quick", None)), Resume
+    )
     diverged = children.child(replay, ChildCmd("slow", None, "golden-children-slow"))
     assert diverged.error == (  # type: ignore[union-attr]
         "journal divergence: expected child 'golden-children-other' of workflow 'slow', code reached "

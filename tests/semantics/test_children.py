@@ -37,7 +37,13 @@ def test_the_parent_parks_until_the_child_ends_and_gets_its_result(p: Any) -> No
     done = p.get("order-1")
     assert done.status == Status.COMPLETED
     assert done.result == {"ok": True, "child": "card-1", "result": {"charged": 5, "how": "ok"}}
-    assert kinds(p, "order-1") == ["run.started", "child.started", "child.wait", "child.done", "run.completed"]
+    assert kinds(p, "order-1") == [
+        "run.started",
+        "child.started",
+        "child.wait",
+        "child.done",
+        "run.completed",
+    ]
 
 
 def test_a_failed_child_raises_a_catchable_failure_in_the_parent(p: Any) -> None:
