@@ -30,6 +30,13 @@ def start_child(start: StartFn | None, replay: Replay, parent: str, d: StartChil
     """Start (or join) the child, then record it; a refused start is raised into the code."""
     if start is None:
         raise EngineBug(f"run '{parent}' started a child on an executor that cannot start runs")
+    if d.id == parent:
+        return Resume(
+            ChildRefused(
+                f"wf:child: run '{parent}' named itself as its child; a run cannot wait for its own "
+                "end — give the child another id, or leave id out for one derived from this run's"
+            )
+        )
     try:
         record = start(d.workflow, d.input, id=d.id, parent_id=parent, timeout=d.timeout)
     except (RunIdTaken, UnknownWorkflow, InvalidInput, InvalidTransition) as e:

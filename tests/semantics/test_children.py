@@ -124,6 +124,7 @@ def test_a_child_id_held_by_another_workflow_is_refused_and_nothing_is_journaled
         ("unknown", "wf:child: workflow 'no-such-flow' is not declared in this project"),
         ("bad-id", "wf:child('echo'): run id must be a non-empty string without '/' (got \"a/b\")"),
         ("option", "wf:child('echo'): unknown option 'idd'; the options are id and timeout"),
+        ("self", "wf:child: run 'bad-self' named itself as its child; a run cannot wait for its own end"),
     ],
 )
 def test_bad_input_is_refused_before_anything_is_journaled(p: Any, case: str, says: str) -> None:

@@ -41,6 +41,7 @@ end)
 workflow "bad" (function(wf, input)
     if input.case == "unknown" then return wf:child("no-such-flow", {}) end
     if input.case == "bad-id" then return wf:child("echo", {}, { id = "a/b" }) end
+    if input.case == "self" then return wf:child("bad", {}, { id = wf.id }) end
     if input.case == "option" then return wf:child("echo", {}, { idd = "x" }) end
     if input.case == "in-step" then
         return wf:step("s", function() return wf:child("echo", {}) end)
