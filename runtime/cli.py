@@ -486,7 +486,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Replay in-flight runs and goldens on the project's code. Read-only: the store and the
     databases are opened without writing, the code's migrations are reported, not applied."""
     from runtime.dev.check import check_runs
-    from runtime.dev.golden import golden_files, replay_goldens
+    from runtime.dev.golden import golden_files, load_project, replay_goldens
     from runtime.platform.platform import Platform
     from runtime.services.local import pending_migrations
 
@@ -502,10 +502,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not (data / STORE_FILE).exists():
         if golden_files(args.project):
             return _report_check(args, None, goldens)
+        load_project(args.project)  # nothing to replay, but code that cannot load is still refused
         raise Usage(
             f"no lunaflow data in {data} and no golden journals in {args.project}/tests/golden: there "
-            "are no runs to check (pass --data DIR to point elsewhere; `lunaflow record RUN_ID` "
-            "records a golden)"
+            "are no runs to check; the project loads (pass --data DIR to point elsewhere; "
+            "`lunaflow record RUN_ID` records a golden)"
         )
     clock = SystemClock()
     store = SQLiteStore(data / STORE_FILE, read_only=True, clock=clock)

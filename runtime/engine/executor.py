@@ -397,7 +397,14 @@ class Executor:
             f"run '{s.run.id}' timed out after {after}; its start set that bound — resume it to go on "
             "with no bound, or start it with a longer timeout"
         )
-        entry = Entry(s.saved_len + 1, Kind.TIMED_OUT, None, {"after": after}, now_ms(self.clock) / 1000)
+        at = now_ms(self.clock) / 1000
+        entry = Entry(s.saved_len + 1, Kind.TIMED_OUT, None, {"after": after}, at)
+        children = self.store.children(s.run.id) if self.cancel is not None else []
+        for child in children:
+            # Recorded before the run ends, so a process that dies between the end and the
+            # cascade leaves intents that recovery (or the reconciler) finishes: no live child
+            # outlives its timed-out parent.
+            self.store.begin_cancel(child, at)
         try:
             update = RunUpdate(Status.FAILED, s.run.current_step, error=error)
             self.store.append(s.run.id, s.saved_len, [entry], update=update, timer=TimerSet(None))
@@ -408,9 +415,10 @@ class Executor:
         self.wakes.timer(s.run.id, None)
         self.observer.ended(s.run.id, s.run.workflow, Status.FAILED, error=error)
         if self.cancel is not None:
-            for child in self.store.children(s.run.id):
+            for child in children:
                 with contextlib.suppress(LunaflowError):  # it has ended already
                     self.cancel(child)
+                self.store.end_cancel(child)  # a child that had ended keeps no intent either
         return Status.FAILED
 
     def _raised(self, s: Session, out: Raised) -> Status:
