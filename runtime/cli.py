@@ -30,6 +30,7 @@ from runtime import __version__
 from runtime.console import timeline
 from runtime.core import values
 from runtime.core.clock import SystemClock
+from runtime.core.journal import ENDED
 from runtime.dev.server import DevServer, NotAProject, ServeError, check_project, data_folder
 from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal, duration
 from runtime.errors import AlreadyCancelled, LunaflowError, UnknownWorkflow
@@ -80,7 +81,9 @@ def _aws(args: argparse.Namespace, *, read_only: bool = False) -> Any:
     try:
         session = boto3.session.Session()
         config = config_from_stack(session.client("cloudformation"), stack, args.project)
-        return AwsRuntime(config, Clients.from_session(session), read_only=read_only)
+        return AwsRuntime(
+            config, Clients.from_session(session), read_only=read_only, observer=with_faults(None, os.environ)
+        )
     except NoRegionError:
         raise LunaflowError(
             f"no AWS region is set, so stack '{stack}' cannot be found (--aws works on the stack "
@@ -262,11 +265,14 @@ def _show(args: argparse.Namespace, runs: Runs) -> int:
     signals = runs.store.signals(run.id)
     children = runs.store.children(run.id)
     due = runs.store.timer(run.id)
+    # The child whose result the run waits for (c:result()), shown with the links.
+    awaited = timeline.awaited_child(items) if run.status == "awaiting" else None
     if args.json:
         _emit(
             {
                 "run": _run_dict(run),
                 "children": children,
+                "waiting_for": awaited,
                 "timer_due_at": None if due is None else due / 1000,
                 "timeline": timeline.as_dicts(items),
                 "signals": timeline.signals_view(signals),
@@ -281,6 +287,8 @@ def _show(args: argparse.Namespace, runs: Runs) -> int:
         out.print(Text(f"parent {run.parent_id}"))
     if children:
         out.print(Text(f"children {', '.join(children)}"))
+    if awaited is not None:
+        out.print(Text(f"waiting for child {awaited}"))
     if run.current_step and run.status not in ("completed", "cancelled"):
         out.print(Text(f"current {run.current_step}"))
     if due is not None:
@@ -385,11 +393,13 @@ def cmd_start(args: argparse.Namespace) -> int:
     from runtime.platform.platform import Platform
     from runtime.services.local import LocalServices
 
+    if args.payload is not None and args.signal is None:
+        raise Usage("--payload is the payload of a signal sent with the start; name it with --signal NAME")
+    payload = _json_arg(args.payload, "the signal payload")
+    given = {"id": args.id, "timeout": args.timeout, "signal": args.signal, "payload": payload}
     if args.aws:
-        run = _aws(args).platform.start(
-            args.workflow, _json_arg(args.input, "the input"), id=args.id, timeout=args.timeout
-        )
-        return _done(args, _run_dict(run), f"run {run.id} of {run.workflow} is {run.status} on AWS")
+        run = _aws(args).platform.start(args.workflow, _json_arg(args.input, "the input"), **given)
+        return _started(args, run, f"run {run.id} of {run.workflow} is {run.status} on AWS")
     data = data_folder(args.project, args.data)
     clock = SystemClock()
     source = ProjectSource.read(args.project)
@@ -404,18 +414,35 @@ def cmd_start(args: argparse.Namespace) -> int:
         SQLiteStore(data / STORE_FILE),
         clock,
         services=LocalServices(data, clock.now, source.queue_settings),
+        observer=with_faults(None, os.environ),
     )
     try:
-        run = platform.start(args.workflow, input_value, id=args.id, timeout=args.timeout)
+        run = platform.start(args.workflow, input_value, **given)
     except UnknownWorkflow as e:
         raise UnknownWorkflow(args.workflow, where=str(Path(args.project).resolve())) from e
     finally:
         platform.close()
-    return _done(
+    return _started(
         args,
-        _run_dict(run),
+        run,
         f"run {run.id} of {run.workflow} is {run.status}; `lunaflow dev {args.project}` advances it",
     )
+
+
+def _started(args: argparse.Namespace, run: RunRecord, text: str) -> int:
+    """What a start prints; with ``--signal``, whether the signal was delivered or, the run
+    having ended, set aside (exit 3, as ``lunaflow signal`` says it)."""
+    if args.signal is None:
+        return _done(args, _run_dict(run), text)
+    delivered = run.status not in ENDED
+    if args.json:
+        _emit({**_run_dict(run), "signal": args.signal, "delivered": delivered})
+    elif delivered:
+        out.print(Text(f"{text}; signal '{args.signal}' delivered"))
+    else:
+        ended = f"run {run.id} of {run.workflow} has ended ({run.status})"
+        out.print(Text(f"{ended}; signal '{args.signal}' was set aside"))
+    return EXIT_OK if delivered else EXIT_SET_ASIDE
 
 
 def cmd_secret_set(args: argparse.Namespace) -> int:
@@ -464,7 +491,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Replay in-flight runs and goldens on the project's code. Read-only: the store and the
     databases are opened without writing, the code's migrations are reported, not applied."""
     from runtime.dev.check import check_runs
-    from runtime.dev.golden import golden_files, replay_goldens
+    from runtime.dev.golden import golden_files, load_project, replay_goldens
     from runtime.platform.platform import Platform
     from runtime.services.local import pending_migrations
 
@@ -480,10 +507,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not (data / STORE_FILE).exists():
         if golden_files(args.project):
             return _report_check(args, None, goldens)
+        load_project(args.project)  # nothing to replay, but code that cannot load is still refused
         raise Usage(
             f"no lunaflow data in {data} and no golden journals in {args.project}/tests/golden: there "
-            "are no runs to check (pass --data DIR to point elsewhere; `lunaflow record RUN_ID` "
-            "records a golden)"
+            "are no runs to check; the project loads (pass --data DIR to point elsewhere; "
+            "`lunaflow record RUN_ID` records a golden)"
         )
     clock = SystemClock()
     store = SQLiteStore(data / STORE_FILE, read_only=True, clock=clock)
@@ -773,6 +801,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--timeout", help='bound the run in time, e.g. "30d" (default: the workflow\'s own, or none)'
     )
+    p.add_argument(
+        "--signal",
+        metavar="NAME",
+        help="signal-with-start: deliver this signal too, written with the run in one write "
+        "(or sent to the run with that id)",
+    )
+    p.add_argument("--payload", metavar="JSON", help="the signal's payload")
     p.set_defaults(func=cmd_start)
 
     p = console("secret", "manage secrets")

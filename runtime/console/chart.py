@@ -153,6 +153,7 @@ def draw(
                 "timeout": "timed out",
                 "cancel": "ended by the run's cancel",
                 "failure": "ended by the run's failure",
+                "child": "ended by the child's end",
             }.get(item.ended_by or "", "still waiting")
             lines = [f"{item.title}: {how}", f"from {zone.when(item.at)}"]
             if item.due_at is not None:

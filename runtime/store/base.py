@@ -73,6 +73,10 @@ class RunUpdate:
     # When the status changed, for a change no journal entry records (a failure by a raise in
     # the workflow's code, a divergence): the run's `updated_at` then, not its last entry's.
     at: float | None = None
+    # Another run to wake in the same write: the parent of a child whose end this records
+    # (wf:child's c:result() waits on it). Recorded with the end, so no crash between the
+    # child's end and its parent's wake can lose the wake.
+    wake: str | None = None
 
 
 def current_step(status: Status, stored: str | None, last: Entry) -> str | None:
@@ -109,6 +113,16 @@ class TimerSet:
 
 
 @dataclass(frozen=True)
+class FirstSignal:
+    """A signal written with the run that it starts (signal-with-start): in the same write,
+    so no crash leaves the run without it. ``payload`` is a checked, decoded value."""
+
+    name: str
+    payload: Any
+    at: float
+
+
+@dataclass(frozen=True)
 class SignalRecord:
     id: int
     run_id: str
@@ -129,11 +143,14 @@ class Snapshot:
 
 
 class Store(Protocol):
-    def create_run(self, run: RunRecord, started: Entry) -> tuple[RunRecord, bool]:
-        """Insert the run, its first journal entry and a wake-up, atomically.
+    def create_run(
+        self, run: RunRecord, started: Entry, signal: FirstSignal | None = None
+    ) -> tuple[RunRecord, bool]:
+        """Insert the run, its first journal entry and a wake-up, atomically; with
+        ``signal``, its first (pending) signal too, in the same write.
 
         Returns ``(record, created)``. When a run with that id exists, nothing is written
-        and the existing record is returned with ``created=False``.
+        (the signal neither) and the existing record is returned with ``created=False``.
         """
 
     def get_run(self, run_id: str) -> RunRecord | None: ...
