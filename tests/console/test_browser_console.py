@@ -282,7 +282,7 @@ def test_the_start_form_starts_a_declared_workflow_with_an_input_and_an_id(
     form.locator("select[name=start_workflow]").select_option("child")
     form.locator("textarea[name=start_input]").fill('{"from": ')
     form.get_by_role("button", name="Start run").click()
-    assert "not valid JSON" in form.locator(".jerr").inner_text()
+    assert "not valid JSON" in form.locator("textarea[name=start_input] ~ .jerr").inner_text()
     form.locator("textarea[name=start_input]").fill('{"from": "the form"}')
     form.locator("input[name=start_id]").fill("started-1")
     form.get_by_role("button", name="Start run").click()
