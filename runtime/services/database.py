@@ -130,7 +130,9 @@ class Database:
             if limit is not None and limit.passed():
                 raise limit.expired() from e
             text = args[0] if args and isinstance(args[0], str) else ""
-            raise ServiceError(f"database '{self.name}':{method} failed: {e} (SQL: {sql_api.clip(text)})") from e
+            raise ServiceError(
+                f"database '{self.name}':{method} failed: {e} (SQL: {sql_api.clip(text)})"
+            ) from e
 
     # The executor seam (runtime.services.sql.Executor).
     def placeholder(self, n: int) -> str:

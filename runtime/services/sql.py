@@ -34,7 +34,9 @@ class Executor(Protocol):
 
     def placeholder(self, n: int) -> str: ...
 
-    def execute(self, method: str, sql: str, values: list[Any]) -> tuple[int, list[dict[str, Any]] | None]: ...
+    def execute(
+        self, method: str, sql: str, values: list[Any]
+    ) -> tuple[int, list[dict[str, Any]] | None]: ...
 
 
 def placeholders(sql: str) -> tuple[list[str], list[int | str]]:

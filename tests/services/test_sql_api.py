@@ -27,7 +27,10 @@ def p(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
 
 def insert(p: Any, name: str, price: float, active: bool) -> Any:
     return value(
-        p, op="exec", sql="INSERT INTO items (name, price, active) VALUES (?, ?, ?)", params=[name, price, active]
+        p,
+        op="exec",
+        sql="INSERT INTO items (name, price, active) VALUES (?, ?, ?)",
+        params=[name, price, active],
     )
 
 
@@ -56,6 +59,7 @@ def test_booleans_are_booleans_both_ways(p: Any) -> None:
     insert(p, "off", 1, False)
     rows = value(p, op="query", sql="SELECT name, active FROM items ORDER BY name")
     assert rows == [{"name": "off", "active": False}, {"name": "on", "active": True}]
+    assert [type(r["active"]) for r in rows] == [bool, bool]  # not 0 and 1 (1 is truthy in Lua, 0 too)
     only = value(p, op="query", sql="SELECT name FROM items WHERE active = ?", params=[True])
     assert only == [{"name": "on"}]
 
@@ -72,7 +76,12 @@ def test_name_placeholders_take_a_table_of_values(p: Any) -> None:
         sql="INSERT INTO items (name, price, active) VALUES (:name, :price, :active)",
         params={"name": "n", "price": 4, "active": True},
     )
-    row = value(p, op="first", sql="SELECT name FROM items WHERE name = :who AND 'x:y' = 'x:y'", params={"who": "n"})
+    row = value(
+        p,
+        op="first",
+        sql="SELECT name FROM items WHERE name = :who AND 'x:y' = 'x:y'",
+        params={"who": "n"},
+    )
     assert row == {"name": "n"}
     missing = error(p, op="first", sql="SELECT 1 AS one WHERE :a = :b", params={"a": 1})
     assert "no value for :b" in missing
@@ -98,7 +107,10 @@ def test_the_data_api_request_carries_the_typing_aurora_needs(tmp_path: Path) ->
     as booleanValue, and NUMERIC comes back as numbers (decimalReturnType = DOUBLE_OR_LONG)."""
     with AwsPlatform(project("svc_sql"), data_dir=tmp_path / "data") as p:
         value(
-            p, op="exec", sql="INSERT INTO items (name, active, payload) VALUES (?, ?, ?)", params=["j", True, {"a": 1}]
+            p,
+            op="exec",
+            sql="INSERT INTO items (name, active, payload) VALUES (?, ?, ?)",
+            params=["j", True, {"a": 1}],
         )
         sent = p.databases.requests[-1]
         assert sent["sql"] == "INSERT INTO items (name, active, payload) VALUES (:p1, :p2, :p3)"
