@@ -756,6 +756,19 @@ local function check_name(v, what)
 end
 
 -- A handle for a service: each method checks where it is called, then calls the host.
+-- exec returns { changes = n } on every platform: Aurora PostgreSQL (through the Data API)
+-- cannot return a last insert id, so a script reading one is told where ids come from.
+local function exec_result_mt(name)
+  return { __index = function(_, k)
+    if k == "last_insert_id" then
+      raw_error(sfmt("database '%s':exec returns { changes = n } only: there is no last_insert_id "
+        .. "(Aurora PostgreSQL cannot return one); get a generated id with RETURNING through :first, "
+        .. "e.g. database \"%s\":first(\"INSERT INTO t (name) VALUES (?) RETURNING id\", { name }).id", name, name), 2)
+    end
+    return nil
+  end }
+end
+
 local function service(kind, name, methods)
   local h = {}
   for _, m in ipairs(methods) do
@@ -766,6 +779,7 @@ local function service(kind, name, methods)
       local json, problem = encode_list(args)
       if not json then raw_error(holds(what .. " arguments", problem), 2) end
       local r = call_host("service", kind, name, m, json)
+      if kind == "database" and m == "exec" and type_(r[1]) == "table" then setmt(r[1], exec_result_mt(name)) end
       return unpack(r, 1, r.n)
     end
   end
