@@ -21,7 +21,9 @@ from runtime.core.durations import parse_ms
 from runtime.core.journal import Entry
 from runtime.errors import InvalidInput
 from runtime.platform.fetch import Response
+from runtime.engine.schedules import Schedule
 from runtime.platform.platform import Platform
+from runtime.platform.schedules import Ticker, find, fire_tick
 from runtime.store.base import RunRecord
 
 
@@ -116,11 +118,44 @@ class Harness:
         fire in the order of their due times."""
         target = now_ms(self._clock) + parse_ms(duration, "advance")
         self.settle()
-        while (due := self._next_due()) is not None and due <= target:
+        while (due := self._next_stop()) is not None and due <= target:
             self._move_clock(due)
+            self._fire_ticks()
             self.settle()
         self._move_clock(target)
+        self._fire_ticks()
         self.settle()
+
+    # --- schedules ---------------------------------------------------------------------
+
+    @property
+    def ticker(self) -> Ticker:
+        """Ticks count from the harness's first look (its creation): none fires for a
+        time before it."""
+        if getattr(self, "_ticker", None) is None:
+            self._ticker = Ticker(now_ms(self._clock))
+        return self._ticker
+
+    def _next_stop(self) -> int | None:
+        now = now_ms(self._clock)
+        tick = self.ticker.next_due(self.platform.worker.schedules, now)
+        return earliest_after(now, [self._next_due(), tick])
+
+    def _fire_ticks(self) -> None:
+        for schedule, tick in self.ticker.due(self.platform.worker.schedules, now_ms(self._clock)):
+            self._fire(schedule, tick)
+
+    def _fire(self, schedule: Schedule, tick_ms: int) -> None:
+        """Deliver one tick the way this platform's ticks arrive."""
+        fire_tick(self.platform, schedule, tick_ms)
+
+    def trigger(self, name: str) -> RunRecord:
+        """Fire schedule ``name`` now, as if it ticked at this second."""
+        schedule = find(self.platform.worker.schedules, name)
+        tick = now_ms(self._clock) // 1000 * 1000
+        self._fire(schedule, tick)
+        self.settle()
+        return self.get(schedule.run_id(tick))
 
     def _move_clock(self, to_ms: int) -> None:
         if not isinstance(self._clock, FakeClock):
