@@ -46,6 +46,14 @@ class Schedule:
     def zone(self) -> dt.tzinfo:
         return zoneinfo.ZoneInfo(self.timezone)
 
+    @property
+    def window(self) -> tuple[str | None, str | None]:
+        """``start_at`` and ``end_at`` as UTC ISO 8601 (EventBridge's StartDate, EndDate)."""
+        return (
+            None if self.start_ms is None else iso(self.start_ms),
+            None if self.end_ms is None else iso(self.end_ms),
+        )
+
     def run_id(self, tick_ms: int) -> str:
         return f"{self.name}@{iso(tick_ms)}"
 
