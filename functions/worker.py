@@ -25,6 +25,11 @@ def _record(record: dict[str, Any], context: LambdaContext) -> None:
         message = json.loads(body)
     except json.JSONDecodeError:
         message = None
+    if isinstance(message, dict) and "schedule" in message:  # a declared schedule's tick
+        fired = runtime().tick(str(message["schedule"]), str(message.get("tick", "")))
+        if fired is None:
+            logger.warning("tick of a schedule this code does not declare dropped", extra={"body": body})
+        return
     run_id = message.get("run_id") if isinstance(message, dict) else None
     if not isinstance(run_id, str) or not run_id:
         logger.warning("wake message without a run id dropped", extra={"body": body})

@@ -70,7 +70,9 @@ def _field(text: str, index: int, expr: str) -> frozenset[int]:
         step = 1
         if step_text:
             if not step_text.isdigit() or int(step_text) == 0:
-                raise _refuse(expr, f"the step '/{step_text}' in the {field} field is not a whole number above 0")
+                raise _refuse(
+                    expr, f"the step '/{step_text}' in the {field} field is not a whole number above 0"
+                )
             step = int(step_text)
         if base == "*":
             first, last = low, high
@@ -126,7 +128,7 @@ class Cron:
                 "it restricts both the day of month and the day of week, which EventBridge cannot "
                 "express (Unix cron would fire on either); keep one of them *",
             )
-        cron = cls(expr, *sets, any_day=any_day, any_weekday=any_weekday)
+        cron = cls(expr, sets[0], sets[1], sets[2], sets[3], sets[4], any_day, any_weekday)
         if not any(d <= _DAYS_IN_MONTH[m - 1] for m in cron.months for d in cron.days):
             raise InvalidInput(
                 f'cron expression "{expr}" never fires: no month it names has a day it names '

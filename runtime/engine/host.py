@@ -22,9 +22,9 @@ from runtime.core.clock import Clock
 from runtime.core.ids import check_run_id
 from runtime.engine.code import Code
 from runtime.engine.redact import Redactor
+from runtime.engine.schedules import parse_schedule
 from runtime.errors import InvalidInput, ServiceUnavailable
 from runtime.services import builtins
-from runtime.engine.schedules import parse_schedule
 from runtime.services.base import Declaration, Services
 from runtime.store.base import RunRecord
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import datetime as dt
 import re
 import zoneinfo
-from dataclasses import dataclass
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from runtime.core.cron import Cron
@@ -116,9 +116,7 @@ def _when(name: str, key: str, value: Any) -> int | None:
 def parse_schedule(name: str, opts: Any) -> Schedule:
     """Check one declaration's options, raising what/rule/fix for the first bad one."""
     if not isinstance(opts, dict):
-        raise _refuse(
-            name, f'needs options: schedule "{name}" {{ cron = "0 3 * * *", workflow = "report" }}'
-        )
+        raise _refuse(name, f'needs options: schedule "{name}" {{ cron = "0 3 * * *", workflow = "report" }}')
     for key in opts:
         if key not in _OPTIONS:
             raise _refuse(name, f"unknown option '{key}'; the options are {', '.join(_OPTIONS)}")
@@ -181,7 +179,9 @@ def parse_schedule(name: str, opts: Any) -> Schedule:
     return schedule
 
 
-def schedules_of(project: str, declarations: Sequence[Any], workflows: Collection[str]) -> dict[str, Schedule]:
+def schedules_of(
+    project: str, declarations: Sequence[Any], workflows: Collection[str]
+) -> dict[str, Schedule]:
     """The schedules among a loaded project's declarations (each checked when declared),
     refusing one whose workflow the project does not declare (known only once every script
     has loaded)."""

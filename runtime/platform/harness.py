@@ -19,9 +19,9 @@ from typing import Any
 from runtime.core.clock import Clock, FakeClock, now_ms
 from runtime.core.durations import parse_ms
 from runtime.core.journal import Entry
+from runtime.engine.schedules import Schedule
 from runtime.errors import InvalidInput
 from runtime.platform.fetch import Response
-from runtime.engine.schedules import Schedule
 from runtime.platform.platform import Platform
 from runtime.platform.schedules import Ticker, find, fire_tick
 from runtime.store.base import RunRecord

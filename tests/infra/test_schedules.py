@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from cfnlint.api import lint_file  # type: ignore[import-untyped]
-from conftest import Synth
 
+from conftest import Synth
 from runtime.aws.contract import TICK_TIME
 
 
@@ -49,7 +49,9 @@ def test_schedules_use_the_timers_group_queue_role_and_dead_letters(schedules_pr
         for s in schedules_project.role_statements(schedules_project.id(wake.role))
         if "sqs:SendMessage" in s["Action"]
     ]
-    assert {r for s in sends for r in ([s["Resource"]] if isinstance(s["Resource"], str) else s["Resource"])} >= {
+    assert {
+        r for s in sends for r in ([s["Resource"]] if isinstance(s["Resource"], str) else s["Resource"])
+    } >= {
         queue,
         dlq,
     }
