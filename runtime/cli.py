@@ -33,7 +33,7 @@ from runtime.core.clock import SystemClock
 from runtime.dev.server import DevServer, NotAProject, ServeError, check_project, data_folder
 from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal, duration
 from runtime.errors import AlreadyCancelled, LunaflowError, UnknownWorkflow
-from runtime.platform.faults import with_faults
+from runtime.platform.faults import tick_fault, with_faults
 from runtime.platform.runs import Runs
 from runtime.store.base import UNREADABLE_RUN, RunRecord
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
@@ -136,6 +136,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
             say=terminal.note,
             reload=not args.no_reload,
             allow_hosts=args.allow_host,
+            tick_fault=tick_fault(os.environ),
         )
     except ServeError as e:
         err.print(f"lunaflow dev: {e}")
