@@ -46,7 +46,7 @@ import boto3
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from botocore.config import Config
 
-from runtime.aws import container, deployment
+from runtime.aws import container, deployment, schedules
 from runtime.aws.contract import (
     FETCH_TIMEOUT_S,
     QUEUE_TIMEOUT_S,
@@ -315,10 +315,14 @@ class AwsPlatform(Harness):
                 scheduler.delete_schedule(Name=schedule["Name"], GroupName=group)
         return len(due)
 
-    def _fire(self, schedule: Schedule, tick_ms: int) -> None:
+    def _fire(self, schedule: Schedule, tick_ms: int, *, now: bool = False) -> None:
         """A declared schedule's tick, as EventBridge Scheduler sends it: its target input,
         the scheduled time filled in, to its target queue (the worker starts the run). A
-        disabled (paused) schedule sends nothing."""
+        disabled (paused) schedule sends nothing; a trigger (``now``) is the message
+        ``lunaflow schedule trigger --aws`` sends."""
+        if now:
+            schedules.send_tick(self.clients.sqs, self.config, schedule.name, tick_ms)
+            return
         scheduler, group = self.clients.scheduler, self.config.scheduler_group
         found = scheduler.get_schedule(Name=schedule_name(schedule.name), GroupName=group)
         if (found.get("State") or "ENABLED") != "ENABLED":
@@ -327,6 +331,9 @@ class AwsPlatform(Harness):
         url = self.clients.sqs.get_queue_url(QueueName=target["Arn"].rsplit(":", 1)[-1])["QueueUrl"]
         body = target["Input"].replace(TICK_TIME, iso(tick_ms))
         self.clients.sqs.send_message(QueueUrl=url, MessageBody=body)
+
+    def _set_paused(self, schedule: Schedule, paused: bool) -> None:
+        schedules.set_paused(self.clients.scheduler, self.config, schedule.name, paused)
 
     def reconcile(self) -> Any:
         """The reconcile rule's invocation of the worker."""

@@ -100,6 +100,7 @@ class AwsRuntime:
         ``read_only`` (``lunaflow check --aws``) loads the code without accepting it: no
         migration runs on the database and no secret is pinned."""
         self.config = config
+        self.clients = clients
         self.clock = clock or SystemClock()
         self.owner = owner or f"lambda-{uuid.uuid4()}"
         self._holding: str | None = None  # the run whose lease this container renews

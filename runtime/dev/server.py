@@ -59,6 +59,7 @@ from runtime.platform.fetch import (
     request_target,
 )
 from runtime.platform.platform import LeaseTerms, Platform
+from runtime.platform.schedules import PauseFile
 from runtime.services.local import LocalServices
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
 
@@ -214,7 +215,9 @@ class DevServer:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self.ticks = TickLoop(self.platform, self._stop, self.poke, self.say, tick_fault)
+        self.ticks = TickLoop(
+            self.platform, self._stop, self.poke, self.say, PauseFile(self.data_dir), tick_fault
+        )
         self.observer = observer
         self._cancels = _Cancels(self.store) if observer is not None else None
         self.owner = f"dev-{os.getpid()}-{uuid.uuid4().hex[:8]}"

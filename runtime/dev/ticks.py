@@ -4,7 +4,8 @@ The catch-up rule: at start-up each schedule fires its latest tick of the last 2
 (``CATCH_UP_MS``) once, if that tick's run does not exist yet (a tick fired before joins its
 run: the run id is the schedule's name and the tick time); earlier missed ticks are not
 fired. While the server runs, a tick fires when its time comes (within about a second);
-several ticks missed at once (the machine slept) fire as their latest one alone.
+several ticks missed at once (the machine slept) fire as their latest one alone. A schedule
+paused in the data folder (``lunaflow schedule pause``) fires nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from runtime.core.clock import now_ms
 from runtime.platform.faults import kill_now
 from runtime.platform.platform import Platform
-from runtime.platform.schedules import CATCH_UP_MS, Ticker, fire_tick
+from runtime.platform.schedules import CATCH_UP_MS, PauseFile, Ticker, fire_tick
 
 log = logging.getLogger("lunaflow.dev")
 
@@ -31,9 +32,11 @@ class TickLoop:
         stop: threading.Event,
         poke: Callable[[], None],
         say: Callable[[str], None],
+        pauses: PauseFile,
         fault: str | None = None,
     ) -> None:
         self.platform, self.stop, self.poke, self.say, self.fault = platform, stop, poke, say, fault
+        self.pauses = pauses
         self.ticker = Ticker(now_ms(platform.clock) - CATCH_UP_MS)
 
     def run(self) -> None:
@@ -45,7 +48,11 @@ class TickLoop:
             self.stop.wait(timeout=self._wait())
 
     def fire_due(self) -> None:
-        for schedule, tick in self.ticker.due(self.platform.worker.schedules, now_ms(self.platform.clock)):
+        due = self.ticker.due(self.platform.worker.schedules, now_ms(self.platform.clock))
+        paused = self.pauses.paused() if due else set()
+        for schedule, tick in due:
+            if schedule.name in paused:
+                continue
             if self.fault == "before":
                 kill_now()
             fired = fire_tick(self.platform, schedule, tick)

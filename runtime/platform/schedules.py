@@ -16,9 +16,12 @@ the worker function (``AwsRuntime.tick``).
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from runtime.core.journal import Status
 from runtime.engine.schedules import Schedule
@@ -111,3 +114,37 @@ class Ticker:
 
     def fire(self, platform: Platform, now_ms: int) -> list[Fired]:
         return [fire_tick(platform, s, tick) for s, tick in self.due(platform.worker.schedules, now_ms)]
+
+
+PAUSES_FILE = "schedules.json"
+
+
+class PauseFile:
+    """Which schedules are paused in a data folder: ``schedules.json`` beside the store
+    (``{"paused": [names]}``), so the store's schema holds nothing of schedules. Written
+    whole through a rename; the CLI, ``lunaflow dev`` and ``LocalPlatform`` read it at each
+    tick. A paused schedule fires no tick (the ticks it misses are not caught up on resume);
+    "trigger now" still starts a run."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = Path(data_dir) / PAUSES_FILE
+
+    def paused(self) -> set[str]:
+        try:
+            found = json.loads(self.path.read_text(encoding="utf-8")).get("paused", [])
+        except FileNotFoundError:
+            return set()
+        except (ValueError, AttributeError):
+            raise InvalidInput(
+                f"{self.path} is not the paused schedules' file lunaflow writes "
+                '({"paused": [names]}); fix it or delete it (every schedule is then resumed)'
+            ) from None
+        return {str(n) for n in found}
+
+    def set(self, name: str, paused: bool) -> None:
+        names = self.paused()
+        names = names | {name} if paused else names - {name}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temp = self.path.with_name(f".{PAUSES_FILE}.{os.getpid()}")
+        temp.write_text(json.dumps({"paused": sorted(names)}), encoding="utf-8")
+        os.replace(temp, self.path)

@@ -103,3 +103,34 @@ def test_a_restart_fires_no_tick_twice(harness: Any) -> None:
             "quarter@2026-01-01T00:30:00Z",
             "quarter@2026-01-01T00:45:00Z",
         ]
+
+
+def test_a_paused_schedule_fires_nothing_until_resumed_and_catches_nothing_up(harness: Any) -> None:
+    with harness(PROJECT) as p:
+        p.advance("20m")
+        p.pause_schedule("quarter")
+        p.advance("20m")  # 00:30 passes while paused
+        assert ids(p, "quarter") == ["quarter@2026-01-01T00:15:00Z"]
+        assert p.trigger("quarter").id == "quarter@2026-01-01T00:40:00Z"  # a trigger still starts
+        p.resume_schedule("quarter")
+        p.advance("10m")
+        assert ids(p, "quarter") == [
+            "quarter@2026-01-01T00:15:00Z",
+            "quarter@2026-01-01T00:40:00Z",
+            "quarter@2026-01-01T00:45:00Z",
+        ]
+        with pytest.raises(InvalidInput, match="no schedule 'nope'"):
+            p.pause_schedule("nope")
+
+
+def test_a_deploy_that_drops_a_schedule_stops_its_ticks(harness: Any, tmp_path: Path) -> None:
+    changed = tmp_path / "changed"
+    changed.mkdir()
+    text = (PROJECT / "main.lua").read_text(encoding="utf-8")
+    kept = "\n".join(line for line in text.splitlines() if not line.startswith('schedule "quarter"'))
+    (changed / "main.lua").write_text(kept + "\n", encoding="utf-8")
+    with harness(PROJECT) as p:
+        p.advance("20m")
+        p.deploy(changed)
+        p.advance("40m")
+        assert ids(p, "quarter") == ["quarter@2026-01-01T00:15:00Z"]
