@@ -484,7 +484,7 @@ def cmd_schedules(args: argparse.Namespace) -> int:
     if not rows:
         return EXIT_OK
     columns = [("schedule", WHOLE), ("workflow", WHOLE), ("when", WRAPS), ("state", WHOLE)]
-    columns += [("next tick", WHOLE), ("last run", WRAPS)]
+    columns += [("next tick", WHOLE), ("last run", WHOLE)]
     table = [
         [
             Text(r["schedule"]),
