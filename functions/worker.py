@@ -13,6 +13,7 @@ from functions._batch import partial_response
 from functions._runtime import logger, metrics, runtime, tracer
 from runtime.aws.contract import RECONCILE_EVENT
 from runtime.aws.observe import PowertoolsObserver
+from runtime.errors import InvalidInput
 
 
 def _whole(value: Any) -> int | None:
@@ -26,7 +27,11 @@ def _record(record: dict[str, Any], context: LambdaContext) -> None:
     except json.JSONDecodeError:
         message = None
     if isinstance(message, dict) and "schedule" in message:  # a declared schedule's tick
-        fired = runtime().tick(str(message["schedule"]), str(message.get("tick", "")))
+        try:
+            fired = runtime().tick(str(message["schedule"]), str(message.get("tick", "")))
+        except InvalidInput as e:  # not a message Scheduler sends: retrying cannot help
+            logger.warning("tick message refused and dropped: %s", e, extra={"body": body})
+            return
         if fired is None:
             logger.warning("tick of a schedule this code does not declare dropped", extra={"body": body})
         return

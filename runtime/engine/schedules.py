@@ -98,7 +98,12 @@ def iso(ms: int) -> str:
 
 
 def parse_iso(text: str) -> int:
-    return int(dt.datetime.strptime(text.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S%z").timestamp() * 1000)
+    """``2026-12-02T02:00:00Z`` (EventBridge's scheduled time) in epoch milliseconds."""
+    try:
+        at = dt.datetime.strptime(text.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S%z")
+    except ValueError:
+        raise InvalidInput(f'tick time {text!r} is not a UTC time like "2026-12-02T02:00:00Z"') from None
+    return int(at.timestamp() * 1000)
 
 
 def _refuse(name: str, problem: str) -> InvalidInput:
