@@ -87,17 +87,27 @@ def find(schedules: Mapping[str, Schedule], name: str) -> Schedule:
 class Ticker:
     """Which ticks are due: the ticks of each schedule after the last one looked at, up to
     now. Several missed at once (a process that was down, a clock moved far) fire as their
-    latest one alone. In memory: a restart begins at ``since`` again, which is harmless, as
-    a tick fired twice joins its run."""
+    latest one alone. The schedules seen at the first look count from ``since``; one that
+    appears later (a deploy, a reload) counts from when it is first seen, so new code does
+    not fire a tick from before it existed. In memory: a restart begins at ``since`` again,
+    which is harmless, as a tick fired twice joins its run."""
 
     def __init__(self, since_ms: int) -> None:
         self._since = since_ms
         self._last: dict[str, int] = {}
+        self._looked = False
+
+    def _from(self, schedules: Mapping[str, Schedule], now_ms: int) -> None:
+        for name in schedules:
+            if name not in self._last:
+                self._last[name] = self._since if not self._looked else now_ms
+        self._looked = True
 
     def due(self, schedules: Mapping[str, Schedule], now_ms: int) -> list[tuple[Schedule, int]]:
+        self._from(schedules, now_ms)
         out = []
         for name, schedule in schedules.items():
-            last = self._last.get(name, self._since)
+            last = self._last[name]
             tick = schedule.latest_at_or_before(now_ms, max(0, now_ms - last))
             self._last[name] = max(last, now_ms)
             if tick is not None and tick > last:
@@ -105,15 +115,13 @@ class Ticker:
         return sorted(out, key=lambda d: d[1])
 
     def next_due(self, schedules: Mapping[str, Schedule], now_ms: int) -> int | None:
+        self._from(schedules, now_ms)
         ticks = [
             t
             for name, s in schedules.items()
-            if (t := s.next_after(max(now_ms, self._last.get(name, self._since)))) is not None
+            if (t := s.next_after(max(now_ms, self._last[name]))) is not None
         ]
         return min(ticks) if ticks else None
-
-    def fire(self, platform: Platform, now_ms: int) -> list[Fired]:
-        return [fire_tick(platform, s, tick) for s, tick in self.due(platform.worker.schedules, now_ms)]
 
 
 PAUSES_FILE = "schedules.json"

@@ -134,3 +134,18 @@ def test_a_deploy_that_drops_a_schedule_stops_its_ticks(harness: Any, tmp_path: 
         p.deploy(changed)
         p.advance("40m")
         assert ids(p, "quarter") == ["quarter@2026-01-01T00:15:00Z"]
+
+
+def test_a_schedule_a_deploy_adds_fires_no_tick_from_before_the_deploy(harness: Any, tmp_path: Path) -> None:
+    without = tmp_path / "without"
+    without.mkdir()
+    text = (PROJECT / "main.lua").read_text(encoding="utf-8")
+    kept = "\n".join(line for line in text.splitlines() if not line.startswith('schedule "quarter"'))
+    (without / "main.lua").write_text(kept + "\n", encoding="utf-8")
+    with harness(without) as p:
+        p.advance("20m")  # 00:15 passes before "quarter" exists
+        p.deploy(PROJECT)
+        p.advance("5m")
+        assert ids(p, "quarter") == []
+        p.advance("10m")
+        assert ids(p, "quarter") == ["quarter@2026-01-01T00:30:00Z"]
