@@ -263,11 +263,14 @@ def _show(args: argparse.Namespace, runs: Runs) -> int:
     signals = runs.store.signals(run.id)
     children = runs.store.children(run.id)
     due = runs.store.timer(run.id)
+    # The child whose result the run waits for (c:result()), shown with the links.
+    awaited = timeline.awaited_child(items) if run.status == "awaiting" else None
     if args.json:
         _emit(
             {
                 "run": _run_dict(run),
                 "children": children,
+                "waiting_for": awaited,
                 "timer_due_at": None if due is None else due / 1000,
                 "timeline": timeline.as_dicts(items),
                 "signals": timeline.signals_view(signals),
@@ -282,6 +285,8 @@ def _show(args: argparse.Namespace, runs: Runs) -> int:
         out.print(Text(f"parent {run.parent_id}"))
     if children:
         out.print(Text(f"children {', '.join(children)}"))
+    if awaited is not None:
+        out.print(Text(f"waiting for child {awaited}"))
     if run.current_step and run.status not in ("completed", "cancelled"):
         out.print(Text(f"current {run.current_step}"))
     if due is not None:

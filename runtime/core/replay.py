@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.core.bounds import MAX_JOURNAL_ENTRIES
+from runtime.core.child_commands import ReadChild, StartChild
 from runtime.core.ids import step_id
 from runtime.core.journal import MARKERS, Entry, Kind, Signal, Status, StepValues, describe, describe_wait
 from runtime.errors import EngineBug
@@ -143,7 +144,8 @@ class Complete:
     result: Any
 
 
-Decision = Resume | Execute | Park | Fail | Diverged | NeedValue | Complete
+# StartChild and ReadChild: a child run to start, a child's state to read (runtime.core.children)
+Decision = Resume | Execute | Park | Fail | Diverged | NeedValue | Complete | StartChild | ReadChild
 
 
 def final_error(name: str, attempts: int, error: str, retryable: bool = True) -> str:
@@ -192,6 +194,7 @@ class Replay:
     unsaved: list[Entry] = field(init=False, default_factory=list)
     consumed: set[int] = field(init=False, default_factory=set)
     current: str | None = field(init=False, default=None)
+    child_calls: int = field(init=False, default=0)  # wf:child commands so far (runtime.core.children)
     _step: _StepInFlight | None = field(init=False, default=None)
     _parked: Callable[[], Decision] | None = field(init=False, default=None)
 

@@ -25,7 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.core import values
+from runtime.core import children, values
+from runtime.core.child_commands import ChildCmd, ChildResultCmd, ReadChild, StartChild
 from runtime.core.clock import Clock, now_ms
 from runtime.core.journal import ENDED, Entry, Kind, Status, StepValues, run_deadline
 from runtime.core.replay import (
@@ -42,6 +43,7 @@ from runtime.core.replay import (
     VersionCmd,
     WaitCmd,
 )
+from runtime.engine import children as child_runs
 from runtime.engine.code import Code, Command, Issued, Raised, Returned
 from runtime.engine.observe import Observer, Quiet
 from runtime.engine.wake import Wakes
@@ -117,8 +119,11 @@ class Executor:
         observer: Observer | None = None,
         redact: Callable[[str], str] | None = None,
         cancel: Callable[[str], object] | None = None,
+        start: child_runs.StartFn | None = None,
     ) -> None:
         self.store = store
+        # Starts a run (wf:child's children): the platform's start, with its checks.
+        self.start = start
         # Cancels a run and the runs it started: a run that times out cancels its children.
         self.cancel = cancel
         # Error text leaves here for the journal and the logs: secrets handed out become markers.
@@ -213,9 +218,9 @@ class Executor:
         else:
             if run.workflow not in code.workflows:
                 error = _undeclared(run)
-                self.store.append(
-                    run_id, run.journal_len, [], update=RunUpdate(Status.FAILED, None, error=error)
-                )
+                update = child_runs.waking_parent(run, RunUpdate(Status.FAILED, None, error=error))
+                self.store.append(run_id, run.journal_len, [], update=update)
+                child_runs.prompt_parent(self.wakes, update)
                 self.observer.ended(run_id, run.workflow, Status.FAILED, error=error)
                 return Status.FAILED
             journal = snap.journal if session is None else self.store.journal(run_id)
@@ -280,6 +285,10 @@ class Executor:
             return verdict(False, f"replays cleanly; parked at {at.current}")
         if isinstance(at, NeedValue):
             return verdict(False, f"replays cleanly; would record {at.call}() next")
+        if isinstance(at, StartChild):
+            return verdict(False, f"replays cleanly; would start child '{at.id}' next")
+        if isinstance(at, ReadChild):
+            return verdict(False, f"replays cleanly; parked at child '{at.child}'")
         return verdict(False, "replays cleanly to its return")
 
     # --- the one loop ------------------------------------------------------------------
@@ -345,8 +354,9 @@ class Executor:
         deploy that lowers it); the attempt about to start is taken back."""
         entries = _withdrawn(s.replay.take_unsaved(), ex)
         error = _too_long(ex, longest_ms)
-        update = RunUpdate(Status.FAILED, s.replay.current, error=error)
+        update = child_runs.waking_parent(s.run, RunUpdate(Status.FAILED, s.replay.current, error=error))
         self.store.append(s.run.id, s.saved_len, entries, update=update, timer=TimerSet(None))
+        child_runs.prompt_parent(self.wakes, update)
         s.saved_len += len(entries)
         self.wakes.timer(s.run.id, None)
         self.observer.ended(s.run.id, s.run.workflow, Status.FAILED, error=error)
@@ -358,6 +368,10 @@ class Executor:
         replay = s.replay
         if isinstance(decision, NeedValue):
             return replay.record_value(decision.call, _fresh_value(decision.call, self.clock))
+        if isinstance(decision, StartChild):
+            return child_runs.start_child(self.start, replay, s.run.id, decision)
+        if isinstance(decision, ReadChild):
+            return child_runs.read_child(self.store, replay, decision)
         if isinstance(decision, Execute):
             if deadline is not None and decision.timeout_ms is not None:
                 if deadline.longest_step_ms is not None and decision.timeout_ms > deadline.longest_step_ms:
@@ -406,8 +420,11 @@ class Executor:
             # outlives its timed-out parent.
             self.store.begin_cancel(child, at)
         try:
-            update = RunUpdate(Status.FAILED, s.run.current_step, error=error)
+            update = child_runs.waking_parent(
+                s.run, RunUpdate(Status.FAILED, s.run.current_step, error=error)
+            )
             self.store.append(s.run.id, s.saved_len, [entry], update=update, timer=TimerSet(None))
+            child_runs.prompt_parent(self.wakes, update)
         except JournalConflict:
             self.wakes.wake(s.run.id)
             return Status.RUNNING
@@ -497,7 +514,9 @@ class Executor:
 
     def _save(self, s: Session, update: RunUpdate | None, timer: TimerSet | None = None) -> None:
         entries = s.replay.take_unsaved()
+        update = child_runs.waking_parent(s.run, update)
         self.store.append(s.run.id, s.saved_len, entries, update=update, timer=timer)
+        child_runs.prompt_parent(self.wakes, update)
         s.saved_len += len(entries)
         if update is not None:
             s.status = update.status
@@ -519,6 +538,10 @@ def decide(replay: Replay, cmd: Command) -> Decision:
         return replay.wait(cmd)
     if isinstance(cmd, VersionCmd):
         return replay.version(cmd)
+    if isinstance(cmd, ChildCmd):
+        return children.child(replay, cmd)
+    if isinstance(cmd, ChildResultCmd):
+        return children.result(replay, cmd)
     return replay.value(cmd)
 
 

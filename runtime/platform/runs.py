@@ -212,7 +212,9 @@ class Runs:
         stack (a chain thousands deep must not reach Python's recursion limit). Returns the
         runs below the root, and the runs this walk cancelled."""
         changed: list[str] = []
-        if self._cancel_one(root):
+        # The root's parent may be waiting on it (c:result()): its cancel wakes the parent. The
+        # runs below have parents cancelled with them, so their cancels wake no one.
+        if self._cancel_one(root, wake_parent=True):
             changed.append(root)
         found = self.store.get_run(root)
         if found is None or found.status != Status.CANCELLED:
@@ -224,8 +226,9 @@ class Runs:
                 changed.append(run_id)
         return below, changed
 
-    def _cancel_one(self, run_id: str) -> bool:
-        """Cancel one run unless it has ended; whether this call cancelled it."""
+    def _cancel_one(self, run_id: str, *, wake_parent: bool = False) -> bool:
+        """Cancel one run unless it has ended; whether this call cancelled it. ``wake_parent``:
+        its parent is woken in the same write (a parent awaiting the child's result)."""
         cancelled = False
         for _ in range(100):
             run = self.store.get_run(run_id)
@@ -233,9 +236,14 @@ class Runs:
                 break
             entry = Entry(run.journal_len + 1, Kind.CANCELLED, None, {}, self.clock.now())
             try:
-                self.store.append(run_id, run.journal_len, [entry], update=RunUpdate(Status.CANCELLED, None))
+                wake = run.parent_id if wake_parent else None
+                self.store.append(
+                    run_id, run.journal_len, [entry], update=RunUpdate(Status.CANCELLED, None, wake=wake)
+                )
             except JournalConflict:
                 continue
+            if wake is not None:
+                self.wakes.prompt(wake)
             self.observer.cancelled(run_id, run.workflow)
             cancelled = True
             break
