@@ -30,6 +30,7 @@ from runtime import __version__
 from runtime.console import timeline
 from runtime.core import values
 from runtime.core.clock import SystemClock, now_ms
+from runtime.core.journal import ENDED
 from runtime.dev.server import DevServer, NotAProject, ServeError, check_project, data_folder
 from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal, duration
 from runtime.errors import AlreadyCancelled, LunaflowError, UnknownWorkflow
@@ -80,7 +81,9 @@ def _aws(args: argparse.Namespace, *, read_only: bool = False) -> Any:
     try:
         session = boto3.session.Session()
         config = config_from_stack(session.client("cloudformation"), stack, args.project)
-        return AwsRuntime(config, Clients.from_session(session), read_only=read_only)
+        return AwsRuntime(
+            config, Clients.from_session(session), read_only=read_only, observer=with_faults(None, os.environ)
+        )
     except NoRegionError:
         raise LunaflowError(
             f"no AWS region is set, so stack '{stack}' cannot be found (--aws works on the stack "
@@ -391,11 +394,13 @@ def cmd_start(args: argparse.Namespace) -> int:
     from runtime.platform.platform import Platform
     from runtime.services.local import LocalServices
 
+    if args.payload is not None and args.signal is None:
+        raise Usage("--payload is the payload of a signal sent with the start; name it with --signal NAME")
+    payload = _json_arg(args.payload, "the signal payload")
+    given = {"id": args.id, "timeout": args.timeout, "signal": args.signal, "payload": payload}
     if args.aws:
-        run = _aws(args).platform.start(
-            args.workflow, _json_arg(args.input, "the input"), id=args.id, timeout=args.timeout
-        )
-        return _done(args, _run_dict(run), f"run {run.id} of {run.workflow} is {run.status} on AWS")
+        run = _aws(args).platform.start(args.workflow, _json_arg(args.input, "the input"), **given)
+        return _started(args, run, f"run {run.id} of {run.workflow} is {run.status} on AWS")
     data = data_folder(args.project, args.data)
     clock = SystemClock()
     source = ProjectSource.read(args.project)
@@ -410,16 +415,17 @@ def cmd_start(args: argparse.Namespace) -> int:
         SQLiteStore(data / STORE_FILE),
         clock,
         services=LocalServices(data, clock.now, source.queue_settings),
+        observer=with_faults(None, os.environ),
     )
     try:
-        run = platform.start(args.workflow, input_value, id=args.id, timeout=args.timeout)
+        run = platform.start(args.workflow, input_value, **given)
     except UnknownWorkflow as e:
         raise UnknownWorkflow(args.workflow, where=str(Path(args.project).resolve())) from e
     finally:
         platform.close()
-    return _done(
+    return _started(
         args,
-        _run_dict(run),
+        run,
         f"run {run.id} of {run.workflow} is {run.status}; `lunaflow dev {args.project}` advances it",
     )
 
@@ -551,6 +557,22 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     run_id = schedule.run_id(tick) if args.action == "trigger" else None
     value = {"schedule": schedule.name, "action": args.action, "run_id": run_id}
     return _done(args, value, said)
+
+
+def _started(args: argparse.Namespace, run: RunRecord, text: str) -> int:
+    """What a start prints; with ``--signal``, whether the signal was delivered or, the run
+    having ended, set aside (exit 3, as ``lunaflow signal`` says it)."""
+    if args.signal is None:
+        return _done(args, _run_dict(run), text)
+    delivered = run.status not in ENDED
+    if args.json:
+        _emit({**_run_dict(run), "signal": args.signal, "delivered": delivered})
+    elif delivered:
+        out.print(Text(f"{text}; signal '{args.signal}' delivered"))
+    else:
+        ended = f"run {run.id} of {run.workflow} has ended ({run.status})"
+        out.print(Text(f"{ended}; signal '{args.signal}' was set aside"))
+    return EXIT_OK if delivered else EXIT_SET_ASIDE
 
 
 def cmd_secret_set(args: argparse.Namespace) -> int:
@@ -909,6 +931,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--timeout", help='bound the run in time, e.g. "30d" (default: the workflow\'s own, or none)'
     )
+    p.add_argument(
+        "--signal",
+        metavar="NAME",
+        help="signal-with-start: deliver this signal too, written with the run in one write "
+        "(or sent to the run with that id)",
+    )
+    p.add_argument("--payload", metavar="JSON", help="the signal's payload")
     p.set_defaults(func=cmd_start)
 
     p = console("schedules", "list the project's schedules: state, next tick, last run")

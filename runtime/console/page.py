@@ -221,6 +221,8 @@ class LocalConsole:
                 form.get("start_workflow", ""),
                 form.get("start_input", ""),
                 form.get("start_id", ""),
+                form.get("start_signal", ""),
+                form.get("start_payload", ""),
             )
         except LunaflowError as err:
             page = render.runs_page(

@@ -192,6 +192,10 @@ def _start_form(actions: Actions, workflows: list[str], form: Form | None) -> st
         f"{e(values.get('start_input', ''))}</textarea><span class='jerr'></span></label>"
         f"<label>run id <input name='start_id' value='{e(values.get('start_id', ''))}' "
         "placeholder='optional: a fresh UUID if empty' size='30'></label>"
+        f"<label>signal <input name='start_signal' value='{e(values.get('start_signal', ''))}' "
+        "placeholder='optional: sent with the start' size='16'></label>"
+        f"<label>payload (JSON) <textarea name='start_payload' rows='1' data-json>"
+        f"{e(values.get('start_payload', ''))}</textarea><span class='jerr'></span></label>"
         f"{error}"
     )
     return actions.form("start", fields, "Start run")
@@ -425,16 +429,35 @@ def send_signal(runs: Runs, run_id: str, name: str, payload_text: str) -> str:
     return f"Run {run_id} has ended ({run.status}), so signal '{name}' was set aside; nothing consumes it."
 
 
-def start_run(runs: Runs, workflow: str, input_text: str, run_id: str) -> tuple[RunRecord, str]:
-    """Start (or join) a run from a console form; returns it and what happened."""
+def start_run(
+    runs: Runs, workflow: str, input_text: str, run_id: str, signal: str = "", payload_text: str = ""
+) -> tuple[RunRecord, str]:
+    """Start (or join) a run from a console form, with a signal if one is named (signal-with-
+    start: the run and its signal in one write); returns it and what happened."""
     if workflow not in declared_workflows(runs):
         raise InvalidInput(f"workflow {workflow!r} is not declared by this project; pick one from the list")
     value = read_json(input_text, "the input")
+    name = signal.strip() or None
+    if name is None and payload_text.strip():
+        raise InvalidInput(
+            "a payload goes with a signal: name the signal, or clear the payload; nothing was sent"
+        )
+    payload = read_json(payload_text, f"the payload of signal '{name}'") if name else None
     before = runs.store.get_run(run_id.strip()) if run_id.strip() else None
-    run = runs.start(workflow, value, id=run_id.strip() or None)
+    run = runs.start(workflow, value, id=run_id.strip() or None, signal=name, payload=payload)
+    sent = ""
+    if name is not None:
+        sent = (
+            f" Run {run.id} has ended ({run.status}), so signal '{name}' was set aside."
+            if run.status in ENDED
+            else f" Signal '{name}' was delivered to it."
+        )
     if before is not None:
-        return run, f"Run {run.id} already existed, so the start joined it (the input sent was ignored)."
-    return run, f"Started run {run.id} of {workflow}."
+        return (
+            run,
+            f"Run {run.id} already existed, so the start joined it (the input sent was ignored).{sent}",
+        )
+    return run, f"Started run {run.id} of {workflow}.{sent}"
 
 
 def value_of(runs: Runs, run_id: str, ref: str) -> Any:

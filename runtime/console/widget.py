@@ -48,6 +48,8 @@ def widget_page(runs: Runs, actions: CloudWatchActions, event: Mapping[str, Any]
                     typed.get("start_workflow", ""),
                     typed.get("start_input", ""),
                     typed.get("start_id", ""),
+                    typed.get("start_signal", ""),
+                    typed.get("start_payload", ""),
                 )
             except LunaflowError as err:
                 form = render.Form(typed, str(err))

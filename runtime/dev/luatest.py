@@ -160,6 +160,8 @@ class _Session:
                 plain(args[1]) if len(args) > 1 else None,
                 id=opts.get("id"),
                 timeout=opts.get("timeout"),
+                signal=opts.get("signal"),
+                payload=opts.get("payload"),
             )
             return lua(_run(run))
         if name == "signal":

@@ -59,6 +59,8 @@ class RunApi(Protocol):
         parent_id: str | None = None,
         changes: tuple[str, ...] | None = None,
         timeout: str | float | None = None,
+        signal: str | None = None,
+        payload: Any = None,
     ) -> RunRecord: ...
 
     def get(self, run_id: str, workflow: str | None = None) -> RunRecord: ...
@@ -130,11 +132,24 @@ def host_functions(
             raise ServiceUnavailable(f"{what} has no backend on this platform; start it with local services")
         return services
 
-    def start(workflow: str, input_json: str, run_id: Any, timeout: Any = None) -> str:
+    def start(
+        workflow: str,
+        input_json: str,
+        run_id: Any,
+        timeout: Any = None,
+        signal: str | None = None,
+        payload_json: str | None = None,
+    ) -> str:
         if run_id is not None and not isinstance(run_id, str):
             check_run_id(run_id)
         return api.start(
-            workflow, json.loads(input_json), id=run_id, parent_id=worker.current_run, timeout=timeout
+            workflow,
+            json.loads(input_json),
+            id=run_id,
+            parent_id=worker.current_run,
+            timeout=timeout,
+            signal=signal,  # signal-with-start: the run and its signal in one write
+            payload=None if payload_json is None else json.loads(payload_json),
         ).id
 
     def json_parse(text: str) -> Any:

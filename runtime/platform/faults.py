@@ -1,11 +1,18 @@
 """Fault injection for crash tests: a real process killed at a chosen point of its work.
 
-A crash test must kill its subject part-way through a cascade whatever the machine's
-speed, so the subject kills itself: with ``LUNAFLOW_KILL_AFTER_CANCELS=N`` in its
-environment, ``lunaflow cancel`` and ``lunaflow dev`` SIGKILL their own process right
-after the N-th run they cancel (the cancel committed, the rest of the cascade not begun).
-With ``LUNAFLOW_KILL_AFTER_END=RUN_ID``, ``lunaflow dev`` SIGKILLs itself right after that
-run's end is written (a child's end, with its parent's wake-up, before the parent runs).
+A crash test must kill its subject part-way through whatever the machine's speed, so the
+subject kills itself:
+
+- with ``LUNAFLOW_KILL_AFTER_CANCELS=N`` in its environment, ``lunaflow cancel`` and
+  ``lunaflow dev`` SIGKILL their own process right after the N-th run they cancel (the
+  cancel committed, the rest of the cascade not begun);
+- with ``LUNAFLOW_KILL_AFTER_STARTS=N``, ``lunaflow start`` and ``lunaflow dev`` SIGKILL
+  theirs right after the N-th run they create (the store's write committed; no prompt, no
+  answer, no first activation), which is where a signal-with-start would lose its signal
+  if the run and the signal were two writes;
+- with ``LUNAFLOW_KILL_AFTER_END=RUN_ID``, ``lunaflow dev`` SIGKILLs itself right after that
+  run's end is written (a child's end, with its parent's wake-up, before the parent runs).
+
 Read once where the command is built (``runtime.cli``); nothing else looks at it.
 """
 
@@ -20,23 +27,38 @@ from runtime.engine.observe import Observer, Quiet
 
 KILL_AFTER_CANCELS = "LUNAFLOW_KILL_AFTER_CANCELS"
 KILL_AFTER_END = "LUNAFLOW_KILL_AFTER_END"
+KILL_AFTER_STARTS = "LUNAFLOW_KILL_AFTER_STARTS"
 
 
-class _KillAfterCancels:
-    """An observer passing every event on, which SIGKILLs the process after ``limit`` cancels."""
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
 
-    def __init__(self, inner: Observer, limit: int) -> None:
+
+class _Killing:
+    """An observer passing every event on, which SIGKILLs the process after ``cancels``
+    cancels or ``starts`` starts (None: never)."""
+
+    def __init__(self, inner: Observer, cancels: int | None, starts: int | None) -> None:
         self._inner = inner
-        self._left = limit
+        self._cancels = cancels
+        self._starts = starts
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
     def cancelled(self, run_id: str, workflow: str) -> None:
         self._inner.cancelled(run_id, workflow)
-        self._left -= 1
-        if self._left <= 0:
-            os.kill(os.getpid(), signal.SIGKILL)
+        if self._cancels is not None:
+            self._cancels -= 1
+            if self._cancels <= 0:
+                _die()
+
+    def started(self, run_id: str, workflow: str) -> None:
+        if self._starts is not None:
+            self._starts -= 1
+            if self._starts <= 0:
+                _die()  # before the observer hears of it: the write is all there is
+        self._inner.started(run_id, workflow)
 
 
 class _KillAfterEnd:
@@ -58,9 +80,11 @@ class _KillAfterEnd:
 
 def with_faults(observer: Observer | None, environ: Mapping[str, str]) -> Observer | None:
     """``observer``, wrapped to kill the process as ``environ`` asks (unchanged when it does not)."""
-    limit = environ.get(KILL_AFTER_CANCELS)
-    if limit:
-        observer = _KillAfterCancels(observer or Quiet(), int(limit))
+    cancels, starts = environ.get(KILL_AFTER_CANCELS), environ.get(KILL_AFTER_STARTS)
+    if cancels or starts:
+        observer = _Killing(
+            observer or Quiet(), int(cancels) if cancels else None, int(starts) if starts else None
+        )
     end = environ.get(KILL_AFTER_END)
     if end:
         observer = _KillAfterEnd(observer or Quiet(), end)

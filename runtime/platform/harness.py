@@ -73,10 +73,19 @@ class Harness:
     # --- runs --------------------------------------------------------------------------
 
     def start(
-        self, workflow: str, input: Any = None, id: str | None = None, timeout: str | float | None = None
+        self,
+        workflow: str,
+        input: Any = None,
+        id: str | None = None,
+        timeout: str | float | None = None,
+        *,
+        signal: str | None = None,
+        payload: Any = None,
     ) -> RunRecord:
-        """``timeout``: past it the run ends failed, ``run 'ID' timed out after 30d``."""
-        run = self.platform.start(workflow, input, id=id, timeout=timeout)
+        """``timeout``: past it the run ends failed, ``run 'ID' timed out after 30d``.
+        ``signal`` (with its ``payload``): signal-with-start, the run created with the signal
+        in one write, or an existing run of the workflow sent it."""
+        run = self.platform.start(workflow, input, id=id, timeout=timeout, signal=signal, payload=payload)
         self.settle()
         return self.get(run.id)
 

@@ -137,6 +137,8 @@ class Platform(Runs):
         parent_id: str | None = None,
         changes: tuple[str, ...] | None = None,
         timeout: str | float | None = None,
+        signal: str | None = None,
+        payload: Any = None,
     ) -> RunRecord:
         if workflow not in self.worker.code.workflows:
             raise UnknownWorkflow(workflow)
@@ -144,7 +146,14 @@ class Platform(Runs):
         if timeout is None:
             timeout = self.worker.code.timeouts.get(workflow)  # the workflow's own default
         return super().start(
-            workflow, input_value, id=id, parent_id=parent_id, changes=known, timeout=timeout
+            workflow,
+            input_value,
+            id=id,
+            parent_id=parent_id,
+            changes=known,
+            timeout=timeout,
+            signal=signal,
+            payload=payload,
         )
 
     # --- work --------------------------------------------------------------------------

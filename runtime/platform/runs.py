@@ -29,7 +29,7 @@ from runtime.errors import (
     RunIdTaken,
     SignalBacklogFull,
 )
-from runtime.store.base import RunRecord, RunUpdate, Store, TimerSet
+from runtime.store.base import FirstSignal, RunRecord, RunUpdate, Store, TimerSet
 
 log = logging.getLogger("lunaflow.runs")
 
@@ -81,13 +81,23 @@ class Runs:
         parent_id: str | None = None,
         changes: tuple[str, ...] = (),
         timeout: str | float | None = None,
+        signal: str | None = None,
+        payload: Any = None,
     ) -> RunRecord:
+        """Start a run, or join the run of this workflow holding ``id``.
+
+        With ``signal`` (signal-with-start), the signal is delivered too: a new run is
+        written with it, pending, in the one write that creates the run, so a crash can
+        neither lose it nor start the run twice; an existing run of the workflow gets it as
+        ``signal`` would deliver it (set aside if the run has ended: the record returned is
+        then the ended run's). Everything is checked before anything is written."""
         run_id = str(uuid.uuid4()) if id is None else check_run_id(id)
         # Parsed before anything is written: a bad or too long bound is refused here.
         timeout_ms = None if timeout is None else parse_ms(timeout, f"the timeout of run '{run_id}'")
         encoded = values.encode(input_value, f"the input of run '{run_id}'")
         input_value = values.decode(encoded)
         at = self.clock.now()
+        first = self._first_signal(run_id, signal, payload, at)
         record = RunRecord(
             id=run_id,
             workflow=workflow,
@@ -105,18 +115,43 @@ class Runs:
             data["timeout"] = timeout if isinstance(timeout, str) else f"{timeout:g}s"
             data["deadline_at"] = round(at * 1000) + timeout_ms
         started = Entry(1, Kind.STARTED, workflow, data, at)
-        existing, created = self.store.create_run(record, started)
+        existing, created = self.store.create_run(record, started, first)
         if not created and existing.workflow != workflow:
             raise RunIdTaken(run_id, existing.workflow, workflow)
         if created:
             self.observer.started(run_id, workflow)
             if parent_id is not None:
                 self._refuse_under_cancelled(parent_id, run_id)
+        elif first is not None:
+            # The run was there already: the signal goes to it as any signal does (its own
+            # one write, bounded by the backlog), and nothing else of this start is written.
+            if not self._deliver(run_id, first.name, first.payload):
+                return self.get(run_id)  # it had ended: the signal was set aside
+            return existing
         if created or existing.journal_len == 1:
             # A repeated start of a run that never began prompts it again, in case the first
             # prompt was lost between the store write and the wake.
             self.wakes.prompt(run_id)
         return existing
+
+    def _first_signal(self, run_id: str, name: str | None, payload: Any, at: float) -> FirstSignal | None:
+        """The signal a start delivers, checked as ``signal`` checks one (nothing is written
+        yet), or None."""
+        if name is None:
+            if payload is not None:
+                raise InvalidInput(
+                    f"the start of run '{run_id}' has a payload but no signal; a payload travels "
+                    'with a signal: name it (signal = "paid"), or drop the payload'
+                )
+            return None
+        self._check_signal_name(name)
+        encoded = values.encode(payload, f"the payload of signal '{name}' for run '{run_id}'")
+        return FirstSignal(name, values.decode(encoded), at)
+
+    @staticmethod
+    def _check_signal_name(name: Any) -> None:
+        if not isinstance(name, str) or not name:
+            raise InvalidInput(f'a signal name must be a non-empty string (got {name!r}), e.g. "paid"')
 
     def get(self, run_id: str, workflow: str | None = None) -> RunRecord:
         run = self.store.get_run(run_id)
@@ -130,15 +165,18 @@ class Runs:
 
     def signal(self, run_id: str, name: str, payload: Any = None, *, workflow: str | None = None) -> bool:
         run_id = check_run_id(run_id)
-        if not isinstance(name, str) or not name:
-            raise InvalidInput(f'a signal name must be a non-empty string (got {name!r}), e.g. "paid"')
+        self._check_signal_name(name)
         self.get(run_id, workflow)
         encoded = values.encode(payload, f"the payload of signal '{name}' for run '{run_id}'")
+        return self._deliver(run_id, name, values.decode(encoded))
+
+    def _deliver(self, run_id: str, name: str, payload: Any) -> bool:
+        """Write a checked signal to an existing run; whether a live run got it."""
         if self.store.signal_backlog(run_id) >= MAX_SIGNAL_BACKLOG:  # refused early, cheaply
             raise SignalBacklogFull(run_id, MAX_SIGNAL_BACKLOG)
         # The store counts again inside the write, where concurrent senders cannot overshoot.
         _, live = self.store.add_signal(
-            run_id, name, values.decode(encoded), self.clock.now(), max_backlog=MAX_SIGNAL_BACKLOG
+            run_id, name, payload, self.clock.now(), max_backlog=MAX_SIGNAL_BACKLOG
         )
         if live:
             self.wakes.prompt(run_id)

@@ -110,6 +110,16 @@ class TimerSet:
 
 
 @dataclass(frozen=True)
+class FirstSignal:
+    """A signal written with the run that it starts (signal-with-start): in the same write,
+    so no crash leaves the run without it. ``payload`` is a checked, decoded value."""
+
+    name: str
+    payload: Any
+    at: float
+
+
+@dataclass(frozen=True)
 class SignalRecord:
     id: int
     run_id: str
@@ -130,11 +140,14 @@ class Snapshot:
 
 
 class Store(Protocol):
-    def create_run(self, run: RunRecord, started: Entry) -> tuple[RunRecord, bool]:
-        """Insert the run, its first journal entry and a wake-up, atomically.
+    def create_run(
+        self, run: RunRecord, started: Entry, signal: FirstSignal | None = None
+    ) -> tuple[RunRecord, bool]:
+        """Insert the run, its first journal entry and a wake-up, atomically; with
+        ``signal``, its first (pending) signal too, in the same write.
 
         Returns ``(record, created)``. When a run with that id exists, nothing is written
-        and the existing record is returned with ``created=False``.
+        (the signal neither) and the existing record is returned with ``created=False``.
         """
 
     def get_run(self, run_id: str) -> RunRecord | None: ...

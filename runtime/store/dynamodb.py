@@ -32,6 +32,7 @@ from runtime.errors import EngineBug, JournalConflict, LunaflowError, SignalBack
 from runtime.store.base import (
     OWNER_DEAD_AFTER_MS,
     UNREADABLE_RUN,
+    FirstSignal,
     Lease,
     RunRecord,
     RunUpdate,
@@ -785,7 +786,9 @@ class DynamoDBStore:
                     raise JournalConflict(run_id, seq) from e
             raise LunaflowError(f"the journal of run '{run_id}' could not be written: {e}") from e
 
-    def create_run(self, run: RunRecord, started: Entry) -> tuple[RunRecord, bool]:
+    def create_run(
+        self, run: RunRecord, started: Entry, signal: FirstSignal | None = None
+    ) -> tuple[RunRecord, bool]:
         # The run item is journal entry 1 as well (it carries run.started's data, the input
         # included), so a start is one write; chunks begin at entry 2.
         item = self._run_item(run)
@@ -795,13 +798,18 @@ class DynamoDBStore:
         item["started" + where] = s(value)
         token = _write_id()
         item[WRITE_ID] = s(token)
-        created = conditional(
-            self._db.put_item,
-            TableName=self.table,
-            Item=item,
-            ConditionExpression="attribute_not_exists(pk)",  # the id is free
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
+        put = {
+            "TableName": self.table,
+            "Item": item,
+            "ConditionExpression": "attribute_not_exists(pk)",  # the id is free
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        if signal is None:
+            created = conditional(self._db.put_item, **put)
+        else:
+            item["signal_seq"] = n(1)  # the signal is number 1, as its first add_signal would be
+            first = self._signal_item(run.id, 1, signal.name, signal.payload, signal.at, True, written)
+            created = self._create_signalled(put, first, token)
         if not created and not _mine(created, token):
             self._drop(written, created.item)
             existing = self.get_run(run.id)
@@ -809,6 +817,23 @@ class DynamoDBStore:
                 raise EngineBug(f"run '{run.id}' was refused as existing but cannot be read")
             return existing, False
         return RunRecord(**{**run.__dict__, "journal_len": 1}), True
+
+    def _create_signalled(self, put: dict[str, Any], first: dict[str, Any], token: str) -> Any:
+        """Signal-with-start: the run item and its first signal item in one transaction, so
+        no crash leaves the run without its signal. The signal item needs no condition of its
+        own: it is written only if the run item's holds (the id was free). ``True``, or
+        ``Lost`` with the run item as it is (a retry that finds its own ``wid`` committed).
+        ``ClientRequestToken`` makes a retry of a committed transaction succeed on AWS."""
+        try:
+            items: list[Any] = [{"Put": put}, {"Put": {"TableName": self.table, "Item": first}}]
+            self._db.transact_write_items(TransactItems=items, ClientRequestToken=token)
+            return True
+        except ClientError as e:
+            if error_code(e) == "TransactionCanceledException":
+                reasons: list[Any] = list(e.response.get("CancellationReasons", []))
+                if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                    return Lost(reasons[0].get("Item"))
+            raise
 
     def append(
         self,
@@ -1016,6 +1041,14 @@ class DynamoDBStore:
         item = numbered["Attributes"]
         signal_id = whole(item["signal_seq"])
         live = item["status"]["S"] not in ENDED
+        record = self._signal_item(run_id, signal_id, name, payload, at, live, [])
+        self._db.put_item(TableName=self.table, Item=record)
+        return signal_id, live
+
+    def _signal_item(
+        self, run_id: str, signal_id: int, name: str, payload: Any, at: float, live: bool, written: list[str]
+    ) -> dict[str, Any]:
+        """A signal's item: name and payload inline, or in S3 when large (``written``)."""
         record: dict[str, Any] = {
             "pk": s(run_pk(run_id)),
             "sk": s(_signal_sk(signal_id)),
@@ -1028,11 +1061,9 @@ class DynamoDBStore:
         if len(name.encode("utf-8")) + len(encoded.encode("utf-8")) <= INLINE_SIGNAL_BYTES:
             record.update({"name": s(name), "payload": s(encoded)})
         else:
-            written: list[str] = []
             _, key = self._spill(run_id, f"signal-{signal_id}", compact([name, payload]), 0, written)
             record["body_ref"] = s(key)
-        self._db.put_item(TableName=self.table, Item=record)
-        return signal_id, live
+        return record
 
     def signals(self, run_id: str) -> list[SignalRecord]:
         snap = self.load(run_id)

@@ -30,6 +30,7 @@ from runtime.core.values import compact
 from runtime.errors import EngineBug, JournalConflict, LunaflowError, SignalBacklogFull, StoreUnreadable
 from runtime.store.base import (
     OWNER_DEAD_AFTER_MS,
+    FirstSignal,
     Lease,
     RunRecord,
     RunUpdate,
@@ -322,7 +323,9 @@ class SQLiteStore:
 
     # --- runs --------------------------------------------------------------------------
 
-    def create_run(self, run: RunRecord, started: Entry) -> tuple[RunRecord, bool]:
+    def create_run(
+        self, run: RunRecord, started: Entry, signal: FirstSignal | None = None
+    ) -> tuple[RunRecord, bool]:
         with self._write() as db:
             row = db.execute(f"{_RUN_SELECT} FROM runs r {_LAST_ENTRY} WHERE r.id = ?", (run.id,)).fetchone()
             if row is not None:
@@ -342,6 +345,11 @@ class SQLiteStore:
                 ),
             )
             self._insert_entries(db, run.id, [started])
+            if signal is not None:  # signal-with-start: the run and its signal commit together
+                db.execute(
+                    "INSERT INTO signals (run_id, name, payload, at, state) VALUES (?,?,?,?,'pending')",
+                    (run.id, signal.name, compact(signal.payload), signal.at),
+                )
             self._add_wakeup(db, run.id, run.created_at)
         return RunRecord(**{**run.__dict__, "journal_len": 1, "updated_at": started.at}), True
 

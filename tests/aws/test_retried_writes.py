@@ -84,6 +84,19 @@ def test_a_retried_start_with_an_input_over_32_kib_starts_once(p: AwsPlatform, l
     assert [r.id for r in p.runs()] == ["input-1"]
 
 
+def test_a_retried_signal_with_start_starts_once_with_one_signal(p: AwsPlatform, lost: LostAnswers) -> None:
+    """Issue 28.4: the run item and its first signal go in one TransactWriteItems; its
+    retry after the commit fails the run item's condition, finds its own write id, and the
+    start counts as done: one run, one signal, the input's object (over 32 KiB) kept."""
+    lost.lose(writes("TransactWriteItems", "started_ref"))
+    blob = "i" * (40 * KIB)
+    run = p.start("paid-echo", blob, id="sws-1", signal="paid", payload={"by": "ada"})
+    assert lost.lost, "the signal-with-start transaction was not retried"
+    assert (run.status, run.result) == ("completed", {"input": blob, "by": "ada"})
+    assert [r.id for r in p.runs()] == ["sws-1"]
+    assert [s.state for s in p.platform.store.signals("sws-1")] == ["consumed"]
+
+
 def test_a_retried_summary_with_an_error_over_32_kib_keeps_its_object(
     p: AwsPlatform, lost: LostAnswers
 ) -> None:

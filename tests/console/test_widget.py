@@ -418,3 +418,32 @@ def test_retry_now_button_payload_runs_the_next_attempt_at_once(
     run = world.rt.platform.get("restock-r")
     assert (run.status, run.result) == ("completed", {"reserved": "set by retried now"})
     assert [e.kind for e in world.rt.platform.journal("restock-r")].count("step.retry_now") == 1
+
+
+def test_the_start_form_in_a_widget_starts_a_run_with_its_signal(
+    world: World, console_context: FakeContext
+) -> None:
+    """Issue 28.4: the start form's signal and payload fields start the run with its signal
+    in one write (signal-with-start); a payload with no signal is refused, nothing written."""
+    event = load("cw_widget_runs.json")
+    start = call(event, console_context).action("Start run", action="start")
+    lone = with_forms(event, start_workflow="child", start_input="", start_id="ws-0", start_payload="{}")
+    refused = call(click(lone, start.payload), console_context)
+    assert "a payload goes with a signal" in refused.text and "nothing was sent" in refused.text
+    assert world.rt.platform.runs() == []
+    typed = with_forms(
+        event,
+        start_workflow="child",
+        start_input="",
+        start_id="ws-1",
+        start_signal="go",
+        start_payload='{"n":1}',
+    )
+    done = call(click(typed, start.payload), console_context)
+    assert "Started run ws-1 of child. Signal 'go' was delivered to it." in done.text
+    assert [(s.name, s.payload) for s in world.rt.platform.store.signals("ws-1")] == [("go", {"n": 1})]
+    world.settle()
+    assert world.status("ws-1") == "completed"
+    again = call(click(typed, start.payload), console_context)
+    assert "already existed, so the start joined it" in again.text
+    assert "Run ws-1 has ended (completed), so signal 'go' was set aside." in again.text

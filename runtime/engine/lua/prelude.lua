@@ -813,15 +813,37 @@ end
 
 local workflow_methods = {}
 
+local START_OPTIONS = { id = true, timeout = true, signal = true, payload = true }
+
 function workflow_methods.start(self, input, opts)
   effect_guard("workflow:start")
   local json = encode_or_raise(input, sfmt("the input of workflow '%s'", self.name), 2)
-  local id, timeout = nil, nil
+  local id, timeout, signal, payload = nil, nil, nil, nil
   if opts ~= nil then
     if type_(opts) ~= "table" then raw_error("workflow:start options must be a table like { id = \"...\" }", 2) end
-    id, timeout = opts.id, opts.timeout
+    -- A misspelt option would be dropped without a word (a `singal` never delivered), so
+    -- an unknown one is refused; the first in sorted order is named, whatever hash order.
+    local bad = {}
+    for k in next_, opts do
+      if not (type_(k) == "string" and START_OPTIONS[k]) then
+        bad[#bad + 1] = type_(k) == "string" and sfmt("'%s'", ssub(k, 1, 64)) or sfmt("[%s]", tostring_(k))
+      end
+    end
+    if #bad > 0 then
+      tsort(bad)
+      raw_error(sfmt("workflow:start of '%s': unknown option %s; the options are id, timeout, signal and "
+        .. "payload, e.g. { id = \"order-1\", signal = \"paid\", payload = { by = \"ada\" } }", self.name, bad[1]), 2)
+    end
+    id, timeout, signal = opts.id, opts.timeout, opts.signal
+    if signal ~= nil and type_(signal) ~= "string" then
+      raw_error(sfmt("workflow:start of '%s': signal must be a signal's name, a non-empty string (got %s), "
+        .. "e.g. { id = \"order-1\", signal = \"paid\" }", self.name, type_(signal)), 2)
+    end
+    if opts.payload ~= nil then
+      payload = encode_or_raise(opts.payload, sfmt("the payload of signal '%s'", tostring_(signal)), 2)
+    end
   end
-  local run_id = call_host("run_start", self.name, json, id, timeout)
+  local run_id = call_host("run_start", self.name, json, id, timeout, signal, payload)
   return run_handle(self.name, run_id)
 end
 

@@ -23,3 +23,9 @@ workflow "wait-then-raise" (function(wf, input)
     local got = wf:await("go", { timeout = "24h" })
     error("raised after " .. tostring(got and got.n), 0)
 end)
+
+-- Started with its signal (signal-with-start): the input comes back once it is paid.
+workflow "paid-echo" (function(wf, input)
+    local paid = wf:await("paid")
+    return { input = input, by = paid.by }
+end)

@@ -119,13 +119,15 @@ function Run:resume() end
 ---@class lunaflow.StartOptions
 ---@field id? string the run id (a non-empty string without "/", at most 200 bytes)
 ---@field timeout? lunaflow.Duration past it the run ends failed, "run 'id' timed out after ..."
+---@field signal? string signal-with-start: this signal is written with the run in one write (or sent to the run of that id)
+---@field payload? lunaflow.Value the signal's payload
 
 ---A workflow's handle.
 ---@class lunaflow.Workflow
 ---@field name string
 local Workflow = {}
 
----Start a run, or join the run that already has this id.
+---Start a run, or join the run that already has this id; with `signal`, deliver it too.
 ---@param input? lunaflow.Value
 ---@param opts? lunaflow.StartOptions
 ---@return lunaflow.Run
