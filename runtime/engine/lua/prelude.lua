@@ -726,7 +726,7 @@ local function effect_guard(what)
   end
 end
 
-local declared = { workflow = {}, object = {}, queue = {}, fetch = {} }
+local declared = { workflow = {}, object = {}, queue = {}, fetch = {}, schedule = {} }
 
 -- A second declaration names the script being loaded first, then the one that declared
 -- the name before it.
@@ -1446,6 +1446,22 @@ base.database = function(name)
     local where = info and info.currentline > 0 and sfmt("%s:%d", info.short_src, info.currentline) or ctx.script
     call_host("declare", "database", name, encode_or_raise(opts, "database options", 2), where)
     return service("database", name, { "exec", "query", "first" })
+  end
+end
+
+-- schedule "name" { cron = "0 3 * * *", workflow = "report", ... }: checked by the host
+-- (runtime/engine/schedules.py), fired by the platform; the declaration returns nothing.
+base.schedule = function(name)
+  check_name(name, "schedule")
+  must_be_top_level("schedule '" .. name .. "'")
+  return function(opts)
+    if type_(opts) ~= "table" then
+      raw_error(sfmt("schedule \"%s\" needs options: schedule \"%s\" { cron = \"0 3 * * *\", workflow = \"report\" }", name, name), 2)
+    end
+    declare("schedule", name, "schedule '" .. name .. "'")
+    local info = getinfo(2, "Sl")
+    local where = info and info.currentline > 0 and sfmt("%s:%d", info.short_src, info.currentline) or ctx.script
+    call_host("declare", "schedule", name, encode_or_raise(opts, "schedule options", 2), where)
   end
 end
 
