@@ -13,6 +13,7 @@ from functions._batch import partial_response
 from functions._runtime import logger, metrics, runtime, tracer
 from runtime.aws.contract import RECONCILE_EVENT
 from runtime.aws.observe import PowertoolsObserver
+from runtime.errors import InvalidInput
 
 
 def _whole(value: Any) -> int | None:
@@ -25,6 +26,15 @@ def _record(record: dict[str, Any], context: LambdaContext) -> None:
         message = json.loads(body)
     except json.JSONDecodeError:
         message = None
+    if isinstance(message, dict) and "schedule" in message:  # a declared schedule's tick
+        try:
+            fired = runtime().tick(str(message["schedule"]), str(message.get("tick", "")))
+        except InvalidInput as e:  # not a message Scheduler sends: retrying cannot help
+            logger.warning("tick message refused and dropped: %s", e, extra={"body": body})
+            return
+        if fired is None:
+            logger.warning("tick of a schedule this code does not declare dropped", extra={"body": body})
+        return
     run_id = message.get("run_id") if isinstance(message, dict) else None
     if not isinstance(run_id, str) or not run_id:
         logger.warning("wake message without a run id dropped", extra={"body": body})

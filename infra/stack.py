@@ -17,6 +17,7 @@ from infra.capabilities.database import Database
 from infra.capabilities.functions import Functions
 from infra.capabilities.journal import JournalTable
 from infra.capabilities.queues import UserQueues
+from infra.capabilities.schedules import Schedules
 from infra.capabilities.values import ValuesBucket
 from infra.capabilities.wake import WakePath
 from infra.settings import Settings
@@ -47,6 +48,7 @@ class LunaflowStack(Stack):
         self.values = ValuesBucket(self, "Values")
         self.wake = WakePath(self, "Wake")
         self.queues = UserQueues(self, "Queues", needs)
+        self.schedules = Schedules(self, "Schedules", needs, self.wake)
         self.settings = Settings.from_context(self.node)
         self.database = (
             Database(

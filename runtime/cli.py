@@ -29,12 +29,12 @@ from rich.text import Text
 from runtime import __version__
 from runtime.console import timeline
 from runtime.core import values
-from runtime.core.clock import SystemClock
+from runtime.core.clock import SystemClock, now_ms
 from runtime.core.journal import ENDED
 from runtime.dev.server import DevServer, NotAProject, ServeError, check_project, data_folder
 from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal, duration
 from runtime.errors import AlreadyCancelled, LunaflowError, UnknownWorkflow
-from runtime.platform.faults import with_faults
+from runtime.platform.faults import tick_fault, with_faults
 from runtime.platform.runs import Runs
 from runtime.store.base import UNREADABLE_RUN, RunRecord
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
@@ -139,6 +139,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
             say=terminal.note,
             reload=not args.no_reload,
             allow_hosts=args.allow_host,
+            tick_fault=tick_fault(os.environ),
         )
     except ServeError as e:
         err.print(f"lunaflow dev: {e}")
@@ -427,6 +428,135 @@ def cmd_start(args: argparse.Namespace) -> int:
         run,
         f"run {run.id} of {run.workflow} is {run.status}; `lunaflow dev {args.project}` advances it",
     )
+
+
+def _declared_schedules(args: argparse.Namespace) -> dict[str, Any]:
+    from runtime.platform.describe import describe
+
+    return describe(args.project).schedules
+
+
+def _last_tick_run(runs: Runs | None, schedule: Any) -> Any:
+    """The schedule's newest run (ids ``<name>@<tick>``), or None."""
+    if runs is None:
+        return None
+    prefix = f"{schedule.name}@"
+    found = [r for r in runs.runs(workflow=schedule.workflow, limit=1000) if r.id.startswith(prefix)]
+    return max(found, key=lambda r: r.id) if found else None
+
+
+def cmd_schedules(args: argparse.Namespace) -> int:
+    from runtime.engine.schedules import iso
+    from runtime.platform.schedules import PauseFile
+
+    declared = _declared_schedules(args)
+    now = now_ms(SystemClock())
+    runs: Runs | None
+    if args.aws:
+        from runtime.aws.schedules import is_paused
+
+        rt = _aws(args, read_only=True)
+        runs = rt.platform
+
+        def paused(name: str) -> bool:
+            return bool(is_paused(rt.clients.scheduler, rt.config, name))
+    else:
+        data = data_folder(args.project, args.data)
+        runs = _open_runs(args, read_only=True) if (data / STORE_FILE).exists() else None
+        held = PauseFile(data).paused()
+
+        def paused(name: str) -> bool:
+            return name in held
+
+    try:
+        rows = []
+        for name, s in sorted(declared.items()):
+            nxt = s.next_after(now)
+            last = _last_tick_run(runs, s)
+            rows.append(
+                {
+                    "schedule": name,
+                    "workflow": s.workflow,
+                    "when": s.cron.text if s.cron is not None else f"every {s.every_minutes}m",
+                    "timezone": s.timezone,
+                    "overlap": s.overlap,
+                    "paused": paused(name),
+                    "next_tick": None if nxt is None else iso(nxt),
+                    "last_run": None if last is None else {"id": last.id, "status": str(last.status)},
+                }
+            )
+    finally:
+        if runs is not None:
+            runs.store.close()
+    if args.json:
+        _emit(rows)
+        return EXIT_OK
+    out.print(f"{len(rows)} schedule(s)", style="italic")
+    if not rows:
+        return EXIT_OK
+    columns = [("schedule", WHOLE), ("workflow", WHOLE), ("when", WRAPS), ("state", WHOLE)]
+    columns += [("next tick", WHOLE), ("last run", WHOLE)]
+    table = [
+        [
+            Text(r["schedule"]),
+            Text(r["workflow"]),
+            Text(f"{r['when']} ({r['timezone']})" if r["timezone"] != "UTC" else r["when"]),
+            Text("paused" if r["paused"] else "active"),
+            Text(r["next_tick"] or "none (window over)"),
+            Text("none" if r["last_run"] is None else f"{r['last_run']['id']} ({r['last_run']['status']})"),
+        ]
+        for r in rows
+    ]
+    _print_table(None, columns, table)
+    return EXIT_OK
+
+
+def cmd_schedule(args: argparse.Namespace) -> int:
+    from runtime.platform.schedules import PauseFile, find, fire_tick
+
+    schedule = find(_declared_schedules(args), args.name)
+    tick = now_ms(SystemClock()) // 1000 * 1000
+    where = " on AWS" if args.aws else ""
+    if args.aws:
+        from runtime.aws import schedules as aws_schedules
+
+        rt = _aws(args)
+        if args.action == "trigger":
+            aws_schedules.send_tick(rt.clients.sqs, rt.config, schedule.name, tick)
+        else:
+            aws_schedules.set_paused(rt.clients.scheduler, rt.config, schedule.name, args.action == "pause")
+    elif args.action == "trigger":
+        from runtime.engine.project import ProjectSource
+        from runtime.platform.platform import Platform
+        from runtime.services.local import LocalServices
+
+        data = data_folder(args.project, args.data)
+        clock = SystemClock()
+        platform = Platform(
+            args.project,
+            SQLiteStore(data / STORE_FILE),
+            clock,
+            services=LocalServices(data, clock.now, ProjectSource.read(args.project).queue_settings),
+        )
+        try:
+            fired = fire_tick(platform, schedule, tick)
+        finally:
+            platform.close()
+        if not fired.started:
+            out.print(
+                f"schedule {schedule.name}: an earlier run is still going (overlap = skip); none started"
+            )
+            return EXIT_OK
+    else:
+        PauseFile(data_folder(args.project, args.data)).set(schedule.name, args.action == "pause")
+    said = {
+        "pause": f"schedule {schedule.name} is paused{where}: its ticks start no run until resumed",
+        "resume": f"schedule {schedule.name} is active{where}; its next tick starts a run",
+        "trigger": f"schedule {schedule.name} triggered{where}: run {schedule.run_id(tick)}",
+    }[args.action]
+    run_id = schedule.run_id(tick) if args.action == "trigger" else None
+    value = {"schedule": schedule.name, "action": args.action, "run_id": run_id}
+    return _done(args, value, said)
 
 
 def _started(args: argparse.Namespace, run: RunRecord, text: str) -> int:
@@ -809,6 +939,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--payload", metavar="JSON", help="the signal's payload")
     p.set_defaults(func=cmd_start)
+
+    p = console("schedules", "list the project's schedules: state, next tick, last run")
+    p.set_defaults(func=cmd_schedules)
+
+    p = console("schedule", "pause or resume a schedule, or trigger a tick now")
+    p.add_argument("action", choices=["pause", "resume", "trigger"])
+    p.add_argument("name")
+    p.set_defaults(func=cmd_schedule)
 
     p = console("secret", "manage secrets")
     secret_sub = p.add_subparsers(dest="secret_command", required=True)

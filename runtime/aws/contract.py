@@ -107,3 +107,28 @@ def user_queue_visibility_s(retry_delay_s: float) -> int:
     user queue's ``maxReceiveCount`` is its ``attempts``: the stack and the harness both
     write it from the project's settings.)"""
     return max(USER_QUEUE_VISIBILITY_S, math.ceil(retry_delay_s))
+
+
+# Declared schedules (``schedule "name" {...}``): one EventBridge Scheduler schedule each, in
+# the timers' group, sending ``tick_input`` to the wake queue; the worker starts the tick's
+# run. Scheduler fills in the tick's time (its context attribute) when it sends.
+SCHEDULE_PREFIX = "lfs-"  # timers are lf-<hash>: the two never share a name
+TICK_TIME = "<aws.scheduler.scheduled-time>"
+
+
+def schedule_name(name: str) -> str:
+    """A Scheduler name (letters, digits, ``-_.``, at most 64) for a declared schedule:
+    the name where it fits, else a hash of it."""
+    import hashlib
+    import re
+
+    if re.fullmatch(r"[0-9A-Za-z_.-]{1,60}", name):
+        return SCHEDULE_PREFIX + name
+    return SCHEDULE_PREFIX + "h" + hashlib.sha256(name.encode()).hexdigest()[:40]
+
+
+def tick_input(name: str) -> str:
+    """What the schedule sends the wake queue: the worker tells it from a wake by its key."""
+    import json
+
+    return json.dumps({"schedule": name, "tick": TICK_TIME}, separators=(",", ":"))

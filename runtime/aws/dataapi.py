@@ -21,6 +21,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+import runtime.services.database  # noqa: F401 - registers the BOOLEAN, DATE, TIMESTAMP converters
+
 ARN = "arn:aws:rds:eu-west-1:123456789012:cluster:lunaflow-harness"
 SECRET_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:lunaflow-harness-db"
 BUSY_TIMEOUT_S = 30.0
@@ -38,6 +40,7 @@ class SqliteDataApi:
         self.transactions: dict[str, tuple[str, sqlite3.Connection]] = {}  # open ones
         self._lock = threading.Lock()
         self.statements: list[str] = []
+        self.requests: list[dict[str, Any]] = []  # each ExecuteStatement as sent (tests)
 
     def _check(self, resource_arn: str, secret_arn: str, operation: str) -> None:
         if resource_arn != self.resource_arn or secret_arn != self.secret_arn:
@@ -50,6 +53,7 @@ class SqliteDataApi:
             isolation_level=None,
             check_same_thread=False,
             timeout=BUSY_TIMEOUT_S,
+            detect_types=sqlite3.PARSE_DECLTYPES,  # BOOLEAN columns as booleans, as Aurora answers
         )
         db.execute("PRAGMA journal_mode=WAL")
         return db
@@ -76,6 +80,7 @@ class SqliteDataApi:
         **_: Any,
     ) -> dict[str, Any]:
         self._check(resourceArn, secretArn, "ExecuteStatement")
+        self.requests.append({"sql": sql, "parameters": parameters or [], **_})
         own = transactionId is None
         if transactionId is not None:
             with self._lock:

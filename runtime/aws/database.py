@@ -23,6 +23,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from runtime.services import sql as sql_api
 from runtime.services.base import Declaration, ServiceError
 from runtime.services.database import check_name
 
@@ -65,7 +66,10 @@ def parameter(name: str, value: Any) -> dict[str, Any]:
     elif isinstance(value, str):
         field = {"stringValue": value}
     else:
-        field = {"stringValue": json.dumps(value, separators=(",", ":"))}
+        # A Lua table: JSON text typed as JSON, so it goes into a json or jsonb column (as a
+        # plain stringValue it would be character varying, which PostgreSQL refuses there).
+        text = json.dumps(value, separators=(",", ":"))
+        return {"name": name, "value": {"stringValue": text}, "typeHint": "JSON"}
     return {"name": name, "value": field}
 
 
@@ -117,6 +121,13 @@ class DataApiDatabases:
                 f"database '{database}': the SQL has {count} ? placeholders but {len(values)} "
                 "parameters were given; pass one value per ?"
             )
+        return self.request(database, text, values, tx=tx, shown=sql)
+
+    def request(
+        self, database: str, text: str, values: list[Any], tx: str | None = None, shown: str | None = None
+    ) -> Any:
+        """One ExecuteStatement of SQL whose placeholders are already ``:p1``, ``:p2``..."""
+        sql = shown if shown is not None else text
         request: dict[str, Any] = {
             "resourceArn": self.resource_arn,
             "secretArn": self.secret_arn,
@@ -124,6 +135,8 @@ class DataApiDatabases:
             "sql": text,
             "parameters": [parameter(f"p{i + 1}", v) for i, v in enumerate(values)],
             "formatRecordsAs": "JSON",
+            # NUMERIC and DECIMAL (AVG, SUM of integers, NUMERIC(10,2)) as numbers, not strings.
+            "resultSetOptions": {"decimalReturnType": "DOUBLE_OR_LONG"},
         }
         if tx is not None:
             request["transactionId"] = tx
@@ -220,22 +233,25 @@ class DataApiDatabases:
         return list(json.loads(records)) if records else []
 
     def call(self, name: str, method: str, args: list[Any]) -> list[Any]:
-        if method not in ("exec", "query", "first"):
-            raise ServiceError(f"database '{name}' has no method '{method}'; use exec, query or first")
-        if not args or not isinstance(args[0], str):
-            raise ServiceError(f"database '{name}':{method} expects SQL text as its first argument")
-        params = args[1] if len(args) > 1 and args[1] is not None else []
-        if not isinstance(params, list):
-            raise ServiceError(f"database '{name}':{method}: parameters must be an array for ? placeholders")
-        response = self._execute(name, args[0], params)
+        """One Lua call (runtime.services.sql checks, binds and converts; the Data API runs it)."""
+        return sql_api.call(name, _DataApiExecutor(self, name), method, args)
+
+
+class _DataApiExecutor:
+    """The executor seam (runtime.services.sql.Executor) over one database of the cluster."""
+
+    def __init__(self, databases: DataApiDatabases, name: str) -> None:
+        self._databases = databases
+        self._name = name
+
+    def placeholder(self, n: int) -> str:
+        return f":p{n}"
+
+    def execute(self, method: str, sql: str, values: list[Any]) -> tuple[int, list[dict[str, Any]] | None]:
+        response = self._databases.request(self._name, sql, values)
         if method == "exec":
-            generated = response.get("generatedFields") or []
-            last = next(iter(generated[0].values()), None) if generated else None
-            return [{"changes": int(response.get("numberOfRecordsUpdated", 0)), "last_insert_id": last}]
-        rows = self._rows(response)
-        if method == "first":
-            return [rows[0] if rows else None]
-        return [rows]
+            return int(response.get("numberOfRecordsUpdated", 0)), None
+        return 0, DataApiDatabases._rows(response)
 
 
 def pending_migrations(

@@ -19,7 +19,15 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from runtime.aws.config import AwsConfig
-from runtime.aws.contract import MAX_RECEIVES, WAKE_VISIBILITY_S, user_queue_visibility_s
+from runtime.aws.contract import (
+    MAX_RECEIVES,
+    SCHEDULE_PREFIX,
+    WAKE_VISIBILITY_S,
+    schedule_name,
+    tick_input,
+    user_queue_visibility_s,
+)
+from runtime.engine.schedules import Schedule
 from runtime.services.queues import QueueSettings
 from runtime.store.dynamodb import TTL_ATTRIBUTE, table_definition
 from runtime.store.items import error_code
@@ -165,3 +173,40 @@ def remove(clients: Any, config: AwsConfig) -> None:
         except ClientError as e:
             if error_code(e) not in missing:
                 raise
+
+
+def sync_schedules(clients: Any, config: AwsConfig, schedules: Mapping[str, Schedule]) -> None:
+    """The declared schedules as the stack makes them (``infra/capabilities/schedules.py``):
+    one per declaration, created or updated; one no longer declared is deleted, as a deploy
+    removes its resource."""
+    scheduler, group = clients.scheduler, config.scheduler_group
+    wanted = {schedule_name(name): (name, s) for name, s in schedules.items()}
+    listed = scheduler.list_schedules(GroupName=group, NamePrefix=SCHEDULE_PREFIX).get("Schedules", [])
+    for summary in listed:
+        if summary["Name"] not in wanted:
+            scheduler.delete_schedule(Name=summary["Name"], GroupName=group)
+    existing = {s["Name"] for s in listed}
+    for aws_name, (name, declared) in sorted(wanted.items()):
+        start, end = declared.window
+        request: dict[str, Any] = {
+            "Name": aws_name,
+            "GroupName": group,
+            "ScheduleExpression": declared.expression(),
+            "ScheduleExpressionTimezone": declared.timezone,
+            "FlexibleTimeWindow": {"Mode": "OFF"},
+            "State": "ENABLED",
+            "Target": {
+                "Arn": config.wake_queue_arn,
+                "RoleArn": config.scheduler_role_arn,
+                "Input": tick_input(name),
+            },
+        }
+        if start is not None:
+            request["StartDate"] = start
+        if end is not None:
+            request["EndDate"] = end
+        if aws_name in existing:  # a deploy keeps a paused schedule paused
+            request["State"] = scheduler.get_schedule(Name=aws_name, GroupName=group).get("State", "ENABLED")
+            scheduler.update_schedule(**request)
+        else:
+            scheduler.create_schedule(**request)

@@ -46,20 +46,23 @@ import boto3
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from botocore.config import Config
 
-from runtime.aws import container, deployment
+from runtime.aws import container, deployment, schedules
 from runtime.aws.contract import (
     FETCH_TIMEOUT_S,
     QUEUE_TIMEOUT_S,
     RECONCILE_EVENT,
     RECONCILE_MINUTES,
+    TICK_TIME,
     WORKER_TIMEOUT_S,
     Handler,
+    schedule_name,
 )
 from runtime.aws.dataapi import SqliteDataApi
 from runtime.aws.events import LambdaContext, http_event, sqs_event
 from runtime.aws.motoserver import CLOCK_HEADER, MotoServer, at_ms
 from runtime.aws.runtime import AwsRuntime, Clients
 from runtime.core.clock import Clock, now_ms
+from runtime.engine.schedules import Schedule, iso
 from runtime.errors import EngineBug, LunaflowError
 from runtime.platform.describe import describe
 from runtime.platform.fetch import Response
@@ -141,6 +144,7 @@ class AwsPlatform(Harness):
         needs = describe(project)
         self._handled_queues = sorted(needs.queues)
         config = deployment.create(self.clients, self.names, project, needs.queue_settings)
+        deployment.sync_schedules(self.clients, config, needs.schedules)
         if needs.databases:  # Aurora's Data API, answered over SQLite files (moto runs no SQL)
             config = replace(
                 config,
@@ -310,6 +314,26 @@ class AwsPlatform(Harness):
             if schedule.get("ActionAfterCompletion") == "DELETE":
                 scheduler.delete_schedule(Name=schedule["Name"], GroupName=group)
         return len(due)
+
+    def _fire(self, schedule: Schedule, tick_ms: int, *, now: bool = False) -> None:
+        """A declared schedule's tick, as EventBridge Scheduler sends it: its target input,
+        the scheduled time filled in, to its target queue (the worker starts the run). A
+        disabled (paused) schedule sends nothing; a trigger (``now``) is the message
+        ``lunaflow schedule trigger --aws`` sends."""
+        if now:
+            schedules.send_tick(self.clients.sqs, self.config, schedule.name, tick_ms)
+            return
+        scheduler, group = self.clients.scheduler, self.config.scheduler_group
+        found = scheduler.get_schedule(Name=schedule_name(schedule.name), GroupName=group)
+        if (found.get("State") or "ENABLED") != "ENABLED":
+            return
+        target = found["Target"]
+        url = self.clients.sqs.get_queue_url(QueueName=target["Arn"].rsplit(":", 1)[-1])["QueueUrl"]
+        body = target["Input"].replace(TICK_TIME, iso(tick_ms))
+        self.clients.sqs.send_message(QueueUrl=url, MessageBody=body)
+
+    def _set_paused(self, schedule: Schedule, paused: bool) -> None:
+        schedules.set_paused(self.clients.scheduler, self.config, schedule.name, paused)
 
     def reconcile(self) -> Any:
         """The reconcile rule's invocation of the worker."""

@@ -28,8 +28,10 @@ from runtime.aws.wake import AwsWaker, wake_message
 from runtime.core.clock import Clock, SystemClock, now_ms
 from runtime.engine.executor import ActivationDeadline
 from runtime.engine.observe import Observer
+from runtime.engine.schedules import parse_iso
 from runtime.platform.fetch import Failure, Response
 from runtime.platform.platform import LeaseTerms, Platform
+from runtime.platform.schedules import Fired, fire_tick
 from runtime.services.base import Services
 from runtime.store.base import Lease
 from runtime.store.blobs import Blobs
@@ -98,6 +100,7 @@ class AwsRuntime:
         ``read_only`` (``lunaflow check --aws``) loads the code without accepting it: no
         migration runs on the database and no secret is pinned."""
         self.config = config
+        self.clients = clients
         self.clock = clock or SystemClock()
         self.owner = owner or f"lambda-{uuid.uuid4()}"
         self._holding: str | None = None  # the run whose lease this container renews
@@ -241,6 +244,16 @@ class AwsRuntime:
             self.store.renew_lease(run_id, self.owner, now_ms(self.clock), self.lease_ms)
         except Exception:  # a missed renewal only shortens the lease's life
             log.warning("renewing the lease of run %s failed", run_id, exc_info=True)
+
+    def tick(self, schedule: str, tick: str) -> Fired | None:
+        """A declared schedule's EventBridge tick (``tick``: its scheduled time, ISO 8601
+        UTC): start the tick's run, or join it if a retried delivery started it already. A
+        tick of a schedule the deployed code no longer declares is dropped (None)."""
+        worker = self.platform.worker = self.platform.fresh(self.platform.worker)
+        declared = worker.schedules.get(schedule)
+        if declared is None:
+            return None
+        return fire_tick(self.platform, declared, parse_iso(tick))
 
     def reconcile(self, *, limit: int = RECONCILE_LIMIT) -> list[str]:
         """Heal what a lost message, a failed activation or a dead invocation left behind, a

@@ -13,9 +13,11 @@ from pathlib import Path
 
 from runtime.core.clock import now_ms
 from runtime.dev.golden import write_golden
+from runtime.engine.schedules import Schedule
 from runtime.platform.fetch import Response, make_request
 from runtime.platform.harness import Harness, earliest_after
 from runtime.platform.platform import Platform
+from runtime.platform.schedules import PauseFile, fire_tick
 from runtime.platform.standins import HttpFn, ObjectFn, ServiceFn, StandinServices
 from runtime.services.local import LocalServices
 from runtime.services.queues import QueueSettings
@@ -106,6 +108,13 @@ class LocalPlatform(Harness):
 
     def settle(self) -> None:
         self.platform.run_until_idle()
+
+    def _fire(self, schedule: Schedule, tick_ms: int, *, now: bool = False) -> None:
+        if now or schedule.name not in PauseFile(self.data_dir).paused():
+            fire_tick(self.platform, schedule, tick_ms)
+
+    def _set_paused(self, schedule: Schedule, paused: bool) -> None:
+        PauseFile(self.data_dir).set(schedule.name, paused)
 
     def deploy(self, project: str | Path) -> None:
         self.platform.deploy(project)  # refused projects raise here and change nothing

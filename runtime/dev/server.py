@@ -47,6 +47,7 @@ from runtime.core.clock import SystemClock, now_ms
 from runtime.dev.http import HostAllowlist, Refusal, check_fields, cross_site, read_body
 from runtime.dev.reload import Reloader
 from runtime.dev.terminal import duration
+from runtime.dev.ticks import TickLoop
 from runtime.engine.observe import Observer
 from runtime.engine.project import ProjectSource
 from runtime.engine.worker import Worker
@@ -58,6 +59,7 @@ from runtime.platform.fetch import (
     request_target,
 )
 from runtime.platform.platform import LeaseTerms, Platform
+from runtime.platform.schedules import PauseFile
 from runtime.services.local import LocalServices
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
 
@@ -189,6 +191,7 @@ class DevServer:
         allow_hosts: Sequence[str] = (),
         request_states: int = REQUEST_STATES,
         request_wait_s: float = REQUEST_WAIT_S,
+        tick_fault: str | None = None,
     ) -> None:
         self.project = check_project(project)
         self.data_dir = data_folder(project, data)
@@ -212,6 +215,9 @@ class DevServer:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.ticks = TickLoop(
+            self.platform, self._stop, self.poke, self.say, PauseFile(self.data_dir), tick_fault
+        )
         self.observer = observer
         self._cancels = _Cancels(self.store) if observer is not None else None
         self.owner = f"dev-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -243,6 +249,7 @@ class DevServer:
             ("dispatcher", self._dispatch_loop, ()),
             ("queues", self._queue_loop, (self._queue_worker,)),
             ("cancels", self._cancel_loop, ()),
+            ("ticks", self.ticks.run, ()),
         ]
         specs += [(f"worker-{i}", self._work_loop, (w,)) for i, w in enumerate(self._run_workers)]
         specs.append(("http", self.httpd.serve_forever, ()))

@@ -22,6 +22,7 @@ from runtime.core.clock import Clock
 from runtime.core.ids import check_run_id
 from runtime.engine.code import Code
 from runtime.engine.redact import Redactor
+from runtime.engine.schedules import parse_schedule
 from runtime.errors import InvalidInput, ServiceUnavailable
 from runtime.services import builtins
 from runtime.services.base import Declaration, Services
@@ -185,6 +186,9 @@ def host_functions(
 
     def declare(kind: str, name: str, opts: str, where: str | None = None) -> None:
         # Kept, not applied: migrations run once the platform accepts the code (Platform).
+        # A schedule is checked now, so a bad one refuses the load at its line.
+        if kind == "schedule":
+            parse_schedule(name, json.loads(opts))
         worker.declarations.append(Declaration(kind, name, json.loads(opts), where or ""))
 
     def http(spec: str, body_hex: str | None) -> Any:

@@ -18,6 +18,7 @@ from runtime.engine.observe import Observer
 from runtime.engine.project import ProjectSource
 from runtime.engine.redact import Redactor
 from runtime.engine.sandbox import LuaMemoryError
+from runtime.engine.schedules import schedules_of
 from runtime.engine.wake import Wakes
 from runtime.services.base import Declaration, ServiceError, Services
 from runtime.store.base import Store
@@ -58,6 +59,7 @@ class Worker:
         self.code = Code(
             source, host_functions(setup.api, setup.services, setup.logs, self, redactor=setup.redactor)
         )
+        self.schedules = schedules_of(source.name, self.declarations, self.code.workflows)
 
     @property
     def project_root(self) -> Path:

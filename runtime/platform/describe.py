@@ -7,6 +7,7 @@ runs each script's top level in a sandbox whose host functions only record decla
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,8 @@ from typing import Any
 
 from runtime.engine.project import ProjectSource, load
 from runtime.engine.sandbox import Sandbox
+from runtime.engine.schedules import Schedule, parse_schedule, schedules_of
+from runtime.services.base import Declaration
 from runtime.services.queues import QueueSettings
 
 # queue "name" — but not the event name in on "queue" ("name", fn).
@@ -33,6 +36,7 @@ class ProjectNeeds:
     databases: list[str] = field(default_factory=list)
     secrets: list[str] = field(default_factory=list)
     has_fetch: bool = False
+    schedules: dict[str, Schedule] = field(default_factory=dict)  # one Scheduler schedule each
 
 
 def describe(project: str | Path) -> ProjectNeeds:
@@ -43,10 +47,14 @@ def describe(project: str | Path) -> ProjectNeeds:
         cpu_seconds=source.limits.cpu_seconds,
     )
     databases: list[str] = []
+    declared: list[Declaration] = []
 
     def declare(kind: str, name: str, opts: Any, where: str | None = None) -> None:
         if kind == "database" and name not in databases:
             databases.append(name)
+        if kind == "schedule":
+            parse_schedule(name, json.loads(opts))  # refused at its line, as on every platform
+            declared.append(Declaration(kind, name, json.loads(opts), where or ""))
 
     sandbox.register("declare", declare)
     declarations = load(source, sandbox)
@@ -54,14 +62,16 @@ def describe(project: str | Path) -> ProjectNeeds:
     secrets = sorted({m for text in texts for m in _SECRET.findall(text)})
     sent = sorted({m for text in texts for m in _QUEUE.findall(text)})
     handled = sorted(d.name for d in declarations if d.kind == "queue")
+    workflows = sorted(d.name for d in declarations if d.kind == "workflow")
     return ProjectNeeds(
         name=source.name,
         root=source.root,
-        workflows=sorted(d.name for d in declarations if d.kind == "workflow"),
+        workflows=workflows,
         queues=handled,
         sent_queues=sent,
         queue_settings={name: source.queue_settings(name) for name in sorted(set(handled) | set(sent))},
         databases=databases,
         secrets=secrets,
         has_fetch=any(d.kind == "fetch" for d in declarations),
+        schedules=schedules_of(source.name, declared, workflows),
     )

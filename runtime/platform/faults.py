@@ -89,3 +89,19 @@ def with_faults(observer: Observer | None, environ: Mapping[str, str]) -> Observ
     if end:
         observer = _KillAfterEnd(observer or Quiet(), end)
     return observer
+
+
+# ``LUNAFLOW_KILL_AT_TICK=before|after``: ``lunaflow dev`` SIGKILLs itself at its first
+# schedule tick, just before the tick's run is started or just after its start committed.
+KILL_AT_TICK = "LUNAFLOW_KILL_AT_TICK"
+
+
+def tick_fault(environ: Mapping[str, str]) -> str | None:
+    value = environ.get(KILL_AT_TICK) or None
+    if value not in (None, "before", "after"):
+        raise ValueError(f"{KILL_AT_TICK} is 'before' or 'after' (got {value!r})")
+    return value
+
+
+def kill_now() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -17,6 +17,7 @@ handler that interrupts a statement once the step attempt running it is past its
 
 from __future__ import annotations
 
+import json
 import queue
 import re
 import sqlite3
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.services import deadline
+from runtime.services import sql as sql_api
 from runtime.services.base import ServiceError
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -50,8 +52,14 @@ class Database:
         self._guard = threading.Lock()
 
     def _connect(self, *, read_only: bool) -> sqlite3.Connection:
-        conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30.0)
-        conn.row_factory = sqlite3.Row
+        # Declared types parse BOOLEAN columns into booleans (the converters below).
+        conn = sqlite3.connect(
+            str(self.path),
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=30.0,
+            detect_types=sqlite3.PARSE_DECLTYPES,
+        )
         if read_only:
             conn.execute("PRAGMA query_only=ON")  # a write fails before it changes anything
         else:
@@ -114,43 +122,47 @@ class Database:
         return applied
 
     def call(self, method: str, args: list[Any]) -> list[Any]:
-        if method not in ("exec", "query", "first"):
-            raise ServiceError(f"database '{self.name}' has no method '{method}'; use exec, query or first")
-        if not args or not isinstance(args[0], str):
-            raise ServiceError(f"database '{self.name}':{method} expects SQL text as its first argument")
-        sql = args[0]
-        params = args[1] if len(args) > 1 and args[1] is not None else []
-        if not isinstance(params, list | dict):
-            raise ServiceError(
-                f"database '{self.name}':{method}: parameters must be an array for ? placeholders "
-                "(or a table for :name placeholders)"
-            )
+        """One Lua call (runtime.services.sql checks, binds and converts; this runs it)."""
         try:
-            # A read beside an open transaction of the writer (BEGIN ... in earlier calls)
-            # goes through the writer, to see what the transaction wrote.
-            if method != "exec" and not self._db.in_transaction:
-                try:
-                    with self._reader() as reader:
-                        return self._run(reader, method, sql, params)
-                except sqlite3.OperationalError as e:
-                    if "readonly" not in str(e):
-                        raise  # anything but a write (INSERT ... RETURNING) through query
-            with self._lock:
-                return self._run(self._db, method, sql, params)
+            return sql_api.call(self.name, self, method, args)
         except sqlite3.Error as e:
             limit = deadline.current()
             if limit is not None and limit.passed():
                 raise limit.expired() from e
-            raise ServiceError(f"database '{self.name}':{method} failed: {e} (SQL: {_clip(sql)})") from e
+            text = args[0] if args and isinstance(args[0], str) else ""
+            raise ServiceError(
+                f"database '{self.name}':{method} failed: {e} (SQL: {sql_api.clip(text)})"
+            ) from e
 
-    def _run(self, conn: sqlite3.Connection, method: str, sql: str, params: Any) -> list[Any]:
+    # The executor seam (runtime.services.sql.Executor).
+    def placeholder(self, n: int) -> str:
+        return "?"
+
+    def execute(self, method: str, sql: str, values: list[Any]) -> tuple[int, list[dict[str, Any]] | None]:
+        params = [_param(v) for v in values]
+        # A read beside an open transaction of the writer (BEGIN ... in earlier calls)
+        # goes through the writer, to see what the transaction wrote.
+        if method != "exec" and not self._db.in_transaction:
+            try:
+                with self._reader() as reader:
+                    return self._run(reader, method, sql, params)
+            except sqlite3.OperationalError as e:
+                if "readonly" not in str(e):
+                    raise  # anything but a write (INSERT ... RETURNING) through query
+        with self._lock:
+            return self._run(self._db, method, sql, params)
+
+    @staticmethod
+    def _run(
+        conn: sqlite3.Connection, method: str, sql: str, params: list[Any]
+    ) -> tuple[int, list[dict[str, Any]] | None]:
         cur = conn.execute(sql, params)
         if method == "exec":
-            return [{"changes": cur.rowcount if cur.rowcount >= 0 else 0, "last_insert_id": cur.lastrowid}]
-        if method == "first":
-            row = cur.fetchone()
-            return [None if row is None else _row(self.name, row)]
-        return [[_row(self.name, r) for r in cur.fetchall()]]
+            return (cur.rowcount if cur.rowcount >= 0 else 0), None
+        columns = [c[0] for c in cur.description or []]
+        rows = cur.fetchmany(1) if method == "first" else cur.fetchall()
+        cur.close()
+        return 0, [dict(zip(columns, tuple(r), strict=True)) for r in rows]
 
     def close(self) -> None:
         with self._lock:
@@ -174,27 +186,32 @@ def _authorize(
     return sqlite3.SQLITE_OK
 
 
-def _row(db: str, row: sqlite3.Row) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key in row.keys():  # noqa: SIM118 - sqlite3.Row iterates values, not keys
-        value = row[key]
-        if isinstance(value, bytes):
-            raise ServiceError(
-                f"database '{db}': column '{key}' holds a BLOB; lunaflow returns text, numbers and NULL — "
-                "store binary data hex- or base64-encoded"
-            )
-        out[key] = value
-    return out
-
-
 def _number(name: str) -> int:
     match = _MIGRATION.match(name)
     return int(match.group(1)) if match else 0
 
 
-def _clip(sql: str) -> str:
-    sql = " ".join(sql.split())
-    return sql if len(sql) <= 120 else sql[:117] + "..."
+def _param(value: Any) -> Any:
+    """A bound value for SQLite: a Lua table as its JSON text (as the Data API's JSON type
+    hint sends it); booleans go in as 1 and 0 (SQLite has no boolean type)."""
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"))
+    return value
+
+
+def _boolean(raw: bytes) -> Any:
+    """A BOOLEAN (or BOOL) column reads as a boolean, as on PostgreSQL; a value that is not
+    0 or 1 is left as SQLite stored it."""
+    text = raw.decode("utf-8", "replace")
+    return {"1": True, "0": False}.get(text, int(text) if text.lstrip("-").isdigit() else text)
+
+
+sqlite3.register_converter("BOOLEAN", _boolean)
+sqlite3.register_converter("BOOL", _boolean)
+# Python 3.11's default DATE and TIMESTAMP converters would turn a column's text into
+# datetimes (and fail on text they cannot parse): those columns read as the text stored.
+sqlite3.register_converter("DATE", lambda raw: raw.decode("utf-8", "replace"))
+sqlite3.register_converter("TIMESTAMP", lambda raw: raw.decode("utf-8", "replace"))
 
 
 def statements(sql: str) -> list[str]:

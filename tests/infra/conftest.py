@@ -171,3 +171,14 @@ def queue_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
         {"project": "tests/projects/infra_queue", "stack": QUEUE_STACK, **QUEUE_SETTINGS},
         TINY_REQUIREMENTS,
     )
+
+
+@pytest.fixture(scope="session")
+def schedules_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
+    """tests/projects/infra_schedules: three schedules (a cron in Europe/Paris with an input, a
+    15-minute rate with a start, a weekday cron)."""
+    yield _synth(
+        tmp_path_factory.mktemp("cdk-schedules"),
+        {"project": "tests/projects/infra_schedules", "stack": "lunaflow-infra-schedules"},
+        TINY_REQUIREMENTS,
+    )

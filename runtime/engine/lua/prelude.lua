@@ -726,7 +726,7 @@ local function effect_guard(what)
   end
 end
 
-local declared = { workflow = {}, object = {}, queue = {}, fetch = {} }
+local declared = { workflow = {}, object = {}, queue = {}, fetch = {}, schedule = {} }
 
 -- A second declaration names the script being loaded first, then the one that declared
 -- the name before it.
@@ -756,6 +756,19 @@ local function check_name(v, what)
 end
 
 -- A handle for a service: each method checks where it is called, then calls the host.
+-- exec returns { changes = n } on every platform: Aurora PostgreSQL (through the Data API)
+-- cannot return a last insert id, so a script reading one is told where ids come from.
+local function exec_result_mt(name)
+  return { __index = function(_, k)
+    if k == "last_insert_id" then
+      raw_error(sfmt("database '%s':exec returns { changes = n } only: there is no last_insert_id "
+        .. "(Aurora PostgreSQL cannot return one); get a generated id with RETURNING through :first, "
+        .. "e.g. database \"%s\":first(\"INSERT INTO t (name) VALUES (?) RETURNING id\", { name }).id", name, name), 2)
+    end
+    return nil
+  end }
+end
+
 local function service(kind, name, methods)
   local h = {}
   for _, m in ipairs(methods) do
@@ -766,6 +779,7 @@ local function service(kind, name, methods)
       local json, problem = encode_list(args)
       if not json then raw_error(holds(what .. " arguments", problem), 2) end
       local r = call_host("service", kind, name, m, json)
+      if kind == "database" and m == "exec" and type_(r[1]) == "table" then setmt(r[1], exec_result_mt(name)) end
       return unpack(r, 1, r.n)
     end
   end
@@ -1432,6 +1446,22 @@ base.database = function(name)
     local where = info and info.currentline > 0 and sfmt("%s:%d", info.short_src, info.currentline) or ctx.script
     call_host("declare", "database", name, encode_or_raise(opts, "database options", 2), where)
     return service("database", name, { "exec", "query", "first" })
+  end
+end
+
+-- schedule "name" { cron = "0 3 * * *", workflow = "report", ... }: checked by the host
+-- (runtime/engine/schedules.py), fired by the platform; the declaration returns nothing.
+base.schedule = function(name)
+  check_name(name, "schedule")
+  must_be_top_level("schedule '" .. name .. "'")
+  return function(opts)
+    if type_(opts) ~= "table" then
+      raw_error(sfmt("schedule \"%s\" needs options: schedule \"%s\" { cron = \"0 3 * * *\", workflow = \"report\" }", name, name), 2)
+    end
+    declare("schedule", name, "schedule '" .. name .. "'")
+    local info = getinfo(2, "Sl")
+    local where = info and info.currentline > 0 and sfmt("%s:%d", info.short_src, info.currentline) or ctx.script
+    call_host("declare", "schedule", name, encode_or_raise(opts, "schedule options", 2), where)
   end
 end
 

@@ -19,10 +19,10 @@ end)
 -- Writes inside a step, reads inside another.
 workflow "restock" (function(wf, input)
     local inserted = wf:step("insert", function()
-        return shop:exec("INSERT INTO items (name, qty) VALUES (?, ?)", { input.name, input.qty })
+        return shop:first("INSERT INTO items (name, qty) VALUES (?, ?) RETURNING id", { input.name, input.qty })
     end)
     local row = wf:step("read", function()
-        return shop:first("SELECT name, qty FROM items WHERE id = ?", { inserted.last_insert_id })
+        return shop:first("SELECT name, qty FROM items WHERE id = ?", { inserted.id })
     end)
     return { inserted = inserted, row = row }
 end)

@@ -149,21 +149,20 @@ function workflow(name) end
 function workflows(name) end
 
 ---@class lunaflow.ExecResult
----@field changes integer
----@field last_insert_id integer?
+---@field changes integer rows changed (ids come back with RETURNING through :first)
 
 ---@class lunaflow.Database
 local Database = {}
----@param sql string with ? placeholders
----@param params? any[]
+---@param sql string with ? (or :name) placeholders
+---@param params? any[]|table<string, any>
 ---@return lunaflow.ExecResult
 function Database:exec(sql, params) end
 ---@param sql string
----@param params? any[]
+---@param params? any[]|table<string, any>
 ---@return table[]
 function Database:query(sql, params) end
 ---@param sql string
----@param params? any[]
+---@param params? any[]|table<string, any>
 ---@return table?
 function Database:first(sql, params) end
 

@@ -1,0 +1,51 @@
+"""Declared schedules: one EventBridge Scheduler schedule per ``schedule "name" {...}``.
+
+Each is a cron or rate expression in its time zone, flexible window off, in the timers'
+group, sending ``{"schedule": name, "tick": <scheduled time>}`` to the wake queue with the
+timers' Scheduler role; a delivery Scheduler gives up on goes to the wake dead-letter queue.
+The worker starts the tick's run (``AwsRuntime.tick``). Being resources of the stack, a
+schedule removed from the project is deleted by the next deploy, and a changed expression
+takes effect at deploy.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import aws_scheduler as scheduler
+from constructs import Construct
+
+from infra.capabilities.wake import WakePath
+from runtime.aws.contract import schedule_name, tick_input
+from runtime.platform.describe import ProjectNeeds
+
+
+class Schedules(Construct):
+    def __init__(self, scope: Construct, id: str, needs: ProjectNeeds, wake: WakePath) -> None:
+        super().__init__(scope, id)
+        self.schedules: dict[str, scheduler.CfnSchedule] = {}
+        if needs.schedules:
+            wake.dead_letters.grant_send_messages(wake.role)
+        for name, declared in sorted(needs.schedules.items()):
+            safe = "".join(c if c.isalnum() else "-" for c in name)
+            made = scheduler.CfnSchedule(
+                self,
+                f"{safe}Schedule",
+                name=schedule_name(name),
+                group_name=wake.group.name,
+                description=f"lunaflow schedule '{name}': starts workflow '{declared.workflow}'",
+                schedule_expression=declared.expression(),
+                schedule_expression_timezone=declared.timezone,
+                flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
+                start_date=declared.window[0],
+                end_date=declared.window[1],
+                state="ENABLED",
+                target=scheduler.CfnSchedule.TargetProperty(
+                    arn=wake.queue.queue_arn,
+                    role_arn=wake.role.role_arn,
+                    input=tick_input(name),
+                    dead_letter_config=scheduler.CfnSchedule.DeadLetterConfigProperty(
+                        arn=wake.dead_letters.queue_arn
+                    ),
+                ),
+            )
+            made.add_dependency(wake.group)
+            self.schedules[name] = made

@@ -1,0 +1,158 @@
+"""Firing a project's schedules: each tick starts the run ``<schedule>@<tick time>``.
+
+The tick's run id is the whole of the durability: a tick fired twice (a retried EventBridge
+delivery, ``lunaflow dev`` restarted at a tick, a harness and a server on one data folder)
+joins the run the first firing started, so no state of its own is stored.
+
+What a tick does while an earlier tick's run of the same schedule is still going (running,
+sleeping or awaiting) is the schedule's ``overlap``: ``skip`` (the default: no run for this
+tick), ``allow`` (start it anyway) or ``cancel`` (cancel the earlier runs, then start).
+
+Where ticks come from: the harnesses' ``advance`` (``Ticker`` below, on the fake clock),
+``lunaflow dev``'s ticker thread (the same ``Ticker`` on the real clock) and, on AWS, one
+EventBridge Scheduler schedule per declaration whose message reaches ``fire_tick`` through
+the worker function (``AwsRuntime.tick``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from runtime.core.journal import Status
+from runtime.engine.schedules import Schedule
+from runtime.errors import InvalidInput
+from runtime.platform.platform import Platform
+from runtime.store.base import RunRecord
+
+log = logging.getLogger("lunaflow.schedules")
+
+LIVE = (Status.RUNNING, Status.SLEEPING, Status.AWAITING)
+# After downtime a schedule fires its latest missed tick once, if that tick is at most this
+# old; older ones, and every earlier missed tick, are not fired (documented catch-up rule).
+CATCH_UP_MS = 24 * 3_600_000
+
+
+@dataclass(frozen=True)
+class Fired:
+    schedule: str
+    tick_ms: int
+    run_id: str
+    started: bool  # False: skipped because an earlier tick's run is still going
+    cancelled: tuple[str, ...] = ()
+
+
+def live_runs(platform: Platform, schedule: Schedule, but: str) -> list[RunRecord]:
+    """The schedule's runs still going, other than ``but`` (the tick's own)."""
+    prefix = f"{schedule.name}@"
+    found = []
+    for status in LIVE:
+        for run in platform.runs(status=status.value, workflow=schedule.workflow):
+            if run.id.startswith(prefix) and run.id != but:
+                found.append(run)
+    return found
+
+
+def fire_tick(platform: Platform, schedule: Schedule, tick_ms: int) -> Fired:
+    """Start the tick's run (joining it if it exists), as its overlap policy says."""
+    run_id = schedule.run_id(tick_ms)
+    cancelled: list[str] = []
+    if schedule.overlap != "allow" and platform.store.get_run(run_id) is None:
+        earlier = live_runs(platform, schedule, run_id)
+        if earlier and schedule.overlap == "skip":
+            log.info("schedule %s: tick %s skipped, %s is still going", schedule.name, run_id, earlier[0].id)
+            return Fired(schedule.name, tick_ms, run_id, started=False)
+        for run in earlier:  # overlap = "cancel"
+            platform.cancel(run.id)
+            cancelled.append(run.id)
+    platform.start(schedule.workflow, schedule.input, id=run_id)
+    return Fired(schedule.name, tick_ms, run_id, started=True, cancelled=tuple(cancelled))
+
+
+def find(schedules: Mapping[str, Schedule], name: str) -> Schedule:
+    found = schedules.get(name)
+    if found is None:
+        known = ", ".join(sorted(schedules)) or "none"
+        raise InvalidInput(
+            f"no schedule '{name}' is declared in this project (it declares: {known}); "
+            f'declare it with schedule "{name}" {{ ... }} or name one of those'
+        )
+    return found
+
+
+class Ticker:
+    """Which ticks are due: the ticks of each schedule after the last one looked at, up to
+    now. Several missed at once (a process that was down, a clock moved far) fire as their
+    latest one alone. The schedules seen at the first look count from ``since``; one that
+    appears later (a deploy, a reload) counts from when it is first seen, so new code does
+    not fire a tick from before it existed. In memory: a restart begins at ``since`` again,
+    which is harmless, as a tick fired twice joins its run."""
+
+    def __init__(self, since_ms: int) -> None:
+        self._since = since_ms
+        self._last: dict[str, int] = {}
+        self._looked = False
+
+    def _from(self, schedules: Mapping[str, Schedule], now_ms: int) -> None:
+        for name in schedules:
+            if name not in self._last:
+                self._last[name] = self._since if not self._looked else now_ms
+        self._looked = True
+
+    def due(self, schedules: Mapping[str, Schedule], now_ms: int) -> list[tuple[Schedule, int]]:
+        self._from(schedules, now_ms)
+        out = []
+        for name, schedule in schedules.items():
+            last = self._last[name]
+            tick = schedule.latest_at_or_before(now_ms, max(0, now_ms - last))
+            self._last[name] = max(last, now_ms)
+            if tick is not None and tick > last:
+                out.append((schedule, tick))
+        return sorted(out, key=lambda d: d[1])
+
+    def next_due(self, schedules: Mapping[str, Schedule], now_ms: int) -> int | None:
+        self._from(schedules, now_ms)
+        ticks = [
+            t
+            for name, s in schedules.items()
+            if (t := s.next_after(max(now_ms, self._last[name]))) is not None
+        ]
+        return min(ticks) if ticks else None
+
+
+PAUSES_FILE = "schedules.json"
+
+
+class PauseFile:
+    """Which schedules are paused in a data folder: ``schedules.json`` beside the store
+    (``{"paused": [names]}``), so the store's schema holds nothing of schedules. Written
+    whole through a rename; the CLI, ``lunaflow dev`` and ``LocalPlatform`` read it at each
+    tick. A paused schedule fires no tick (the ticks it misses are not caught up on resume);
+    "trigger now" still starts a run."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = Path(data_dir) / PAUSES_FILE
+
+    def paused(self) -> set[str]:
+        try:
+            found = json.loads(self.path.read_text(encoding="utf-8")).get("paused", [])
+        except FileNotFoundError:
+            return set()
+        except (ValueError, AttributeError):
+            raise InvalidInput(
+                f"{self.path} is not the paused schedules' file lunaflow writes "
+                '({"paused": [names]}); fix it or delete it (every schedule is then resumed)'
+            ) from None
+        return {str(n) for n in found}
+
+    def set(self, name: str, paused: bool) -> None:
+        names = self.paused()
+        names = names | {name} if paused else names - {name}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temp = self.path.with_name(f".{PAUSES_FILE}.{os.getpid()}")
+        temp.write_text(json.dumps({"paused": sorted(names)}), encoding="utf-8")
+        os.replace(temp, self.path)
