@@ -16,14 +16,22 @@ from typing import Any
 from runtime.core import values
 from runtime.core.durations import parse_ms
 from runtime.core.journal import StepValues
-from runtime.core.replay import StepCmd, StepFailure, ValueCmd, VersionCmd, WaitCmd
+from runtime.core.replay import (
+    DEFAULT_CLEANUP_MS,
+    OnCancelCmd,
+    StepCmd,
+    StepFailure,
+    ValueCmd,
+    VersionCmd,
+    WaitCmd,
+)
 from runtime.engine.project import Declaration, ProjectSource, load
 from runtime.engine.sandbox import LuaMemoryError, Sandbox
 from runtime.errors import InvalidInput, ProjectLoadError
 from runtime.services import deadline
 from runtime.services.deadline import Deadline
 
-Command = StepCmd | WaitCmd | ValueCmd | VersionCmd
+Command = StepCmd | WaitCmd | ValueCmd | VersionCmd | OnCancelCmd
 
 
 @dataclass(frozen=True)
@@ -167,14 +175,28 @@ class Code:
                         if cmd.timeout is None
                         else parse_ms(cmd.timeout, f"the timeout of wf:{wait_kind}")
                     )
-                return Issued(WaitCmd(wait_kind, names, timeout))
+                within = None if cmd.within is None else parse_ms(cmd.within, f"the within of wf:{wait_kind}")
+                bound = None if cmd.bound is None else int(cmd.bound)
+                return Issued(WaitCmd(wait_kind, names, timeout, within_ms=within, bound_at=bound))
             if op == "value":
                 return Issued(ValueCmd(str(cmd.call)))
             if op == "version":
                 return Issued(VersionCmd(str(cmd.change)))
+            if op == "on_cancel":
+                budget = (
+                    DEFAULT_CLEANUP_MS
+                    if cmd.timeout is None
+                    else parse_ms(cmd.timeout, "the timeout of wf:on_cancel")
+                )
+                return Issued(OnCancelCmd(budget))
         except InvalidInput as e:
             return Issued(None, refusal=str(e))
         return Issued(None, refusal=f"unknown engine command {op!r}")
+
+    def begin_cleanup(self, session: Any) -> bool:
+        """Swap the run's coroutine for its cancel handler's (``wf:on_cancel``); False when
+        the code registered none on this path."""
+        return bool(self.engine.begin_cleanup(session))
 
     def reply(self, value: Any) -> Any:
         """The Lua table handed back into the coroutine for a decision's outcome."""
