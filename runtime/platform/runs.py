@@ -48,6 +48,11 @@ class Cancelled:
     cleanup: bool = False
 
 
+# How the CLI and the console say that a cancel started a run's cleanup.
+CLEANUP_NOTE = (
+    "is cleaning up: its on_cancel handler runs, then it ends cancelled and the runs it started are cancelled"
+)
+
 # What ``Runs._cancel_one`` did to a run.
 CANCELLED, CLEANING = "cancelled", "cleaning"
 
