@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from runtime.dev.check import check_runs
 from runtime.testing import LocalPlatform
 
 PROJECT = Path(__file__).resolve().parent.parent / "projects" / "on_cancel"
@@ -236,3 +237,22 @@ def test_a_bad_within_is_refused(p: LocalPlatform) -> None:
     assert run.status == "failed"
     assert run.error is not None and 'bad duration "later" for the within of wf:all' in run.error
     assert kinds(p, "g-3") == ["run.started"]
+
+
+def test_check_replays_a_cleanup_and_reports_code_that_dropped_the_handler(
+    p: LocalPlatform, ledger: Ledger
+) -> None:
+    ledger.failing = 1
+    p.start("order", {}, id="o-8")
+    p.cancel("o-8")  # its cleanup's release waits out its backoff
+    p.start("order", {}, id="o-9")  # registered, not cancelled
+    found = {v.run_id: v for v in check_runs(p.platform.worker, p.platform.store)}
+    assert (found["o-8"].diverges, found["o-8"].message) == (
+        False,
+        "replays cleanly; parked at step 'release'",
+    )
+    dropped = p.platform.load(PROJECT.parent / "on_cancel_v2")
+    found = {v.run_id: v for v in check_runs(dropped, p.platform.store)}
+    for run_id in ("o-8", "o-9"):
+        assert found[run_id].diverges
+        assert found[run_id].message == "journal divergence: expected wf:on_cancel, code reached await 'paid'"
