@@ -353,6 +353,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
             "children": again.below,
             "already_cancelled": True,
             "newly_cancelled": again.changed,
+            "cleanup": False,
         }
         return _done(
             args, value, f"run {args.run_id} was already cancelled; its cascade is finished: {again.finished}"
