@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 import pytest
 
 from runtime.core.journal import Kind
+from runtime.platform.faults import KILL_AFTER_CANCELS
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
 from tests.console import Html
 from tests.support.devserver import PROJECTS, DevServer, Servers, wait_for
@@ -247,5 +248,39 @@ def test_sigkill_during_a_cancel_handler_finishes_the_cleanup_after_restart_once
     store = SQLiteStore(dev.data / STORE_FILE)
     try:
         assert store.pending_cancels() == []  # the cascade finished and its intent was dropped
+    finally:
+        store.close()
+
+
+def test_a_server_killed_between_a_cleanups_end_and_its_cascade_finishes_the_cascade_at_restart(
+    servers: Servers, partner: Partner
+) -> None:
+    """The server SIGKILLs itself right after the cleanup's end (the run's cancel committed,
+    none below it yet); the cancel's intent, kept while the cleanup ran, is finished by the
+    next server's start, which cancels the child."""
+    dev = servers.start(PROJECT, env={KILL_AFTER_CANCELS: "1"})
+    _start(dev, "held-order", "h-2", {"url": partner.url})
+    dev.wait_status("h-2-child", {"awaiting"})
+    dev.wait_status("h-2", {"awaiting"})
+    done = dev.cli("cancel", "h-2")
+    assert done.code == 0, str(done)
+    assert dev.wait_exit(20) is not None, "the server was to kill itself after the cleanup's end"
+    store = SQLiteStore(dev.data / STORE_FILE)
+    try:
+        assert store.get_run("h-2").status == "cancelled"
+        assert store.get_run("h-2-child").status == "awaiting"
+        assert store.pending_cancels() == ["h-2"]
+    finally:
+        store.close()
+
+    restarted = servers.start(PROJECT, dev.data)
+    restarted.wait_status("h-2-child", {"cancelled"}, timeout=15)
+    assert [p for p in partner.paths if p.startswith(("/release/", "/notify/"))] == [
+        "/release/h-2/release/1/1",
+        "/notify/h-2/notify/1/1",
+    ]
+    store = SQLiteStore(dev.data / STORE_FILE)
+    try:
+        assert store.pending_cancels() == []
     finally:
         store.close()

@@ -120,6 +120,12 @@ def test_the_cascade_reaches_the_children_after_the_cleanup(p: LocalPlatform, le
     # The parent cleans up (its release is in its backoff): its child is still live.
     assert p.get("o-4").status == "sleeping"
     assert p.get("o-4-child").status == "awaiting"
+    # The cancel's intent stays while the cleanup runs: a sweep of unfinished cascades (a
+    # restart, the reconciler) leaves the child to the cleanup's end.
+    assert p.platform.store.pending_cancels() == ["o-4"]
+    assert p.platform.finish_cancels() == []
+    assert p.get("o-4-child").status == "awaiting"
+    assert p.platform.store.pending_cancels() == ["o-4"]
     p.advance("10s")
     assert p.get("o-4").status == "cancelled"
     # The child has its own handler: it cleaned up too, then ended cancelled.
