@@ -262,11 +262,14 @@ def _show(args: argparse.Namespace, runs: Runs) -> int:
     signals = runs.store.signals(run.id)
     children = runs.store.children(run.id)
     due = runs.store.timer(run.id)
+    # The child whose result the run waits for (c:result()), shown with the links.
+    awaited = timeline.awaited_child(items) if run.status == "awaiting" else None
     if args.json:
         _emit(
             {
                 "run": _run_dict(run),
                 "children": children,
+                "waiting_for": awaited,
                 "timer_due_at": None if due is None else due / 1000,
                 "timeline": timeline.as_dicts(items),
                 "signals": timeline.signals_view(signals),
@@ -281,6 +284,8 @@ def _show(args: argparse.Namespace, runs: Runs) -> int:
         out.print(Text(f"parent {run.parent_id}"))
     if children:
         out.print(Text(f"children {', '.join(children)}"))
+    if awaited is not None:
+        out.print(Text(f"waiting for child {awaited}"))
     if run.current_step and run.status not in ("completed", "cancelled"):
         out.print(Text(f"current {run.current_step}"))
     if due is not None:
@@ -473,7 +478,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Replay in-flight runs and goldens on the project's code. Read-only: the store and the
     databases are opened without writing, the code's migrations are reported, not applied."""
     from runtime.dev.check import check_runs
-    from runtime.dev.golden import golden_files, replay_goldens
+    from runtime.dev.golden import golden_files, load_project, replay_goldens
     from runtime.platform.platform import Platform
     from runtime.services.local import pending_migrations
 
@@ -489,10 +494,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not (data / STORE_FILE).exists():
         if golden_files(args.project):
             return _report_check(args, None, goldens)
+        load_project(args.project)  # nothing to replay, but code that cannot load is still refused
         raise Usage(
             f"no lunaflow data in {data} and no golden journals in {args.project}/tests/golden: there "
-            "are no runs to check (pass --data DIR to point elsewhere; `lunaflow record RUN_ID` "
-            "records a golden)"
+            "are no runs to check; the project loads (pass --data DIR to point elsewhere; "
+            "`lunaflow record RUN_ID` records a golden)"
         )
     clock = SystemClock()
     store = SQLiteStore(data / STORE_FILE, read_only=True, clock=clock)

@@ -152,6 +152,7 @@ def draw(
                 "timer": "ended by its timer",
                 "timeout": "timed out",
                 "cancel": "ended by the run's cancel",
+                "child": "ended by the child's end",
             }.get(item.ended_by or "", "still waiting")
             lines = [f"{item.title}: {how}", f"from {zone.when(item.at)}"]
             if item.due_at is not None:

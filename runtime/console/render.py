@@ -243,6 +243,9 @@ def run_live(runs: Runs, actions: Actions, run: RunRecord, *, zone: Zone, now: f
         facts.append("children " + ", ".join(actions.run_link(c, c) for c in children))
     if run.current_step and run.status not in ENDED:
         facts.append(f"at <code>{e(run.current_step)}</code>")
+    awaited = timeline.awaited_child(items) if run.status == Status.AWAITING else None
+    if awaited is not None:
+        facts.append("waiting for child " + actions.run_link(awaited, awaited))
     if due is not None and run.status in (Status.SLEEPING, Status.AWAITING):
         facts.append(f"timer due {moment(due / 1000, zone, now)}")
     parts.append("<p>" + " · ".join(facts) + "</p>")

@@ -54,6 +54,7 @@ class Item:
     ended_by: str | None = None  # a wait's end: signal | timer | timeout | cancel
     signal: str | None = None  # the signal that ended a wait
     value_seq: int | None = None  # the entry holding the item's value (a result, a payload)
+    child: str | None = None  # the child run a child item or a child's result wait names
 
     @property
     def waited(self) -> float | None:
@@ -126,6 +127,38 @@ def build(entries: list[Entry]) -> list[Item]:
                     wait.ended_by, wait.resolution = "timeout", "timed out"
         elif e.kind == Kind.VALUE:
             items.append(Item(e.seq, e.at, "value", f"{e.name}()", short(e.data.get("value"))))
+        elif e.kind == Kind.CHILD_STARTED:
+            child = str(e.data.get("child"))
+            joined = " (joined: the run existed)" if e.data.get("joined") else ""
+            items.append(
+                Item(e.seq, e.at, "child", f"child '{child}'", f"workflow '{e.name}'{joined}", child=child)
+            )
+        elif e.kind == Kind.CHILD_WAIT:
+            child = str(e.data.get("child"))
+            due = e.data.get("due_at")
+            items.append(
+                Item(
+                    e.seq,
+                    e.at,
+                    "wait",
+                    f"result of child '{child}'",
+                    due_at=None if due is None else due / 1000,
+                    name="child",
+                    child=child,
+                )
+            )
+        elif e.kind == Kind.CHILD_DONE:
+            wait = next((i for i in reversed(items) if i.kind == "wait" and i.name == "child"), None)
+            if wait is not None:
+                by = str(e.data.get("by"))
+                wait.resolved_at, wait.value_seq = e.at, e.seq
+                wait.ended_by = "timeout" if by == "timeout" else "child"
+                if by == "completed":
+                    wait.resolution = f"child completed {short(e.data.get('result'))}"
+                elif by == "timeout":
+                    wait.resolution = "timed out"
+                else:
+                    wait.resolution = f"child {by}: {short(e.data.get('message'))}"
         elif e.kind == Kind.RESUMED:
             items.append(Item(e.seq, e.at, "resumed", "resumed"))
             open_step = None  # attempts the resume allowed are listed after it
@@ -165,6 +198,14 @@ def build(entries: list[Entry]) -> list[Item]:
                 )
             )
     return items
+
+
+def awaited_child(items: list[Item]) -> str | None:
+    """The child whose result the run is waiting for (its last wait, still open), if any."""
+    wait = next((i for i in reversed(items) if i.kind == "wait"), None)
+    if wait is None or wait.name != "child" or wait.resolved_at is not None:
+        return None
+    return wait.child
 
 
 def failure_kind(error: str) -> str:

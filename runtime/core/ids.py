@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from runtime.errors import InvalidInput
 
 MAX_RUN_ID_BYTES = 200
@@ -35,3 +37,15 @@ def check_run_id(value: object) -> str:
 def step_id(run_id: str, step: str, pass_: int, attempt: int) -> str:
     """``<run id>/<step name>/<pass>/<attempt>``: stable across a crash, new per attempt and pass."""
     return f"{run_id}/{step}/{pass_}/{attempt}"
+
+
+def child_run_id(parent_id: str, n: int) -> str:
+    """The id of the ``n``-th child a run starts with ``wf:child`` and no id of its own:
+    derived from the parent and the command's position, so a replay after a crash names the
+    same run (and joins it) instead of starting a second one. Ids cannot hold '/', so the
+    parts are joined by '.'; a parent id too long to extend is replaced by its hash."""
+    derived = f"{parent_id}.child-{n}"
+    if _utf8_len(derived) <= MAX_RUN_ID_BYTES:
+        return derived
+    digest = hashlib.sha256(parent_id.encode("utf-8", "backslashreplace")).hexdigest()[:40]
+    return f"{digest}.child-{n}"

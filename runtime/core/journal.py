@@ -30,6 +30,14 @@ class Kind(StrEnum):
     # outcome (the process running it ended); the start count bounds how often that happens
     STEP_RERUN = "step.rerun"
     VALUE = "value"  # name: the call (os.time...); data: value
+    # name: the child's workflow; data: child (its run id), joined (true: the id named a run
+    # this run did not create). wf:child started the run, or joined it (runtime.core.children)
+    CHILD_STARTED = "child.started"
+    # name: the child's workflow; data: child, timeout_ms, due_at: c:result() began waiting
+    CHILD_WAIT = "child.wait"
+    # name: the child's workflow; data: child, by (completed|failed|cancelled|timeout), result
+    # (completed) or message (its error): the child ended (or the wait timed out), c:result() answered
+    CHILD_DONE = "child.done"
     WAIT = "wait"  # name: op; data: names, timeout_ms, due_at
     WAIT_DONE = "wait.done"  # name: op; data: by (signal|timeout|timer), signal, payload, signal_id
     RESUMED = "run.resumed"  # marker: a failed run was resumed
@@ -152,6 +160,10 @@ def describe(entry: Entry) -> str:
         return describe_wait(entry.name or "", list(entry.data.get("names", [])))
     if entry.kind == Kind.VALUE:
         return f"{entry.name}()"
+    if entry.kind == Kind.CHILD_STARTED:
+        return f"child '{entry.data.get('child')}' of workflow '{entry.name}'"
+    if entry.kind in (Kind.CHILD_WAIT, Kind.CHILD_DONE):
+        return f"the result of child '{entry.data.get('child')}'"
     if entry.kind == Kind.COMPLETED:
         return "the workflow's return"
     if entry.kind == Kind.CANCEL_HANDLER:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.core.bounds import MAX_JOURNAL_ENTRIES
+from runtime.core.child_commands import ReadChild, StartChild
 from runtime.core.ids import step_id
 from runtime.core.journal import MARKERS, Entry, Kind, Signal, Status, StepValues, describe, describe_wait
 from runtime.errors import EngineBug
@@ -170,7 +171,20 @@ class EndCancelled:
     replayed: bool = False
 
 
-Decision = Resume | Execute | Park | Fail | Diverged | NeedValue | Complete | EnterCleanup | EndCancelled
+# StartChild and ReadChild: a child run to start, a child's state to read (runtime.core.children)
+Decision = (
+    Resume
+    | Execute
+    | Park
+    | Fail
+    | Diverged
+    | NeedValue
+    | Complete
+    | StartChild
+    | ReadChild
+    | EnterCleanup
+    | EndCancelled
+)
 
 # A cleanup's budget: its default time (wf:on_cancel's timeout) and the step attempts it may
 # start (re-runs included). Past either the run ends cancelled with the cleanup cut short.
@@ -224,6 +238,7 @@ class Replay:
     unsaved: list[Entry] = field(init=False, default_factory=list)
     consumed: set[int] = field(init=False, default_factory=set)
     current: str | None = field(init=False, default=None)
+    child_calls: int = field(init=False, default=0)  # wf:child commands so far (runtime.core.children)
     _step: _StepInFlight | None = field(init=False, default=None)
     _parked: Callable[[], Decision] | None = field(init=False, default=None)
     # The cancel whose cleanup runs now (``run.cancel_requested``), once replay passed it, and

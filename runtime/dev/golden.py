@@ -221,6 +221,14 @@ def _replayer(project: Path) -> Iterator[tuple[Platform, SQLiteStore]]:
             platform.close()
 
 
+def load_project(project: str | Path) -> None:
+    """Load the project's code as a check does, in a throwaway store, changing nothing: raises
+    ``ProjectLoadError`` if it does not load. For a check that has no runs to replay, so that
+    a script that cannot load is still reported."""
+    with _replayer(Path(project)):
+        pass
+
+
 def replay_goldens(project: str | Path, pattern: str | None = None) -> list[GoldenVerdict]:
     """Replay every golden of the project (whose file name contains ``pattern``) on the
     project's current code. Raises ``ProjectLoadError`` if the project does not load."""

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.core import values
+from runtime.core.child_commands import ChildCmd, ChildRefused, ChildResultCmd
 from runtime.core.durations import parse_ms
+from runtime.core.ids import check_run_id
 from runtime.core.journal import StepValues
 from runtime.core.replay import (
     DEFAULT_CLEANUP_MS,
@@ -31,7 +33,7 @@ from runtime.errors import InvalidInput, ProjectLoadError
 from runtime.services import deadline
 from runtime.services.deadline import Deadline
 
-Command = StepCmd | WaitCmd | ValueCmd | VersionCmd | OnCancelCmd
+Command = StepCmd | WaitCmd | ValueCmd | VersionCmd | OnCancelCmd | ChildCmd | ChildResultCmd
 
 
 @dataclass(frozen=True)
@@ -189,6 +191,8 @@ class Code:
                     else parse_ms(cmd.timeout, "the timeout of wf:on_cancel")
                 )
                 return Issued(OnCancelCmd(budget))
+            if op in ("child", "child_result"):
+                return Issued(self._child_command(cmd))
         except InvalidInput as e:
             return Issued(None, refusal=str(e))
         return Issued(None, refusal=f"unknown engine command {op!r}")
@@ -198,8 +202,39 @@ class Code:
         the code registered none on this path."""
         return bool(self.engine.begin_cleanup(session))
 
+    def _child_command(self, cmd: Any) -> ChildCmd | ChildResultCmd:
+        """wf:child and c:result(), checked before anything is journaled."""
+        workflow = str(cmd.workflow)
+        if cmd.op == "child_result":
+            timeout = cmd.timeout
+            what = f"the timeout of c:result() for child '{cmd.child}'"
+            return ChildResultCmd(
+                str(cmd.child), workflow, None if timeout is None else parse_ms(timeout, what)
+            )
+        if workflow not in self.workflows:
+            known = ", ".join(f"'{w}'" for w in sorted(self.workflows))
+            raise InvalidInput(
+                f"wf:child: workflow '{workflow}' is not declared in this project; a child is a run of "
+                f"a workflow the project declares ({known}) — check the name, or declare it with "
+                f'workflow "{workflow}" (function(wf, input) ... end)'
+            )
+        try:
+            child_id = None if cmd.id is None else check_run_id(cmd.id)
+        except InvalidInput as e:
+            raise InvalidInput(
+                f"wf:child('{workflow}'): {e}, at most 200 bytes and no control characters; name the "
+                "child with such an id, or leave id out for one derived from this run's id"
+            ) from e
+        values.check_size(str(cmd.input), f"the input of child workflow '{workflow}'")
+        if cmd.timeout is not None:  # the child's bound: refused here, not at the start
+            parse_ms(cmd.timeout, f"the timeout of child '{child_id or workflow}'")
+        data = values.loads_bounded(str(cmd.input), f"the input of child workflow '{workflow}'")
+        return ChildCmd(workflow, data, child_id, cmd.timeout)
+
     def reply(self, value: Any) -> Any:
         """The Lua table handed back into the coroutine for a decision's outcome."""
+        if isinstance(value, ChildRefused):  # wf:child raises it at the call
+            return self.refusal(value.message)
         if isinstance(value, StepValues):
             return self.sandbox.pack(value.values)
         if isinstance(value, StepFailure):  # wf:step raises it (catch = true)

@@ -25,7 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.core import values
+from runtime.core import children, values
+from runtime.core.child_commands import ChildCmd, ChildResultCmd, ReadChild, StartChild
 from runtime.core.clock import Clock, now_ms
 from runtime.core.journal import ENDED, Entry, Kind, Status, StepValues, cleanup_state, run_deadline
 from runtime.core.replay import (
@@ -45,6 +46,7 @@ from runtime.core.replay import (
     VersionCmd,
     WaitCmd,
 )
+from runtime.engine import children as child_runs
 from runtime.engine.code import Code, Command, Issued, Raised, Returned
 from runtime.engine.observe import Observer, Quiet
 from runtime.engine.wake import Wakes
@@ -122,8 +124,11 @@ class Executor:
         observer: Observer | None = None,
         redact: Callable[[str], str] | None = None,
         cancel: Callable[[str], object] | None = None,
+        start: child_runs.StartFn | None = None,
     ) -> None:
         self.store = store
+        # Starts a run (wf:child's children): the platform's start, with its checks.
+        self.start = start
         # Cancels a run and the runs it started: a run that times out cancels its children.
         self.cancel = cancel
         # Error text leaves here for the journal and the logs: secrets handed out become markers.
@@ -218,9 +223,9 @@ class Executor:
         else:
             if run.workflow not in code.workflows:
                 error = _undeclared(run)
-                self.store.append(
-                    run_id, run.journal_len, [], update=RunUpdate(Status.FAILED, None, error=error)
-                )
+                update = child_runs.waking_parent(run, RunUpdate(Status.FAILED, None, error=error))
+                self.store.append(run_id, run.journal_len, [], update=update)
+                child_runs.prompt_parent(self.wakes, update)
                 self.observer.ended(run_id, run.workflow, Status.FAILED, error=error)
                 return Status.FAILED
             journal = snap.journal if session is None else self.store.journal(run_id)
@@ -299,6 +304,10 @@ class Executor:
             if at.replayed:
                 return verdict(False, "replays cleanly to the end of its cleanup (cancelled)")
             return verdict(False, "replays cleanly; its cleanup would end next")
+        if isinstance(at, StartChild):
+            return verdict(False, f"replays cleanly; would start child '{at.id}' next")
+        if isinstance(at, ReadChild):
+            return verdict(False, f"replays cleanly; parked at child '{at.child}'")
         return verdict(False, "replays cleanly to its return")
 
     # --- the one loop ------------------------------------------------------------------
@@ -384,8 +393,9 @@ class Executor:
         deploy that lowers it); the attempt about to start is taken back."""
         entries = _withdrawn(s.replay.take_unsaved(), ex)
         error = _too_long(ex, longest_ms)
-        update = RunUpdate(Status.FAILED, s.replay.current, error=error)
+        update = child_runs.waking_parent(s.run, RunUpdate(Status.FAILED, s.replay.current, error=error))
         self.store.append(s.run.id, s.saved_len, entries, update=update, timer=TimerSet(None))
+        child_runs.prompt_parent(self.wakes, update)
         s.saved_len += len(entries)
         self.wakes.timer(s.run.id, None)
         self.observer.ended(s.run.id, s.run.workflow, Status.FAILED, error=error)
@@ -397,6 +407,10 @@ class Executor:
         replay = s.replay
         if isinstance(decision, NeedValue):
             return replay.record_value(decision.call, _fresh_value(decision.call, self.clock))
+        if isinstance(decision, StartChild):
+            return child_runs.start_child(self.start, replay, s.run.id, decision)
+        if isinstance(decision, ReadChild):
+            return child_runs.read_child(self.store, replay, decision)
         if isinstance(decision, Execute):
             if deadline is not None and decision.timeout_ms is not None:
                 if deadline.longest_step_ms is not None and decision.timeout_ms > deadline.longest_step_ms:
@@ -467,11 +481,12 @@ class Executor:
         data = {"cleanup": "cut short", "error": error}
         entry = Entry(s.saved_len + 1, Kind.CANCELLED, None, data, now_ms(self.clock) / 1000)
         try:
-            update = RunUpdate(Status.CANCELLED, None, error=error)
+            update = child_runs.waking_parent(s.run, RunUpdate(Status.CANCELLED, None, error=error))
             self.store.append(s.run.id, s.saved_len, [entry], update=update, timer=TimerSet(None))
         except JournalConflict:
             self.wakes.wake(s.run.id)
             return Status.RUNNING
+        child_runs.prompt_parent(self.wakes, update)
         self.parked_or_ended = True
         self.wakes.timer(s.run.id, None)
         self.observer.cancelled(s.run.id, s.run.workflow)
@@ -487,10 +502,20 @@ class Executor:
             f"run '{s.run.id}' timed out after {after}; its start set that bound — resume it to go on "
             "with no bound, or start it with a longer timeout"
         )
-        entry = Entry(s.saved_len + 1, Kind.TIMED_OUT, None, {"after": after}, now_ms(self.clock) / 1000)
+        at = now_ms(self.clock) / 1000
+        entry = Entry(s.saved_len + 1, Kind.TIMED_OUT, None, {"after": after}, at)
+        children = self.store.children(s.run.id) if self.cancel is not None else []
+        for child in children:
+            # Recorded before the run ends, so a process that dies between the end and the
+            # cascade leaves intents that recovery (or the reconciler) finishes: no live child
+            # outlives its timed-out parent.
+            self.store.begin_cancel(child, at)
         try:
-            update = RunUpdate(Status.FAILED, s.run.current_step, error=error)
+            update = child_runs.waking_parent(
+                s.run, RunUpdate(Status.FAILED, s.run.current_step, error=error)
+            )
             self.store.append(s.run.id, s.saved_len, [entry], update=update, timer=TimerSet(None))
+            child_runs.prompt_parent(self.wakes, update)
         except JournalConflict:
             self.wakes.wake(s.run.id)
             return Status.RUNNING
@@ -498,9 +523,10 @@ class Executor:
         self.wakes.timer(s.run.id, None)
         self.observer.ended(s.run.id, s.run.workflow, Status.FAILED, error=error)
         if self.cancel is not None:
-            for child in self.store.children(s.run.id):
+            for child in children:
                 with contextlib.suppress(LunaflowError):  # it has ended already
                     self.cancel(child)
+                self.store.end_cancel(child)  # a child that had ended keeps no intent either
         return Status.FAILED
 
     def _raised(self, s: Session, out: Raised) -> Status:
@@ -579,7 +605,9 @@ class Executor:
 
     def _save(self, s: Session, update: RunUpdate | None, timer: TimerSet | None = None) -> None:
         entries = s.replay.take_unsaved()
+        update = child_runs.waking_parent(s.run, update)
         self.store.append(s.run.id, s.saved_len, entries, update=update, timer=timer)
+        child_runs.prompt_parent(self.wakes, update)
         s.saved_len += len(entries)
         if update is not None:
             s.status = update.status
@@ -603,6 +631,10 @@ def decide(replay: Replay, cmd: Command) -> Decision:
         return replay.version(cmd)
     if isinstance(cmd, OnCancelCmd):
         return replay.on_cancel(cmd)
+    if isinstance(cmd, ChildCmd):
+        return children.child(replay, cmd)
+    if isinstance(cmd, ChildResultCmd):
+        return children.result(replay, cmd)
     return replay.value(cmd)
 
 

@@ -49,6 +49,7 @@ class Worker:
             observer=setup.observer,
             redact=setup.redactor.text,
             cancel=setup.api.cancel,
+            start=setup.api.start,
         )
         self.redact = setup.redactor.text
         # Loading runs the scripts, whose declarations already call host functions; what

@@ -233,7 +233,9 @@ class Runs:
         up (its cancel handler runs: nothing below it is cancelled yet). The walk does not go
         below a run that cleans up either: that run's own intent cascades once it ends."""
         changed: list[str] = []
-        first = self._cancel_one(root)
+        # The root's parent may be waiting on it (c:result()): its cancel wakes the parent. The
+        # runs below have parents cancelled with them, so their cancels wake no one.
+        first = self._cancel_one(root, wake_parent=True)
         if first == CLEANING:
             return [], changed, True
         if first == CANCELLED:
@@ -258,10 +260,11 @@ class Runs:
             stack.extend(reversed(children))
         return below, changed, False
 
-    def _cancel_one(self, run_id: str) -> str:
+    def _cancel_one(self, run_id: str, *, wake_parent: bool = False) -> str:
         """Cancel one run unless it has ended: ``CANCELLED`` when this call cancelled it,
         ``CLEANING`` when it registered a cancel handler (this call, or an earlier one,
-        started its cleanup), else ``""``."""
+        started its cleanup), else ``""``. ``wake_parent``: its parent is woken in the same
+        write (a parent awaiting the child's result)."""
         cancelled = False
         for _ in range(100):
             run = self.store.get_run(run_id)
@@ -282,9 +285,14 @@ class Runs:
                     continue
             entry = Entry(run.journal_len + 1, Kind.CANCELLED, None, {}, self.clock.now())
             try:
-                self.store.append(run_id, run.journal_len, [entry], update=RunUpdate(Status.CANCELLED, None))
+                wake = run.parent_id if wake_parent else None
+                self.store.append(
+                    run_id, run.journal_len, [entry], update=RunUpdate(Status.CANCELLED, None, wake=wake)
+                )
             except JournalConflict:
                 continue
+            if wake is not None:
+                self.wakes.prompt(wake)
             self.observer.cancelled(run_id, run.workflow)
             cancelled = True
             break

@@ -70,6 +70,10 @@ class RunUpdate:
     # The status is unchanged and only the current step moved on: a backend may skip the
     # write (DynamoDB does, and derives a running run's current step from its journal).
     progress_only: bool = False
+    # Another run to wake in the same write: the parent of a child whose end this records
+    # (wf:child's c:result() waits on it). Recorded with the end, so no crash between the
+    # child's end and its parent's wake can lose the wake.
+    wake: str | None = None
 
 
 def current_step(status: Status, stored: str | None, last: Entry) -> str | None:

@@ -844,6 +844,13 @@ class DynamoDBStore:
         position = entries[-1].seq if entries else expected_len
         token = _write_id()
         summary = self._summary(run_id, position, entries, update, timer, written, token)
+        # A child's end wakes its parent in the same transaction (twice the write units,
+        # for child runs' ends only): no crash between the two can lose the parent's wake.
+        woken = [] if update is None or update.wake is None else [{"Update": self._wake_item(update.wake)}]
+        if entries and woken:
+            update_ = {**summary, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+            self._transact([*woken, {"Update": update_}], run_id, position + 1, token, written)
+            return
         if entries:
             saved = conditional(
                 self._db.update_item, **summary, ReturnValuesOnConditionCheckFailure="ALL_OLD"
@@ -858,7 +865,7 @@ class DynamoDBStore:
             "ConditionExpression": "attribute_not_exists(pk)",
         }
         update_ = {**summary, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
-        self._transact([{"ConditionCheck": check}, {"Update": update_}], run_id, slot, token, written)
+        self._transact([{"ConditionCheck": check}, *woken, {"Update": update_}], run_id, slot, token, written)
 
     def _summary(
         self,
@@ -1098,19 +1105,22 @@ class DynamoDBStore:
         return None if not item or "timer_due" not in item else whole(item["timer_due"])
 
     def add_wakeup(self, run_id: str) -> None:
-        conditional(
-            self._db.update_item,
-            TableName=self.table,
-            Key=run_key(run_id),
+        conditional(self._db.update_item, **self._wake_item(run_id))
+
+    def _wake_item(self, run_id: str) -> dict[str, Any]:
+        """The update recording a wake-up on the run's item (alone, or in a child's end)."""
+        return {
+            "TableName": self.table,
+            "Key": run_key(run_id),
             # The time is only set by the first wake: a wake-up waiting on is as old as its first ask.
-            UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at) ADD wake_token :one",
-            ConditionExpression="attribute_exists(pk)",  # a missing run is ignored
-            ExpressionAttributeValues={
+            "UpdateExpression": "SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at) ADD wake_token :one",
+            "ConditionExpression": "attribute_exists(pk)",  # a missing run is ignored
+            "ExpressionAttributeValues": {
                 ":w": s(sharded(WAKE_PK, run_id)),
                 ":at": s(f"{self.clock.now():020.6f}"),
                 ":one": n(1),
             },
-        )
+        }
 
     def wakeups(self) -> list[tuple[str, int]]:
         ids = [_id_of(i) for i in self._gathered("wakes", WAKE_PK)]

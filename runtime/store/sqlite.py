@@ -474,6 +474,9 @@ class SQLiteStore:
                 )
             if update is not None and update.status != Status.RUNNING:
                 db.execute("DELETE FROM leases WHERE run_id = ?", (run_id,))
+            woken = None if update is None else update.wake
+            if woken is not None and db.execute("SELECT 1 FROM runs WHERE id = ?", (woken,)).fetchone():
+                self._add_wakeup(db, woken, self.clock.now())
             ended = update is not None and update.status in ENDED
             if ended:
                 db.execute(

@@ -310,6 +310,21 @@ def test_check_of_a_project_that_fails_to_load_is_refused(lunaflow, data, tmp_pa
     assert r.out == ""
 
 
+def test_check_without_data_or_goldens_still_refuses_a_project_that_fails_to_load(lunaflow, tmp_path):
+    """Before, with no data folder and no golden journals the check said "no runs to check"
+    (exit 2) without loading the code, so a script that cannot load passed a CI check made
+    before any run existed. It loads the code (in a throwaway store) and refuses it."""
+    broken = copy_project(tmp_path, "broken", lambda text: text + "\nlocal x = (\n")
+    missing = tmp_path / "nowhere"
+    r = lunaflow("check", str(broken), "--data", str(missing))
+    assert r.code == 1, r
+    assert "main.lua:" in r.err and "no lunaflow data" not in r.err
+    assert not missing.exists() and not (broken / ".lunaflow").exists()
+    fine = lunaflow("check", str(PROJECT), "--data", str(missing))
+    assert fine.code == 2 and "the project loads" in fine.err, fine
+    assert not missing.exists()
+
+
 def test_check_with_no_runs_in_flight_finds_nothing(lunaflow, tmp_path):
     folder = tmp_path / "data"
     with LocalPlatform(PROJECT, data_dir=folder) as p:

@@ -457,3 +457,36 @@ def test_children_of_a_wide_parent_all_come_back(store: Store) -> None:
     for i, kid in enumerate(kids):
         store.create_run(new_run(kid, parent="p", at=100.0 + i), started(100.0 + i))
     assert sorted(store.children("p")) == kids
+
+
+# --- a child's end wakes its parent in the same write (issue 27.1) ----------------------
+
+
+def _parent_and_child(store: Store) -> None:
+    store.create_run(new_run("par"), started())
+    store.create_run(new_run("kid", parent="par"), started())
+    for run_id, token in store.wakeups():
+        store.clear_wakeup(run_id, token)
+    store.append("par", 1, [], update=RunUpdate("awaiting", "child 'kid'"))
+
+
+@pytest.mark.parametrize("with_entries", [True, False])
+def test_an_end_with_wake_records_the_other_runs_wakeup_in_the_same_write(
+    store: Store, with_entries: bool
+) -> None:
+    _parent_and_child(store)
+    entries = [Entry(2, Kind.COMPLETED, None, {"result": 1}, 102.0)] if with_entries else []
+    store.append(
+        "kid", 1, entries, update=RunUpdate("completed" if with_entries else "failed", None, wake="par")
+    )
+    assert [w[0] for w in store.wakeups()] == ["par"]
+    assert store.get_run("kid").status == ("completed" if with_entries else "failed")  # type: ignore[union-attr]
+
+
+def test_an_end_with_wake_that_loses_its_slot_wakes_no_one(store: Store) -> None:
+    _parent_and_child(store)
+    store.append("kid", 1, [entry(2)])
+    with pytest.raises(JournalConflict):
+        store.append("kid", 1, [], update=RunUpdate("failed", None, error="x", wake="par"))
+    assert store.wakeups() == []
+    assert store.get_run("kid").status == "running"  # type: ignore[union-attr]

@@ -193,6 +193,20 @@ SCENARIOS: list[dict[str, Any]] = [
         "finish": [{"advance": "1s"}],
     },
     {
+        # Added with child runs (issue 27.1: child.started, child.wait, child.done), which
+        # earlier journals never hold: format 1 stays.
+        "file": "midflight_children.json",
+        "case": "children",
+        "description": "wf:child started 'quick' (a derived id) and read its result; then "
+        "'slow' (an id of its own), whose result the run awaits with a timeout of 1h while "
+        "the child sleeps 1s",
+        "run_id": "golden-children",
+        "project": "tests/projects/golden_children",
+        "workflow": "order",
+        "record_after": [],
+        "finish": [{"advance": "1s"}],
+    },
+    {
         # Added with cancel.handler and run.cancel_requested (issue 26): format 1 stays.
         "file": "midflight_cleanup.json",
         "case": "cleanup",

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from runtime.core import children
+from runtime.core.child_commands import ChildCmd, ChildResultCmd, ReadChild
 from runtime.core.journal import FORMAT_VERSION, Entry, Kind
 from runtime.core.replay import (
     Complete,
@@ -137,6 +139,10 @@ def drive_with_code(code: Code, doc: dict[str, Any]) -> tuple[Any, Replay, list[
             decision = replay.value(cmd)
         elif isinstance(cmd, OnCancelCmd):
             decision = replay.on_cancel(cmd)
+        elif isinstance(cmd, ChildCmd):
+            decision = children.child(replay, cmd)
+        elif isinstance(cmd, ChildResultCmd):
+            decision = children.result(replay, cmd)
         else:
             raise AssertionError(cmd)
         if isinstance(decision, EnterCleanup):
@@ -159,7 +165,16 @@ def drive_with_code(code: Code, doc: dict[str, Any]) -> tuple[Any, Replay, list[
 def test_golden_journals_cover_every_case() -> None:
     """The three kinds of golden the suite relies on are all committed."""
     cases = sorted(d["case"] for d in goldens())
-    assert cases == ["caught", "cleanup", "complete", "divergent", "interrupted", "mid-flight", "mid-flight"]
+    assert cases == [
+        "caught",
+        "children",
+        "cleanup",
+        "complete",
+        "divergent",
+        "interrupted",
+        "mid-flight",
+        "mid-flight",
+    ]
     complete = golden("complete.json")
     kinds = [e["kind"] for e in complete["entries"]]
     assert Kind.STEP_FAILED in kinds and kinds.count(Kind.STEP_INTENT) == 3  # a retry
@@ -435,6 +450,50 @@ def test_caught_golden_continues_to_the_recorded_result_prefix_untouched(tmp_pat
     assert run.result["retry"] is False and run.result["reason"] == "card declined"
     assert journal == doc["finish"]["entries"]
     assert [call[3][-1] for call in warehouse.calls] == ["golden-caught/release/1/2"]
+
+
+# --- child runs (issue 27.1) ---------------------------------------------------------------
+
+
+def test_children_golden_replays_its_child_entries_through_the_core_reading_no_child(tmp_path: Path) -> None:
+    """child.started and child.done answer wf:child and c:result() from the journal: the
+    first child's result comes back without any read of it, and replay stops at the second
+    child's open wait, asking for its state (nothing recorded)."""
+    doc = golden("midflight_children.json")
+    with LocalPlatform(ROOT / doc["project"], data_dir=tmp_path) as p:
+        result, replay, other = drive_with_code(p.platform.code, doc)
+        assert result is None
+        assert other == [ReadChild("golden-children-slow", "slow", 6)]
+        assert replay.take_unsaved() == []
+        finished = {**doc, "entries": doc["finish"]["entries"]}
+        result, replay, other = drive_with_code(p.platform.code, finished)
+    assert result == doc["finish"]["result"] and other == []
+    assert replay.take_unsaved() == []
+
+
+def test_children_golden_checks_cleanly_and_a_renamed_child_diverges(tmp_path: Path) -> None:
+    """lunaflow check (Executor.check) understands the child entries; a journal whose child
+    the code names differently is a divergence naming both."""
+    doc = golden("midflight_children.json")
+    with LocalPlatform(ROOT / doc["project"], data_dir=tmp_path) as p:
+        load_into(tmp_path, doc)  # after the platform's start-up, which would advance it
+        verdict = p.platform.worker.executor.check(p.get(doc["run_id"]), p.platform.code)
+        assert (verdict.diverges, verdict.message) == (
+            False,
+            "replays cleanly; parked at child 'golden-children-slow'",
+        )
+    renamed = [dict(e) for e in doc["entries"]]
+    renamed[4] = {**renamed[4], "data": {"child": "golden-children-other"}}
+    replay = Replay(doc["run_id"], entries_of(renamed), now_ms=0)
+    children.child(replay, ChildCmd("quick", None, None))
+    assert isinstance(
+        children.result(replay, ChildResultCmd("golden-children.child-1", "quick", None)), Resume
+    )
+    diverged = children.child(replay, ChildCmd("slow", None, "golden-children-slow"))
+    assert diverged.error == (  # type: ignore[union-attr]
+        "journal divergence: expected child 'golden-children-other' of workflow 'slow', code reached "
+        "child 'golden-children-slow' of workflow 'slow'"
+    )
 
 
 # --- a cleanup on cancel (issue 26) ----------------------------------------------------------

@@ -542,7 +542,6 @@ def busy(tmp_path: Path) -> str:
         server.platform.close()
     assert response.status_code == 503 and response.headers["retry-after"] == "1"
     from runtime.dev.server import REQUEST_STATES, REQUEST_WAIT_S
-
     from runtime.dev.terminal import duration
 
     return (

@@ -350,6 +350,52 @@ def test_a_start_timeout_ends_the_run_across_a_restart_and_cancels_its_children(
     assert p.get("b-1").result == 5
 
 
+class Died(BaseException):
+    """The process running the activation ended here (an exception no code catches)."""
+
+
+class DiesWhenTimedOut:
+    """An observer that ends the process right after a run's time-out is saved, before the
+    cascade to its children runs: where a SIGKILL between the two would land."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def ended(self, run_id: str, workflow: str, status: Any, **kw: Any) -> None:
+        self.inner.ended(run_id, workflow, status, **kw)
+        if "timed out" in str(kw.get("error")):
+            raise Died(run_id)
+
+
+def test_a_timed_out_runs_children_are_cancelled_though_the_process_died_before_the_cascade(
+    p: Any, attempts: Attempts
+) -> None:
+    """Before, the children were cancelled in a loop after the run's end was saved, with no
+    record of it: a process dying in between left them live for ever. Now their cancel
+    intents are written first, and recovery (locally) or the reconciler (on AWS) finishes."""
+    attempts.ok = {"work": {1}}
+    assert p.fetch("POST", "/", body=json.dumps({"id": "b-9", "timeout": "1d"})).status_code == 202
+    executor = p.platform.worker.executor
+    executor.observer = DiesWhenTimedOut(executor.observer)
+    with pytest.raises(Died):
+        p.advance("1d")
+    executor.observer = executor.observer.inner
+    assert p.get("b-9").status == "failed"
+    assert p.platform.store.pending_cancels() == ["b-9-child"]
+    assert p.platform.store.get_run("b-9-child").status == "awaiting"
+    if isinstance(p, LocalPlatform):
+        p.restart()  # a restart recovers: the intent is finished
+    else:
+        p.advance("2m")  # the reconciler takes an intent a minute old for orphaned
+        p.reconcile()
+    assert p.get("b-9-child").status == "cancelled"
+    assert p.platform.store.pending_cancels() == []
+    assert p.get("b-9").status == "failed"  # the timed-out run itself stays failed, resumable
+
+
 def test_a_timeout_falls_inside_a_backoff_and_a_run_within_it_is_untouched(
     p: LocalPlatform, attempts: Attempts
 ) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from runtime.core.journal import Kind
-from runtime.errors import InvalidInput, InvalidTransition, NoSuchRun, RunIdTaken
+from runtime.errors import AlreadyCancelled, InvalidInput, InvalidTransition, NoSuchRun, RunIdTaken
 from runtime.testing import LocalPlatform
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "spec_handles"
@@ -258,8 +258,8 @@ def test_cancel_is_refused_for_a_completed_run_and_repeats_harmlessly_on_a_cance
     p: LocalPlatform,
 ) -> None:
     """SPEC 3: "Cancel applies to every state but `completed` and `cancelled`". Issue 24.2:
-    cancelling a cancelled run finishes its cascade instead of being refused, and leaves
-    the run itself as it was."""
+    cancelling a cancelled run finishes its cascade; it is still refused as a transition
+    (``AlreadyCancelled``, an ``InvalidTransition``), and leaves the run itself as it was."""
     p.start("quick", {}, id="done")
     p.start("other", {}, id="gone")
     p.cancel("gone")
@@ -268,10 +268,12 @@ def test_cancel_is_refused_for_a_completed_run_and_repeats_harmlessly_on_a_cance
         p.cancel("done")
     assert p.get("done").status == "completed" and p.journal("done") == journal
     journal = p.journal("gone")
-    p.cancel("gone")
+    with pytest.raises(AlreadyCancelled, match="its cascade is finished"):
+        p.cancel("gone")
     assert p.get("gone").status == "cancelled" and p.journal("gone") == journal
     assert lua_call(p, "quick", "done", "cancel")["ok"] is False
-    assert lua_call(p, "other", "gone", "cancel")["ok"] is True
+    assert lua_call(p, "other", "gone", "cancel")["ok"] is False
+    assert p.get("gone").status == "cancelled" and p.journal("gone") == journal
     assert p.get("done").result == {"echo": {}}
 
 

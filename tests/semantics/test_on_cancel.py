@@ -262,3 +262,16 @@ def test_check_replays_a_cleanup_and_reports_code_that_dropped_the_handler(
     for run_id in ("o-8", "o-9"):
         assert found[run_id].diverges
         assert found[run_id].message == "journal divergence: expected wf:on_cancel, code reached await 'paid'"
+
+
+def test_a_parent_cancelled_while_it_waits_on_a_child_cleans_up_then_cancels_the_child(
+    p: LocalPlatform,
+) -> None:
+    p.start("waits-on-child", None, id="w-1")
+    assert p.get("w-1").status == "awaiting"
+    assert p.get("w-1-kid").status == "awaiting"
+    p.cancel("w-1")
+    assert p.get("w-1").status == "cancelled", p.get("w-1").error
+    assert p.get("w-1").error is None
+    assert kinds(p, "w-1")[-4:] == ["run.cancel_requested", "step.intent", "step.result", "run.cancelled"]
+    assert p.get("w-1-kid").status == "cancelled"

@@ -1036,9 +1036,91 @@ function wf_methods.on_cancel(self, opts, fn)
   cleanups[self] = fn
 end
 
+---------------------------------------------------------------------------------------
+-- Child runs: wf:child starts (or joins) a run as this run's child, journaled once, with no
+-- step around it; c:result() parks until the child ends and answers its result, or raises
+-- a child failure (catchable like a step's caught failure) when it failed, was cancelled or
+-- the wait timed out. In a block of its own: the main chunk's locals are near Lua's 200.
+---------------------------------------------------------------------------------------
+do
+local CHILD_OPTIONS = { id = true, timeout = true }
+local child_methods = {}
+local CHILD_MT = { __index = child_methods, __metatable = false,
+  __newindex = function() raw_error("a child handle is read-only", 2) end }
+local child_state = setmt({}, { __mode = "k" }) -- handle -> { wf = ..., asked = ..., reply = ... }
+
+-- A child's failure raised into the workflow: child, workflow, status (failed, cancelled or
+-- timeout) and message; tostring gives the run's error had it not been caught (error_text
+-- reads it from step_failures, as for a step's).
+local function child_failure(c, reply)
+  local text
+  if reply.by == "timeout" then
+    text = sfmt("child '%s' (workflow '%s') did not end within the timeout of c:result(); it goes on "
+      .. "running — catch this to wait again or cancel it", c.id, c.workflow)
+  else
+    text = sfmt("child '%s' (workflow '%s') %s: %s", c.id, c.workflow,
+      reply.by == "cancelled" and "was cancelled" or "failed", tostring_(reply.message))
+  end
+  local f = setmt({ child = c.id, workflow = c.workflow, status = reply.by,
+    message = reply.by == "timeout" and text or reply.message }, FAILURE_MT)
+  step_failures[f] = text
+  return f
+end
+
+function wf_methods.child(self, workflow, input, opts)
+  wf_check(self, "wf:child")
+  if type_(workflow) == "table" and type_(workflow.name) == "string" then workflow = workflow.name end
+  check_name(workflow, "wf:child")
+  if opts ~= nil and type_(opts) ~= "table" then
+    raw_error(sfmt("wf:child('%s', input, opts): opts must be a table like { id = \"charge-42\" }", workflow), 2)
+  end
+  local o = opts or {}
+  for k in next_, o do
+    if not (type_(k) == "string" and CHILD_OPTIONS[k]) then
+      raw_error(sfmt("wf:child('%s'): unknown option %s; the options are id and timeout — check its "
+        .. "spelling", workflow, type_(k) == "string" and sfmt("'%s'", ssub(k, 1, 64)) or tostring_(k)), 2)
+    end
+  end
+  local json = encode_or_raise(input, sfmt("the input of child workflow '%s'", workflow), 2)
+  local reply = command({ op = "child", workflow = workflow, input = json, id = o.id, timeout = o.timeout })
+  local c = setmt({ id = reply.child, workflow = reply.workflow }, CHILD_MT)
+  child_state[c] = { wf = self }
+  return c
+end
+
+function child_methods.result(c, opts)
+  local st = child_state[c]
+  if st == nil then raw_error("c:result() needs a child handle from wf:child, called as c:result()", 2) end
+  wf_check(st.wf, "c:result")
+  if opts ~= nil and type_(opts) ~= "table" then
+    raw_error("c:result() options must be a table like { timeout = \"1h\" }", 2)
+  end
+  local o = opts or {}
+  for k in next_, o do
+    if k ~= "timeout" then
+      raw_error(sfmt("c:result(): unknown option %s; the only option is timeout, e.g. "
+        .. "c:result({ timeout = \"1h\" })", type_(k) == "string" and sfmt("'%s'", ssub(k, 1, 64)) or tostring_(k)), 2)
+    end
+  end
+  local timeout = o.timeout
+  if st.reply == nil then
+    st.asked = timeout
+    st.reply = command({ op = "child_result", child = c.id, workflow = c.workflow, timeout = timeout })
+  elseif st.asked ~= timeout then
+    raw_error(sfmt("c:result() of child '%s' was called again with another timeout (%s, then %s); a "
+      .. "child's outcome is read once and kept, so a second call returns the same — call it with "
+      .. "the same options, or take a new handle with wf:child to wait again", c.id,
+      tostring_(st.asked or "none"), tostring_(timeout or "none")), 2)
+  end
+  local reply = st.reply
+  if reply.by == "completed" then return reply.result end
+  raw_error(child_failure(c, reply), 2)
+end
+end
+
 -- `wf:awiat(...)` would otherwise fail with Lua's "attempt to call a nil value (method
 -- 'awiat')": name the nearest method instead, at the user's line.
-local WF_METHODS = { "step", "sleep", "await", "race", "all", "version", "on_cancel" }
+local WF_METHODS = { "step", "sleep", "await", "race", "all", "version", "child", "on_cancel" }
 
 local function edit_distance(a, b)
   local prev = {}
@@ -1066,7 +1148,7 @@ local function no_such_wf_member(k)
   local hint = (best_d ~= nil and best_d <= math.max(1, #best // 2)) and sfmt("did you mean wf:%s? ", best) or ""
   -- Level 3: this function, the __index metamethod, then the user's line.
   raw_error(sfmt("wf has no method or field %s; %swf has the methods step, sleep, await, race, all, "
-    .. "version and on_cancel, and the fields id, workflow and step_id", what, hint), 3)
+    .. "version, child and on_cancel, and the fields id, workflow and step_id", what, hint), 3)
 end
 
 local function new_wf(run_id, workflow)

@@ -81,3 +81,11 @@ workflow "fails" (function(wf)
     wf:on_cancel(function() wf:step("release", function() return 1 end) end)
     wf:step("charge", function() error("down", 0) end)
 end)
+
+-- A parent waiting on a child's result (wf:child, c:result()) when it is cancelled: its
+-- handler runs, then the cascade cancels the child.
+workflow "waits-on-child" (function(wf)
+    wf:on_cancel(function() wf:step("release", function() return "released" end) end)
+    local c = wf:child("plain", nil, { id = wf.id .. "-kid" })
+    return c:result()
+end)

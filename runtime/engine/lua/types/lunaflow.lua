@@ -78,6 +78,30 @@ function Wf:on_cancel(opts_or_fn, fn) end
 ---@return boolean
 function Wf:version(change) end
 
+---@class lunaflow.ChildOptions
+---@field id? string the child's run id (default: "<run id>.child-<n>" for the n-th wf:child)
+---@field timeout? lunaflow.Duration the child run's own bound, as handle:start takes it
+
+---Start a run of `workflow` as this run's child (journaled once, no step needed), or join
+---the run that has the id.
+---@param workflow string|lunaflow.Workflow
+---@param input lunaflow.Value
+---@param opts? lunaflow.ChildOptions
+---@return lunaflow.Child
+function Wf:child(workflow, input, opts) end
+
+---A child run started by wf:child.
+---@class lunaflow.Child
+---@field id string
+---@field workflow string
+local Child = {}
+
+---Park until the child ends; its result, or an error (a table with child, workflow, status
+---and message) when it failed, was cancelled or the timeout passed.
+---@param opts? lunaflow.WaitOptions
+---@return lunaflow.Value
+function Child:result(opts) end
+
 ---A run of a workflow.
 ---@class lunaflow.Run
 ---@field id string

@@ -1,0 +1,70 @@
+"""Issue 27.1 on AWS: a child's end wakes its parent in the same DynamoDB transaction as
+the child's summary. A worker that dies between the child's end chunk and that transaction
+leaves the child's own wake-up: the reconciler wakes the child, its replay writes the
+summary with the parent's wake-up, and the parent gets the result."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from runtime.core.journal import Kind, Status
+from runtime.testing import AwsPlatform
+
+PROJECT = Path(__file__).resolve().parents[1] / "projects" / "children"
+
+
+def ends(params: dict[str, Any], status: str) -> bool:
+    updates = [i["Update"] for i in params.get("TransactItems", []) if "Update" in i]
+    return any(u.get("ExpressionAttributeValues", {}).get(":st") == {"S": status} for u in updates)
+
+
+def wakes(params: dict[str, Any], run_id: str) -> bool:
+    return any(
+        i["Update"]["Key"]["pk"] == {"S": f"RUN#{run_id}"}
+        and ":one" in i["Update"]["ExpressionAttributeValues"]
+        for i in params.get("TransactItems", [])
+        if "Update" in i
+    )
+
+
+def test_the_childs_end_and_its_parents_wake_up_are_one_transaction(tmp_path: Path) -> None:
+    with AwsPlatform(PROJECT, data_dir=tmp_path) as p:
+        seen: list[bool] = []
+
+        def look(params: dict[str, Any], **_: Any) -> None:
+            if ends(params, "completed"):
+                seen.append(wakes(params, "order-1"))
+
+        p.clients.dynamodb.meta.events.register("before-parameter-build.dynamodb.TransactWriteItems", look)
+        p.start("order", {"amount": 5, "child_id": "card-1"}, id="order-1")
+        p.signal("card-1", "go", "ok")
+        assert seen == [True]
+        assert p.get("order-1").status == Status.COMPLETED
+
+
+def test_a_worker_dying_between_the_childs_end_and_the_parents_wake_heals(tmp_path: Path) -> None:
+    with AwsPlatform(PROJECT, data_dir=tmp_path, strict=False) as p:
+        p.start("order", {"amount": 5, "child_id": "card-2"}, id="order-2")
+        lost: list[str] = []
+
+        def die_once(params: dict[str, Any], **_: Any) -> None:
+            if not lost and ends(params, "completed"):
+                lost.append("summary and wake")
+                raise ClientError(
+                    {"Error": {"Code": "InternalServerError", "Message": "gone"}}, "TransactWriteItems"
+                )
+
+        p.clients.dynamodb.meta.events.register(
+            "before-parameter-build.dynamodb.TransactWriteItems", die_once
+        )
+        p.signal("card-2", "go", "ok")
+        assert lost == ["summary and wake"]
+        assert p.journal("card-2")[-1].kind == Kind.COMPLETED  # the end's chunk is written
+        assert p.get("order-2").status == Status.AWAITING  # and its parent not woken yet
+        p.advance("2m")  # the reconciler finds the child's wake-up
+        run = p.get("order-2")
+        assert run.status == Status.COMPLETED
+        assert run.result == {"ok": True, "child": "card-2", "result": {"charged": 5, "how": "ok"}}
