@@ -35,7 +35,7 @@ from runtime.dev.server import DevServer, NotAProject, ServeError, check_project
 from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal, duration
 from runtime.errors import AlreadyCancelled, LunaflowError, UnknownWorkflow
 from runtime.platform.faults import tick_fault, with_faults
-from runtime.platform.runs import Runs
+from runtime.platform.runs import CLEANUP_NOTE, Runs
 from runtime.store.base import UNREADABLE_RUN, RunRecord
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
 
@@ -362,6 +362,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
             "children": again.below,
             "already_cancelled": True,
             "newly_cancelled": again.changed,
+            "cleanup": False,
         }
         return _done(
             args, value, f"run {args.run_id} was already cancelled; its cascade is finished: {again.finished}"
@@ -371,7 +372,15 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         "children": done.below,
         "already_cancelled": False,
         "newly_cancelled": done.changed,
+        "cleanup": done.cleanup,
     }
+    if done.cleanup:
+        note = f" (lunaflow show {args.run_id} follows it)"
+        return _done(
+            args,
+            value,
+            f"run {args.run_id} {CLEANUP_NOTE}{note}",
+        )
     note = f" and the runs it started: {', '.join(done.below)}" if done.below else ""
     return _done(args, value, f"cancelled {args.run_id}{note}")
 

@@ -27,7 +27,7 @@ from runtime.console.html import Zone, document, e
 from runtime.console.search import RunQuery
 from runtime.errors import AlreadyCancelled, LunaflowError, NoSuchRun
 from runtime.platform.fetch import Response
-from runtime.platform.runs import Runs
+from runtime.platform.runs import CLEANUP_NOTE, Runs
 
 MAX_NOTICES = 256
 
@@ -201,13 +201,14 @@ class LocalConsole:
                 else f"Resume {run.id}? Its failed step gets a fresh set of attempts."
             )
             return self._page(f"{action} {run.id}", render.confirm_page(self.actions, run, action, message))
+        cleaning = False
         try:
             if action == "resume":
                 self.runs.resume(run_id)
             elif action == "retry":
                 self.runs.retry(run_id)
             else:
-                self.runs.cancel(run_id)
+                cleaning = self.runs.cancel(run_id).cleanup
         except AlreadyCancelled as again:  # a repeat finished the cascade: say so, not "refused"
             self.poke()
             return self._redirect(
@@ -220,7 +221,7 @@ class LocalConsole:
         done = {
             "resume": "resumed: its failed step gets a fresh set of attempts",
             "retry": "retried: its step's next attempt runs now",
-        }.get(action, "cancelled")
+        }.get(action, CLEANUP_NOTE if cleaning else "cancelled")
         return self._redirect(self._run_url(run_id), f"Run {run_id} {done}.")
 
     def _start(self, form: dict[str, str], now: float) -> Response:

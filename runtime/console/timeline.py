@@ -6,7 +6,8 @@ scheduled); each wait its due time and what ended it (a signal, its timer, its t
 the run's cancel); signals are listed as consumed, pending or set aside. An attempt's
 outcome is ``ok``, ``failed``, ``timed out`` (its error says so), ``interrupted`` (the
 process running it ended), ``cancelled`` (the run was cancelled while it ran) or
-``running``.
+``running``. A cancelled run's cleanup (``wf:on_cancel``) is drawn after the cancel that
+started it, each of its steps and waits titled ``cleanup: ...``.
 """
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ class Attempt:
 class Item:
     seq: int
     at: float
-    kind: str  # start | step | wait | value | resumed | retried | cancelled | completed | failed
+    # start | step | wait | value | resumed | retried | handler | cancel | cancelled | completed
+    # | failed
+    kind: str
     title: str
     detail: str = ""
     attempts: list[Attempt] = field(default_factory=list)
@@ -62,13 +65,14 @@ class Item:
 def build(entries: list[Entry]) -> list[Item]:
     items: list[Item] = []
     open_step: Item | None = None
+    cleanup = ""  # the prefix of titles once a cancel started the cleanup
     for e in entries:
         if e.kind == Kind.STARTED:
             items.append(Item(e.seq, e.at, "start", "started", short(e.data.get("input")), value_seq=e.seq))
         elif e.kind == Kind.STEP_INTENT:
             if open_step is None or open_step.name != e.name or _step_done(open_step):
                 open_step = Item(
-                    e.seq, e.at, "step", f"step '{e.name}'", f"pass {e.data['pass']}", name=e.name
+                    e.seq, e.at, "step", f"{cleanup}step '{e.name}'", f"pass {e.data['pass']}", name=e.name
                 )
                 items.append(open_step)
             open_step.attempts.append(
@@ -105,7 +109,7 @@ def build(entries: list[Entry]) -> list[Item]:
         elif e.kind == Kind.STEP_RETRY_NOW:
             items.append(Item(e.seq, e.at, "retried", "retry now", f"step '{e.name}': its backoff cut short"))
         elif e.kind == Kind.WAIT:
-            title = describe_wait(e.name or "", list(e.data.get("names", [])))
+            title = cleanup + describe_wait(e.name or "", list(e.data.get("names", [])))
             due = e.data.get("due_at")
             items.append(
                 Item(e.seq, e.at, "wait", title, due_at=None if due is None else due / 1000, name=e.name)
@@ -159,9 +163,30 @@ def build(entries: list[Entry]) -> list[Item]:
         elif e.kind == Kind.RESUMED:
             items.append(Item(e.seq, e.at, "resumed", "resumed"))
             open_step = None  # attempts the resume allowed are listed after it
+        elif e.kind == Kind.CANCEL_HANDLER:
+            budget = _ms(int(e.data.get("timeout_ms") or 0))
+            items.append(
+                Item(e.seq, e.at, "handler", "on_cancel", f"a cancel runs its cleanup (budget {budget})")
+            )
+        elif e.kind == Kind.CANCEL_REQUESTED:
+            _cut_by_cancel(items, e.at)
+            items.append(
+                Item(
+                    e.seq,
+                    e.at,
+                    "cancel",
+                    "cancel: cleanup",
+                    "the workflow stops here; its on_cancel handler runs",
+                )
+            )
+            cleanup, open_step = "cleanup: ", None
         elif e.kind == Kind.CANCELLED:
             _cut_by_cancel(items, e.at)
-            items.append(Item(e.seq, e.at, "cancelled", "cancelled"))
+            outcome = e.data.get("cleanup")
+            detail = "" if outcome is None else f"after its cleanup ({outcome})"
+            if e.data.get("error"):
+                detail += f": {e.data['error']}"
+            items.append(Item(e.seq, e.at, "cancelled", "cancelled", detail))
         elif e.kind == Kind.COMPLETED:
             items.append(
                 Item(
@@ -220,6 +245,14 @@ def _cut_by_cancel(items: list[Item], at: float) -> None:
         for a in item.attempts:
             if a.ended_at is None:
                 a.ended_at, a.outcome = at, "cancelled"
+
+
+def _ms(ms: int) -> str:
+    """A budget as it was likely written: ``1h``, ``15m``, ``90s``."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms >= size and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
 
 
 def _step_done(item: Item) -> bool:

@@ -23,7 +23,7 @@ from runtime.console.actions import CloudWatchActions
 from runtime.console.html import Zone, e
 from runtime.console.search import RunQuery
 from runtime.errors import LunaflowError
-from runtime.platform.runs import Runs
+from runtime.platform.runs import CLEANUP_NOTE, Runs
 
 SEARCH_FIELDS = ("id", "status", "workflow", "since", "until")
 
@@ -85,8 +85,13 @@ def _run_view(
         run_id = latest[0].id
     notice = None
     if action in ("resume", "cancel"):
-        (runs.resume if action == "resume" else runs.cancel)(run_id)
-        notice = f"Run {run_id} {'resumed' if action == 'resume' else 'cancelled'}."
+        if action == "resume":
+            runs.resume(run_id)
+            notice = f"Run {run_id} resumed."
+        elif runs.cancel(run_id).cleanup:
+            notice = f"Run {run_id} {CLEANUP_NOTE}."
+        else:
+            notice = f"Run {run_id} cancelled."
     elif action == "retry":
         runs.retry(run_id)
         notice = f"Run {run_id} retried: its step's next attempt runs now."

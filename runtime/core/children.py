@@ -16,7 +16,7 @@ from typing import Any
 from runtime.core.child_commands import ChildCmd, ChildResultCmd, ChildState, ReadChild, StartChild
 from runtime.core.ids import child_run_id
 from runtime.core.journal import Entry, Kind, Status, describe
-from runtime.core.replay import Decision, Diverged, Park, Replay, Resume
+from runtime.core.replay import Decision, Diverged, EnterCleanup, Park, Replay, Resume
 from runtime.errors import EngineBug
 
 # How a child's status answers c:result() (a failed run is resumable, but its parent has
@@ -38,6 +38,8 @@ def child(replay: Replay, cmd: ChildCmd) -> Decision:
     replay.child_calls += 1
     child_id = cmd.id if cmd.id is not None else child_run_id(replay.run_id, replay.child_calls)
     head = replay._peek()
+    if replay._cancel_here(head):
+        return EnterCleanup()  # cancelled here: the run's cancel handler runs instead
     if head is None:
         return replay._full(2) or StartChild(cmd.workflow, child_id, cmd.input, cmd.timeout)
     if not (
@@ -62,6 +64,8 @@ def result(replay: Replay, cmd: ChildResultCmd) -> Decision:
     replay._step = None
     replay.current = describe_child(cmd.child)
     head = replay._peek()
+    if replay._cancel_here(head):
+        return EnterCleanup()
     if head is None:
         full = replay._full(2)
         if full is not None:
@@ -75,6 +79,8 @@ def result(replay: Replay, cmd: ChildResultCmd) -> Decision:
         wait = head
         replay.pos += 1
         done = replay._peek()
+        if replay._cancel_here(done):
+            return EnterCleanup()  # cancelled while it waited on its child
         if done is not None:
             if done.kind != Kind.CHILD_DONE:
                 raise EngineBug(f"run '{replay.run_id}' child wait at {wait.seq} is followed by {done.kind}")

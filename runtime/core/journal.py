@@ -44,7 +44,14 @@ class Kind(StrEnum):
     # marker; data: after (the bound as given): the run passed its start's timeout and failed;
     # a resume after it continues the run with no bound
     TIMED_OUT = "run.timed_out"
-    CANCELLED = "run.cancelled"  # the run was cancelled
+    # data: timeout_ms: wf:on_cancel registered the run's cleanup (its time budget), at this
+    # point of the workflow function; a cancel from here on runs it before the run ends
+    CANCEL_HANDLER = "cancel.handler"
+    # data: due_at (epoch ms: the cleanup's budget ends then): a cancel reached a run with a
+    # cancel handler; replay leaves the workflow function here and runs the handler
+    CANCEL_REQUESTED = "run.cancel_requested"
+    # the run was cancelled; data after a cleanup: cleanup (done | failed | cut short), error
+    CANCELLED = "run.cancelled"
     COMPLETED = "run.completed"  # data: result
 
 
@@ -113,11 +120,24 @@ class StepValues:
 
 def run_deadline(entries: list[Entry]) -> int | None:
     """When the run times out (epoch ms), from ``run.started``; None when it has no bound or
-    already timed out once (a resume after that continues it unbounded)."""
+    already timed out once (a resume after that continues it unbounded). A run cleaning up
+    after a cancel is bounded by its cleanup's budget instead (``cleanup_deadline``)."""
     due = entries[0].data.get("deadline_at") if entries else None
     if due is None or any(e.kind == Kind.TIMED_OUT for e in entries):
         return None
     return int(due)
+
+
+def cleanup_state(entries: list[Entry]) -> tuple[Entry | None, Entry | None]:
+    """The run's cancel handler (``cancel.handler``) and the cancel that started its cleanup
+    (``run.cancel_requested``), each None when the journal has none."""
+    handler = request = None
+    for e in entries:
+        if e.kind == Kind.CANCEL_HANDLER and handler is None:
+            handler = e
+        elif e.kind == Kind.CANCEL_REQUESTED and request is None:
+            request = e
+    return handler, request
 
 
 def describe_wait(op: str, names: list[str]) -> str:
@@ -146,4 +166,8 @@ def describe(entry: Entry) -> str:
         return f"the result of child '{entry.data.get('child')}'"
     if entry.kind == Kind.COMPLETED:
         return "the workflow's return"
+    if entry.kind == Kind.CANCEL_HANDLER:
+        return "wf:on_cancel"
+    if entry.kind == Kind.CANCEL_REQUESTED:
+        return "the run's cancel"
     return entry.kind

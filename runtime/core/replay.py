@@ -39,6 +39,10 @@ class WaitCmd:
     op: str  # sleep | await | race | all
     names: tuple[str, ...]
     timeout_ms: int | None
+    # wf:all's bound on the whole wait: ``within_ms`` from its first entry, which journals
+    # when that falls (``bound_at``); the later entries carry it on as ``bound_at``.
+    within_ms: int | None = None
+    bound_at: int | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,13 @@ class ValueCmd:
 @dataclass(frozen=True)
 class VersionCmd:
     change: str  # the change id passed to wf:version
+
+
+@dataclass(frozen=True)
+class OnCancelCmd:
+    """``wf:on_cancel(fn)``: the run's cleanup is registered here, with its time budget."""
+
+    timeout_ms: int
 
 
 @dataclass(frozen=True)
@@ -144,8 +155,41 @@ class Complete:
     result: Any
 
 
+@dataclass(frozen=True)
+class EnterCleanup:
+    """The run was cancelled here (``run.cancel_requested``) and registered a cancel handler:
+    leave the workflow function and run the handler (``Replay.enter_cleanup``)."""
+
+
+@dataclass(frozen=True)
+class EndCancelled:
+    """The cleanup is over: the run ends cancelled. ``outcome`` is done, failed or cut short
+    (its ``error`` says why); ``replayed`` when the journal already held the end."""
+
+    outcome: str
+    error: str | None = None
+    replayed: bool = False
+
+
 # StartChild and ReadChild: a child run to start, a child's state to read (runtime.core.children)
-Decision = Resume | Execute | Park | Fail | Diverged | NeedValue | Complete | StartChild | ReadChild
+Decision = (
+    Resume
+    | Execute
+    | Park
+    | Fail
+    | Diverged
+    | NeedValue
+    | Complete
+    | StartChild
+    | ReadChild
+    | EnterCleanup
+    | EndCancelled
+)
+
+# A cleanup's budget: its default time (wf:on_cancel's timeout) and the step attempts it may
+# start (re-runs included). Past either the run ends cancelled with the cleanup cut short.
+DEFAULT_CLEANUP_MS = 3_600_000
+MAX_CLEANUP_STEPS = 100
 
 
 def final_error(name: str, attempts: int, error: str, retryable: bool = True) -> str:
@@ -197,6 +241,10 @@ class Replay:
     child_calls: int = field(init=False, default=0)  # wf:child commands so far (runtime.core.children)
     _step: _StepInFlight | None = field(init=False, default=None)
     _parked: Callable[[], Decision] | None = field(init=False, default=None)
+    # The cancel whose cleanup runs now (``run.cancel_requested``), once replay passed it, and
+    # the step starts the cleanup has made (its budget counts them).
+    cleanup: Entry | None = field(init=False, default=None)
+    cleanup_starts: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         self.entries = list(self.journal)
@@ -246,6 +294,8 @@ class Replay:
         self._parked = None
         self.passes[cmd.name] += 1
         head = self._peek()
+        if self._cancel_here(head):
+            return EnterCleanup()
         if head is not None and not (head.kind == Kind.STEP_INTENT and head.name == cmd.name):
             return Diverged(describe(head), f"reached step '{cmd.name}'")
         flight = _StepInFlight(cmd, self.passes[cmd.name], attempt=0, used=0)
@@ -255,13 +305,20 @@ class Replay:
         expect_intent = True
         retry_now = False  # an operator cut the current backoff short (step.retry_now)
         while (e := self._at(self.pos)) is not None:
+            if self._cancel_here(e):
+                # Cancelled while the step ran or waited out its backoff: the attempt is
+                # dropped (a running body's result is never recorded) and the cleanup runs.
+                self._step = None
+                return EnterCleanup()
             if expect_intent and e.kind == Kind.STEP_INTENT and e.name == cmd.name:
                 flight.attempt = int(e.data["attempt"])
                 flight.used += 1
                 flight.intent, flight.starts = e, 1
                 last_failure, expect_intent, retry_now = None, False, False
+                self._count_start()
             elif not expect_intent and e.kind == Kind.STEP_RERUN and e.name == cmd.name:
                 flight.starts += 1
+                self._count_start()
             elif not expect_intent and e.kind == Kind.STEP_RESULT and e.name == cmd.name:
                 self.pos += 1
                 self._step = None
@@ -316,10 +373,11 @@ class Replay:
                     f"step '{cmd.name}' attempt {flight.attempt} was interrupted {flight.starts} times: "
                     "the process running it ended"
                 )
-            full = self._full(2)
+            full = self._full(2) or self._over_budget()
             if full is not None:
                 return full
             flight.starts += 1
+            self._count_start()
             self._record(Kind.STEP_RERUN, cmd.name, {"attempt": flight.attempt, "start": flight.starts})
             return self._execute()
         if last_failure.data["final"]:
@@ -379,12 +437,21 @@ class Replay:
         wanted = describe_wait(cmd.op, list(cmd.names))
         self.current = wanted
         head = self._peek()
+        if self._cancel_here(head):
+            return EnterCleanup()
         if head is None:
             full = self._full(2)
             if full is not None:
                 return full
             due = None if cmd.timeout_ms is None else self.now_ms + cmd.timeout_ms
-            data = {"names": list(cmd.names), "timeout_ms": cmd.timeout_ms, "due_at": due}
+            bound = cmd.bound_at
+            if bound is None and cmd.within_ms is not None:
+                bound = self.now_ms + cmd.within_ms
+            if bound is not None:
+                due = bound if due is None else min(due, bound)
+            data: dict[str, Any] = {"names": list(cmd.names), "timeout_ms": cmd.timeout_ms, "due_at": due}
+            if bound is not None:
+                data["bound_at"] = bound
             wait_entry = self._record(Kind.WAIT, cmd.op, data)
         else:
             if not (
@@ -394,16 +461,20 @@ class Replay:
             wait_entry = head
             self.pos += 1
             done = self._peek()
+            if self._cancel_here(done):
+                return EnterCleanup()  # cancelled while it waited: the wait never resolves
             if done is not None:
                 if done.kind != Kind.WAIT_DONE:
                     raise EngineBug(f"run '{self.run_id}' wait at {head.seq} is followed by {done.kind}")
                 self.pos += 1
-                return Resume(done.data)
+                return Resume(_bounded(done.data, head))
         return self._resolve(wait_entry)
 
     def value(self, cmd: ValueCmd) -> Decision:
         self._parked = None
         head = self._peek()
+        if self._cancel_here(head):
+            return EnterCleanup()
         if head is None:
             return self._full(1) or NeedValue(cmd.call)
         if head.kind != Kind.VALUE or head.name != cmd.call:
@@ -419,12 +490,62 @@ class Replay:
         started = self.entries[0].data.get("changes") or []
         return Resume(cmd.change in started)
 
+    def on_cancel(self, cmd: OnCancelCmd) -> Decision:
+        """``wf:on_cancel``: journaled where the code registers it (``cancel.handler``, with
+        its budget), which is how the cancel, that needs no code, knows to wake the run."""
+        self._parked = None
+        head = self._peek()
+        if self._cancel_here(head):
+            return EnterCleanup()
+        if head is None:
+            full = self._full(1)
+            if full is not None:
+                return full
+            self._record(Kind.CANCEL_HANDLER, None, {"timeout_ms": cmd.timeout_ms})
+            return Resume(None)
+        if head.kind != Kind.CANCEL_HANDLER:
+            return Diverged(describe(head), "reached wf:on_cancel")
+        self.pos += 1
+        return Resume(None)
+
+    def enter_cleanup(self) -> None:
+        """Pass the cancel (``EnterCleanup``): what the code yields from now on is the
+        handler's, answered from the entries after the cancel."""
+        entry = self._peek()
+        if entry is None or entry.kind != Kind.CANCEL_REQUESTED:
+            raise EngineBug(f"run '{self.run_id}' would clean up with no cancel at this point")
+        self.pos += 1
+        self.cleanup, self._step, self._parked = entry, None, None
+        self.current = "cleanup"
+
+    def end_cancelled(self, outcome: str, error: str | None = None, *, forced: bool = False) -> Decision:
+        """The cleanup is over (``outcome`` done, failed or cut short): the run ends
+        ``cancelled``. ``forced`` records the end after whatever the journal holds (a cleanup
+        that failed or diverged ends cancelled all the same)."""
+        head = None if forced else self._peek()
+        if head is not None and head.kind == Kind.CANCELLED:
+            self.pos += 1
+            self.current = None
+            return EndCancelled(str(head.data.get("cleanup", outcome)), head.data.get("error"), replayed=True)
+        if head is not None:
+            return Diverged(describe(head), "ended its cleanup")
+        data: dict[str, Any] = {"cleanup": outcome}
+        if error is not None:
+            data["error"] = error
+        self._record(Kind.CANCELLED, None, data)
+        self.current = None
+        return EndCancelled(outcome, error)
+
     def record_value(self, call: str, value: Any) -> Resume:
         self._record(Kind.VALUE, call, {"value": value})
         return Resume(value)
 
     def complete(self, result: Any) -> Decision:
+        if self.cleanup is not None:
+            return self.end_cancelled("done")  # the handler returned
         head = self._peek()
+        if self._cancel_here(head):
+            return EnterCleanup()
         if head is not None and head.kind == Kind.COMPLETED:
             # Replaying a completed run (lunaflow check, golden journals): nothing to record.
             self.pos += 1
@@ -437,6 +558,26 @@ class Replay:
         return Complete(result)
 
     # --- internals -------------------------------------------------------------------
+
+    def _cancel_here(self, e: Entry | None) -> bool:
+        """Whether ``e`` is the cancel that starts the cleanup (a run cleans up once)."""
+        return e is not None and e.kind == Kind.CANCEL_REQUESTED and self.cleanup is None
+
+    def _count_start(self) -> None:
+        if self.cleanup is not None:
+            self.cleanup_starts += 1
+
+    def _over_budget(self) -> Decision | None:
+        """The cleanup's end once it has started ``MAX_CLEANUP_STEPS`` step attempts."""
+        if self.cleanup is None or self.cleanup_starts < MAX_CLEANUP_STEPS:
+            return None
+        return self.end_cancelled(
+            "cut short",
+            f"run '{self.run_id}' was cancelled and its cleanup was cut short: it started "
+            f"{MAX_CLEANUP_STEPS} step attempts, the most a cleanup may; keep the on_cancel "
+            "handler to a few steps",
+            forced=True,
+        )
 
     def _at(self, index: int) -> Entry | None:
         return self.entries[index] if index < len(self.entries) else None
@@ -458,7 +599,11 @@ class Replay:
         self.pos = len(self.entries)
         return entry
 
-    def _new_attempt(self) -> Execute:
+    def _new_attempt(self) -> Decision:
+        over = self._over_budget()
+        if over is not None:
+            return over
+        self._count_start()
         flight = self._flight()
         flight.attempt += 1
         flight.used += 1
@@ -495,11 +640,18 @@ class Replay:
                     self.consumed.add(sig.id)
                     done = {"by": "signal", "signal": sig.name, "payload": sig.payload, "signal_id": sig.id}
                     self._record(Kind.WAIT_DONE, wait.name, done)
-                    return Resume(done)
+                    return Resume(_bounded(done, wait))
         if due is not None and self.now_ms >= due:
             by = "timer" if wait.name == "sleep" else "timeout"
             self._record(Kind.WAIT_DONE, wait.name, {"by": by})
-            return Resume({"by": by})
+            return Resume(_bounded({"by": by}, wait))
         self._parked = lambda: self._resolve(wait)
         status = Status.SLEEPING if wait.name == "sleep" else Status.AWAITING
         return Park(status, due, self.current or "")
+
+
+def _bounded(outcome: dict[str, Any], wait: Entry) -> dict[str, Any]:
+    """A wait's outcome as the code gets it: with the bound of the whole ``wf:all``, which
+    its next entry carries on (in the ``wait`` entry, not in the ``wait.done``)."""
+    bound = wait.data.get("bound_at")
+    return outcome if bound is None else {**outcome, "bound_at": bound}

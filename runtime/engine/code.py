@@ -18,14 +18,22 @@ from runtime.core.child_commands import ChildCmd, ChildRefused, ChildResultCmd
 from runtime.core.durations import parse_ms
 from runtime.core.ids import check_run_id
 from runtime.core.journal import StepValues
-from runtime.core.replay import StepCmd, StepFailure, ValueCmd, VersionCmd, WaitCmd
+from runtime.core.replay import (
+    DEFAULT_CLEANUP_MS,
+    OnCancelCmd,
+    StepCmd,
+    StepFailure,
+    ValueCmd,
+    VersionCmd,
+    WaitCmd,
+)
 from runtime.engine.project import Declaration, ProjectSource, load
 from runtime.engine.sandbox import LuaMemoryError, Sandbox
 from runtime.errors import InvalidInput, ProjectLoadError
 from runtime.services import deadline
 from runtime.services.deadline import Deadline
 
-Command = StepCmd | WaitCmd | ValueCmd | VersionCmd | ChildCmd | ChildResultCmd
+Command = StepCmd | WaitCmd | ValueCmd | VersionCmd | OnCancelCmd | ChildCmd | ChildResultCmd
 
 
 @dataclass(frozen=True)
@@ -169,16 +177,30 @@ class Code:
                         if cmd.timeout is None
                         else parse_ms(cmd.timeout, f"the timeout of wf:{wait_kind}")
                     )
-                return Issued(WaitCmd(wait_kind, names, timeout))
+                within = None if cmd.within is None else parse_ms(cmd.within, f"the within of wf:{wait_kind}")
+                bound = None if cmd.bound is None else int(cmd.bound)
+                return Issued(WaitCmd(wait_kind, names, timeout, within_ms=within, bound_at=bound))
             if op == "value":
                 return Issued(ValueCmd(str(cmd.call)))
             if op == "version":
                 return Issued(VersionCmd(str(cmd.change)))
+            if op == "on_cancel":
+                budget = (
+                    DEFAULT_CLEANUP_MS
+                    if cmd.timeout is None
+                    else parse_ms(cmd.timeout, "the timeout of wf:on_cancel")
+                )
+                return Issued(OnCancelCmd(budget))
             if op in ("child", "child_result"):
                 return Issued(self._child_command(cmd))
         except InvalidInput as e:
             return Issued(None, refusal=str(e))
         return Issued(None, refusal=f"unknown engine command {op!r}")
+
+    def begin_cleanup(self, session: Any) -> bool:
+        """Swap the run's coroutine for its cancel handler's (``wf:on_cancel``); False when
+        the code registered none on this path."""
+        return bool(self.engine.begin_cleanup(session))
 
     def _child_command(self, cmd: Any) -> ChildCmd | ChildResultCmd:
         """wf:child and c:result(), checked before anything is journaled."""

@@ -28,14 +28,17 @@ from typing import Any
 from runtime.core import children, values
 from runtime.core.child_commands import ChildCmd, ChildResultCmd, ReadChild, StartChild
 from runtime.core.clock import Clock, now_ms
-from runtime.core.journal import ENDED, Entry, Kind, Status, StepValues, run_deadline
+from runtime.core.journal import ENDED, Entry, Kind, Status, StepValues, cleanup_state, run_deadline
 from runtime.core.replay import (
     Complete,
     Decision,
     Diverged,
+    EndCancelled,
+    EnterCleanup,
     Execute,
     Fail,
     NeedValue,
+    OnCancelCmd,
     Park,
     Replay,
     Resume,
@@ -67,6 +70,8 @@ class Session:
     status: Status = Status.RUNNING  # as last read or saved
     step_fn: Any = None
     deadline_ms: int | None = None  # the start's timeout falls then (run.started's deadline_at)
+    # The run was cancelled and runs its cancel handler (deadline_ms: its budget's end).
+    cleaning: bool = False
 
 
 @dataclass(frozen=True)
@@ -228,7 +233,15 @@ class Executor:
             lua = code.new_run(run_id, run.workflow, run.input)
             session = Session(run, code, lua, replay, saved_len=replay.length, status=run.status)
             session.deadline_ms = run_deadline(replay.entries)
+            request = cleanup_state(replay.entries)[1]
+            if request is not None:
+                # Cancelled: the cleanup's budget bounds the run now, not its start's timeout.
+                session.cleaning = True
+                due = request.data.get("due_at")
+                session.deadline_ms = None if due is None else int(due)
         if session.deadline_ms is not None and now >= session.deadline_ms:
+            if session.cleaning:
+                return self._cleanup_cut(session)
             return self._timed_out(session)
         self.observer.activation(run_id, run.workflow)
         self._active = session
@@ -285,6 +298,12 @@ class Executor:
             return verdict(False, f"replays cleanly; parked at {at.current}")
         if isinstance(at, NeedValue):
             return verdict(False, f"replays cleanly; would record {at.call}() next")
+        if isinstance(at, EnterCleanup):
+            return verdict(False, "replays cleanly; would run its cancel handler next")
+        if isinstance(at, EndCancelled):
+            if at.replayed:
+                return verdict(False, "replays cleanly to the end of its cleanup (cancelled)")
+            return verdict(False, "replays cleanly; its cleanup would end next")
         if isinstance(at, StartChild):
             return verdict(False, f"replays cleanly; would start child '{at.id}' next")
         if isinstance(at, ReadChild):
@@ -313,6 +332,9 @@ class Executor:
                 elif isinstance(out, Raised):
                     if not live:
                         return _Stopped(out)
+                    if s.replay.cleanup is not None:
+                        decision = self._cleanup_failed(s, self.redact(out.message))
+                        continue
                     return self._raised(s, out)
                 elif out.command is None:
                     if not live:
@@ -328,6 +350,23 @@ class Executor:
                 if live:
                     self._note_signal(s, decision)
                 reply = code.reply(decision.value)
+                decision = None
+                continue
+            if isinstance(decision, EnterCleanup):
+                # Leave the workflow function where the cancel found it; the handler runs
+                # in its place, its commands answered from the entries after the cancel.
+                replay.enter_cleanup()
+                if not code.begin_cleanup(s.lua):
+                    decision = replay.end_cancelled(
+                        "failed",
+                        f"run '{s.run.id}' was cancelled to clean up, but the code it runs on registers "
+                        "no on_cancel handler there; it ended cancelled without its cleanup",
+                        forced=True,
+                    )
+                    if not live:
+                        return _Stopped(decision)
+                    continue
+                reply = None
                 decision = None
                 continue
             if not live:
@@ -390,6 +429,10 @@ class Executor:
             self.wakes.timer(s.run.id, due)
             self._remember(s)
             return decision.status
+        if isinstance(decision, Fail | Diverged) and replay.cleanup is not None:
+            return self._cleanup_failed(s, decision.error)
+        if isinstance(decision, EndCancelled):
+            return self._end_cancelled(s, decision)
         if isinstance(decision, Fail | Diverged):
             failed = RunUpdate(
                 Status.FAILED, replay.current, error=decision.error, at=now_ms(self.clock) / 1000
@@ -404,6 +447,54 @@ class Executor:
             self.observer.ended(s.run.id, s.run.workflow, Status.COMPLETED)
             return Status.COMPLETED
         raise AssertionError(decision)
+
+    def _cleanup_failed(self, s: Session, error: str) -> Decision:
+        """A cleanup that raised, or whose step failed for good, ends the run cancelled all
+        the same: a cancel always ends the run; the error says what the cleanup left undone."""
+        return s.replay.end_cancelled(
+            "failed",
+            f"run '{s.run.id}' was cancelled and its cleanup failed: {error}; it ended cancelled "
+            "without the rest of its cleanup — undo what is left by hand",
+            forced=True,
+        )
+
+    def _end_cancelled(self, s: Session, end: EndCancelled) -> Status:
+        """Save the end of a cleanup; then the cancel's cascade reaches the runs this run
+        started (the cancel's intent, kept while the cleanup ran, makes that durable)."""
+        self._save(s, RunUpdate(Status.CANCELLED, None, error=end.error), TimerSet(None))
+        self.forget(s.run.id)
+        self.wakes.timer(s.run.id, None)
+        self.observer.cancelled(s.run.id, s.run.workflow)
+        self._cascade(s.run.id)
+        return Status.CANCELLED
+
+    def _cascade(self, run_id: str) -> None:
+        if self.cancel is None:
+            return
+        with contextlib.suppress(LunaflowError):  # AlreadyCancelled: its cascade is finished
+            self.cancel(run_id)
+
+    def _cleanup_cut(self, s: Session) -> Status:
+        """The cleanup's time budget ran out: the run ends cancelled with it cut short."""
+        self.forget(s.run.id)
+        error = (
+            f"run '{s.run.id}' was cancelled and its cleanup was cut short: it ran past its budget "
+            "(wf:on_cancel's timeout); give the handler a longer timeout or fewer steps"
+        )
+        data = {"cleanup": "cut short", "error": error}
+        entry = Entry(s.saved_len + 1, Kind.CANCELLED, None, data, now_ms(self.clock) / 1000)
+        try:
+            update = child_runs.waking_parent(s.run, RunUpdate(Status.CANCELLED, None, error=error))
+            self.store.append(s.run.id, s.saved_len, [entry], update=update, timer=TimerSet(None))
+        except JournalConflict:
+            self.wakes.wake(s.run.id)
+            return Status.RUNNING
+        child_runs.prompt_parent(self.wakes, update)
+        self.parked_or_ended = True
+        self.wakes.timer(s.run.id, None)
+        self.observer.cancelled(s.run.id, s.run.workflow)
+        self._cascade(s.run.id)
+        return Status.CANCELLED
 
     def _timed_out(self, s: Session) -> Status:
         """The run passed its start's timeout: it ends failed (resume continues it with no
@@ -542,6 +633,8 @@ def decide(replay: Replay, cmd: Command) -> Decision:
         return replay.wait(cmd)
     if isinstance(cmd, VersionCmd):
         return replay.version(cmd)
+    if isinstance(cmd, OnCancelCmd):
+        return replay.on_cancel(cmd)
     if isinstance(cmd, ChildCmd):
         return children.child(replay, cmd)
     if isinstance(cmd, ChildResultCmd):

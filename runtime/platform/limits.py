@@ -5,7 +5,7 @@ from __future__ import annotations
 from runtime.core.bounds import MAX_JOURNAL_ENTRIES, MAX_SIGNAL_BACKLOG
 from runtime.core.durations import MAX_MS
 from runtime.core.ids import MAX_RUN_ID_BYTES
-from runtime.core.replay import MAX_STARTS
+from runtime.core.replay import DEFAULT_CLEANUP_MS, MAX_CLEANUP_STEPS, MAX_STARTS
 from runtime.core.values import MAX_VALUE_BYTES
 from runtime.engine.host import MAX_LOG_CHARS
 from runtime.engine.sandbox import DEFAULT_CPU_SECONDS, DEFAULT_INSTRUCTIONS, DEFAULT_MEMORY_BYTES
@@ -17,6 +17,8 @@ from runtime.services.queues import MAX_ATTEMPTS, MAX_RETRY_DELAY_S
 
 __all__ = [
     "MAX_ATTEMPTS",
+    "DEFAULT_CLEANUP_MS",
+    "MAX_CLEANUP_STEPS",
     "DEFAULT_CPU_SECONDS",
     "DEFAULT_HTTP_TIMEOUT_S",
     "DEFAULT_INSTRUCTIONS",

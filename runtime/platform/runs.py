@@ -17,7 +17,8 @@ from runtime.core.bounds import MAX_SIGNAL_BACKLOG
 from runtime.core.clock import Clock
 from runtime.core.durations import parse_ms
 from runtime.core.ids import check_run_id
-from runtime.core.journal import CANCELLABLE, FORMAT_VERSION, RESUMABLE, Entry, Kind, Status
+from runtime.core.journal import CANCELLABLE, FORMAT_VERSION, RESUMABLE, Entry, Kind, Status, cleanup_state
+from runtime.core.replay import DEFAULT_CLEANUP_MS
 from runtime.engine.observe import Observer, Quiet
 from runtime.engine.wake import Waker, Wakes
 from runtime.errors import (
@@ -37,11 +38,23 @@ log = logging.getLogger("lunaflow.runs")
 @dataclass(frozen=True)
 class Cancelled:
     """What one cancel did: ``below`` every run under it, ``changed`` the runs it cancelled
-    (a repeat cancel raises ``AlreadyCancelled``, which carries the same two lists)."""
+    (a repeat cancel raises ``AlreadyCancelled``, which carries the same two lists).
+    ``cleanup``: the run registered a cancel handler, which runs now; the run ends
+    cancelled after it, and only then are the runs below it cancelled."""
 
     run_id: str
     below: list[str]
     changed: list[str]
+    cleanup: bool = False
+
+
+# How the CLI and the console say that a cancel started a run's cleanup.
+CLEANUP_NOTE = (
+    "is cleaning up: its on_cancel handler runs, then it ends cancelled and the runs it started are cancelled"
+)
+
+# What ``Runs._cancel_one`` did to a run.
+CANCELLED, CLEANING = "cancelled", "cleaning"
 
 
 def walk(store: Store, root: str) -> Iterator[str]:
@@ -219,6 +232,10 @@ class Runs:
             )
         self.store.begin_cancel(run_id, self.clock.now())
         done = self._cancel_tree(run_id)
+        if done[2]:
+            # Its cleanup runs (this cancel started it, or an earlier one did): the intent
+            # stays, and the cascade is finished once the run ends cancelled.
+            return Cancelled(run_id, below=[], changed=[], cleanup=True)
         self.store.end_cancel(run_id)
         if not done[1] and run.status != Status.CANCELLED:
             now = self.get(run_id)
@@ -237,41 +254,73 @@ class Runs:
         finished: list[str] = []
         for run_id in self.store.pending_cancels(before)[:limit]:
             try:
-                self._cancel_tree(run_id)
+                cleaning = self._cancel_tree(run_id)[2]
             except Exception:  # one broken tree must not hold back the others, nor a start-up
                 log.exception("finishing the cancel of run %s failed; its intent stays for a retry", run_id)
                 continue
+            if cleaning:
+                continue  # its cleanup still runs; its end finishes the cascade
             self.store.end_cancel(run_id)
             finished.append(run_id)
         return finished
 
-    def _cancel_tree(self, root: str) -> tuple[list[str], list[str]]:
+    def _cancel_tree(self, root: str) -> tuple[list[str], list[str], bool]:
         """Cancel ``root`` and, if it is cancelled, every run below it, walking the tree with a
         stack (a chain thousands deep must not reach Python's recursion limit). Returns the
-        runs below the root, and the runs this walk cancelled."""
+        runs below the root, the runs this walk cancelled, and whether the root is cleaning
+        up (its cancel handler runs: nothing below it is cancelled yet). The walk does not go
+        below a run that cleans up either: that run's own intent cascades once it ends."""
         changed: list[str] = []
         # The root's parent may be waiting on it (c:result()): its cancel wakes the parent. The
         # runs below have parents cancelled with them, so their cancels wake no one.
-        if self._cancel_one(root, wake_parent=True):
+        first = self._cancel_one(root, wake_parent=True)
+        if first == CLEANING:
+            return [], changed, True
+        if first == CANCELLED:
             changed.append(root)
         found = self.store.get_run(root)
         if found is None or found.status != Status.CANCELLED:
-            return [], changed  # it completed before the cancel could land: nothing cascades
+            return [], changed, False  # it completed before the cancel could land: nothing cascades
         below: list[str] = []
-        for run_id in walk(self.store, root):
-            below.append(run_id)
-            if self._cancel_one(run_id):
-                changed.append(run_id)
-        return below, changed
+        seen = {root}
+        stack = [root]
+        while stack:
+            run_id = stack.pop()
+            if run_id != root:
+                below.append(run_id)
+                done = self._cancel_one(run_id)
+                if done == CANCELLED:
+                    changed.append(run_id)
+                elif done == CLEANING:
+                    continue
+            children = [c for c in self.store.children(run_id) if c not in seen]
+            seen.update(children)
+            stack.extend(reversed(children))
+        return below, changed, False
 
-    def _cancel_one(self, run_id: str, *, wake_parent: bool = False) -> bool:
-        """Cancel one run unless it has ended; whether this call cancelled it. ``wake_parent``:
-        its parent is woken in the same write (a parent awaiting the child's result)."""
+    def _cancel_one(self, run_id: str, *, wake_parent: bool = False) -> str:
+        """Cancel one run unless it has ended: ``CANCELLED`` when this call cancelled it,
+        ``CLEANING`` when it registered a cancel handler (this call, or an earlier one,
+        started its cleanup), else ``""``. ``wake_parent``: its parent is woken in the same
+        write (a parent awaiting the child's result)."""
         cancelled = False
         for _ in range(100):
             run = self.store.get_run(run_id)
             if run is None or run.status not in CANCELLABLE:
                 break
+            if run.status != Status.FAILED and run.journal_len > 1:
+                # Whether the run has a cancel handler is in its journal (``cancel.handler``);
+                # a failed run stopped at an error and is cancelled as it stands.
+                entries = self.store.journal(run_id)
+                if len(entries) != run.journal_len:
+                    continue
+                handler, request = cleanup_state(entries)
+                if request is not None:
+                    return CLEANING  # a second cancel does not start a second cleanup
+                if handler is not None:
+                    if self._request_cleanup(run, handler):
+                        return CLEANING
+                    continue
             entry = Entry(run.journal_len + 1, Kind.CANCELLED, None, {}, self.clock.now())
             try:
                 wake = run.parent_id if wake_parent else None
@@ -288,7 +337,30 @@ class Runs:
         # Every time, not only when this call cancelled it: a crash between a cancel and its
         # timer's removal leaves a schedule that only this repeat removes.
         self.wakes.timer(run_id, None)
-        return cancelled
+        return CANCELLED if cancelled else ""
+
+    def _request_cleanup(self, run: RunRecord, handler: Entry) -> bool:
+        """Wake a run with a cancel handler to clean up: journal the cancel
+        (``run.cancel_requested``, with the end of the cleanup's budget), which replay turns
+        into leaving the workflow function for the handler. The run's own intent comes first,
+        so the cascade below it survives this process. False if another writer moved first."""
+        now = self.clock.now()
+        self.store.begin_cancel(run.id, now)
+        due = round(now * 1000) + int(handler.data.get("timeout_ms") or DEFAULT_CLEANUP_MS)
+        entry = Entry(run.journal_len + 1, Kind.CANCEL_REQUESTED, None, {"due_at": due}, now)
+        try:
+            self.store.append(
+                run.id,
+                run.journal_len,
+                [entry],
+                update=RunUpdate(Status.RUNNING, "cleanup"),
+                timer=TimerSet(None),
+            )
+        except JournalConflict:
+            return False
+        self.wakes.timer(run.id, None)
+        self.wakes.wake(run.id)
+        return True
 
     def resume(self, run_id: str, *, workflow: str | None = None) -> None:
         run = self.get(run_id, workflow)

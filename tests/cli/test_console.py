@@ -565,12 +565,14 @@ def test_cancel_json_lists_the_children(lunaflow, data):
         "children": ["par-child"],
         "already_cancelled": False,
         "newly_cancelled": ["par", "par-child"],
+        "cleanup": False,
     }
     assert lunaflow("cancel", "solo", "--json").json() == {
         "cancelled": "solo",
         "children": [],
         "already_cancelled": False,
         "newly_cancelled": ["solo"],
+        "cleanup": False,
     }
     # Issue 24.2: a repeat finishes the cascade instead of being refused, and says so.
     assert lunaflow("cancel", "par", "--json").json() == {
@@ -578,6 +580,7 @@ def test_cancel_json_lists_the_children(lunaflow, data):
         "children": ["par-child"],
         "already_cancelled": True,
         "newly_cancelled": [],
+        "cleanup": False,
     }
     assert status_of(data, "solo") == "cancelled"
 

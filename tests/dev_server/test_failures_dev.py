@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 import pytest
 
 from runtime.core.journal import Kind
+from runtime.platform.faults import KILL_AFTER_CANCELS
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
 from tests.console import Html
 from tests.support.devserver import PROJECTS, DevServer, Servers, wait_for
@@ -196,3 +197,90 @@ def test_a_run_timeout_falls_while_lunaflow_dev_is_down_and_fires_at_its_next_st
     again = servers.start(PROJECT, dev.data)
     run = again.wait_status("w-1", {"failed"}, timeout=20)
     assert run["error"].startswith("run 'w-1' timed out after 2s")
+
+
+def test_sigkill_during_a_cancel_handler_finishes_the_cleanup_after_restart_once_per_step_id(
+    servers: Servers, partner: Partner
+) -> None:
+    partner.hold = "/release/"  # the cleanup's release is held open: the server dies in it
+    dev = servers.start(PROJECT)
+    _start(dev, "held-order", "h-1", {"url": partner.url})
+    dev.wait_status("h-1", {"awaiting"})
+    dev.wait_status("h-1-child", {"awaiting"})
+    done = dev.cli("cancel", "h-1")
+    assert done.code == 0, str(done)
+    assert "is cleaning up: its on_cancel handler runs" in done.out
+    wait_for("the cleanup's release to reach the partner", partner.held.is_set, 20)
+    again = dev.cli("cancel", "h-1", "--json")  # a second cancel starts no second cleanup
+    assert again.code == 0 and json.loads(again.out)["cleanup"] is True, str(again)
+    dev.kill()
+    partner.release.set()
+    assert dev.run("h-1-child")["status"] == "awaiting"  # the cascade waits for the cleanup
+
+    restarted = servers.start(PROJECT, dev.data)
+    run = restarted.wait_status("h-1", {"cancelled"}, timeout=30)
+    assert run["error"] is None, run
+    restarted.wait_status("h-1-child", {"cancelled"}, timeout=15)
+    # the killed attempt ran again with the same step id, then the cleanup went on
+    assert [p for p in partner.paths if not p.startswith("/reserve/")] == [
+        "/release/h-1/release/1/1",
+        "/release/h-1/release/1/1",
+        "/notify/h-1/notify/1/1",
+    ]
+    journal = _journal(dev.data, "h-1")
+    kinds = [e.kind for e in journal]
+    assert kinds.count(Kind.CANCEL_REQUESTED) == 1
+    assert [e.name for e in journal if e.kind == Kind.STEP_RESULT] == [
+        "reserve",
+        "spawn",
+        "release",
+        "notify",
+    ]
+    assert [e.name for e in journal if e.kind == Kind.STEP_RERUN] == ["release"]
+    assert journal[-1].kind == Kind.CANCELLED and journal[-1].data == {"cleanup": "done"}
+
+    shown = restarted.cli("show", "h-1", env={"COLUMNS": "300"})
+    assert shown.code == 0, str(shown)
+    for drawn in ("on_cancel", "cancel: cleanup", "cleanup: step 'release'", "after its cleanup (done)"):
+        assert drawn in shown.out, shown.out
+    page = restarted.send("GET", "/_console/runs/h-1")
+    assert page.status == 200 and "cleanup: step" in page.body and "after its cleanup (done)" in page.body
+    store = SQLiteStore(dev.data / STORE_FILE)
+    try:
+        assert store.pending_cancels() == []  # the cascade finished and its intent was dropped
+    finally:
+        store.close()
+
+
+def test_a_server_killed_between_a_cleanups_end_and_its_cascade_finishes_the_cascade_at_restart(
+    servers: Servers, partner: Partner
+) -> None:
+    """The server SIGKILLs itself right after the cleanup's end (the run's cancel committed,
+    none below it yet); the cancel's intent, kept while the cleanup ran, is finished by the
+    next server's start, which cancels the child."""
+    dev = servers.start(PROJECT, env={KILL_AFTER_CANCELS: "1"})
+    _start(dev, "held-order", "h-2", {"url": partner.url})
+    dev.wait_status("h-2-child", {"awaiting"})
+    dev.wait_status("h-2", {"awaiting"})
+    done = dev.cli("cancel", "h-2")
+    assert done.code == 0, str(done)
+    assert dev.wait_exit(20) is not None, "the server was to kill itself after the cleanup's end"
+    store = SQLiteStore(dev.data / STORE_FILE)
+    try:
+        assert store.get_run("h-2").status == "cancelled"
+        assert store.get_run("h-2-child").status == "awaiting"
+        assert store.pending_cancels() == ["h-2"]
+    finally:
+        store.close()
+
+    restarted = servers.start(PROJECT, dev.data)
+    restarted.wait_status("h-2-child", {"cancelled"}, timeout=15)
+    assert [p for p in partner.paths if p.startswith(("/release/", "/notify/"))] == [
+        "/release/h-2/release/1/1",
+        "/notify/h-2/notify/1/1",
+    ]
+    store = SQLiteStore(dev.data / STORE_FILE)
+    try:
+        assert store.pending_cancels() == []
+    finally:
+        store.close()

@@ -67,7 +67,7 @@ def apply(
     p: LocalPlatform, run_id: str, actions: list[dict[str, Any]], warehouse: Warehouse | None = None
 ) -> None:
     """Actions as stored in a golden file: {"advance": "1s"}, {"signal": name, "payload": v},
-    or {"cut": "1s"}: move the clock that far and run the work then due under an
+    {"cancel": true}, or {"cut": "1s"}: move the clock that far and run the work then due under an
     activation cap that falls inside the step body (the Warehouse stalls past it), so the
     attempt ends with no outcome, as when the process running it ends."""
     for action in actions:
@@ -75,6 +75,8 @@ def apply(
             p.advance(action["advance"])
         elif "signal" in action:
             p.signal(run_id, action["signal"], action.get("payload"))
+        elif "cancel" in action:
+            p.cancel(run_id)
         elif "cut" in action:
             assert warehouse is not None, "a cut needs the Warehouse to stall"
             clock = p.platform.clock
@@ -202,6 +204,19 @@ SCENARIOS: list[dict[str, Any]] = [
         "project": "tests/projects/golden_children",
         "workflow": "order",
         "record_after": [],
+        "finish": [{"advance": "1s"}],
+    },
+    {
+        # Added with cancel.handler and run.cancel_requested (issue 26): format 1 stays.
+        "file": "midflight_cleanup.json",
+        "case": "cleanup",
+        "description": "wf:on_cancel registered after step 'reserve' (cancel.handler), then a "
+        "cancel while awaiting 'paid' (run.cancel_requested): the cleanup's step 'release' failed "
+        "once and is sleeping in its backoff; the run ends cancelled once it is done",
+        "run_id": "golden-cleanup",
+        "project": "tests/projects/golden_cleanup",
+        "workflow": "order-cleanup",
+        "record_after": [{"cancel": True}],
         "finish": [{"advance": "1s"}],
     },
 ]

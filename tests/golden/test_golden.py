@@ -19,7 +19,17 @@ import pytest
 from runtime.core import children
 from runtime.core.child_commands import ChildCmd, ChildResultCmd, ReadChild
 from runtime.core.journal import FORMAT_VERSION, Entry, Kind
-from runtime.core.replay import Complete, Park, Replay, Resume, StepCmd, ValueCmd, WaitCmd
+from runtime.core.replay import (
+    Complete,
+    EnterCleanup,
+    OnCancelCmd,
+    Park,
+    Replay,
+    Resume,
+    StepCmd,
+    ValueCmd,
+    WaitCmd,
+)
 from runtime.engine.code import Code, Issued, Raised, Returned
 from runtime.store.base import RunRecord, RunUpdate, TimerSet
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
@@ -127,12 +137,21 @@ def drive_with_code(code: Code, doc: dict[str, Any]) -> tuple[Any, Replay, list[
             decision = replay.wait(cmd)
         elif isinstance(cmd, ValueCmd):
             decision = replay.value(cmd)
+        elif isinstance(cmd, OnCancelCmd):
+            decision = replay.on_cancel(cmd)
         elif isinstance(cmd, ChildCmd):
             decision = children.child(replay, cmd)
         elif isinstance(cmd, ChildResultCmd):
             decision = children.result(replay, cmd)
         else:
             raise AssertionError(cmd)
+        if isinstance(decision, EnterCleanup):
+            # The journal's cancel: the workflow function stops, the handler runs from here.
+            other.append(decision)
+            replay.enter_cleanup()
+            assert code.begin_cleanup(lua)
+            reply = None
+            continue
         if not isinstance(decision, Resume):
             other.append(decision)
             return None, replay, other
@@ -146,7 +165,16 @@ def drive_with_code(code: Code, doc: dict[str, Any]) -> tuple[Any, Replay, list[
 def test_golden_journals_cover_every_case() -> None:
     """The three kinds of golden the suite relies on are all committed."""
     cases = sorted(d["case"] for d in goldens())
-    assert cases == ["caught", "children", "complete", "divergent", "interrupted", "mid-flight", "mid-flight"]
+    assert cases == [
+        "caught",
+        "children",
+        "cleanup",
+        "complete",
+        "divergent",
+        "interrupted",
+        "mid-flight",
+        "mid-flight",
+    ]
     complete = golden("complete.json")
     kinds = [e["kind"] for e in complete["entries"]]
     assert Kind.STEP_FAILED in kinds and kinds.count(Kind.STEP_INTENT) == 3  # a retry
@@ -466,3 +494,38 @@ def test_children_golden_checks_cleanly_and_a_renamed_child_diverges(tmp_path: P
         "journal divergence: expected child 'golden-children-other' of workflow 'slow', code reached "
         "child 'golden-children-slow' of workflow 'slow'"
     )
+
+
+# --- a cleanup on cancel (issue 26) ----------------------------------------------------------
+
+
+def test_cleanup_golden_replays_into_the_handler_through_the_core_without_running_a_body(
+    tmp_path: Path,
+) -> None:
+    """cancel.handler and run.cancel_requested: replay leaves the workflow function at the
+    cancel, enters the handler there and reaches its step's backoff, where it parks."""
+    doc = golden("midflight_cleanup.json")
+    warehouse = gen.Warehouse()
+    with LocalPlatform(ROOT / doc["project"], data_dir=tmp_path, objects=warehouse) as p:
+        result, replay, other = drive_with_code(p.platform.code, doc)
+    assert result is None
+    assert isinstance(other[0], EnterCleanup)
+    assert len(other) == 2 and isinstance(other[1], Park), other
+    assert other[1].current == "step 'release'"
+    assert replay.take_unsaved() == []
+    assert warehouse.calls == []
+
+
+def test_cleanup_golden_continues_to_cancelled_prefix_untouched(tmp_path: Path) -> None:
+    doc = golden("midflight_cleanup.json")
+    load_into(tmp_path, doc)
+    warehouse = gen.Warehouse()
+    with LocalPlatform(ROOT / doc["project"], data_dir=tmp_path, objects=warehouse) as p:
+        catch_up_clock(p, doc)
+        gen.apply(p, doc["run_id"], doc["finish"]["actions"])
+        run = p.get(doc["run_id"])
+        journal = as_dicts(p.journal(doc["run_id"]))
+    assert run.status == "cancelled", run.error
+    assert journal == doc["finish"]["entries"]
+    assert journal[-1]["data"] == {"cleanup": "done"}
+    assert [call[3][-1] for call in warehouse.calls] == ["golden-cleanup/release/1/2"]

@@ -585,6 +585,40 @@ def test_the_interrupted_attempt_message() -> None:
     assert matches(template("Interrupted starts of one attempt"), interrupted())
 
 
+CLEANUPS = """
+workflow "slow" (function(wf)
+    wf:on_cancel({ timeout = "1m" }, function() wf:sleep("2m") end)
+    wf:await("never")
+end)
+workflow "endless" (function(wf)
+    wf:on_cancel(function() while true do wf:step("undo", function() end) end end)
+    wf:await("never")
+end)
+"""
+
+
+def cleanups(tmp_path: Path) -> tuple[str, str]:
+    """The errors of a cleanup past its time and of one past its step attempts."""
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "main.lua").write_text(CLEANUPS, encoding="utf-8")
+    with LocalPlatform(project, data_dir=tmp_path / "d") as p:
+        p.start("slow", None, id="c1")
+        p.cancel("c1")
+        p.advance("1m")
+        p.start("endless", None, id="c2")
+        p.cancel("c2")
+        out = str(p.get("c1").error), str(p.get("c2").error)
+        assert [e.kind for e in p.journal("c2")].count(Kind.STEP_INTENT) == limits.MAX_CLEANUP_STEPS
+    return out
+
+
+def test_the_cleanup_budget_messages(tmp_path: Path) -> None:
+    slow, endless = cleanups(tmp_path)
+    assert matches(template("Cleanup time after a cancel (`wf:on_cancel`)"), slow)
+    assert matches(template("Step attempts of one cleanup"), endless)
+
+
 def test_the_http_time_message(slow_url: str) -> None:
     assert matches(template("Outbound HTTP exchange time"), http_time(slow_url))
 
@@ -644,6 +678,8 @@ def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
         "Database name",
         "Step attempt time",
         "Interrupted starts of one attempt",
+        "Cleanup time after a cancel (`wf:on_cancel`)",
+        "Step attempts of one cleanup",
         "Outbound HTTP exchange time",
         "Lua states serving requests (`lunaflow dev`)",
         "Wait for a request's Lua state (`lunaflow dev`)",  # the same message

@@ -176,7 +176,7 @@ def test_wf_has_id_workflow_step_id_and_the_six_methods(types: Types) -> None:
     `wf:race`, `wf:all`, and `wf:version`."""
     assert {"id", "workflow", "step_id"} <= set(types.classes["lunaflow.Wf"])
     methods = types.methods["lunaflow.Wf"]
-    assert {"step", "sleep", "await", "race", "all", "version"} <= set(methods)
+    assert {"step", "sleep", "await", "race", "all", "version", "on_cancel"} <= set(methods)
     assert methods["step"].params == ["name", "opts_or_fn", "fn"]
     assert methods["race"].params == ["names", "opts"]
     assert len(methods["race"].returns) == 2, "race returns the payload and the name"
@@ -184,7 +184,8 @@ def test_wf_has_id_workflow_step_id_and_the_six_methods(types: Types) -> None:
 
 def test_step_and_wait_options_have_the_specs_fields(types: Types) -> None:
     """SPEC 3: `{ retries = 3, backoff = "5s", timeout = "30s" }`, and issue 26's `catch`,
-    `max_backoff`, `jitter`; waits take `{ timeout }`."""
+    `max_backoff`, `jitter`; waits take `{ timeout }` (and wf:all `within`); wf:on_cancel
+    `{ timeout }`."""
     assert set(types.classes["lunaflow.StepOptions"]) == {
         "retries",
         "backoff",
@@ -193,7 +194,8 @@ def test_step_and_wait_options_have_the_specs_fields(types: Types) -> None:
         "max_backoff",
         "jitter",
     }
-    assert set(types.classes["lunaflow.WaitOptions"]) == {"timeout"}
+    assert set(types.classes["lunaflow.WaitOptions"]) == {"timeout", "within"}
+    assert set(types.classes["lunaflow.CancelOptions"]) == {"timeout"}
 
 
 def test_database_kv_and_queue_handles_have_their_methods(types: Types) -> None:

@@ -1027,12 +1027,49 @@ function wf_methods.all(self, names, opts)
   wf_check(self, "wf:all")
   local list = name_list(names, "wf:all")
   local timeout = wait_opts(opts, "wf:all")
+  -- `within` bounds the whole wait: the first entry journals when that falls (bound_at),
+  -- and every later entry waits at most until then.
+  local within = opts ~= nil and opts.within or nil
+  local bound = nil
   local out = { n = #list }
   for i, name in ipairs(list) do
-    local reply = command({ op = "wait", kind = "all", names = { name }, timeout = timeout })
+    local reply = command({ op = "wait", kind = "all", names = { name }, timeout = timeout,
+      within = within, bound = bound })
     out[i] = reply.payload
+    bound = reply.bound_at or bound
   end
   return unpack(out, 1, out.n)
+end
+
+-- wf:on_cancel(fn) / wf:on_cancel({ timeout = "15m" }, fn): what the run does when it is
+-- cancelled. Journaled where it is called (the cancel, which needs no code, reads it there);
+-- a cancel then leaves the workflow function where it stands and runs `fn` in its place, its
+-- steps durable like any. One handler per run, registered by the workflow function itself.
+local cleanups = setmt({}, { __mode = "k" }) -- wf -> its cancel handler
+
+function wf_methods.on_cancel(self, opts, fn)
+  wf_check(self, "wf:on_cancel")
+  if fn == nil and type_(opts) ~= "table" then fn, opts = opts, nil end
+  if type_(fn) ~= "function" then
+    raw_error(sfmt("wf:on_cancel needs a function (got a %s value); write "
+      .. "wf:on_cancel(function() wf:step(\"release\", ...) end)", type_(fn)), 2)
+  end
+  if opts ~= nil then
+    for k in next_, opts do
+      if k ~= "timeout" then
+        raw_error(sfmt("wf:on_cancel: unknown option %s; its only option is timeout, the cleanup's "
+          .. "time budget, e.g. wf:on_cancel({ timeout = \"15m\" }, fn)",
+          type_(k) == "string" and sfmt("'%s'", ssub(k, 1, 64)) or tostring_(k)), 2)
+      end
+    end
+  end
+  if cleanups[self] ~= nil then
+    raw_error(sfmt("wf:on_cancel was called twice in run '%s'; a run has one cancel handler — "
+      .. "register it once, in the workflow function, and let that one function undo everything",
+      ctx.run), 2)
+  end
+  command({ op = "on_cancel", timeout = opts and opts.timeout })
+  cleanups[self] = fn
 end
 
 ---------------------------------------------------------------------------------------
@@ -1119,7 +1156,7 @@ end
 
 -- `wf:awiat(...)` would otherwise fail with Lua's "attempt to call a nil value (method
 -- 'awiat')": name the nearest method instead, at the user's line.
-local WF_METHODS = { "step", "sleep", "await", "race", "all", "version", "child" }
+local WF_METHODS = { "step", "sleep", "await", "race", "all", "version", "child", "on_cancel" }
 
 local function edit_distance(a, b)
   local prev = {}
@@ -1147,7 +1184,7 @@ local function no_such_wf_member(k)
   local hint = (best_d ~= nil and best_d <= math.max(1, #best // 2)) and sfmt("did you mean wf:%s? ", best) or ""
   -- Level 3: this function, the __index metamethod, then the user's line.
   raw_error(sfmt("wf has no method or field %s; %swf has the methods step, sleep, await, race, all, "
-    .. "version and child, and the fields id, workflow and step_id", what, hint), 3)
+    .. "version, child and on_cancel, and the fields id, workflow and step_id", what, hint), 3)
 end
 
 local function new_wf(run_id, workflow)
@@ -1593,6 +1630,22 @@ function engine.new_run(run_id, workflow, input)
     return r
   end)
   return { co = co, wf = wf, run = run_id, workflow = workflow }
+end
+
+-- A cancelled run's cleanup: its coroutine becomes the cancel handler's, driven as the
+-- workflow function was (the function itself is left where the cancel found it). False
+-- when the run registered no handler.
+function engine.begin_cleanup(session)
+  local fn = cleanups[session.wf]
+  if fn == nil then return false end
+  session.co = raw_create(function()
+    local r = pack(raw_xpcall(fn, function(e)
+      return { message = error_text(e), traceback = user_traceback(traceback(nil, 2)) }
+    end))
+    if r[1] then r.json = "null" end -- what a handler returns is not kept
+    return r
+  end)
+  return true
 end
 
 -- Resume a run's coroutine with `reply`. Returns flat values, so the host reads them in

@@ -47,3 +47,18 @@ end)
 workflow "waits" (function(wf)
     return wf:await("never")
 end)
+
+-- A cleanup on cancel (wf:on_cancel) whose release is held open by the test, which kills
+-- the server inside it; the child it started is cancelled once the cleanup is done.
+workflow "held-order" (function(wf, order)
+    local hold = wf:step("reserve", function() return Partner("p"):call(order.url, "reserve", wf.step_id) end)
+    wf:on_cancel(function()
+        wf:step("release", { retries = 3, backoff = "1s" }, function()
+            return Partner("p"):call(order.url, "release", wf.step_id)
+        end)
+        wf:step("notify", function() return Partner("p"):call(order.url, "notify", wf.step_id) end)
+    end)
+    wf:step("spawn", function() return workflows("waits"):start({}, { id = wf.id .. "-child" }).id end)
+    wf:await("paid")
+    return hold
+end)

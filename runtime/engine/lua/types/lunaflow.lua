@@ -21,6 +21,10 @@
 
 ---@class lunaflow.WaitOptions
 ---@field timeout? lunaflow.Duration
+---@field within? lunaflow.Duration wf:all only: the bound of the whole wait, from its first entry
+
+---@class lunaflow.CancelOptions
+---@field timeout? lunaflow.Duration the cleanup's time budget, from the cancel (default "1h")
 
 ---The handle a workflow function gets.
 ---@class lunaflow.Wf
@@ -54,12 +58,19 @@ function Wf:await(name, opts) end
 ---@return string? name
 function Wf:race(names, opts) end
 
----Wait for each signal in order, each with the full timeout; returns the payloads in
----argument order (a timed-out entry is nil).
+---Wait for each signal in order, each with the full timeout (and all of them within
+---`within`, if given); returns the payloads in argument order (a timed-out entry is nil).
 ---@param names string[]
 ---@param opts? lunaflow.WaitOptions
 ---@return ...
 function Wf:all(names, opts) end
+
+---What the run does when it is cancelled: a cancel then runs `fn` (its steps durable) in
+---place of the workflow function, within its budget, and the run ends cancelled after it.
+---Once per run, in the workflow function.
+---@param opts_or_fn lunaflow.CancelOptions|fun()
+---@param fn? fun()
+function Wf:on_cancel(opts_or_fn, fn) end
 
 ---True for runs started by code that names this change, false for runs started before it
 ---was deployed. Pass a literal string.
