@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.aws.contract import Output
 from runtime.errors import NoSuchRun
 from runtime.testing import AwsPlatform
+from tests.support.aws_stack import moto_env, put_behind_stack
 from tests.support.cli import cli
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "failures"
@@ -24,27 +24,8 @@ STACK = "lunaflow-cli-timeout"
 def _stack(p: AwsPlatform) -> dict[str, str]:
     """Put the harness's deployment behind a CloudFormation stack, as `cdk deploy` would;
     returns the environment a CLI process reaches that moto server with."""
-    outputs = {
-        Output.TABLE_NAME: p.config.table,
-        Output.WAKE_QUEUE_URL: p.config.wake_queue_url,
-        Output.WAKE_QUEUE_ARN: p.config.wake_queue_arn,
-        Output.SCHEDULER_GROUP: p.config.scheduler_group,
-        Output.SCHEDULER_ROLE_ARN: p.config.scheduler_role_arn,
-        Output.VALUES_BUCKET: p.config.values_bucket,
-    }
-    template = {
-        "Resources": {"Handle": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},
-        "Outputs": {str(k): {"Value": v} for k, v in outputs.items()},
-    }
-    cfn = p.client("cloudformation")
-    cfn.create_stack(StackName=STACK, TemplateBody=json.dumps(template))
-    return {
-        "AWS_ENDPOINT_URL": p.endpoint,
-        "AWS_REGION": p.region,
-        "AWS_DEFAULT_REGION": p.region,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-    }
+    put_behind_stack(p, STACK)
+    return moto_env(p)
 
 
 def test_start_timeout_on_aws(tmp_path: Path) -> None:

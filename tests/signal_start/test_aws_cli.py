@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from runtime.aws.contract import Output
 from runtime.core.clock import FakeClock
 from runtime.core.journal import Kind
 from runtime.platform.faults import KILL_AFTER_STARTS
 from runtime.testing import AwsPlatform
+from tests.support.aws_stack import moto_env, put_behind_stack
 from tests.support.cli import Done, cli
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "signal_start"
@@ -36,30 +36,13 @@ def p(tmp_path: Path) -> Iterator[AwsPlatform]:
 def stack(p: AwsPlatform) -> str:
     """A CloudFormation stack whose outputs name the harness's deployment, as `cdk deploy`'s
     name the real one (one moto server serves the test process: each test its own stack)."""
-    outputs = {
-        Output.TABLE_NAME: p.config.table,
-        Output.WAKE_QUEUE_URL: p.config.wake_queue_url,
-        Output.WAKE_QUEUE_ARN: p.config.wake_queue_arn,
-        Output.SCHEDULER_GROUP: p.config.scheduler_group,
-        Output.SCHEDULER_ROLE_ARN: p.config.scheduler_role_arn,
-        Output.VALUES_BUCKET: p.config.values_bucket,
-    }
-    template = {
-        "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
-        "Outputs": {str(k): {"Value": v} for k, v in outputs.items()},
-    }
     name = f"lunaflow-sws-{uuid.uuid4().hex[:8]}"
-    p.client("cloudformation").create_stack(StackName=name, TemplateBody=json.dumps(template))
+    put_behind_stack(p, name)
     return name
 
 
 def start_on_aws(p: AwsPlatform, stack: str, *extra: str, env: dict[str, str] | None = None) -> Done:
-    aws = {
-        "AWS_ENDPOINT_URL": p.endpoint,
-        "AWS_DEFAULT_REGION": p.region,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-    }
+    aws = moto_env(p)
     return cli(
         "start", "order", '{"n": 1}', "--id", "order-1", "--signal", "paid", "--payload", '{"by": "ada"}',
         "--aws", "--stack", stack, "-p", str(PROJECT), *extra, env={**aws, **(env or {})},
