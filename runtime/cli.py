@@ -31,6 +31,7 @@ from runtime.console import timeline
 from runtime.core import values
 from runtime.core.clock import SystemClock, now_ms
 from runtime.core.journal import ENDED
+from runtime.core.published import parse_where
 from runtime.dev.server import DevServer, NotAProject, ServeError, check_project, data_folder
 from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal, duration
 from runtime.errors import AlreadyCancelled, LunaflowError, UnknownWorkflow
@@ -157,9 +158,20 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def _runs(args: argparse.Namespace, runs: Runs) -> int:
-    found = runs.runs(status=args.status, workflow=args.workflow, limit=args.limit)
+    wheres = [parse_where(w) for w in args.where or []]
+    if wheres:
+        # The first filter reads the store's index of published values; the others (and the
+        # status) are checked on the runs it found, against each run's values.
+        found = runs.find(wheres[0], workflow=args.workflow, limit=args.limit if len(wheres) == 1 else 5000)
+        if args.status is not None:
+            found = [r for r in found if r.status == args.status]
+        if len(wheres) > 1:
+            found = [r for r in found if all(w.holds(runs.store.run_values(r.id).get(w.key)) for w in wheres[1:])]
+        found = found[: args.limit]
+    else:
+        found = runs.runs(status=args.status, workflow=args.workflow, limit=args.limit)
     if args.json:
-        _emit([_run_dict(r) for r in found])
+        _emit([{**_run_dict(r), "values": runs.store.run_values(r.id)} for r in found])
         return EXIT_OK
     out.print(f"{len(found)} run(s)", style="italic")
     if not found:
@@ -266,12 +278,14 @@ def _show(args: argparse.Namespace, runs: Runs) -> int:
     signals = runs.store.signals(run.id)
     children = runs.store.children(run.id)
     due = runs.store.timer(run.id)
+    published = runs.store.run_values(run.id)
     # The child whose result the run waits for (c:result()), shown with the links.
     awaited = timeline.awaited_child(items) if run.status == "awaiting" else None
     if args.json:
         _emit(
             {
                 "run": _run_dict(run),
+                "values": published,
                 "children": children,
                 "waiting_for": awaited,
                 "timer_due_at": None if due is None else due / 1000,
@@ -298,6 +312,8 @@ def _show(args: argparse.Namespace, runs: Runs) -> int:
         out.print(Text("error", style="red").append(" ").append(Text(run.error)))
     if run.status == "completed":
         out.print(Text(f"result {json.dumps(run.result, ensure_ascii=False)}"))
+    for key, value in published.items():
+        out.print(Text(f"value {key} = {json.dumps(value, ensure_ascii=False)}"))
     table = Table(title="timeline")
     for column in ("#", "at", "what", "detail"):
         table.add_column(column)
@@ -909,6 +925,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--workflow")
     p.add_argument("--limit", type=_positive, default=100, help="at most this many runs (default 100)")
+    p.add_argument(
+        "--where",
+        action="append",
+        metavar="KEY=VALUE",
+        help="runs whose published value (wf:set) matches: month=7, state=paid, 'month>=3'; repeatable",
+    )
     p.set_defaults(func=cmd_runs)
 
     p = console("show", "one run's journal as a timeline")

@@ -9,6 +9,7 @@ reload; a widget is rendered whole at each dashboard refresh.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -175,6 +176,8 @@ def _search_form(actions: Actions, query: RunQuery, workflows: list[str], zone: 
         f"<label>workflow <select name='workflow'>{flows}</select></label>"
         f"<label>started since <input type='datetime-local' name='since' value='{e(values.get('since', ''))}'></label>"
         f"<label>before <input type='datetime-local' name='until' value='{e(values.get('until', ''))}'></label>"
+        f"<label>value <input name='where' value='{e(query.where)}' placeholder='month=7 or month&gt;=3' "
+        "size='16'></label>"
         f"<span class='muted'>({e(zone.label)})</span>"
     )
     return actions.form("search", fields, "Search")
@@ -289,6 +292,13 @@ def run_live(
     if due is not None and run.status in (Status.SLEEPING, Status.AWAITING):
         facts.append(f"timer due {moment(due / 1000, zone, now)}")
     parts.append("<p>" + " · ".join(facts) + "</p>")
+    published = runs.store.run_values(run.id)
+    if published:
+        shown = " · ".join(
+            f"<code>{e(k)}</code> = <code class='pub'>{e(json.dumps(v, ensure_ascii=False))}</code>"
+            for k, v in published.items()
+        )
+        parts.append(f"<p class='values'><b>values</b> {shown}</p>")
     more_input = actions.value_link(run.id, "input", "show all")
     parts.append(f"<p><b>input</b> {json_value(run.input, key='input', more=more_input)}</p>")
     if run.error:

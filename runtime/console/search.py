@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 from runtime.console.html import Zone
 from runtime.core.journal import Status
+from runtime.core.published import parse_where
+from runtime.errors import InvalidInput
 from runtime.platform.runs import Runs
 from runtime.store.base import IndexedSearch, RunFilter, RunRecord
 
@@ -43,6 +45,7 @@ class RunQuery:
     workflow: str | None = None
     since: float | None = None  # started at or after (epoch seconds)
     until: float | None = None  # started before
+    where: str = ""  # a published value's filter, as typed: month=7, month>=3
     page: int = 0
     problems: tuple[str, ...] = ()  # parameters that were ignored, and why
 
@@ -71,8 +74,16 @@ class RunQuery:
             times[name] = zone.parse(raw) if raw else None
             if raw and times[name] is None:
                 problems.append(f"{name} {raw!r} is not a date (write 2026-01-31 or 2026-01-31T09:30)")
+        where = text("where")
+        if where:
+            try:
+                parse_where(where)
+            except InvalidInput as e:
+                problems.append(str(e))
+                where = ""
         return cls(
             id=text("id"),
+            where=where,
             status=status,
             workflow=text("workflow") or None,
             since=times["since"],
@@ -89,6 +100,7 @@ class RunQuery:
             "workflow": self.workflow or "",
             "since": _typed(self.since, zone),
             "until": _typed(self.until, zone),
+            "where": self.where,
             "page": str(self.page) if self.page else "",
         }
         values.update(changes)
@@ -105,6 +117,8 @@ class RunQuery:
             parts.append(f"started since {zone.when(self.since)}")
         if self.until is not None:
             parts.append(f"started before {zone.when(self.until)}")
+        if self.where:
+            parts.append(f"value {self.where}")
         what = f"{self.status} runs" if self.status else "runs"
         return what + (" with " + ", ".join(parts) if parts else "")
 
@@ -121,6 +135,8 @@ class Found:
 
 
 def find_runs(runs: Runs, q: RunQuery) -> Found:
+    if q.where:
+        return _find_by_value(runs, q)
     if isinstance(runs.store, IndexedSearch):
         return _find_indexed(runs, runs.store, q)
     return _find_scanned(runs, q)
@@ -182,6 +198,29 @@ def _find_scanned(runs: Runs, q: RunQuery) -> Found:
         more=more,
         capped=capped,
         exact=exact,
+        notes=list(q.problems),
+    )
+
+
+def _find_by_value(runs: Runs, q: RunQuery) -> Found:
+    """A search by a published value, on every store: the store's index of values gives the
+    runs holding it (at most ``SCAN_LIMIT``, newest first), and the other filters are checked
+    on those, so no run without the value is read."""
+    listed = runs.find(parse_where(q.where), workflow=q.workflow, limit=SCAN_LIMIT + 1)
+    capped = len(listed) > SCAN_LIMIT
+    candidates = [r for r in listed[:SCAN_LIMIT] if _matches(r, q)]
+    counts = {s: 0 for s in STATUSES}
+    for r in candidates:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    matching = [r for r in candidates if q.status is None or r.status == q.status]
+    start = q.page * PAGE_SIZE
+    page = matching[start : start + PAGE_SIZE]
+    return Found(
+        runs=page,
+        counts=counts,
+        matching=len(matching),
+        more=len(matching) > start + PAGE_SIZE,
+        capped=capped,
         notes=list(q.problems),
     )
 

@@ -7,6 +7,7 @@ can replay old runs with the logic they were written under.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -30,6 +31,9 @@ class Kind(StrEnum):
     # outcome (the process running it ended); the start count bounds how often that happens
     STEP_RERUN = "step.rerun"
     VALUE = "value"  # name: the call (os.time...); data: value
+    # name: the key; data: value (a string, number or boolean): wf:set published the value,
+    # which the store keeps as the run's latest for that key (runtime.core.published)
+    VALUE_SET = "value.set"
     # name: the child's workflow; data: child (its run id), joined (true: the id named a run
     # this run did not create). wf:child started the run, or joined it (runtime.core.children)
     CHILD_STARTED = "child.started"
@@ -160,6 +164,8 @@ def describe(entry: Entry) -> str:
         return describe_wait(entry.name or "", list(entry.data.get("names", [])))
     if entry.kind == Kind.VALUE:
         return f"{entry.name}()"
+    if entry.kind == Kind.VALUE_SET:
+        return f"wf:set('{entry.name}', {json.dumps(entry.data.get('value'), ensure_ascii=False)})"
     if entry.kind == Kind.CHILD_STARTED:
         return f"child '{entry.data.get('child')}' of workflow '{entry.name}'"
     if entry.kind in (Kind.CHILD_WAIT, Kind.CHILD_DONE):

@@ -9,12 +9,14 @@ go out through ``take_unsaved()``. The same core serves live runs, cold replays 
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.core.bounds import MAX_JOURNAL_ENTRIES
+from runtime.core import published
+from runtime.core.bounds import MAX_JOURNAL_ENTRIES, MAX_PUBLISHED_KEYS
 from runtime.core.child_commands import ReadChild, StartChild
 from runtime.core.ids import step_id
 from runtime.core.journal import MARKERS, Entry, Kind, Signal, Status, StepValues, describe, describe_wait
@@ -53,6 +55,14 @@ class ValueCmd:
 @dataclass(frozen=True)
 class VersionCmd:
     change: str  # the change id passed to wf:version
+
+
+@dataclass(frozen=True)
+class SetCmd:
+    """``wf:set(key, value)``: publish a value (checked by the code: runtime.core.published)."""
+
+    key: str
+    value: Any
 
 
 @dataclass(frozen=True)
@@ -144,6 +154,13 @@ class Diverged:
 
 
 @dataclass(frozen=True)
+class Refused:
+    """The command is refused, nothing recorded: the code gets ``message`` as a Lua error."""
+
+    message: str
+
+
+@dataclass(frozen=True)
 class NeedValue:
     """The journal has no value for this call yet: produce one and ``record_value`` it."""
 
@@ -184,6 +201,7 @@ Decision = (
     | ReadChild
     | EnterCleanup
     | EndCancelled
+    | Refused
 )
 
 # A cleanup's budget: its default time (wf:on_cancel's timeout) and the step attempts it may
@@ -245,6 +263,7 @@ class Replay:
     # the step starts the cleanup has made (its budget counts them).
     cleanup: Entry | None = field(init=False, default=None)
     cleanup_starts: int = field(init=False, default=0)
+    published: set[str] = field(init=False, default_factory=set)  # keys wf:set has journaled
 
     def __post_init__(self) -> None:
         self.entries = list(self.journal)
@@ -254,6 +273,8 @@ class Replay:
         for e in self.entries:
             if e.kind == Kind.WAIT_DONE and e.data.get("signal_id") is not None:
                 self.consumed.add(int(e.data["signal_id"]))
+            elif e.kind == Kind.VALUE_SET and e.name is not None:
+                self.published.add(e.name)
 
     # --- inputs between activations --------------------------------------------------
 
@@ -489,6 +510,29 @@ class Replay:
         started before a change finish on the old path while new runs take the new one."""
         started = self.entries[0].data.get("changes") or []
         return Resume(cmd.change in started)
+
+    def set(self, cmd: SetCmd) -> Decision:
+        """``wf:set``: journaled where the code publishes (``value.set``); replay checks the
+        key and the value, so code that publishes something else diverges like any other.
+        A key beyond the run's ``MAX_PUBLISHED_KEYS`` is refused into the code."""
+        self._parked = None
+        head = self._peek()
+        if self._cancel_here(head):
+            return EnterCleanup()
+        reached = f"reached wf:set('{cmd.key}', {json.dumps(cmd.value, ensure_ascii=False)})"
+        if head is None:
+            if cmd.key not in self.published and len(self.published) >= MAX_PUBLISHED_KEYS:
+                return Refused(published.too_many_keys(self.run_id, cmd.key))
+            full = self._full(1)
+            if full is not None:
+                return full
+            self._record(Kind.VALUE_SET, cmd.key, {"value": cmd.value})
+            self.published.add(cmd.key)
+            return Resume(None)
+        if head.kind != Kind.VALUE_SET or head.name != cmd.key or not published.same(head.data["value"], cmd.value):
+            return Diverged(describe(head), reached)
+        self.pos += 1
+        return Resume(None)
 
     def on_cancel(self, cmd: OnCancelCmd) -> Decision:
         """``wf:on_cancel``: journaled where the code registers it (``cancel.handler``, with

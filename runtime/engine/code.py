@@ -8,12 +8,13 @@ Python types of ``runtime.core.replay``: commands come out as ``StepCmd``/``Wait
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.core import values
+from runtime.core import published, values
 from runtime.core.child_commands import ChildCmd, ChildRefused, ChildResultCmd
 from runtime.core.durations import parse_ms
 from runtime.core.ids import check_run_id
@@ -24,6 +25,7 @@ from runtime.core.replay import (
     StepCmd,
     StepFailure,
     ValueCmd,
+    SetCmd,
     VersionCmd,
     WaitCmd,
 )
@@ -33,7 +35,7 @@ from runtime.errors import InvalidInput, ProjectLoadError
 from runtime.services import deadline
 from runtime.services.deadline import Deadline
 
-Command = StepCmd | WaitCmd | ValueCmd | VersionCmd | OnCancelCmd | ChildCmd | ChildResultCmd
+Command = StepCmd | WaitCmd | ValueCmd | VersionCmd | SetCmd | OnCancelCmd | ChildCmd | ChildResultCmd
 
 
 @dataclass(frozen=True)
@@ -184,6 +186,9 @@ class Code:
                 return Issued(ValueCmd(str(cmd.call)))
             if op == "version":
                 return Issued(VersionCmd(str(cmd.change)))
+            if op == "set":
+                key = published.check_key(cmd.key if isinstance(cmd.key, str) else None)
+                return Issued(SetCmd(key, published.check_value(key, json.loads(str(cmd.value)))))
             if op == "on_cancel":
                 budget = (
                     DEFAULT_CLEANUP_MS

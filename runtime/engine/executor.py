@@ -40,8 +40,10 @@ from runtime.core.replay import (
     NeedValue,
     OnCancelCmd,
     Park,
+    Refused,
     Replay,
     Resume,
+    SetCmd,
     StepCmd,
     VersionCmd,
     WaitCmd,
@@ -352,6 +354,10 @@ class Executor:
                 reply = code.reply(decision.value)
                 decision = None
                 continue
+            if isinstance(decision, Refused):
+                reply = code.refusal(decision.message)  # nothing recorded; the code sees an error
+                decision = None
+                continue
             if isinstance(decision, EnterCleanup):
                 # Leave the workflow function where the cancel found it; the handler runs
                 # in its place, its commands answered from the entries after the cancel.
@@ -635,6 +641,8 @@ def decide(replay: Replay, cmd: Command) -> Decision:
         return replay.version(cmd)
     if isinstance(cmd, OnCancelCmd):
         return replay.on_cancel(cmd)
+    if isinstance(cmd, SetCmd):
+        return replay.set(cmd)
     if isinstance(cmd, ChildCmd):
         return children.child(replay, cmd)
     if isinstance(cmd, ChildResultCmd):

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
+from runtime.core.published import parse_where
 from runtime.core.clock import Clock, FakeClock, now_ms
 from runtime.core.durations import parse_ms
 from runtime.core.journal import Entry
@@ -94,6 +95,14 @@ class Harness:
 
     def journal(self, run_id: str) -> list[Entry]:
         return self.platform.journal(run_id)
+
+    def values(self, run_id: str) -> dict[str, Any]:
+        """The latest value per key the run published with ``wf:set``."""
+        return self.platform.values(run_id)
+
+    def find(self, where: str, workflow: str | None = None) -> list[RunRecord]:
+        """Runs by a published value: ``p.find("month=7")``, ``p.find("month>=3")``."""
+        return self.platform.find(parse_where(where), workflow=workflow)
 
     def runs(self, status: str | None = None, workflow: str | None = None) -> list[RunRecord]:
         return self.platform.runs(status=status, workflow=workflow)

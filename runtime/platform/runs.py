@@ -17,6 +17,7 @@ from runtime.core.bounds import MAX_SIGNAL_BACKLOG
 from runtime.core.clock import Clock
 from runtime.core.durations import parse_ms
 from runtime.core.ids import check_run_id
+from runtime.core.published import Where
 from runtime.core.journal import CANCELLABLE, FORMAT_VERSION, RESUMABLE, Entry, Kind, Status, cleanup_state
 from runtime.core.replay import DEFAULT_CLEANUP_MS
 from runtime.engine.observe import Observer, Quiet
@@ -175,6 +176,17 @@ class Runs:
     def journal(self, run_id: str) -> list[Entry]:
         self.get(run_id)
         return self.store.journal(run_id)
+
+    def values(self, run_id: str, workflow: str | None = None) -> dict[str, Any]:
+        """The latest value of each key the run published (``wf:set``), read from the store
+        beside the run: no code, no replay."""
+        self.get(run_id, workflow)
+        return self.store.run_values(run_id)
+
+    def find(self, where: Where, *, workflow: str | None = None, limit: int = 1000) -> list[RunRecord]:
+        """Runs whose latest ``where.key`` matches, newest first, through the store's index of
+        published values (no journal is read)."""
+        return self.store.find_runs(where, workflow=workflow, limit=limit)
 
     def signal(self, run_id: str, name: str, payload: Any = None, *, workflow: str | None = None) -> bool:
         run_id = check_run_id(run_id)

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
 from runtime.core.journal import Entry, Kind, Signal, Status
+from runtime.core.published import Where
 from runtime.errors import EngineBug
 
 # A lease's owner that has not beaten its heart for this long is taken for dead: its leases
@@ -166,6 +167,16 @@ class Store(Protocol):
         """Runs newest first, filtered by status and workflow."""
 
     def children(self, run_id: str) -> list[str]: ...
+
+    # --- values runs publish (wf:set) -------------------------------------------------
+
+    def run_values(self, run_id: str) -> dict[str, Any]:
+        """The latest value per key the run published (``value.set`` entries, kept beside the
+        run by every append that holds one, in that append's write); ``{}`` for none."""
+
+    def find_runs(self, where: Where, *, workflow: str | None = None, limit: int = 1000) -> list[RunRecord]:
+        """Runs whose latest value of ``where.key`` matches ``where``, newest first, read
+        through an index of (key, value): no journal, and no read of every run."""
 
     # --- cancel intents: a cancel's cascade survives the process that began it ---------
 

@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from runtime.core import published
 from runtime.core.bounds import MAX_SIGNAL_BACKLOG
 from runtime.core.clock import Clock, SystemClock
 from runtime.core.journal import ENDED, Entry, Kind, Signal, Status
+from runtime.core.published import Where
 from runtime.core.values import compact
 from runtime.errors import EngineBug, JournalConflict, LunaflowError, SignalBacklogFull
 from runtime.store.base import (
@@ -52,6 +54,11 @@ if TYPE_CHECKING:
 # secret pins "P#..." < signals "S#...". So "sk >= J#<n+1>" reads what was appended after
 # entry n, the run and its signals in one Query.
 RUN_SK = "K"
+# A value the run published: sk `#V#<key>`, before every other item of the run's partition,
+# so no read of its journal, run item or signals (`sk >= J#...`, `BETWEEN J# AND K`) meets it.
+VALUE_SK = "#V#"
+# Index entries a search by a number range reads before it orders them newest first.
+MAX_RANGE_READ = 5000
 OWNER_PK = "#OWNER"  # a lease owner's heartbeat: pk OWNER_PK, sk the owner
 WAKE_PK = "#WAKE"  # a run asked to advance carries wake_pk/wake_sk (a sparse index)
 TIMER_PK = "#TIMER"
@@ -136,6 +143,9 @@ INDEXES = {
     "all_runs": ("all_pk", "created_sk"),
     "timers": ("timer_pk", "timer_sk"),
     "wakes": ("wake_pk", "wake_sk"),
+    # Values runs publish (wf:set): one item per run and key, `VAL#<key>#<shard>`, sorted by
+    # the value's order-preserving text then the run's created time (runtime.core.published).
+    "by_value": ("value_pk", "value_sk"),
 }
 
 
@@ -151,6 +161,7 @@ PROJECTIONS: dict[str, list[str]] = {
     "all_runs": [],
     "timers": [],
     "wakes": [],
+    "by_value": ["value"],  # a search checks the value itself (a string may hold '#')
 }
 
 
@@ -307,6 +318,7 @@ class DynamoDBStore:
         # what it appended since): written to the run item's ``sig_done`` with the next
         # summary, so the next activation reads only the signals still pending.
         self._done: dict[str, set[int]] = {}
+        self._created: dict[str, str] = {}  # runs' created_sk, which value items sort by
 
     # --- texts: inline while small, else in S3 -----------------------------------------
 
@@ -835,6 +847,97 @@ class DynamoDBStore:
                     return Lost(reasons[0].get("Item"))
             raise
 
+    def _created_of(self, run_id: str) -> str:
+        """The run's ``created_sk`` (fixed at its start), read once per run and kept."""
+        known = self._created.get(run_id)
+        if known is None:
+            got = self._db.get_item(
+                TableName=self.table, Key=run_key(run_id), ProjectionExpression="created_sk"
+            ).get("Item", {})
+            known = str(got.get("created_sk", {}).get("S", _created_sk(0, run_id)))
+            if len(self._created) > 1024:
+                self._created.clear()
+            self._created[run_id] = known
+        return known
+
+    def _value_items(self, run_id: str, sets: dict[str, Any]) -> list[Any]:
+        created = self._created_of(run_id)
+        return [
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": {
+                        "pk": s(run_pk(run_id)),
+                        "sk": s(VALUE_SK + key),
+                        "value": s(compact(value)),
+                        "value_pk": s(sharded(f"VAL#{key}", run_id)),
+                        "value_sk": s(f"{published.sort_text(value)}#{created}"),
+                    },
+                }
+            }
+            for key, value in sets.items()
+        ]
+
+    def _put_chunk(self, run_id: str, chunk: dict[str, Any], sets: dict[str, Any]) -> Any:
+        """The chunk's conditional put; with values published, in one transaction with their
+        items (at most ``MAX_PUBLISHED_KEYS`` + 1 items, under DynamoDB's 100), so the latest
+        values never disagree with the journal. True, or ``Lost`` with the slot's item."""
+        if not sets:
+            return conditional(self._db.put_item, **chunk)
+        token = chunk["Item"][WRITE_ID]["S"]
+        try:
+            items: list[Any] = [{"Put": chunk}, *self._value_items(run_id, sets)]
+            self._db.transact_write_items(TransactItems=items, ClientRequestToken=token)
+            return True
+        except ClientError as e:
+            if error_code(e) == "TransactionCanceledException":
+                reasons: list[Any] = list(e.response.get("CancellationReasons", []))
+                if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                    return Lost(reasons[0].get("Item"))
+            raise LunaflowError(f"the journal of run '{run_id}' could not be written: {e}") from e
+
+    def run_values(self, run_id: str) -> dict[str, Any]:
+        items = self._partition(run_id, VALUE_SK)
+        return {str(i["sk"]["S"]).removeprefix(VALUE_SK): json.loads(i["value"]["S"]) for i in items}
+
+    def find_runs(self, where: Where, *, workflow: str | None = None, limit: int = 1000) -> list[RunRecord]:
+        # Every shard of the key's index partition, merged by sort key: an equal value reads
+        # newest first and stops at `limit`; a range reads up to MAX_RANGE_READ entries and
+        # orders them by created time (the sort key's tail).
+        span = published.sort_range(where)
+        exact = where.op == "="
+
+        def one(n_: int) -> Iterator[tuple[str, dict[str, Any]]]:
+            values: dict[str, Any] = {":v": s(f"VAL#{where.key}#{n_:02d}")}
+            condition = "value_pk = :v"
+            if span is not None:
+                low, high = span
+                values[":a"], values[":b"] = s(low + "#" if exact else low), s(high + "#~")
+                condition += " AND value_sk BETWEEN :a AND :b"
+            for item in self._query(
+                IndexName="by_value",
+                KeyConditionExpression=condition,
+                ExpressionAttributeValues=values,
+                ScanIndexForward=not exact,
+                Limit=min(limit + 1, 500) if exact else 500,
+            ):
+                yield item["value_sk"]["S"], item
+
+        matched: list[tuple[str, str]] = []
+        merged = heapq.merge(*(one(n_) for n_ in range(SHARDS)), reverse=exact)
+        bound = limit if exact else MAX_RANGE_READ
+        for sk_, item in merged:
+            value = json.loads(item["value"]["S"])
+            if where.holds(value):
+                created = sk_[len(published.sort_text(value)) + 1 :]  # the tail after the value's text
+                matched.append((created, _id_of(item)))
+                if len(matched) >= bound:
+                    break
+        matched.sort(reverse=True)
+        ids = [run_id for _, run_id in matched]
+        runs = self._hydrate(ids) if workflow is None else [r for r in self._hydrate(ids) if r.workflow == workflow]
+        return runs[:limit]
+
     def append(
         self,
         run_id: str,
@@ -857,7 +960,7 @@ class DynamoDBStore:
         if entries:
             chunk_written: list[str] = []
             chunk = self._chunk_put(run_id, entries, chunk_written)
-            put = conditional(self._db.put_item, **chunk)
+            put = self._put_chunk(run_id, chunk, published.latest(entries))
             if not put and not _mine(put, chunk["Item"][WRITE_ID]["S"]):
                 self._drop(chunk_written, put.item)
                 raise JournalConflict(run_id, slot)

@@ -32,8 +32,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from runtime.core import published
 from runtime.core.clock import Clock, SystemClock
 from runtime.core.journal import ENDED, Entry, Kind, Signal, Status
+from runtime.core.published import Where
 from runtime.core.values import compact
 from runtime.errors import EngineBug, JournalConflict, LunaflowError, SignalBacklogFull, StoreUnreadable
 from runtime.store.base import (
@@ -50,7 +52,7 @@ from runtime.store.base import (
     current_step,
 )
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # The store's file in a data folder (`lunaflow dev`, the CLI and the harness share it).
 STORE_FILE = "lunaflow.sqlite"
 
@@ -144,6 +146,20 @@ CREATE TABLE IF NOT EXISTS owners (owner TEXT PRIMARY KEY, beat_ms INTEGER NOT N
 -- A cancel's intent, written before the run is cancelled and deleted once its cascade is
 -- done: a row left behind is a cascade a crash cut short (see Runs.finish_cancels).
 CREATE TABLE IF NOT EXISTS cancels (run_id TEXT PRIMARY KEY, at REAL NOT NULL);
+-- The latest value per key each run published with wf:set (schema 6), written in the
+-- journal's own transaction. `value` is its JSON text (strings and booleans match on it),
+-- `num` a number's value (ranges read it); `created_at` is the run's, so a search lists
+-- newest first from the index alone.
+CREATE TABLE IF NOT EXISTS run_values (
+    run_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    num REAL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (run_id, key)
+);
+CREATE INDEX IF NOT EXISTS run_values_by_num ON run_values (key, num, created_at);
+CREATE INDEX IF NOT EXISTS run_values_by_value ON run_values (key, value, created_at);
 CREATE TABLE IF NOT EXISTS secret_pins (
     run_id TEXT NOT NULL,
     name TEXT NOT NULL,
@@ -187,6 +203,9 @@ _MIGRATIONS = {
             "INSERT INTO run_counts SELECT workflow, status, COUNT(*) FROM runs GROUP BY workflow, status",
         ),
     ),
+    # Schema 6: `run_values` and its indexes (the schema script makes them). No run of an
+    # older schema published a value, so there is nothing to fill in.
+    5: (),
 }
 
 
@@ -236,6 +255,23 @@ def _page_sql(where: RunFilter, status: str | None) -> tuple[str, list[Any]]:
         f"SELECT rowid AS rid FROM runs {clause} ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
         args,
     )
+
+
+def _num(value: Any) -> float | None:
+    """A published number's value for ``run_values.num`` (a boolean is not a number)."""
+    return None if isinstance(value, bool) or not isinstance(value, int | float) else float(value)
+
+
+def _value_term(where: Where) -> tuple[str, list[Any]]:
+    """The condition on ``run_values v`` (its key aside) that ``where`` asks for."""
+    number = _num(where.value)
+    if where.op in ("=", "!="):
+        term = "v.num = ?" if number is not None else "v.value = ?"
+        arg = number if number is not None else compact(where.value)
+        if where.op == "!=":
+            return f"NOT ({term} IS TRUE)", [arg]
+        return term, [arg]
+    return f"v.num {where.op} ?", [number]
 
 
 def _run(row: sqlite3.Row) -> RunRecord:
@@ -559,6 +595,38 @@ class SQLiteStore:
             counts[oldest[0][0]] -= 1
         return counts, capped
 
+    def run_values(self, run_id: str) -> dict[str, Any]:
+        rows = self._read("SELECT key, value FROM run_values WHERE run_id = ? ORDER BY rowid", (run_id,))
+        return {r[0]: json.loads(r[1]) for r in rows}
+
+    def find_runs(self, where: Where, *, workflow: str | None = None, limit: int = 1000) -> list[RunRecord]:
+        # Driven by run_values' index on (key, value or num): the runs holding the value,
+        # never every run's row, nor any journal.
+        term, args = _value_term(where)
+        extra = "" if workflow is None else " AND runs.workflow = ?"
+        page = (
+            "SELECT runs.rowid AS rid, v.created_at AS vat FROM run_values v JOIN runs ON runs.id = v.run_id "
+            f"WHERE v.key = ? AND {term}{extra} ORDER BY v.created_at DESC LIMIT ?"
+        )
+        rows = self._read(
+            f"{_RUN_SELECT} FROM (SELECT runs.*, p.rid FROM ({page}) p JOIN runs ON runs.rowid = p.rid) r "
+            f"{_LAST_ENTRY} ORDER BY r.created_at DESC, r.rid DESC",
+            (where.key, *args, *(() if workflow is None else (workflow,)), limit),
+        )
+        return [_run(r) for r in rows]
+
+    def plan_of_find(self, where: Where) -> list[str]:
+        """How SQLite reads ``find_runs`` (EXPLAIN QUERY PLAN): tests check an index serves it."""
+        term, args = _value_term(where)
+        return [
+            r[3]
+            for r in self._read(
+                f"EXPLAIN QUERY PLAN SELECT run_id FROM run_values v WHERE v.key = ? AND {term} "
+                "ORDER BY v.created_at DESC LIMIT 50",
+                (where.key, *args),
+            )
+        ]
+
     def children(self, run_id: str) -> list[str]:
         rows = self._read("SELECT id FROM runs WHERE parent_id = ? ORDER BY created_at", (run_id,))
         return [r[0] for r in rows]
@@ -624,7 +692,8 @@ class SQLiteStore:
     ) -> None:
         update = checked_update(run_id, expected_len, entries, update)
         consumes = [e for e in entries if e.kind == Kind.WAIT_DONE and e.data.get("signal_id") is not None]
-        if update is None and timer is None and not consumes:
+        sets = published.latest(entries)
+        if update is None and timer is None and not consumes and not sets:
             if entries:
                 self._append_entries(run_id, expected_len, entries)
             return
@@ -647,6 +716,12 @@ class SQLiteStore:
                 )
             if entries:
                 self._insert_entries(db, run_id, entries)
+            for key, value in sets.items():
+                db.execute(
+                    "INSERT INTO run_values SELECT ?, ?, ?, ?, created_at FROM runs WHERE id = ? "
+                    "ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value, num = excluded.num",
+                    (run_id, key, compact(value), _num(value), run_id),
+                )
             for e in consumes:
                 db.execute(
                     "UPDATE signals SET state = 'consumed', consumed_seq = ? WHERE id = ?",

@@ -808,6 +808,20 @@ function run_methods.result(self)
   return r[1]
 end
 
+-- run:value("month"): the latest value the run published for the key (wf:set), or nil;
+-- run:values(): all of them. Read from the store, without running the run's code.
+function run_methods.value(self, key)
+  effect_guard("run:value")
+  check_name(key, "run:value")
+  local r = call_host("run_value", self.workflow, self.id, key)
+  return r[1]
+end
+
+function run_methods.values(self)
+  effect_guard("run:values")
+  return call_host("run_values", self.workflow, self.id)
+end
+
 function run_methods.signal(self, name, payload)
   effect_guard("run:signal")
   check_name(name, "run:signal")
@@ -984,6 +998,14 @@ function wf_methods.version(self, change)
   return command({ op = "version", change = change }).value
 end
 
+-- wf:set("month", 7): publish a value, journaled; the store keeps the latest per key beside
+-- the run (run:value("month") reads it, lunaflow runs --where month=7 finds the run).
+function wf_methods.set(self, key, value)
+  wf_check(self, "wf:set")
+  local json = encode_or_raise(value, sfmt("wf:set('%s', ...)", tostring_(key)), 2)
+  command({ op = "set", key = key, value = json })
+end
+
 function wf_methods.sleep(self, duration)
   wf_check(self, "wf:sleep")
   command({ op = "wait", kind = "sleep", names = {}, timeout = duration })
@@ -1156,7 +1178,7 @@ end
 
 -- `wf:awiat(...)` would otherwise fail with Lua's "attempt to call a nil value (method
 -- 'awiat')": name the nearest method instead, at the user's line.
-local WF_METHODS = { "step", "sleep", "await", "race", "all", "version", "child", "on_cancel" }
+local WF_METHODS = { "step", "sleep", "await", "race", "all", "version", "set", "child", "on_cancel" }
 
 local function edit_distance(a, b)
   local prev = {}
@@ -1184,7 +1206,7 @@ local function no_such_wf_member(k)
   local hint = (best_d ~= nil and best_d <= math.max(1, #best // 2)) and sfmt("did you mean wf:%s? ", best) or ""
   -- Level 3: this function, the __index metamethod, then the user's line.
   raw_error(sfmt("wf has no method or field %s; %swf has the methods step, sleep, await, race, all, "
-    .. "version, child and on_cancel, and the fields id, workflow and step_id", what, hint), 3)
+    .. "version, set, child and on_cancel, and the fields id, workflow and step_id", what, hint), 3)
 end
 
 local function new_wf(run_id, workflow)
