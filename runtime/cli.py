@@ -166,7 +166,9 @@ def _runs(args: argparse.Namespace, runs: Runs) -> int:
         if args.status is not None:
             found = [r for r in found if r.status == args.status]
         if len(wheres) > 1:
-            found = [r for r in found if all(w.holds(runs.store.run_values(r.id).get(w.key)) for w in wheres[1:])]
+            found = [
+                r for r in found if all(w.holds(runs.store.run_values(r.id).get(w.key)) for w in wheres[1:])
+            ]
         found = found[: args.limit]
     else:
         found = runs.runs(status=args.status, workflow=args.workflow, limit=args.limit)

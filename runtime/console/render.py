@@ -294,11 +294,11 @@ def run_live(
     parts.append("<p>" + " · ".join(facts) + "</p>")
     published = runs.store.run_values(run.id)
     if published:
-        shown = " · ".join(
+        pairs = " · ".join(
             f"<code>{e(k)}</code> = <code class='pub'>{e(json.dumps(v, ensure_ascii=False))}</code>"
             for k, v in published.items()
         )
-        parts.append(f"<p class='values'><b>values</b> {shown}</p>")
+        parts.append(f"<p class='values'><b>values</b> {pairs}</p>")
     more_input = actions.value_link(run.id, "input", "show all")
     parts.append(f"<p><b>input</b> {json_value(run.input, key='input', more=more_input)}</p>")
     if run.error:

@@ -33,7 +33,11 @@ KEY_RULE = (
 
 def check_key(key: object, what: str = "wf:set") -> str:
     """The key, or ``InvalidInput`` naming it and the rule."""
-    if not isinstance(key, str) or not _KEY.fullmatch(key) or len(key.encode("utf-8")) > MAX_PUBLISHED_KEY_BYTES:
+    if (
+        not isinstance(key, str)
+        or not _KEY.fullmatch(key)
+        or len(key.encode("utf-8")) > MAX_PUBLISHED_KEY_BYTES
+    ):
         shown = key[:60] if isinstance(key, str) else type(key).__name__
         raise InvalidInput(
             f"{what}: key {shown!r} is not allowed: {KEY_RULE}, so a search can name it "
@@ -44,7 +48,7 @@ def check_key(key: object, what: str = "wf:set") -> str:
 
 def check_value(key: str, value: object) -> Scalar:
     """The value, or ``InvalidInput``: a string of at most 256 bytes, a finite number, a boolean."""
-    if isinstance(value, bool) or isinstance(value, int):
+    if isinstance(value, bool | int):
         return value
     if isinstance(value, float):
         if math.isfinite(value):
@@ -134,10 +138,9 @@ def parse_where(text: str) -> Where:
     elif raw in ("true", "false"):
         value = raw == "true"
     else:
-        value = _number(raw)
-        if value is None:
-            value = raw
-    if op not in ("=", "!=") and (isinstance(value, bool) or isinstance(value, str)):
+        number = _number(raw)
+        value = raw if number is None else number
+    if op not in ("=", "!=") and isinstance(value, bool | str):
         raise InvalidInput(
             f"--where {text!r}: {op} compares numbers, and {raw!r} is not one; use = for a string "
             "or a boolean"

@@ -529,7 +529,11 @@ class Replay:
             self._record(Kind.VALUE_SET, cmd.key, {"value": cmd.value})
             self.published.add(cmd.key)
             return Resume(None)
-        if head.kind != Kind.VALUE_SET or head.name != cmd.key or not published.same(head.data["value"], cmd.value):
+        if (
+            head.kind != Kind.VALUE_SET
+            or head.name != cmd.key
+            or not published.same(head.data["value"], cmd.value)
+        ):
             return Diverged(describe(head), reached)
         self.pos += 1
         return Resume(None)

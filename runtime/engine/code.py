@@ -22,10 +22,10 @@ from runtime.core.journal import StepValues
 from runtime.core.replay import (
     DEFAULT_CLEANUP_MS,
     OnCancelCmd,
+    SetCmd,
     StepCmd,
     StepFailure,
     ValueCmd,
-    SetCmd,
     VersionCmd,
     WaitCmd,
 )

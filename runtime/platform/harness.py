@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
-from runtime.core.published import parse_where
 from runtime.core.clock import Clock, FakeClock, now_ms
 from runtime.core.durations import parse_ms
 from runtime.core.journal import Entry
+from runtime.core.published import parse_where
 from runtime.engine.schedules import Schedule
 from runtime.errors import InvalidInput
 from runtime.platform.fetch import Response

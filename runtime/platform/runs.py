@@ -17,8 +17,8 @@ from runtime.core.bounds import MAX_SIGNAL_BACKLOG
 from runtime.core.clock import Clock
 from runtime.core.durations import parse_ms
 from runtime.core.ids import check_run_id
-from runtime.core.published import Where
 from runtime.core.journal import CANCELLABLE, FORMAT_VERSION, RESUMABLE, Entry, Kind, Status, cleanup_state
+from runtime.core.published import Where
 from runtime.core.replay import DEFAULT_CLEANUP_MS
 from runtime.engine.observe import Observer, Quiet
 from runtime.engine.wake import Waker, Wakes

@@ -935,7 +935,11 @@ class DynamoDBStore:
                     break
         matched.sort(reverse=True)
         ids = [run_id for _, run_id in matched]
-        runs = self._hydrate(ids) if workflow is None else [r for r in self._hydrate(ids) if r.workflow == workflow]
+        runs = (
+            self._hydrate(ids)
+            if workflow is None
+            else [r for r in self._hydrate(ids) if r.workflow == workflow]
+        )
         return runs[:limit]
 
     def append(
