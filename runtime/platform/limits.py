@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from runtime.core.bounds import MAX_JOURNAL_ENTRIES, MAX_SIGNAL_BACKLOG
+from runtime.core.bounds import (
+    MAX_JOURNAL_ENTRIES,
+    MAX_PUBLISHED_KEY_BYTES,
+    MAX_PUBLISHED_KEYS,
+    MAX_PUBLISHED_VALUE_BYTES,
+    MAX_SIGNAL_BACKLOG,
+)
 from runtime.core.durations import MAX_MS
 from runtime.core.ids import MAX_RUN_ID_BYTES
 from runtime.core.replay import DEFAULT_CLEANUP_MS, MAX_CLEANUP_STEPS, MAX_STARTS
@@ -30,6 +36,9 @@ __all__ = [
     "MAX_LOG_HISTORY_CHARS",
     "MAX_LOG_RECORDS",
     "MAX_MS",
+    "MAX_PUBLISHED_KEYS",
+    "MAX_PUBLISHED_KEY_BYTES",
+    "MAX_PUBLISHED_VALUE_BYTES",
     "MAX_RESPONSE_BYTES",
     "MAX_RETRY_DELAY_S",
     "MAX_RUN_ID_BYTES",

@@ -650,6 +650,23 @@ def test_the_log_history_keeps_the_newest_within_its_bounds() -> None:
     assert limits.MAX_LOG_HISTORY_CHARS - 2 * limits.MAX_LOG_CHARS < kept <= limits.MAX_LOG_HISTORY_CHARS
 
 
+def _published(tmp_path: Path, key: str, value: Any, many: int = 0) -> str:
+    project = ROOT / "tests" / "projects" / "published"
+    with LocalPlatform(project, data_dir=tmp_path) as p:
+        run = p.start("probe", {"key": key, "value": value, "many": many or None}, id="limits-1")
+    err = str(run.result["err"])
+    return err.split(": ", 1)[1] if err.startswith("subscription.lua:") else err
+
+
+def test_the_published_values_messages(tmp_path: Path) -> None:
+    keys = _published(tmp_path / "a", "first", 0, many=limits.MAX_PUBLISHED_KEYS + 1)
+    assert matches(template("Keys a run publishes (`wf:set`)"), keys), keys
+    key = _published(tmp_path / "b", "no key", 1)
+    assert matches(template("Published key (`wf:set`)"), key), key
+    value = _published(tmp_path / "c", "note", "x" * (limits.MAX_PUBLISHED_VALUE_BYTES + 1))
+    assert matches(template("Published value (`wf:set`)"), value), value
+
+
 def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
     checked = {
         "Size of one value (run input, step result, run result, signal payload)",
@@ -690,6 +707,9 @@ def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
         "Log line",
         "Log history kept (`LocalPlatform`)",  # checked by what it keeps
         "Log records kept (`LocalPlatform`)",
+        "Keys a run publishes (`wf:set`)",
+        "Published key (`wf:set`)",
+        "Published value (`wf:set`)",
     }
     assert {r["Limit"] for r in LIMITS} == checked
 
