@@ -20,7 +20,8 @@ XRAY = (
 )
 TABLE_INDEXES = (
     "read/write on the journal table includes its indexes (runs by status, workflow, parent; timers; "
-    "wakes), which the console and the reconciler query; the wildcard covers only this table's indexes"
+    "wakes; published values), which the console, the CLI and the reconciler query; the wildcard covers "
+    "only this table's indexes"
 )
 SCHEDULES = (
     "a run's timer schedule is named from its run id, unknown at deploy time; the wildcard is limited "

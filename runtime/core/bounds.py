@@ -2,6 +2,7 @@
 
 MAX_JOURNAL_ENTRIES = 100_000  # per run; each step attempt takes two entries
 MAX_SIGNAL_BACKLOG = 10_000  # unconsumed signals per run
+MAX_CHILDREN_PER_RUN = 10_000  # wf:child calls per run (each journals up to three entries)
 # Values a run publishes with wf:set (runtime.core.published): keys per run, a key's bytes,
 # a string value's bytes. Small, so the latest values live beside the run and index cheaply.
 MAX_PUBLISHED_KEYS = 32
