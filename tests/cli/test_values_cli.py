@@ -34,7 +34,9 @@ def _check(run: Callable[..., Done]) -> None:
     assert "value month = 3" in text.out and 'value plan = "gold"' in text.out, str(text)
 
     listed = run("runs", "--json")
-    assert {r["id"]: r["values"]["month"] for r in json.loads(listed.out)} == {f"s-{n}": n for n in range(1, 5)}
+    assert {r["id"]: r["values"]["month"] for r in json.loads(listed.out)} == {
+        f"s-{n}": n for n in range(1, 5)
+    }
 
     def ids(*where: str) -> list[str]:
         d = run("runs", "--json", *(a for w in where for a in ("--where", w)))
