@@ -172,7 +172,8 @@ class Store(Protocol):
 
     def run_values(self, run_id: str) -> dict[str, Any]:
         """The latest value per key the run published (``value.set`` entries, kept beside the
-        run by every append that holds one, in that append's write); ``{}`` for none."""
+        run by every append that holds one, in that append's write), keys in sorted order; ``{}``
+        for none."""
 
     def find_runs(self, where: Where, *, workflow: str | None = None, limit: int = 1000) -> list[RunRecord]:
         """Runs whose latest value of ``where.key`` matches ``where``, newest first, read

@@ -596,7 +596,7 @@ class SQLiteStore:
         return counts, capped
 
     def run_values(self, run_id: str) -> dict[str, Any]:
-        rows = self._read("SELECT key, value FROM run_values WHERE run_id = ? ORDER BY rowid", (run_id,))
+        rows = self._read("SELECT key, value FROM run_values WHERE run_id = ? ORDER BY key", (run_id,))
         return {r[0]: json.loads(r[1]) for r in rows}
 
     def find_runs(self, where: Where, *, workflow: str | None = None, limit: int = 1000) -> list[RunRecord]:
