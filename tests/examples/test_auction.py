@@ -130,8 +130,11 @@ def test_the_settled_sale_journal_records_each_step_and_the_paid_signal(p: Local
         (Kind.WAIT_DONE, "race"),
         (Kind.STEP_INTENT, "settle"),
         (Kind.STEP_RESULT, "settle"),
+        (Kind.VALUE_SET, "state"),
         (Kind.COMPLETED, None),
     ]
+    assert p.values("sale-lot-42") == {"state": "settled"}
+    assert [r.id for r in p.find("state=settled")] == ["sale-lot-42"]
     done = next(e for e in p.journal("sale-lot-42") if e.kind == Kind.WAIT_DONE)
     receipt = p.get("pay-lot-42").result["receipt"]
     assert done.data["signal"] == "paid"
