@@ -1,0 +1,25 @@
+-- Workflows for tests/semantics/test_continue_as_new.py (issue 27.3: continue-as-new).
+
+-- A subscription billed once a month for `months` months: each month is one generation,
+-- so the journal stays one month long however long the subscription runs.
+workflow "subscription" (function(wf, sub)
+    local month = sub.month or 1
+    wf:step("bill", function()
+        return { customer = sub.customer, month = month }
+    end)
+    if month >= sub.months then
+        return { customer = sub.customer, months_billed = month, ended_by = "term" }
+    end
+    local _, how = wf:race({ "renew", "cancel" }, { timeout = "30d" })
+    if how ~= "renew" then
+        return { customer = sub.customer, months_billed = month, ended_by = how or "lapsed" }
+    end
+    return wf:continue_as_new({ customer = sub.customer, months = sub.months, month = month + 1 })
+end)
+
+-- Continues with whatever the input names as the next state (bad values are refused).
+workflow "bad-continue" (function(wf, input)
+    wf:step("before", function() return 1 end)
+    if input.kind == "function" then return wf:continue_as_new({ f = function() end }) end
+    return wf:continue_as_new({ blob = string.rep("x", 300 * 1024) })
+end)
