@@ -177,7 +177,7 @@ def cleanup_state(entries: list[Entry]) -> tuple[Entry | None, Entry | None]:
     """The run's cancel handler (``cancel.handler``) and the cancel that started its cleanup
     (``run.cancel_requested``), each None when the journal has none."""
     handler = request = None
-    for e in entries:
+    for e in current_generation(entries):  # a handler belongs to the generation that registered it
         if e.kind == Kind.CANCEL_HANDLER and handler is None:
             handler = e
         elif e.kind == Kind.CANCEL_REQUESTED and request is None:

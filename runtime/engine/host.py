@@ -65,6 +65,8 @@ class RunApi(Protocol):
 
     def get(self, run_id: str, workflow: str | None = None) -> RunRecord: ...
 
+    def generations(self, run_id: str, workflow: str | None = None) -> dict[str, Any]: ...
+
     def signal(self, run_id: str, name: str, payload: Any = None, *, workflow: str | None = None) -> bool: ...
 
     def cancel(self, run_id: str, *, workflow: str | None = None) -> object: ...
@@ -219,6 +221,7 @@ def host_functions(
         "run_start": start,
         "run_status": lambda wf, rid: api.get(rid, wf).status.value,
         "run_result": lambda wf, rid: pack([api.get(rid, wf).result]),
+        "run_generations": lambda wf, rid: pack([api.generations(rid, wf)]),
         "run_signal": lambda wf, rid, name, body: api.signal(rid, name, json.loads(body), workflow=wf),
         "run_cancel": lambda wf, rid: api.cancel(rid, workflow=wf) and None,  # Lua's cancel returns nothing
         "run_resume": lambda wf, rid: api.resume(rid, workflow=wf),

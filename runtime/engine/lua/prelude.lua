@@ -802,6 +802,14 @@ function run_methods.status(self)
   return call_host("run_status", self.workflow, self.id)
 end
 
+-- The run's generations (wf:continue_as_new): { current = n, earlier = { { generation,
+-- first_seq, last_seq, started_at, input, ended }, ... } }, oldest first.
+function run_methods.generations(self)
+  effect_guard("run:generations")
+  local r = call_host("run_generations", self.workflow, self.id)
+  return r[1]
+end
+
 function run_methods.result(self)
   effect_guard("run:result")
   local r = call_host("run_result", self.workflow, self.id)
