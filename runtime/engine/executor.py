@@ -283,7 +283,7 @@ class Executor:
         signals stay pending: the new generation's waits consume them."""
         self._save(s, RunUpdate(Status.RUNNING, None), TimerSet(None))
         self.wakes.timer(s.run.id, None)
-        log.info("run %s: continued as new, generation %d", s.run.id, cont.generation)
+        self.observer.continued(s.run.id, s.run.workflow, cont.generation)
         fresh = self._session(s.run, s.code, s.replay.entries, now_ms(self.clock), s.replay.signals)
         fresh.status = Status.RUNNING
         self._active = fresh

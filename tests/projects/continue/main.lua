@@ -23,3 +23,17 @@ workflow "bad-continue" (function(wf, input)
     if input.kind == "function" then return wf:continue_as_new({ f = function() end }) end
     return wf:continue_as_new({ blob = string.rep("x", 300 * 1024) })
 end)
+
+-- For lunaflow dev tests: start a run, signal one.
+on "fetch" (function(req)
+    local body = json.parse(req.body)
+    if req.path == "/start" then
+        local run = workflows(body.workflow):start(body.input, { id = body.id })
+        return { status = 200, body = json.encode({ id = run.id }) }
+    end
+    if req.path == "/signal" then
+        workflows(body.workflow):get(body.id):signal(body.name, body.payload)
+        return { status = 200, body = "{}" }
+    end
+    return { status = 404, body = "{}" }
+end)
