@@ -35,7 +35,9 @@ def test_a_sigkill_at_continue_as_new_loses_nothing_and_runs_nothing_twice(tmp_p
         )
         assert started.status == 200, started
         first.wait_status("sub-1", {"awaiting"})
-        first.post_json("/signal", {"workflow": "subscription", "id": "sub-1", "name": "renew", "payload": None})
+        first.post_json(
+            "/signal", {"workflow": "subscription", "id": "sub-1", "name": "renew", "payload": None}
+        )
         wait_for("the server to kill itself", lambda: not first.alive, timeout=30)
         assert first.proc.returncode == -signal.SIGKILL, first.output_tail()
         kinds = _kinds(data, "sub-1")
