@@ -331,7 +331,7 @@ class Replay:
         return Fail(
             f"run '{self.run_id}' reached the limit of {self.max_entries} journal entries in generation "
             f"{self.generation}; a run this long should hand its state on with "
-            "`return wf:continue_as_new(state)`, which keeps the run id and starts a fresh journal"
+            "return wf:continue_as_new(state), which keeps the run id and starts a fresh journal"
         )
 
     def continue_as_new(self, cmd: ContinueCmd) -> Decision:
