@@ -294,7 +294,9 @@ def _show(args: argparse.Namespace, runs: Runs) -> int:
     if awaited is not None:
         out.print(Text(f"waiting for child {awaited}"))
     if len(gens) > 1:
-        earlier = ", ".join(f"{g['generation']} (entries {g['first_seq']}-{g['last_seq']})" for g in gens[:-1])
+        earlier = ", ".join(
+            f"{g['generation']} (entries {g['first_seq']}-{g['last_seq']})" for g in gens[:-1]
+        )
         out.print(Text(f"generation {gens[-1]['generation']}  earlier {earlier}"))
     if run.current_step and run.status not in ("completed", "cancelled"):
         out.print(Text(f"current {run.current_step}"))
