@@ -66,3 +66,15 @@ def test_a_state_over_256_kib_is_refused_before_anything_is_journaled(p: Any) ->
     assert run.status == Status.FAILED
     assert "the input of wf:continue_as_new" in (run.error or "")
     assert Kind.CONTINUED not in [e.kind for e in p.journal("bad-2")]
+
+
+def test_a_failed_later_generation_resumes_in_that_generation(p: Any) -> None:
+    until = int(p.now) + 100
+    run = p.start("flaky-later", {"until": until}, id="flaky-1")
+    assert run.status == Status.FAILED and "not yet" in (run.error or "")
+    p.advance("200s")
+    p.resume("flaky-1")
+    done = p.get("flaky-1")
+    assert done.status == Status.COMPLETED and done.result == "done"
+    gens = generations(p.journal("flaky-1"))
+    assert [g["generation"] for g in gens] == [1, 2]

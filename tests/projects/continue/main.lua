@@ -24,6 +24,17 @@ workflow "bad-continue" (function(wf, input)
     return wf:continue_as_new({ blob = string.rep("x", 300 * 1024) })
 end)
 
+-- Generation 2's step fails until the clock passes `until` (a resume after that succeeds).
+workflow "flaky-later" (function(wf, input)
+    if input.generation == nil then
+        return wf:continue_as_new({ generation = 2, ["until"] = input["until"] })
+    end
+    return wf:step("late", function()
+        if os.time() < input["until"] then error("not yet") end
+        return "done"
+    end)
+end)
+
 -- For lunaflow dev tests: start a run, signal one.
 on "fetch" (function(req)
     local body = json.parse(req.body)
