@@ -78,3 +78,10 @@ def test_a_failed_later_generation_resumes_in_that_generation(p: Any) -> None:
     assert done.status == Status.COMPLETED and done.result == "done"
     gens = generations(p.journal("flaky-1"))
     assert [g["generation"] for g in gens] == [1, 2]
+
+
+def test_a_call_inside_a_step_body_is_refused(p: Any) -> None:
+    run = p.start("bad-continue", {"kind": "in-step"}, id="bad-3")
+    assert run.status == Status.FAILED
+    assert "wf:continue_as_new was called inside step 'inside'" in (run.error or "")
+    assert Kind.CONTINUED not in [e.kind for e in p.journal("bad-3")]

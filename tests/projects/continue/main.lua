@@ -21,6 +21,9 @@ end)
 workflow "bad-continue" (function(wf, input)
     wf:step("before", function() return 1 end)
     if input.kind == "function" then return wf:continue_as_new({ f = function() end }) end
+    if input.kind == "in-step" then
+        return wf:step("inside", function() return wf:continue_as_new({}) end)
+    end
     return wf:continue_as_new({ blob = string.rep("x", 300 * 1024) })
 end)
 
