@@ -30,7 +30,7 @@ from runtime import __version__
 from runtime.console import timeline
 from runtime.core import values
 from runtime.core.clock import SystemClock, now_ms
-from runtime.core.journal import ENDED
+from runtime.core.journal import ENDED, generations
 from runtime.core.published import parse_where
 from runtime.dev.server import DevServer, NotAProject, ServeError, check_project, data_folder
 from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal, duration
@@ -283,6 +283,7 @@ def _show(args: argparse.Namespace, runs: Runs) -> int:
     published = runs.store.run_values(run.id)
     # The child whose result the run waits for (c:result()), shown with the links.
     awaited = timeline.awaited_child(items) if run.status == "awaiting" else None
+    gens = generations(entries)  # wf:continue_as_new: the current one last
     if args.json:
         _emit(
             {
@@ -290,6 +291,8 @@ def _show(args: argparse.Namespace, runs: Runs) -> int:
                 "values": published,
                 "children": children,
                 "waiting_for": awaited,
+                "generation": gens[-1]["generation"] if gens else 1,
+                "generations": gens,
                 "timer_due_at": None if due is None else due / 1000,
                 "timeline": timeline.as_dicts(items),
                 "signals": timeline.signals_view(signals),
@@ -306,6 +309,11 @@ def _show(args: argparse.Namespace, runs: Runs) -> int:
         out.print(Text(f"children {', '.join(children)}"))
     if awaited is not None:
         out.print(Text(f"waiting for child {awaited}"))
+    if len(gens) > 1:
+        earlier = ", ".join(
+            f"{g['generation']} (entries {g['first_seq']}-{g['last_seq']})" for g in gens[:-1]
+        )
+        out.print(Text(f"generation {gens[-1]['generation']}  earlier {earlier}"))
     if run.current_step and run.status not in ("completed", "cancelled"):
         out.print(Text(f"current {run.current_step}"))
     if due is not None:

@@ -77,5 +77,8 @@ class PowertoolsObserver:
     def cancelled(self, run_id: str, workflow: str) -> None:
         pass  # no metric: a cancel is an operator's act, logged by whoever made it
 
+    def continued(self, run_id: str, workflow: str, generation: int) -> None:
+        pass  # no metric: the run goes on; its journal shows the generation
+
     def started(self, run_id: str, workflow: str) -> None:
         self.metrics.add_metric(name=Metric.RUNS_STARTED, unit=MetricUnit.Count, value=1)

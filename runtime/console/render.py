@@ -19,7 +19,7 @@ from runtime.console.actions import Actions, CloudWatchActions, LocalActions
 from runtime.console.html import STYLE, Zone, duration, e, json_value, moment, plural, pretty, status
 from runtime.console.search import PAGE_SIZE, SCAN_LIMIT, STATUSES, Found, RunQuery, find_runs
 from runtime.core import values
-from runtime.core.journal import CANCELLABLE, ENDED, RESUMABLE, Entry, Kind, Status
+from runtime.core.journal import CANCELLABLE, ENDED, RESUMABLE, Entry, Kind, Status, generations
 from runtime.errors import InvalidInput
 from runtime.platform.platform import Platform
 from runtime.platform.runs import Runs
@@ -291,6 +291,12 @@ def run_live(
         facts.append("waiting for child " + actions.run_link(awaited, awaited))
     if due is not None and run.status in (Status.SLEEPING, Status.AWAITING):
         facts.append(f"timer due {moment(due / 1000, zone, now)}")
+    gens = generations(entries)  # wf:continue_as_new: the current generation last
+    if len(gens) > 1:
+        earlier = ", ".join(
+            f"{g['generation']} (entries {g['first_seq']}–{g['last_seq']})" for g in gens[:-1]
+        )
+        facts.append(f"generation <b>{gens[-1]['generation']}</b> (earlier: {e(earlier)})")
     parts.append("<p>" + " · ".join(facts) + "</p>")
     published = runs.store.run_values(run.id)
     if published:

@@ -57,6 +57,10 @@ class Kind(StrEnum):
     # the run was cancelled; data after a cleanup: cleanup (done | failed | cut short), error
     CANCELLED = "run.cancelled"
     COMPLETED = "run.completed"  # data: result
+    # data: generation (2, 3...), input, and run.started's format, changes, timeout and
+    # deadline_at: wf:continue_as_new closed the generation before it; the function starts
+    # again from the top with ``input``. Replay reads the journal from the last of these.
+    CONTINUED = "run.continued"
 
 
 # Markers record what happened to the run, not what its code did; replay skips them.
@@ -122,8 +126,49 @@ class StepValues:
         return cls(tuple(values[:n]) + (None,) * max(0, n - len(values)))
 
 
+GENERATION_STARTS = frozenset({Kind.STARTED, Kind.CONTINUED})
+
+
+def generation_start(entries: list[Entry]) -> int:
+    """The index of the current generation's first entry (``run.started``, or the last
+    ``run.continued``): replay, limits and cancels read the journal from there."""
+    for i in range(len(entries) - 1, -1, -1):
+        if entries[i].kind in GENERATION_STARTS:
+            return i
+    return 0
+
+
+def current_generation(entries: list[Entry]) -> list[Entry]:
+    """The entries of the run's current generation."""
+    return entries[generation_start(entries) :]
+
+
+def generations(entries: list[Entry]) -> list[dict[str, Any]]:
+    """Every generation the journal still holds, oldest first: its number, first and last
+    entry's seq, start time, input and how it ended (``continued`` for the closed ones)."""
+    out: list[dict[str, Any]] = []
+    for e in entries:
+        if e.kind in GENERATION_STARTS:
+            if out:
+                out[-1]["ended"] = "continued"
+                out[-1]["last_seq"] = e.seq - 1
+            out.append(
+                {
+                    "generation": int(e.data.get("generation", 1)),
+                    "first_seq": e.seq,
+                    "last_seq": e.seq,
+                    "started_at": e.at,
+                    "input": e.data.get("input"),
+                    "ended": None,
+                }
+            )
+        elif out:
+            out[-1]["last_seq"] = e.seq
+    return out
+
+
 def run_deadline(entries: list[Entry]) -> int | None:
-    """When the run times out (epoch ms), from ``run.started``; None when it has no bound or
+    """When the run times out (epoch ms), from the generation's first entry; None when it has no bound or
     already timed out once (a resume after that continues it unbounded). A run cleaning up
     after a cancel is bounded by its cleanup's budget instead (``cleanup_deadline``)."""
     due = entries[0].data.get("deadline_at") if entries else None
@@ -136,7 +181,7 @@ def cleanup_state(entries: list[Entry]) -> tuple[Entry | None, Entry | None]:
     """The run's cancel handler (``cancel.handler``) and the cancel that started its cleanup
     (``run.cancel_requested``), each None when the journal has none."""
     handler = request = None
-    for e in entries:
+    for e in current_generation(entries):  # a handler belongs to the generation that registered it
         if e.kind == Kind.CANCEL_HANDLER and handler is None:
             handler = e
         elif e.kind == Kind.CANCEL_REQUESTED and request is None:
@@ -172,6 +217,8 @@ def describe(entry: Entry) -> str:
         return f"the result of child '{entry.data.get('child')}'"
     if entry.kind == Kind.COMPLETED:
         return "the workflow's return"
+    if entry.kind == Kind.CONTINUED:
+        return "wf:continue_as_new"
     if entry.kind == Kind.CANCEL_HANDLER:
         return "wf:on_cancel"
     if entry.kind == Kind.CANCEL_REQUESTED:

@@ -19,7 +19,17 @@ from runtime.core import published
 from runtime.core.bounds import MAX_JOURNAL_ENTRIES, MAX_PUBLISHED_KEYS
 from runtime.core.child_commands import ReadChild, StartChild
 from runtime.core.ids import step_id
-from runtime.core.journal import MARKERS, Entry, Kind, Signal, Status, StepValues, describe, describe_wait
+from runtime.core.journal import (
+    MARKERS,
+    Entry,
+    Kind,
+    Signal,
+    Status,
+    StepValues,
+    describe,
+    describe_wait,
+    generation_start,
+)
 from runtime.errors import EngineBug
 
 # --- commands the code yields -----------------------------------------------------------
@@ -63,6 +73,13 @@ class SetCmd:
 
     key: str
     value: Any
+
+
+@dataclass(frozen=True)
+class ContinueCmd:
+    """``wf:continue_as_new(state)``: close this generation, start again with ``input``."""
+
+    input: Any
 
 
 @dataclass(frozen=True)
@@ -173,6 +190,15 @@ class Complete:
 
 
 @dataclass(frozen=True)
+class ContinueAsNew:
+    """The generation closed (``run.continued`` recorded, or found when replaying an
+    earlier one): the function starts again from the top with ``input``, same run id."""
+
+    input: Any
+    generation: int
+
+
+@dataclass(frozen=True)
 class EnterCleanup:
     """The run was cancelled here (``run.cancel_requested``) and registered a cancel handler:
     leave the workflow function and run the handler (``Replay.enter_cleanup``)."""
@@ -202,6 +228,7 @@ Decision = (
     | EnterCleanup
     | EndCancelled
     | Refused
+    | ContinueAsNew
 )
 
 # A cleanup's budget: its default time (wf:on_cancel's timeout) and the step attempts it may
@@ -265,11 +292,16 @@ class Replay:
     cleanup_starts: int = field(init=False, default=0)
     published: set[str] = field(init=False, default_factory=set)  # keys wf:set has journaled
 
+    # The index of the current generation's first entry (run.started or run.continued):
+    # replay matches from there; earlier generations' entries are kept only for inspection.
+    base: int = field(init=False, default=0)
+
     def __post_init__(self) -> None:
         self.entries = list(self.journal)
-        if not self.entries or self.entries[0].kind != Kind.STARTED:
+        self.base = generation_start(self.entries)
+        if not self.entries or self.entries[self.base].kind not in (Kind.STARTED, Kind.CONTINUED):
             raise EngineBug(f"journal of run '{self.run_id}' does not begin with run.started")
-        self.pos = 1
+        self.pos = self.base + 1
         for e in self.entries:
             if e.kind == Kind.WAIT_DONE and e.data.get("signal_id") is not None:
                 self.consumed.add(int(e.data["signal_id"]))
@@ -288,8 +320,9 @@ class Replay:
 
     @property
     def length(self) -> int:
-        """Journal length including entries not saved yet."""
-        return len(self.entries)
+        """Journal length including entries not saved yet (the last seq: earlier generations
+        may have been dropped)."""
+        return self.entries[-1].seq if self.entries else 0
 
     @property
     def replaying(self) -> bool:
@@ -303,13 +336,50 @@ class Replay:
 
     # --- commands --------------------------------------------------------------------
 
+    @property
+    def start(self) -> Entry:
+        """The current generation's first entry: its input, changes and deadline."""
+        return self.entries[self.base]
+
+    @property
+    def generation(self) -> int:
+        return int(self.start.data.get("generation", 1))
+
     def _full(self, needed: int) -> Fail | None:
-        if len(self.entries) + needed <= self.max_entries:
+        # The bound is per generation: wf:continue_as_new starts the count again.
+        if len(self.entries) - self.base + needed <= self.max_entries:
             return None
         return Fail(
-            f"run '{self.run_id}' reached the limit of {self.max_entries} journal entries; a run this "
-            "long should hand its state to a fresh run (start a new run with it as input) and return"
+            f"run '{self.run_id}' reached the limit of {self.max_entries} journal entries in generation "
+            f"{self.generation}; a run this long should hand its state on with "
+            "return wf:continue_as_new(state), which keeps the run id and starts a fresh journal"
         )
+
+    def continue_as_new(self, cmd: ContinueCmd) -> Decision:
+        """``wf:continue_as_new``: record ``run.continued`` (what a fresh generation needs of
+        run.started, with the new input); on replay of a closed generation, find it."""
+        self._parked = None
+        head = self._peek()
+        if self._cancel_here(head):
+            return EnterCleanup()
+        if self.cleanup is not None:
+            return Fail(
+                f"run '{self.run_id}' called wf:continue_as_new in its cancel handler; a cancelled run "
+                "ends cancelled — return from the handler instead"
+            )
+        if head is not None:
+            if head.kind != Kind.CONTINUED:
+                return Diverged(describe(head), "reached wf:continue_as_new")
+            return ContinueAsNew(head.data.get("input"), int(head.data.get("generation", 2)))
+        first = self.start.data
+        data: dict[str, Any] = {
+            k: first[k] for k in ("format", "changes", "timeout", "deadline_at") if k in first
+        }
+        data["generation"] = self.generation + 1
+        data["input"] = cmd.input
+        self._record(Kind.CONTINUED, None, data)
+        self.current = None
+        return ContinueAsNew(cmd.input, self.generation + 1)
 
     def step(self, cmd: StepCmd) -> Decision:
         self._parked = None
@@ -508,7 +578,7 @@ class Replay:
         change (its id is in ``run.started``'s ``changes``), false for runs started before it
         was deployed. Fixed for the run's whole life, so replay never diverges on it and runs
         started before a change finish on the old path while new runs take the new one."""
-        started = self.entries[0].data.get("changes") or []
+        started = self.start.data.get("changes") or []
         return Resume(cmd.change in started)
 
     def set(self, cmd: SetCmd) -> Decision:
@@ -641,7 +711,8 @@ class Replay:
         return self._step
 
     def _record(self, kind: Kind, name: str | None, data: dict[str, Any]) -> Entry:
-        entry = Entry(len(self.entries) + 1, kind, name, data, self.now_ms / 1000)
+        seq = self.entries[-1].seq + 1 if self.entries else 1  # earlier generations may be dropped
+        entry = Entry(seq, kind, name, data, self.now_ms / 1000)
         self.entries.append(entry)
         self.unsaved.append(entry)
         self.pos = len(self.entries)
@@ -655,7 +726,9 @@ class Replay:
         flight = self._flight()
         flight.attempt += 1
         flight.used += 1
-        sid = step_id(self.run_id, flight.cmd.name, flight.pass_, flight.attempt)
+        # Each generation's effects are its own: a later generation's step ids name it.
+        owner = self.run_id if self.generation == 1 else f"{self.run_id}@{self.generation}"
+        sid = step_id(owner, flight.cmd.name, flight.pass_, flight.attempt)
         flight.intent = self._record(
             Kind.STEP_INTENT,
             flight.cmd.name,

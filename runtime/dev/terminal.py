@@ -170,6 +170,10 @@ class Terminal:
         elif self.level >= NORMAL:
             self._run("completed", run_id, "completed")
 
+    def continued(self, run_id: str, workflow: str, generation: int) -> None:
+        if self.level >= NORMAL:
+            self._run("continued", run_id, f"continued as new: generation {generation}")
+
     def cancelled(self, run_id: str, workflow: str) -> None:
         # Said once per run: a cancel this process made is reported by the engine, and
         # found again among the cancels of every process on the data folder.

@@ -21,6 +21,7 @@ from runtime.core.ids import check_run_id
 from runtime.core.journal import StepValues
 from runtime.core.replay import (
     DEFAULT_CLEANUP_MS,
+    ContinueCmd,
     OnCancelCmd,
     SetCmd,
     StepCmd,
@@ -35,7 +36,9 @@ from runtime.errors import InvalidInput, ProjectLoadError
 from runtime.services import deadline
 from runtime.services.deadline import Deadline
 
-Command = StepCmd | WaitCmd | ValueCmd | VersionCmd | SetCmd | OnCancelCmd | ChildCmd | ChildResultCmd
+Command = (
+    StepCmd | WaitCmd | ValueCmd | VersionCmd | SetCmd | OnCancelCmd | ChildCmd | ChildResultCmd | ContinueCmd
+)
 
 
 @dataclass(frozen=True)
@@ -198,6 +201,11 @@ class Code:
                 return Issued(OnCancelCmd(budget))
             if op in ("child", "child_result"):
                 return Issued(self._child_command(cmd))
+            if op == "continue":
+                # Checked before anything is journaled: the size bound of any run input.
+                what = "the input of wf:continue_as_new"
+                values.check_size(str(cmd.input), what)
+                return Issued(ContinueCmd(values.loads_bounded(str(cmd.input), what)))
         except InvalidInput as e:
             return Issued(None, refusal=str(e))
         return Issued(None, refusal=f"unknown engine command {op!r}")

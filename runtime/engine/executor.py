@@ -28,9 +28,20 @@ from typing import Any
 from runtime.core import children, values
 from runtime.core.child_commands import ChildCmd, ChildResultCmd, ReadChild, StartChild
 from runtime.core.clock import Clock, now_ms
-from runtime.core.journal import ENDED, Entry, Kind, Status, StepValues, cleanup_state, run_deadline
+from runtime.core.journal import (
+    ENDED,
+    Entry,
+    Kind,
+    Status,
+    StepValues,
+    cleanup_state,
+    current_generation,
+    run_deadline,
+)
 from runtime.core.replay import (
     Complete,
+    ContinueAsNew,
+    ContinueCmd,
     Decision,
     Diverged,
     EndCancelled,
@@ -231,11 +242,8 @@ class Executor:
                 self.observer.ended(run_id, run.workflow, Status.FAILED, error=error)
                 return Status.FAILED
             journal = snap.journal if session is None else self.store.journal(run_id)
-            replay = Replay(run_id, journal, now, signals)
-            lua = code.new_run(run_id, run.workflow, run.input)
-            session = Session(run, code, lua, replay, saved_len=replay.length, status=run.status)
-            session.deadline_ms = run_deadline(replay.entries)
-            request = cleanup_state(replay.entries)[1]
+            session = self._session(run, code, journal, now, signals)
+            request = cleanup_state(current_generation(session.replay.entries))[1]
             if request is not None:
                 # Cancelled: the cleanup's budget bounds the run now, not its start's timeout.
                 session.cleaning = True
@@ -263,6 +271,26 @@ class Executor:
             self._active = None
             self.observer.activation_ended(run_id, run.workflow)
 
+    def _session(self, run: RunRecord, code: Code, journal: list[Entry], now: int, signals: Any) -> Session:
+        """A fresh coroutine over the journal's current generation, with its input."""
+        replay = Replay(run.id, journal, now, signals)
+        lua = code.new_run(run.id, run.workflow, replay.start.data.get("input", run.input))
+        session = Session(run, code, lua, replay, saved_len=replay.length, status=run.status)
+        session.deadline_ms = run_deadline(current_generation(replay.entries))
+        return session
+
+    def _continue(self, s: Session, cont: ContinueAsNew) -> Session:
+        """Close the generation (its ``run.continued`` saved with the park's timer cleared),
+        then start the function again from the top with the new input, same run id. Pending
+        signals stay pending: the new generation's waits consume them."""
+        self._save(s, RunUpdate(Status.RUNNING, None), TimerSet(None))
+        self.wakes.timer(s.run.id, None)
+        self.observer.continued(s.run.id, s.run.workflow, cont.generation)
+        fresh = self._session(s.run, s.code, s.replay.entries, now_ms(self.clock), s.replay.signals)
+        fresh.status = Status.RUNNING
+        self._active = fresh
+        return fresh
+
     # --- replay only -------------------------------------------------------------------
 
     def check(self, run: RunRecord, code: Code) -> Verdict:
@@ -276,7 +304,8 @@ class Executor:
         if run.workflow not in code.workflows:
             return verdict(True, f"workflow '{run.workflow}' is no longer declared in this project")
         replay = Replay(run.id, self.store.journal(run.id), 0, ())
-        session = Session(run, code, code.new_run(run.id, run.workflow, run.input), replay, replay.length)
+        lua = code.new_run(run.id, run.workflow, replay.start.data.get("input", run.input))
+        session = Session(run, code, lua, replay, replay.length)
         self._active = session
         try:
             stopped = self._drive(session, None, None, live=False)
@@ -308,6 +337,8 @@ class Executor:
             return verdict(False, "replays cleanly; its cleanup would end next")
         if isinstance(at, StartChild):
             return verdict(False, f"replays cleanly; would start child '{at.id}' next")
+        if isinstance(at, ContinueAsNew):
+            return verdict(False, f"replays cleanly; would continue as new (generation {at.generation}) next")
         if isinstance(at, ReadChild):
             return verdict(False, f"replays cleanly; parked at child '{at.child}'")
         return verdict(False, "replays cleanly to its return")
@@ -372,6 +403,14 @@ class Executor:
                     if not live:
                         return _Stopped(decision)
                     continue
+                reply = None
+                decision = None
+                continue
+            if isinstance(decision, ContinueAsNew):
+                if not live:
+                    return _Stopped(decision)
+                s = self._continue(s, decision)
+                replay = s.replay
                 reply = None
                 decision = None
                 continue
@@ -506,7 +545,7 @@ class Executor:
         """The run passed its start's timeout: it ends failed (resume continues it with no
         bound), and the runs it started are cancelled."""
         self.forget(s.run.id)
-        after = str(s.replay.entries[0].data.get("timeout"))
+        after = str(s.replay.start.data.get("timeout"))
         error = (
             f"run '{s.run.id}' timed out after {after}; its start set that bound — resume it to go on "
             "with no bound, or start it with a longer timeout"
@@ -647,6 +686,8 @@ def decide(replay: Replay, cmd: Command) -> Decision:
         return children.child(replay, cmd)
     if isinstance(cmd, ChildResultCmd):
         return children.result(replay, cmd)
+    if isinstance(cmd, ContinueCmd):
+        return replay.continue_as_new(cmd)
     return replay.value(cmd)
 
 

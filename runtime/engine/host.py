@@ -66,6 +66,7 @@ class RunApi(Protocol):
     def get(self, run_id: str, workflow: str | None = None) -> RunRecord: ...
 
     def values(self, run_id: str, workflow: str | None = None) -> dict[str, Any]: ...
+    def generations(self, run_id: str, workflow: str | None = None) -> dict[str, Any]: ...
 
     def signal(self, run_id: str, name: str, payload: Any = None, *, workflow: str | None = None) -> bool: ...
 
@@ -223,6 +224,7 @@ def host_functions(
         "run_result": lambda wf, rid: pack([api.get(rid, wf).result]),
         "run_value": lambda wf, rid, key: pack([api.values(rid, wf).get(key)]),
         "run_values": lambda wf, rid: lua(api.values(rid, wf)),
+        "run_generations": lambda wf, rid: pack([api.generations(rid, wf)]),
         "run_signal": lambda wf, rid, name, body: api.signal(rid, name, json.loads(body), workflow=wf),
         "run_cancel": lambda wf, rid: api.cancel(rid, workflow=wf) and None,  # Lua's cancel returns nothing
         "run_resume": lambda wf, rid: api.resume(rid, workflow=wf),

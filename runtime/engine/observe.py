@@ -65,6 +65,9 @@ class Observer(Protocol):
     def cancelled(self, run_id: str, workflow: str) -> None:
         """The run was cancelled (directly, or as a child of a cancelled run)."""
 
+    def continued(self, run_id: str, workflow: str, generation: int) -> None:
+        """The run closed a generation (wf:continue_as_new, written): ``generation`` begins."""
+
 
 class Quiet:
     def started(self, run_id: str, workflow: str) -> None:
@@ -112,4 +115,7 @@ class Quiet:
         pass
 
     def cancelled(self, run_id: str, workflow: str) -> None:
+        pass
+
+    def continued(self, run_id: str, workflow: str, generation: int) -> None:
         pass

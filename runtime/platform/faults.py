@@ -78,6 +78,29 @@ class _KillAfterEnd:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+class _KillAtContinue:
+    """An observer passing every event on, which SIGKILLs the process once ``run_id`` closed
+    a generation (wf:continue_as_new: heard after its write committed, before the new
+    generation runs anything)."""
+
+    def __init__(self, inner: Observer, run_id: str) -> None:
+        self._inner = inner
+        self._run_id = run_id
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def continued(self, run_id: str, workflow: str, generation: int) -> None:
+        self._inner.continued(run_id, workflow, generation)
+        if run_id == self._run_id:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+# ``LUNAFLOW_KILL_AT_CONTINUE=RUN_ID``: ``lunaflow dev`` SIGKILLs itself right after that run's
+# wf:continue_as_new is written, before its next generation runs.
+KILL_AT_CONTINUE = "LUNAFLOW_KILL_AT_CONTINUE"
+
+
 def with_faults(observer: Observer | None, environ: Mapping[str, str]) -> Observer | None:
     """``observer``, wrapped to kill the process as ``environ`` asks (unchanged when it does not)."""
     cancels, starts = environ.get(KILL_AFTER_CANCELS), environ.get(KILL_AFTER_STARTS)
@@ -88,6 +111,9 @@ def with_faults(observer: Observer | None, environ: Mapping[str, str]) -> Observ
     end = environ.get(KILL_AFTER_END)
     if end:
         observer = _KillAfterEnd(observer or Quiet(), end)
+    at_continue = environ.get(KILL_AT_CONTINUE)
+    if at_continue:
+        observer = _KillAtContinue(observer or Quiet(), at_continue)
     return observer
 
 

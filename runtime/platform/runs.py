@@ -17,7 +17,16 @@ from runtime.core.bounds import MAX_SIGNAL_BACKLOG
 from runtime.core.clock import Clock
 from runtime.core.durations import parse_ms
 from runtime.core.ids import check_run_id
-from runtime.core.journal import CANCELLABLE, FORMAT_VERSION, RESUMABLE, Entry, Kind, Status, cleanup_state
+from runtime.core.journal import (
+    CANCELLABLE,
+    FORMAT_VERSION,
+    RESUMABLE,
+    Entry,
+    Kind,
+    Status,
+    cleanup_state,
+    generations,
+)
 from runtime.core.published import Where
 from runtime.core.replay import DEFAULT_CLEANUP_MS
 from runtime.engine.observe import Observer, Quiet
@@ -187,6 +196,12 @@ class Runs:
         """Runs whose latest ``where.key`` matches, newest first, through the store's index of
         published values (no journal is read)."""
         return self.store.find_runs(where, workflow=workflow, limit=limit)
+    def generations(self, run_id: str, workflow: str | None = None) -> dict[str, Any]:
+        """The run's current generation and the earlier ones its journal still keeps
+        (``wf:continue_as_new``; the oldest past ``GENERATIONS_KEPT`` are dropped)."""
+        self.get(run_id, workflow)
+        gens = generations(self.store.journal(run_id))
+        return {"current": gens[-1]["generation"] if gens else 1, "earlier": gens[:-1]}
 
     def signal(self, run_id: str, name: str, payload: Any = None, *, workflow: str | None = None) -> bool:
         run_id = check_run_id(run_id)

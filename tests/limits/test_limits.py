@@ -35,8 +35,8 @@ def test_a_run_at_its_journal_limit_fails_naming_the_limit_and_the_way_out(comma
         assert isinstance(command, ValueCmd)
         decision = replay.value(command)
     assert isinstance(decision, Fail)
-    assert decision.error.startswith("run 'long' reached the limit of 1 journal entries;")
-    assert "start a new run" in decision.error
+    assert decision.error.startswith("run 'long' reached the limit of 1 journal entries in generation 1;")
+    assert "wf:continue_as_new(state)" in decision.error
     assert replay.take_unsaved() == []
 
 

@@ -17,7 +17,7 @@ PROJECT = Path(__file__).resolve().parents[1] / "projects" / "aws_retries"
 
 @pytest.fixture(params=["local", "aws"])
 def p(request: pytest.FixtureRequest) -> Iterator[Harness]:
-    with (LocalPlatform(PROJECT) if request.param == "local" else AwsPlatform(PROJECT)) as platform:
+    with LocalPlatform(PROJECT) if request.param == "local" else AwsPlatform(PROJECT) as platform:
         yield platform
 
 

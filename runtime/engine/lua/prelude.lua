@@ -802,6 +802,14 @@ function run_methods.status(self)
   return call_host("run_status", self.workflow, self.id)
 end
 
+-- The run's generations (wf:continue_as_new): { current = n, earlier = { { generation,
+-- first_seq, last_seq, started_at, input, ended }, ... } }, oldest first.
+function run_methods.generations(self)
+  effect_guard("run:generations")
+  local r = call_host("run_generations", self.workflow, self.id)
+  return r[1]
+end
+
 function run_methods.result(self)
   effect_guard("run:result")
   local r = call_host("run_result", self.workflow, self.id)
@@ -1176,9 +1184,21 @@ function child_methods.result(c, opts)
 end
 end
 
+-- Continue-as-new: the generation's journal is closed and the function starts again from the
+-- top with `state` as its input, under the same run id. The engine never resumes this
+-- coroutine, so `return wf:continue_as_new(state)` reads as what happens. The state is
+-- encoded here so a value that is not JSON-like is refused at the user's line, naming it.
+function wf_methods.continue_as_new(self, state)
+  wf_check(self, "wf:continue_as_new")
+  local json = encode_or_raise(state, "the input of wf:continue_as_new", 2)
+  command({ op = "continue", input = json })
+  raw_error("wf:continue_as_new resumed; the engine starts a fresh generation instead", 2)
+end
+
 -- `wf:awiat(...)` would otherwise fail with Lua's "attempt to call a nil value (method
 -- 'awiat')": name the nearest method instead, at the user's line.
-local WF_METHODS = { "step", "sleep", "await", "race", "all", "version", "set", "child", "on_cancel" }
+local WF_METHODS = { "step", "sleep", "await", "race", "all", "version", "set", "child", "on_cancel",
+  "continue_as_new" }
 
 local function edit_distance(a, b)
   local prev = {}

@@ -1,0 +1,87 @@
+"""Issue 27.3: continue-as-new. ``return wf:continue_as_new(state)`` closes the run's current
+journal as a generation and starts the function again from the top with ``state`` as its
+input, under the same run id; pending signals carry over and the journal limit applies per
+generation. Both harnesses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.core.journal import Kind, Status, generations
+
+PROJECT = Path(__file__).resolve().parents[1] / "projects" / "continue"
+
+
+@pytest.fixture
+def p(harness: Any, tmp_path: Path):
+    with harness(PROJECT, data_dir=tmp_path) as plat:
+        yield plat
+
+
+def test_each_month_is_a_generation_under_the_same_run_id(p: Any) -> None:
+    p.start("subscription", {"customer": "ada", "months": 3}, id="sub-ada")
+    p.signal("sub-ada", "renew", None)
+    p.signal("sub-ada", "renew", None)
+    done = p.get("sub-ada")
+    assert done.status == Status.COMPLETED
+    assert done.result == {"customer": "ada", "months_billed": 3, "ended_by": "term"}
+    journal = p.journal("sub-ada")
+    gens = generations(journal)
+    assert [g["generation"] for g in gens] == [1, 2, 3]
+    assert [g["ended"] for g in gens] == ["continued", "continued", None]
+    assert gens[1]["input"] == {"customer": "ada", "months": 3, "month": 2}
+    # Each generation bills once: the first generation's step never runs again.
+    assert [e.kind for e in journal].count(Kind.STEP_RESULT) == 3
+
+
+def test_signals_not_yet_consumed_carry_over(p: Any) -> None:
+    p.start("subscription", {"customer": "bo", "months": 3}, id="sub-bo")
+    # Two renewals arrive at once: the first ends generation 1, the second is consumed by 2.
+    p.signal("sub-bo", "renew", None)
+    p.signal("sub-bo", "renew", None)
+    assert p.get("sub-bo").status == Status.COMPLETED
+    assert p.get("sub-bo").result["months_billed"] == 3
+
+
+def test_a_cancel_reaches_the_current_generation(p: Any) -> None:
+    p.start("subscription", {"customer": "cy", "months": 12}, id="sub-cy")
+    p.signal("sub-cy", "renew", None)
+    p.cancel("sub-cy")
+    assert p.get("sub-cy").status == Status.CANCELLED
+    assert generations(p.journal("sub-cy"))[-1]["generation"] == 2
+
+
+def test_a_function_in_the_state_is_refused_before_anything_is_journaled(p: Any) -> None:
+    run = p.start("bad-continue", {"kind": "function"}, id="bad-1")
+    assert run.status == Status.FAILED
+    assert "the input of wf:continue_as_new" in (run.error or "")
+    assert Kind.CONTINUED not in [e.kind for e in p.journal("bad-1")]
+
+
+def test_a_state_over_256_kib_is_refused_before_anything_is_journaled(p: Any) -> None:
+    run = p.start("bad-continue", {"kind": "big"}, id="bad-2")
+    assert run.status == Status.FAILED
+    assert "the input of wf:continue_as_new" in (run.error or "")
+    assert Kind.CONTINUED not in [e.kind for e in p.journal("bad-2")]
+
+
+def test_a_failed_later_generation_resumes_in_that_generation(p: Any) -> None:
+    until = int(p.now) + 100
+    run = p.start("flaky-later", {"until": until}, id="flaky-1")
+    assert run.status == Status.FAILED and "not yet" in (run.error or "")
+    p.advance("200s")
+    p.resume("flaky-1")
+    done = p.get("flaky-1")
+    assert done.status == Status.COMPLETED and done.result == "done"
+    gens = generations(p.journal("flaky-1"))
+    assert [g["generation"] for g in gens] == [1, 2]
+
+
+def test_a_call_inside_a_step_body_is_refused(p: Any) -> None:
+    run = p.start("bad-continue", {"kind": "in-step"}, id="bad-3")
+    assert run.status == Status.FAILED
+    assert "wf:continue_as_new was called inside step 'inside'" in (run.error or "")
+    assert Kind.CONTINUED not in [e.kind for e in p.journal("bad-3")]
