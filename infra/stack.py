@@ -14,7 +14,9 @@ from infra.capabilities.alarms import Alarms
 from infra.capabilities.api import HttpApi
 from infra.capabilities.console import Console
 from infra.capabilities.database import Database
+from infra.bundling import digest
 from infra.capabilities.functions import Functions
+from infra.capabilities.gate import DeployGate
 from infra.capabilities.journal import JournalTable
 from infra.capabilities.queues import UserQueues
 from infra.capabilities.schedules import Schedules
@@ -72,6 +74,15 @@ class LunaflowStack(Stack):
             database=self.database,
             handled_queues=needs.queues,
             settings=self.settings,
+        )
+        self.gate = DeployGate(
+            self,
+            "DeployGate",
+            functions=self.functions,
+            journal=self.journal,
+            values=self.values,
+            digest=digest(needs.root),
+            force=self.settings.force,
         )
         self.api = HttpApi(self, "Http", self.functions.fetch)
         events.Rule(
