@@ -84,14 +84,14 @@ class LunaflowStack(Stack):
             digest=digest(needs.root),
             force=self.settings.force,
         )
-        self.api = HttpApi(self, "Http", self.functions.fetch)
+        self.api = HttpApi(self, "Http", self.functions.live["Fetch"])
         events.Rule(
             self,
             "Reconcile",
             schedule=events.Schedule.rate(Duration.minutes(constants.RECONCILE_MINUTES)),
             targets=[
                 targets.LambdaFunction(
-                    self.functions.worker, event=events.RuleTargetInput.from_object(RECONCILE_EVENT)
+                    self.functions.live["Worker"], event=events.RuleTargetInput.from_object(RECONCILE_EVENT)
                 )
             ],
             description="Re-send wakes that waited over a minute (a lost message heals)",

@@ -148,11 +148,11 @@ class Functions(Construct):
             if database is not None:
                 self._grant_database(fn, database)
 
-        self.fetch = self.live[FETCH.name]
-        self.worker = self.live[WORKER.name]
-        self.queue: lambda_.Alias | None = self.live.get(QUEUE.name)
+        self.fetch = self.functions[FETCH.name]
+        self.worker = self.functions[WORKER.name]
+        self.queue: lambda_.Function | None = self.functions.get(QUEUE.name)
         self.console = self.functions[CONSOLE.name]
-        self.worker.add_event_source(
+        self.live[WORKER.name].add_event_source(
             sources.SqsEventSource(
                 wake.queue,
                 batch_size=10,
@@ -161,8 +161,7 @@ class Functions(Construct):
             )
         )
         for name in handled_queues:  # a send-only queue has no handler to deliver to
-            assert self.queue is not None
-            self.queue.add_event_source(
+            self.live[QUEUE.name].add_event_source(
                 sources.SqsEventSource(
                     queues.queues[name],
                     batch_size=10,

@@ -154,7 +154,7 @@ def test_the_wake_event_source_stays_within_the_workers_reserved_concurrency(auc
     [mapping] = [
         m
         for m in auction.of_type("AWS::Lambda::EventSourceMapping").values()
-        if m["FunctionName"] == f"<Ref:{worker}>"
+        if m["FunctionName"].endswith(":live") and "WorkerLive" in m["FunctionName"]
     ]
     assert mapping["ScalingConfig"] == {"MaximumConcurrency": WAKE_MAX_CONCURRENCY}
     assert CONCURRENCY["Worker"] > WAKE_MAX_CONCURRENCY  # room for the reconciler's invocation
@@ -169,7 +169,7 @@ def test_concurrency_settings_from_context_reach_the_functions(queue_project: Sy
     mappings = [
         m
         for m in queue_project.of_type("AWS::Lambda::EventSourceMapping").values()
-        if m["FunctionName"] == f"<Ref:{fns['Queue']}>"
+        if m["FunctionName"].endswith(":live") and "QueueLive" in m["FunctionName"]
     ]
     assert mappings and all(m["ScalingConfig"] == {"MaximumConcurrency": 15} for m in mappings)
     assert QUEUE_MAX_CONCURRENCY != 15  # the setting, not the default, is what was read
