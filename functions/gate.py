@@ -47,10 +47,14 @@ def _gate_runtime() -> AwsRuntime:
 
 def check(runtime: AwsRuntime, remaining_ms: int) -> GateReport:
     deadline = time.monotonic() + max(0.0, remaining_ms / 1000 - GATE_MARGIN_S)
-    return check_in_flight(runtime.platform.new_worker, runtime.store, deadline=deadline, threads=GATE_THREADS)
+    return check_in_flight(
+        runtime.platform.new_worker, runtime.store, deadline=deadline, threads=GATE_THREADS
+    )
 
 
-def _respond(event: CloudFormationCustomResourceEvent, status: str, reason: str, data: dict[str, str]) -> None:
+def _respond(
+    event: CloudFormationCustomResourceEvent, status: str, reason: str, data: dict[str, str]
+) -> None:
     body = json.dumps(
         {
             "Status": status,
@@ -63,7 +67,9 @@ def _respond(event: CloudFormationCustomResourceEvent, status: str, reason: str,
         }
     ).encode("utf-8")
     # The pre-signed URL was signed without a content type: send none.
-    request = urllib.request.Request(event.response_url, data=body, method="PUT", headers={"Content-Type": ""})
+    request = urllib.request.Request(
+        event.response_url, data=body, method="PUT", headers={"Content-Type": ""}
+    )
     with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (CloudFormation's URL)
         response.read()
 

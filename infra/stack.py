@@ -10,11 +10,11 @@ from aws_cdk import aws_events_targets as targets
 from constructs import Construct
 
 from infra import constants
+from infra.bundling import digest
 from infra.capabilities.alarms import Alarms
 from infra.capabilities.api import HttpApi
 from infra.capabilities.console import Console
 from infra.capabilities.database import Database
-from infra.bundling import digest
 from infra.capabilities.functions import Functions
 from infra.capabilities.gate import DeployGate
 from infra.capabilities.journal import JournalTable

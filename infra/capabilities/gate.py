@@ -22,8 +22,8 @@ from infra import constants
 from infra.capabilities.functions import Functions
 from infra.capabilities.journal import JournalTable
 from infra.capabilities.values import ValuesBucket
-from runtime.store.blobs import PREFIX
 from runtime.aws.contract import GATE_SERVICE_TIMEOUT_S, GATE_TIMEOUT_S, Env, Handler
+from runtime.store.blobs import PREFIX
 
 READ_ACTIONS = [f"dynamodb:{a}" for a in ("GetItem", "BatchGetItem", "Query")]
 RESOURCE_TYPE = "Custom::LunaflowDeployGate"
@@ -63,7 +63,9 @@ class DeployGate(Construct):
             iam.PolicyStatement(actions=["dynamodb:Query"], resources=[f"{table}/index/*"])
         )
         self.function.add_to_role_policy(
-            iam.PolicyStatement(actions=["s3:GetObject"], resources=[values.bucket.arn_for_objects(f"{PREFIX}*")])
+            iam.PolicyStatement(
+                actions=["s3:GetObject"], resources=[values.bucket.arn_for_objects(f"{PREFIX}*")]
+            )
         )
         self.resource = CustomResource(
             self,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -89,13 +89,19 @@ class GateReport:
         parts: list[str] = []
         diverging = self.diverging
         if diverging:
-            shown = "; ".join(f"{v.run_id} ({v.workflow}, {v.status}): {v.message}" for v in diverging[:SHOWN_RUNS])
+            shown = "; ".join(
+                f"{v.run_id} ({v.workflow}, {v.status}): {v.message}" for v in diverging[:SHOWN_RUNS]
+            )
             more = f"; and {len(diverging) - SHOWN_RUNS} more" if len(diverging) > SHOWN_RUNS else ""
-            parts.append(f"{len(diverging)} of {checked} in-flight run(s) would diverge on the new code: {shown}{more}")
+            parts.append(
+                f"{len(diverging)} of {checked} in-flight run(s) would diverge on the new code: {shown}{more}"
+            )
         if self.unchecked:
             shown = ", ".join(self.unchecked[:SHOWN_RUNS])
             more = f" and {len(self.unchecked) - SHOWN_RUNS} more" if len(self.unchecked) > SHOWN_RUNS else ""
-            parts.append(f"{len(self.unchecked)} run(s) were not checked before the gate's deadline: {shown}{more}")
+            parts.append(
+                f"{len(self.unchecked)} run(s) were not checked before the gate's deadline: {shown}{more}"
+            )
         return ". ".join(parts)
 
 
@@ -136,11 +142,11 @@ def check_in_flight(
                 report.verdicts[run.id] = verdict
             if report.unchecked or time.monotonic() >= deadline:
                 break
-    _drop_ended(report, store, seen)
+    _drop_ended(report, store)
     return report
 
 
-def _drop_ended(report: GateReport, store: Store, seen: Iterable[str]) -> None:
+def _drop_ended(report: GateReport, store: Store) -> None:
     """A run that ended while the gate ran (on the old code) meets no new code: its verdict
     no longer counts."""
     live = {r.id for r in in_flight(store)}

@@ -42,9 +42,12 @@ workflow "flaky" (function(wf, input)
 end)
 workflow "quick" (function(wf, input) return "done" end)
 """
-CLEAN = OLD + """
+CLEAN = (
+    OLD
+    + """
 workflow "extra" (function(wf, input) return 1 end)
 """
+)
 DIVERGING = OLD.replace('wf:step("reserve"', 'wf:step("reserve-stock"')
 
 
@@ -134,9 +137,7 @@ def deployment(tmp_path: Path) -> Iterator[AwsPlatform]:
         yield p
 
 
-def _gate(
-    p: AwsPlatform, project: Path, url: str, monkeypatch: pytest.MonkeyPatch, **event: Any
-) -> None:
+def _gate(p: AwsPlatform, project: Path, url: str, monkeypatch: pytest.MonkeyPatch, **event: Any) -> None:
     """Invoke the handler as the gate's Lambda holding ``project``'s code would be."""
     monkeypatch.setenv(Env.CODE_DIGEST, "new")
     checking = AwsRuntime(replace(p.config, project=str(project)), p.new_clients(), read_only=True)
@@ -162,7 +163,11 @@ def test_code_that_replays_every_run_passes(
 
 
 def test_diverging_code_fails_the_resource_naming_the_run_and_its_first_diverging_entry(
-    deployment: AwsPlatform, answers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: list[dict[str, Any]]
+    deployment: AwsPlatform,
+    answers: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    lines: list[dict[str, Any]],
 ) -> None:
     url, got = answers
     before = [deployment.get(r).status for r in ("o-awaiting", "n-sleeping", "f-backoff", "f-failed")]

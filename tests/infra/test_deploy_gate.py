@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from conftest import Synth, as_list
-from infra.capabilities.gate import READ_ACTIONS, RESOURCE_TYPE, REPORT_OUTPUT
+from infra.capabilities.gate import READ_ACTIONS, REPORT_OUTPUT, RESOURCE_TYPE
 from runtime.aws.contract import GATE_SERVICE_TIMEOUT_S, Env, Handler
 
 
@@ -25,7 +25,10 @@ def _gate(auction: Synth) -> tuple[str, dict[str, Any]]:
 
 def test_project_code_serves_through_a_live_alias_on_a_published_version(auction: Synth) -> None:
     aliases = _aliases(auction)
-    assert set(aliases) == {"Fetch", "Worker"}  # the auction handles no queue; the console runs no project code
+    assert set(aliases) == {
+        "Fetch",
+        "Worker",
+    }  # the auction handles no queue; the console runs no project code
     functions = auction.functions()
     for name, (_, props) in aliases.items():
         assert props["Name"] == "live"
@@ -48,7 +51,7 @@ def test_the_check_resource_runs_the_new_bundle_and_names_the_new_versions(aucti
     assert auction.resource(gate_fn)["Properties"]["Code"] == auction.resource(worker)["Properties"]["Code"]
     assert fn["Environment"]["Variables"][Env.CODE_DIGEST] == props["CodeDigest"]
     assert props["Force"] == "false"
-    for name, (alias_id, alias) in _aliases(auction).items():
+    for name, (_, alias) in _aliases(auction).items():
         assert props["Versions"][name] == alias["FunctionVersion"]
 
 
@@ -62,14 +65,18 @@ def test_whatever_invokes_project_code_invokes_the_alias(auction: Synth) -> None
     aliases = {name: f"<Ref:{alias_id}>" for name, (alias_id, _) in _aliases(auction).items()}
     [mapping] = auction.of_type("AWS::Lambda::EventSourceMapping").values()
     # CDK names the alias as <function name>:live, the name taken from the alias's ARN.
-    assert aliases["Worker"] in str(mapping["FunctionName"]) and str(mapping["FunctionName"]).endswith(":live")
+    assert aliases["Worker"] in str(mapping["FunctionName"]) and str(mapping["FunctionName"]).endswith(
+        ":live"
+    )
     [integration] = auction.of_type("AWS::ApiGatewayV2::Integration").values()
     assert integration["IntegrationUri"] == aliases["Fetch"]
     targets = [t for rule in auction.of_type("AWS::Events::Rule").values() for t in rule.get("Targets", [])]
     assert [t["Arn"] for t in targets] == [aliases["Worker"]]
     functions = auction.functions()
     invoked = {p["FunctionName"] for p in auction.of_type("AWS::Lambda::Permission").values()}
-    assert f"<GetAtt:{functions['Fetch']}.Arn>" not in invoked and f"<Ref:{functions['Fetch']}>" not in invoked
+    assert (
+        f"<GetAtt:{functions['Fetch']}.Arn>" not in invoked and f"<Ref:{functions['Fetch']}>" not in invoked
+    )
 
 
 def test_the_gate_may_only_read(auction: Synth) -> None:

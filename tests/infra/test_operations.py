@@ -150,7 +150,6 @@ def test_functions_have_the_default_reserved_concurrency(auction: Synth) -> None
 
 
 def test_the_wake_event_source_stays_within_the_workers_reserved_concurrency(auction: Synth) -> None:
-    worker = auction.functions()["Worker"]
     [mapping] = [
         m
         for m in auction.of_type("AWS::Lambda::EventSourceMapping").values()

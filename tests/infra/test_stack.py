@@ -112,7 +112,9 @@ def test_every_function_runs_python_312_on_arm64(auction: Synth, ids: Ids) -> No
         assert props["Architectures"] == ["arm64"], name
         assert props["Runtime"] == "python3.12", name
     gate = auction.id(auction.stack.gate.function)
-    assert auction.props(gate)["Architectures"] == ["arm64"] and auction.props(gate)["Runtime"] == "python3.12"
+    assert (
+        auction.props(gate)["Architectures"] == ["arm64"] and auction.props(gate)["Runtime"] == "python3.12"
+    )
     assert set(auction.of_type("AWS::Lambda::Function")) == {*ids.functions.values(), gate}
 
 
@@ -445,8 +447,7 @@ def test_reconcile_rule_invokes_the_worker_with_the_event_it_handles(
     assert worker.handler(event, Context()) == {"rewoken": ["lost-1"]}
     permissions = auction.of_type("AWS::Lambda::Permission")
     assert any(
-        p["Principal"] == "events.amazonaws.com"
-        and p["FunctionName"] == live(auction, "Worker")
+        p["Principal"] == "events.amazonaws.com" and p["FunctionName"] == live(auction, "Worker")
         for p in permissions.values()
     )
 
