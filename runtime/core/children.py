@@ -13,7 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.core.child_commands import ChildCmd, ChildResultCmd, ChildState, ReadChild, StartChild
+from runtime.core.bounds import MAX_CHILDREN_PER_RUN
+from runtime.core.child_commands import (
+    ChildCmd,
+    ChildRefused,
+    ChildResultCmd,
+    ChildState,
+    ReadChild,
+    StartChild,
+)
 from runtime.core.ids import child_run_id
 from runtime.core.journal import Entry, Kind, Status, describe
 from runtime.core.replay import Decision, Diverged, EnterCleanup, Park, Replay, Resume
@@ -25,6 +33,13 @@ ENDINGS = {"completed": "completed", "failed": "failed", "cancelled": "cancelled
 # A joined run that is not this run's child wakes its own parent, not this one: the wait
 # reads it again this often (the one case that polls).
 FOREIGN_RECHECK_MS = 60_000
+
+
+def too_many_children(run_id: str) -> str:
+    return (
+        f"wf:child: run '{run_id}' already called wf:child {MAX_CHILDREN_PER_RUN} times, the most a run "
+        "may; start the rest from a child that starts them (a tree of runs), or continue as new"
+    )
 
 
 def describe_child(child: str) -> str:
@@ -40,6 +55,9 @@ def child(replay: Replay, cmd: ChildCmd) -> Decision:
     head = replay._peek()
     if replay._cancel_here(head):
         return EnterCleanup()  # cancelled here: the run's cancel handler runs instead
+    if replay.child_calls > MAX_CHILDREN_PER_RUN:
+        # Counted over calls, not entries, so a replay refuses the same call.
+        return Resume(ChildRefused(too_many_children(replay.run_id)))
     if head is None:
         return replay._full(2) or StartChild(cmd.workflow, child_id, cmd.input, cmd.timeout)
     if not (

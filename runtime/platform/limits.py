@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime.core.bounds import MAX_JOURNAL_ENTRIES, MAX_SIGNAL_BACKLOG
+from runtime.core.bounds import MAX_CHILDREN_PER_RUN, MAX_JOURNAL_ENTRIES, MAX_SIGNAL_BACKLOG
 from runtime.core.durations import MAX_MS
 from runtime.core.ids import MAX_RUN_ID_BYTES
 from runtime.core.replay import DEFAULT_CLEANUP_MS, MAX_CLEANUP_STEPS, MAX_STARTS
@@ -17,6 +17,7 @@ from runtime.services.queues import MAX_ATTEMPTS, MAX_RETRY_DELAY_S
 
 __all__ = [
     "MAX_ATTEMPTS",
+    "MAX_CHILDREN_PER_RUN",
     "DEFAULT_CLEANUP_MS",
     "MAX_CLEANUP_STEPS",
     "DEFAULT_CPU_SECONDS",

@@ -340,6 +340,23 @@ def test_the_journal_message() -> None:
     assert matches(template("Journal entries per run"), journal_entries())
 
 
+def children() -> str:
+    from runtime.core import children as core_children
+    from runtime.core.child_commands import ChildCmd, ChildRefused
+    from runtime.core.replay import Resume
+
+    replay = Replay("r", [Entry(1, Kind.STARTED, "w", {"format": 1, "input": None}, 0.0)], 0)
+    replay.child_calls = limits.MAX_CHILDREN_PER_RUN
+    decision = core_children.child(replay, ChildCmd("echo", None, None))
+    assert isinstance(decision, Resume) and isinstance(decision.value, ChildRefused)
+    assert replay.take_unsaved() == []
+    return decision.value.message
+
+
+def test_the_children_message() -> None:
+    assert matches(template("Children per run"), children())
+
+
 def test_the_signal_backlog_message() -> None:
     assert matches(template("Signal backlog per run"), signal_backlog())
 
@@ -658,6 +675,7 @@ def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
         "Journal entries per run",
         STEPS_PER_RUN,  # points at the journal's message
         "Signal backlog per run",
+        "Children per run",
         "Memory per Lua state",
         "Instructions per Lua call",
         "CPU time per Lua call",

@@ -173,3 +173,23 @@ def test_a_parent_replayed_mid_wait_parks_again_and_is_woken_by_the_end(p: Any) 
     assert verdict.message == "replays cleanly; parked at child 'card-10'"
     p.signal("card-10", "go", "ok")
     assert p.get("order-10").status == Status.COMPLETED
+
+
+def test_children_past_the_per_run_limit_are_refused_and_nothing_is_journaled(
+    p: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 27, limits: children per run are bounded (runtime.platform.limits.MAX_CHILDREN_PER_RUN),
+    refused at the call with what/rule/fix; the children before it stand. The bound is lowered
+    here so the test starts three runs, not ten thousand."""
+    from runtime.core import children
+
+    monkeypatch.setattr(children, "MAX_CHILDREN_PER_RUN", 2)
+    run = p.start("fan", {"n": 3}, id="many")
+    assert run.status == Status.FAILED
+    assert "run 'many' already called wf:child 2 times, the most a run may;" in run.error
+    assert "start the rest from a child that starts them" in run.error
+    assert sorted(p.platform.store.children("many")) == ["many.child-1", "many.child-2"]
+    assert [e.data["child"] for e in p.journal("many") if e.kind == Kind.CHILD_STARTED] == [
+        "many.child-1",
+        "many.child-2",
+    ]
