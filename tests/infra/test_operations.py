@@ -246,6 +246,7 @@ def test_database_deletion_protection_is_a_context_setting() -> None:
         ({"fetchConcurrency": "many"}, "not a whole number"),
         ({"alarmEmail": "nobody"}, "not an email address"),
         ({"databaseDeletionProtection": "yes"}, "use true or false"),
+        ({"force": "yes"}, "use true"),
     ],
 )
 def test_a_bad_setting_is_refused_at_synth_with_the_fix(context: dict[str, str], says: str) -> None:
@@ -258,3 +259,9 @@ def test_an_unreserved_worker_takes_any_wake_concurrency() -> None:
         App(context={"workerConcurrency": "none", "wakeMaxConcurrency": "500"}).node
     )
     assert settings.concurrency["Worker"] is None and settings.wake_max_concurrency == 500
+
+
+def test_force_is_a_context_setting_off_by_default() -> None:
+    """-c force=true: the deploy gate passes diverging code (tests/aws/test_deploy_gate.py)."""
+    assert Settings.from_context(App().node).force is False
+    assert Settings.from_context(App(context={"force": "true"}).node).force is True
