@@ -5,6 +5,7 @@ output, so a changed dependency or script is never deployed stale."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -83,3 +84,26 @@ def code(project: Path) -> lambda_.Code:
             local=LocalBundler(project, constants.BUNDLE_SOURCE),
         ),
     )
+
+
+def digest(project: Path) -> str:
+    """A hash of what the bundle runs as code (the engine, the handlers, the project's files,
+    the lock): the deploy gate compares the one its resource was given with the one its own
+    bundle was built with, to tell a forward update from a rollback."""
+    h = hashlib.sha256()
+    roots = [("runtime", constants.REPO_ROOT / "runtime"), ("functions", constants.REPO_ROOT / "functions")]
+    roots.append(("project", project))
+    for label, root in roots:
+        for path in sorted(root.rglob("*")):
+            parts = path.relative_to(root).parts
+            if not path.is_file() or any(p in ("__pycache__", ".lunaflow", "tests") for p in parts):
+                continue
+            if path.suffix == ".pyc":
+                continue
+            h.update(f"{label}/{'/'.join(parts)}\0".encode())
+            h.update(path.read_bytes())
+    if isinstance(constants.BUNDLE_SOURCE, Path):
+        h.update(constants.BUNDLE_SOURCE.read_bytes())
+    else:
+        h.update("\n".join(constants.BUNDLE_SOURCE).encode())
+    return h.hexdigest()[:32]

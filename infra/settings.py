@@ -11,6 +11,8 @@ defaults and checks. Each is documented in docs/operations.md.
 - ``databaseDeletionProtection``: ``true`` protects the Aurora cluster from deletion, and
   ``cdk destroy`` then fails until it is turned off; by default off, and the cluster leaves
   a final snapshot when the stack is destroyed.
+- ``force``: ``true`` lets the deploy gate pass code that would make in-flight runs diverge;
+  the stack output ``DeployGateReport`` then names the runs it breaks. Off by default.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class Settings:
     wake_max_concurrency: int
     queue_max_concurrency: int
     database_deletion_protection: bool
+    force: bool = False
 
     @classmethod
     def from_context(cls, node: Node) -> Settings:
@@ -76,7 +79,13 @@ class Settings:
         protection = get("databaseDeletionProtection")
         if protection not in (None, True, False, "true", "false"):
             raise SettingsError(f"-c databaseDeletionProtection={protection!r}: use true or false")
+        force = get("force")
+        if force not in (None, True, False, "true", "false"):
+            raise SettingsError(
+                f"-c force={force!r}: use true (deploy although in-flight runs would diverge) or false"
+            )
         return cls(
+            force=force in (True, "true"),
             alarm_email=email,
             concurrency=concurrency,
             wake_max_concurrency=wake,

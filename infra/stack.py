@@ -10,11 +10,13 @@ from aws_cdk import aws_events_targets as targets
 from constructs import Construct
 
 from infra import constants
+from infra.bundling import digest
 from infra.capabilities.alarms import Alarms
 from infra.capabilities.api import HttpApi
 from infra.capabilities.console import Console
 from infra.capabilities.database import Database
 from infra.capabilities.functions import Functions
+from infra.capabilities.gate import DeployGate
 from infra.capabilities.journal import JournalTable
 from infra.capabilities.queues import UserQueues
 from infra.capabilities.schedules import Schedules
@@ -73,14 +75,23 @@ class LunaflowStack(Stack):
             handled_queues=needs.queues,
             settings=self.settings,
         )
-        self.api = HttpApi(self, "Http", self.functions.fetch)
+        self.gate = DeployGate(
+            self,
+            "DeployGate",
+            functions=self.functions,
+            journal=self.journal,
+            values=self.values,
+            digest=digest(needs.root),
+            force=self.settings.force,
+        )
+        self.api = HttpApi(self, "Http", self.functions.live["Fetch"])
         events.Rule(
             self,
             "Reconcile",
             schedule=events.Schedule.rate(Duration.minutes(constants.RECONCILE_MINUTES)),
             targets=[
                 targets.LambdaFunction(
-                    self.functions.worker, event=events.RuleTargetInput.from_object(RECONCILE_EVENT)
+                    self.functions.live["Worker"], event=events.RuleTargetInput.from_object(RECONCILE_EVENT)
                 )
             ],
             description="Re-send wakes that waited over a minute (a lost message heals)",

@@ -800,6 +800,10 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     command = ["npx", "cdk", "deploy", "-c", f"project={args.project}"]
     if args.stack:
         command += ["-c", f"stack={args.stack}"]
+    if args.force:
+        # The gate inside cdk deploy replays the runs again; --force lets it pass too, and its
+        # DeployGateReport output names the runs the deploy breaks.
+        command += ["-c", "force=true"]
     if args.dry_run:
         out.print(Text("would run: " + " ".join(command)))
         return EXIT_OK

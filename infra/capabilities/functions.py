@@ -10,6 +10,11 @@ only the worker reads the wake queue's backlog (the reconciler). Project code (f
 worker, queue) may reach the project's secrets, send to its queues and, when it declares a
 database, use the Data API; the console runs no project code. The queue function exists only
 when the project handles a queue.
+
+The functions that run project code (fetch, worker, queue) serve through a ``live`` alias:
+the API, the wake queue, user queues and the reconcile rule invoke the alias, never the
+unqualified function, so new code serves only once the alias moves to its version, which
+the deploy gate (``infra/capabilities/gate.py``) holds back until in-flight runs replay.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ class Role:
 FETCH = Role("Fetch", Handler.FETCH, constants.FETCH_TIMEOUT_S, "HTTP API -> the project's fetch handler")
 WORKER = Role("Worker", Handler.WORKER, constants.WORKER_TIMEOUT_S, "advances runs from the wake queue")
 QUEUE = Role("Queue", Handler.QUEUE, constants.QUEUE_TIMEOUT_S, 'user queues -> on "queue" handlers')
+LIVE_ALIAS = "live"
 CONSOLE = Role("Console", Handler.CONSOLE, constants.CONSOLE_TIMEOUT_S, "CloudWatch console widgets")
 
 
@@ -100,7 +106,9 @@ class Functions(Construct):
             environment[Env.DATABASE_ARN] = database.cluster.cluster_arn
             environment[Env.DATABASE_SECRET_ARN] = database.cluster.secret.secret_arn  # type: ignore[union-attr]
             environment[Env.DATABASE_NAME] = database.names[0]
+        self.code, self.environment = code, environment
         self.functions: dict[str, lambda_.Function] = {}
+        self.live: dict[str, lambda_.Alias] = {}  # role name -> its ``live`` alias (project code only)
         roles = (FETCH, WORKER, QUEUE, CONSOLE) if handled_queues else (FETCH, WORKER, CONSOLE)
         for role in roles:
             fn = lambda_.Function(
@@ -123,6 +131,10 @@ class Functions(Construct):
                 ),
             )
             self.functions[role.name] = fn
+            if role is not CONSOLE:
+                self.live[role.name] = lambda_.Alias(
+                    self, f"{role.name}Live", alias_name=LIVE_ALIAS, version=fn.current_version
+                )
             self._grant_store(fn, journal)
             values.grant(fn)
             self._grant_wakes(fn, wake, role is WORKER)
@@ -140,7 +152,7 @@ class Functions(Construct):
         self.worker = self.functions[WORKER.name]
         self.queue: lambda_.Function | None = self.functions.get(QUEUE.name)
         self.console = self.functions[CONSOLE.name]
-        self.worker.add_event_source(
+        self.live[WORKER.name].add_event_source(
             sources.SqsEventSource(
                 wake.queue,
                 batch_size=10,
@@ -149,8 +161,7 @@ class Functions(Construct):
             )
         )
         for name in handled_queues:  # a send-only queue has no handler to deliver to
-            assert self.queue is not None
-            self.queue.add_event_source(
+            self.live[QUEUE.name].add_event_source(
                 sources.SqsEventSource(
                     queues.queues[name],
                     batch_size=10,

@@ -27,6 +27,7 @@ class Env(StrEnum):
     DATABASE_ARN = "LUNAFLOW_DATABASE_ARN"
     DATABASE_SECRET_ARN = "LUNAFLOW_DATABASE_SECRET_ARN"
     DATABASE_NAME = "LUNAFLOW_DATABASE_NAME"
+    CODE_DIGEST = "LUNAFLOW_CODE_DIGEST"  # the deploy gate's: which code its bundle holds
 
 
 class Output(StrEnum):
@@ -84,6 +85,7 @@ class Handler(StrEnum):
     WORKER = "functions.worker.handler"
     QUEUE = "functions.queue.handler"
     CONSOLE = "functions.console.handler"
+    GATE = "functions.gate.handler"
 
 
 # Timeouts and the wake path's queue settings: the stack writes them, the runtime plans by
@@ -93,6 +95,13 @@ WORKER_TIMEOUT_S = 900  # Lambda's limit: a step may run up to almost all of it
 FETCH_TIMEOUT_S = 29  # API Gateway's integration limit (30 s) less a second
 QUEUE_TIMEOUT_S = 60
 CONSOLE_TIMEOUT_S = 30
+# The deploy gate (functions/gate.py): Lambda's limit; it stops replaying GATE_MARGIN_S before
+# it, to answer CloudFormation in time. Its custom resource waits GATE_SERVICE_TIMEOUT_S.
+GATE_TIMEOUT_S = 900
+GATE_MARGIN_S = 30
+GATE_SERVICE_TIMEOUT_S = 960
+GATE_THREADS = 16
+GATE_LOGICAL_ID = "lunaflow-deploy-gate"  # the check resource's physical id, stable across updates
 WAKE_VISIBILITY_S = 6 * WORKER_TIMEOUT_S  # AWS's advice for SQS event sources: 6x the timeout
 USER_QUEUE_VISIBILITY_S = 6 * QUEUE_TIMEOUT_S
 MAX_RECEIVES = 5  # deliveries of a wake before it goes to its dead-letter queue

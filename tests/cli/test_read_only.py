@@ -168,7 +168,16 @@ def test_deploy_dry_run_against_the_data_folder_changes_nothing(lunaflow, projec
     assert r.code == 0, r.out + r.err
     assert "would run: npx cdk deploy" in r.out
     assert "would apply 002_drop_orders.sql" in r.out
+    assert "force=true" not in r.out
     assert_unchanged(project, before)
+
+
+def test_deploy_force_reaches_the_gate_inside_cdk_deploy(lunaflow, project):
+    """Issue 29 §1: the local check is the fast path; --force must also let the deploy gate
+    pass, or cdk deploy would refuse what the CLI let through."""
+    r = lunaflow("deploy", str(project), "--data", str(project / ".lunaflow"), "--dry-run", "--force")
+    assert r.code == 0, r.out + r.err
+    assert "-c force=true" in r.out
 
 
 def test_lunaflow_test_changes_nothing(lunaflow, project):

@@ -85,7 +85,7 @@ def test_acknowledged_wildcards_cover_only_what_their_reasons_describe(auction: 
                     assert actions <= TIMER_ACTIONS, (logical, s)
                 elif resource.endswith("/runs/*"):
                     assert resource == f"<GetAtt:{bucket}.Arn>/runs/*", (logical, s)
-                    assert actions == VALUE_ACTIONS, (logical, s)
+                    assert actions <= VALUE_ACTIONS, (logical, s)  # the deploy gate only reads
                 else:
                     pytest.fail(f"unacknowledged kind of wildcard in {logical}: {resource}")
     for logical, props in auction.of_type("AWS::IAM::Role").items():

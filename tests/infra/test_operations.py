@@ -150,11 +150,10 @@ def test_functions_have_the_default_reserved_concurrency(auction: Synth) -> None
 
 
 def test_the_wake_event_source_stays_within_the_workers_reserved_concurrency(auction: Synth) -> None:
-    worker = auction.functions()["Worker"]
     [mapping] = [
         m
         for m in auction.of_type("AWS::Lambda::EventSourceMapping").values()
-        if m["FunctionName"] == f"<Ref:{worker}>"
+        if m["FunctionName"].endswith(":live") and "WorkerLive" in m["FunctionName"]
     ]
     assert mapping["ScalingConfig"] == {"MaximumConcurrency": WAKE_MAX_CONCURRENCY}
     assert CONCURRENCY["Worker"] > WAKE_MAX_CONCURRENCY  # room for the reconciler's invocation
@@ -169,7 +168,7 @@ def test_concurrency_settings_from_context_reach_the_functions(queue_project: Sy
     mappings = [
         m
         for m in queue_project.of_type("AWS::Lambda::EventSourceMapping").values()
-        if m["FunctionName"] == f"<Ref:{fns['Queue']}>"
+        if m["FunctionName"].endswith(":live") and "QueueLive" in m["FunctionName"]
     ]
     assert mappings and all(m["ScalingConfig"] == {"MaximumConcurrency": 15} for m in mappings)
     assert QUEUE_MAX_CONCURRENCY != 15  # the setting, not the default, is what was read
@@ -247,6 +246,7 @@ def test_database_deletion_protection_is_a_context_setting() -> None:
         ({"fetchConcurrency": "many"}, "not a whole number"),
         ({"alarmEmail": "nobody"}, "not an email address"),
         ({"databaseDeletionProtection": "yes"}, "use true or false"),
+        ({"force": "yes"}, "use true"),
     ],
 )
 def test_a_bad_setting_is_refused_at_synth_with_the_fix(context: dict[str, str], says: str) -> None:
@@ -259,3 +259,9 @@ def test_an_unreserved_worker_takes_any_wake_concurrency() -> None:
         App(context={"workerConcurrency": "none", "wakeMaxConcurrency": "500"}).node
     )
     assert settings.concurrency["Worker"] is None and settings.wake_max_concurrency == 500
+
+
+def test_force_is_a_context_setting_off_by_default() -> None:
+    """-c force=true: the deploy gate passes diverging code (tests/aws/test_deploy_gate.py)."""
+    assert Settings.from_context(App().node).force is False
+    assert Settings.from_context(App(context={"force": "true"}).node).force is True

@@ -1,0 +1,210 @@
+"""Issue 29 §1 on moto: the deploy gate's handler (functions/gate.py), run as CloudFormation
+runs it (a custom resource event; the answer PUT to its pre-signed URL, here a real HTTP
+server on loopback), against a deployment holding runs parked in every state: awaiting a
+signal, sleeping, waiting out a step's backoff, failed, plus a completed and a cancelled one
+(ended: not checked). With the old code, and with new code that is clean, the gate answers
+SUCCESS; with new code that renames a step an in-flight run recorded, FAILED, naming the run
+and its first diverging entry, and logs the same; with Force it answers SUCCESS and reports
+what it breaks. A rollback (the resource's digest is not the bundle's) is let through.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import functions._runtime as _runtime
+from functions import gate
+from runtime.aws import container
+from runtime.aws.contract import Env
+from runtime.aws.runtime import AwsRuntime
+from runtime.testing import AwsPlatform
+
+OLD = """
+workflow "order" (function(wf, input)
+    wf:step("reserve", function() return 1 end)
+    return wf:await("paid", { timeout = "72h" })
+end)
+workflow "nap" (function(wf, input)
+    wf:step("prepare", function() return 1 end)
+    wf:sleep("24h")
+end)
+workflow "flaky" (function(wf, input)
+    wf:step("call", { retries = input.retries, backoff = "1h" }, function() error("down") end)
+end)
+workflow "quick" (function(wf, input) return "done" end)
+"""
+CLEAN = (
+    OLD
+    + """
+workflow "extra" (function(wf, input) return 1 end)
+"""
+)
+DIVERGING = OLD.replace('wf:step("reserve"', 'wf:step("reserve-stock"')
+
+
+class _Answers(BaseHTTPRequestHandler):
+    answers: list[dict[str, Any]] = []
+
+    def do_PUT(self) -> None:  # noqa: N802 (http.server's name)
+        length = int(self.headers["Content-Length"])
+        type(self).answers.append(json.loads(self.rfile.read(length)))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def answers() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    server = HTTPServer(("127.0.0.1", 0), _Answers)
+    _Answers.answers = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/response", _Answers.answers
+    finally:
+        server.shutdown()
+
+
+class Context:
+    function_name = "gate"
+    memory_limit_in_mb = 1024
+    invoked_function_arn = "arn:aws:lambda:eu-west-1:123456789012:function:gate"
+    aws_request_id = "req-1"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 900_000
+
+
+def _event(url: str, *, digest: str = "new", force: bool = False, kind: str = "Update") -> dict[str, Any]:
+    return {
+        "RequestType": kind,
+        "ServiceToken": Context.invoked_function_arn,
+        "ResponseURL": url,
+        "StackId": "arn:aws:cloudformation:eu-west-1:123456789012:stack/lunaflow-shop/1",
+        "RequestId": "r-1",
+        "LogicalResourceId": "DeployGateCheck",
+        "PhysicalResourceId": "lunaflow-deploy-gate",
+        "ResourceType": "Custom::LunaflowDeployGate",
+        "ResourceProperties": {"CodeDigest": digest, "Force": "true" if force else "false"},
+    }
+
+
+def _project(root: Path, name: str, source: str) -> Path:
+    folder = root / name
+    folder.mkdir()
+    (folder / "main.lua").write_text(source, encoding="utf-8")
+    return folder
+
+
+@pytest.fixture
+def lines() -> Iterator[list[dict[str, Any]]]:
+    """The lines the gate's Lambda writes, as the JSON Powertools prints (tests/aws/test_log_keys.py)."""
+    got: list[dict[str, Any]] = []
+    formatter = _runtime.logger.registered_formatter
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            got.append(json.loads(formatter.format(record)))
+
+    handler = Keep(level=logging.DEBUG)
+    _runtime.logger._logger.addHandler(handler)
+    yield got
+    _runtime.logger._logger.removeHandler(handler)
+
+
+@pytest.fixture
+def deployment(tmp_path: Path) -> Iterator[AwsPlatform]:
+    with AwsPlatform(_project(tmp_path, "old", OLD), data_dir=tmp_path / "aws") as p:
+        assert p.start("order", {}, id="o-awaiting").status == "awaiting"
+        assert p.start("nap", {}, id="n-sleeping").status == "sleeping"
+        assert p.start("flaky", {"retries": 3}, id="f-backoff").status == "sleeping"
+        assert p.start("flaky", {"retries": 1}, id="f-failed").status == "failed"
+        assert p.start("quick", {}, id="q-completed").status == "completed"
+        assert p.start("order", {}, id="o-cancelled").status == "awaiting"
+        p.cancel("o-cancelled")
+        assert p.get("o-cancelled").status == "cancelled"
+        yield p
+
+
+def _gate(p: AwsPlatform, project: Path, url: str, monkeypatch: pytest.MonkeyPatch, **event: Any) -> None:
+    """Invoke the handler as the gate's Lambda holding ``project``'s code would be."""
+    monkeypatch.setenv(Env.CODE_DIGEST, "new")
+    checking = AwsRuntime(replace(p.config, project=str(project)), p.new_clients(), read_only=True)
+    with container.serving(checking):
+        gate.handler(_event(url, **event), Context())  # type: ignore[arg-type]
+
+
+IN_FLIGHT = 4  # awaiting, sleeping, backoff, failed
+
+
+@pytest.mark.parametrize("code", ["old", "clean"])
+def test_code_that_replays_every_run_passes(
+    deployment: AwsPlatform, answers: Any, code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, got = answers
+    project = _project(tmp_path, f"code-{code}", OLD if code == "old" else CLEAN)
+    _gate(deployment, project, url, monkeypatch)
+    [answer] = got
+    assert answer["Status"] == "SUCCESS", answer["Reason"]
+    assert answer["Reason"].startswith(f"{IN_FLIGHT} in-flight run(s) replayed on the new code")
+    assert answer["PhysicalResourceId"] == "lunaflow-deploy-gate"
+    assert answer["Data"]["Report"] == answer["Reason"]
+
+
+def test_diverging_code_fails_the_resource_naming_the_run_and_its_first_diverging_entry(
+    deployment: AwsPlatform,
+    answers: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    lines: list[dict[str, Any]],
+) -> None:
+    url, got = answers
+    before = [deployment.get(r).status for r in ("o-awaiting", "n-sleeping", "f-backoff", "f-failed")]
+    _gate(deployment, _project(tmp_path, "new", DIVERGING), url, monkeypatch)
+    [answer] = got
+    assert answer["Status"] == "FAILED"
+    reason = answer["Reason"]
+    assert f"1 of {IN_FLIGHT} in-flight run(s) would diverge on the new code" in reason
+    assert (
+        "o-awaiting (order, awaiting): journal divergence: expected step 'reserve', "
+        "code reached step 'reserve-stock'" in reason
+    )
+    assert "-c force=true" in reason and 'wf:version("change-id")' in reason
+    [line] = [x for x in lines if x.get("level") == "ERROR"]
+    assert line["diverging"][0]["run_id"] == "o-awaiting"
+    assert "reserve-stock" in line["diverging"][0]["entry"]
+    # Read-only: the runs are where they were.
+    after = [deployment.get(r).status for r in ("o-awaiting", "n-sleeping", "f-backoff", "f-failed")]
+    assert after == before
+
+
+def test_force_passes_and_says_what_it_breaks(
+    deployment: AwsPlatform, answers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, got = answers
+    _gate(deployment, _project(tmp_path, "new", DIVERGING), url, monkeypatch, force=True)
+    [answer] = got
+    assert answer["Status"] == "SUCCESS"
+    assert answer["Data"]["Report"].startswith("forced (-c force=true): deployed although 1 of 4")
+    assert "o-awaiting" in answer["Data"]["Report"]
+
+
+@pytest.mark.parametrize("kind", ["Update", "Delete"])
+def test_a_rollback_or_a_removal_is_let_through(
+    deployment: AwsPlatform, answers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    url, got = answers
+    _gate(deployment, _project(tmp_path, "new", DIVERGING), url, monkeypatch, digest="old", kind=kind)
+    [answer] = got
+    assert answer["Status"] == "SUCCESS"
