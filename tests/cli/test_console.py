@@ -190,6 +190,7 @@ def test_runs_json_carries_each_runs_fields(lunaflow, several):
         "parent_id": None,
         "created_at": T0 + 15,
         "updated_at": T0 + 15,
+        "values": {},
     }
     broken = by_id["broken"]
     assert broken["status"] == "failed"
