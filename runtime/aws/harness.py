@@ -60,6 +60,7 @@ from runtime.aws.contract import (
 from runtime.aws.dataapi import SqliteDataApi
 from runtime.aws.events import LambdaContext, http_event, sqs_event
 from runtime.aws.motoserver import CLOCK_HEADER, MotoServer, at_ms
+from runtime.aws.pgdataapi import PgDataApi
 from runtime.aws.runtime import AwsRuntime, Clients
 from runtime.core.clock import Clock, now_ms
 from runtime.engine.schedules import Schedule, iso
@@ -70,6 +71,7 @@ from runtime.platform.harness import Harness, earliest_after
 from runtime.platform.platform import Platform
 from runtime.platform.standins import HttpFn, ObjectFn, ServiceFn, StandinServices
 from runtime.services.base import Services
+from runtime.services.local import engine
 
 DEPLOYMENT_FILE = "aws-deployment.json"  # in data_dir: which resources a reopened harness reaches
 MAX_ROUNDS = 10_000  # batches one settle delivers before it is taken for a loop
@@ -115,8 +117,11 @@ class AwsPlatform(Harness):
         self.data_dir = Path(tempfile.mkdtemp(prefix="lunaflow-aws-")) if data_dir is None else Path(data_dir)
         self.names = deployment.Names(self._suffix())
         self._standins = (services, objects, http)
-        # Databases live where LocalPlatform keeps them: DATA/db/<name>.sqlite.
-        self.databases = SqliteDataApi(self.data_dir / "db")
+        # Databases live where LocalPlatform keeps them: on the data folder's PostgreSQL
+        # (DATA/db/pg), or DATA/db/<name>.sqlite when LUNAFLOW_DATABASES=sqlite.
+        self.databases: SqliteDataApi | PgDataApi = (
+            PgDataApi(self.data_dir / "db") if engine() == "postgres" else SqliteDataApi(self.data_dir / "db")
+        )
         self.clients = self.new_clients()
         self.invoking: list[Handler] = []  # the functions running now (a step body can ask which)
         self._containers: weakref.WeakSet[AwsRuntime] = weakref.WeakSet()
@@ -415,6 +420,8 @@ class AwsPlatform(Harness):
         self.settle()
 
     def close(self) -> None:
+        if isinstance(self.databases, PgDataApi):
+            self.databases.close()
         if self._own_dir:
             deployment.remove(self.clients, self.config)
             shutil.rmtree(self.data_dir, ignore_errors=True)

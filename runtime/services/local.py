@@ -6,14 +6,15 @@ Databases are ``<data>/db/<name>.sqlite``; kv, object state and queue messages s
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from runtime.services import builtins
+from runtime.services import builtins, pgserver
 from runtime.services import kv as kv_mod
 from runtime.services import objects as objects_mod
 from runtime.services import queues as queues_mod
@@ -22,6 +23,12 @@ from runtime.services.database import Database, applied_migrations, check_name, 
 from runtime.services.kv import KV
 from runtime.services.objects import Objects
 from runtime.services.queues import Queues, QueueSettings
+
+if TYPE_CHECKING:
+    from runtime.services.postgres import PgDatabase
+
+ENGINE_SETTING = "LUNAFLOW_DATABASES"
+DEFAULT_ENGINE = "sqlite"
 
 
 class LocalServices:
@@ -39,7 +46,8 @@ class LocalServices:
         # request on a thread of its own: kept, they would run the process out of files).
         self._all: weakref.WeakSet[_ThreadConnection] = weakref.WeakSet()
         self._guard = threading.Lock()
-        self._databases: dict[str, Database] = {}
+        self._databases: dict[str, Database | PgDatabase] = {}
+        self._pg: pgserver.Server | None = None
         db = self._db()
         db.executescript(kv_mod.SCHEMA + objects_mod.SCHEMA + queues_mod.SCHEMA)
         self.kv = KV(self._db, now)
@@ -68,13 +76,20 @@ class LocalServices:
         with self._guard:
             db = self._databases.get(name)
             if db is None:
-                place = self.data_dir / "db"
-                place.mkdir(exist_ok=True)
-                db = self._databases[name] = Database(name, place / f"{name}.sqlite")
+                if engine() == "postgres":
+                    from runtime.services.postgres import PgDatabase  # psycopg only when used
+
+                    if self._pg is None:
+                        self._pg = pgserver.acquire(self.data_dir)
+                    db = self._databases[name] = PgDatabase(name, self._pg)
+                else:
+                    place = self.data_dir / "db"
+                    place.mkdir(exist_ok=True)
+                    db = self._databases[name] = Database(name, place / f"{name}.sqlite")
         if folder is not None:
             db.migrate(folder)
 
-    def database(self, name: str) -> Database:
+    def database(self, name: str) -> Database | PgDatabase:
         db = self._databases.get(name)
         if db is None:
             raise ServiceError(f"database '{name}' is not declared; declare it at a script's top level")
@@ -111,7 +126,23 @@ class LocalServices:
             for db in self._databases.values():
                 db.close()
             self._databases.clear()
+            server, self._pg = self._pg, None
+        if server is not None:
+            pgserver.release(server)
         self._local = threading.local()
+
+
+def engine() -> str:
+    """Which server runs a project's databases: ``postgres`` (the dialect Aurora runs) or
+    ``sqlite``, from ``LUNAFLOW_DATABASES``; a ``LUNAFLOW_DATABASE_URL`` means postgres."""
+    if os.environ.get(pgserver.URL_SETTING):
+        return "postgres"
+    chosen = os.environ.get(ENGINE_SETTING, DEFAULT_ENGINE).strip().lower() or DEFAULT_ENGINE
+    if chosen not in ("postgres", "sqlite"):
+        raise ServiceError(
+            f"{ENGINE_SETTING}={chosen!r} is not an engine; use postgres (the dialect Aurora runs) or sqlite"
+        )
+    return chosen
 
 
 def migrations_folder(name: str, opts: Any, project_root: Path) -> Path | None:
@@ -144,7 +175,12 @@ def pending_migrations(
             folder = migrations_folder(d.name, d.opts, project_root)
             if folder is None:
                 continue
-            done = applied_migrations(data_dir / "db" / f"{d.name}.sqlite")
+            if engine() == "postgres":
+                from runtime.services.postgres import applied_migrations as pg_applied_migrations
+
+                done = pg_applied_migrations(data_dir, d.name)
+            else:
+                done = applied_migrations(data_dir / "db" / f"{d.name}.sqlite")
             files = [p.name for p in migration_files(d.name, folder) if p.name not in done]
         except ServiceError as e:
             raise d.refused(project, e) from e

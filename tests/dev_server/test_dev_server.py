@@ -16,7 +16,6 @@ import json
 import re
 import shutil
 import signal
-import sqlite3
 import tempfile
 import threading
 import time
@@ -30,6 +29,7 @@ import pytest
 
 from runtime.core.journal import Kind
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
+from tests.support import databases
 from tests.support.devserver import PROJECTS, DevServer, Reply, Servers, wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "auction"
@@ -215,11 +215,7 @@ def test_fifty_sales_reach_their_outcomes_across_three_sigkills(servers: Servers
     assert s5.stop(signal.SIGTERM) == 0
 
     # The sales table itself, read from the data folder.
-    db = sqlite3.connect(data / "db" / "sales.sqlite")
-    try:
-        table = dict(db.execute("SELECT id, state FROM sales").fetchall())
-    finally:
-        db.close()
+    table = dict(databases.rows(data, "sales", "SELECT id, state FROM sales"))
     assert table == {s: expected[plan[s]] for s in ids}
 
     # Payments: one charge per paid sale, none for the others, keyed by the charge's step id.

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 
 from runtime.core.journal import Kind
 from runtime.testing import AwsPlatform, LocalPlatform
+from tests.support import databases
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "auction"
 
@@ -61,11 +61,8 @@ def _ledger(p: LocalPlatform) -> dict[str, Any]:
 
 
 def _table(p: LocalPlatform) -> dict[str, str]:
-    db = sqlite3.connect(p.data_dir / "db" / "sales.sqlite")
-    try:
-        return dict(db.execute("SELECT id, state FROM sales").fetchall())
-    finally:
-        db.close()
+    folder = p.data_dir / "db" if isinstance(p, AwsPlatform) else p.data_dir
+    return dict(databases.rows(folder, "sales", "SELECT id, state FROM sales"))
 
 
 def _kinds(p: LocalPlatform, run_id: str) -> list[tuple[str, str | None]]:

@@ -21,6 +21,7 @@ it attempts, where it runs and what must happen:
     -- expect: contained        the call ends one way or the other (a run ends, a fetch answers)
     -- xfail: engine: <why>     a known engine bug (strict xfail)
     -- isolate: yes             run in a subprocess with a deadline (the engine hangs today)
+    -- engine: sqlite           the project's databases on that engine (LUNAFLOW_DATABASES)
 
 A case with several phases splits its body with ``--@ <where> [run id]`` lines; an
 earlier run phase must leave its run parked (awaiting) and the expectation is about the
@@ -40,6 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,7 +60,7 @@ MODULE = "tests.sandbox.test_escape_corpus"  # as a subprocess imports it
 ISOLATE_DEADLINE_S = 15.0
 
 WHERE = ("load", "run", "step", "fetch", "response", "object", "queue")
-_META = re.compile(r"^--\s*(escape|where|expect|xfail|isolate):\s*(.*)$")
+_META = re.compile(r"^--\s*(escape|where|expect|xfail|isolate|engine):\s*(.*)$")
 _PHASE = re.compile(r"^--@\s*(\w+)(?:\s+(\S+))?\s*$")
 
 
@@ -78,6 +80,7 @@ class Case:
     expected: Any
     xfail: str | None
     isolate: bool
+    engine: str | None  # the databases' engine the case attacks (default: the default one)
 
 
 def read_case(path: Path) -> Case:
@@ -117,6 +120,7 @@ def read_case(path: Path) -> Case:
         expected=expected,
         xfail=meta.get("xfail"),
         isolate=meta.get("isolate", "").strip() == "yes",
+        engine=meta.get("engine", "").strip() or None,
     )
 
 
@@ -179,9 +183,24 @@ def _run_phase(p: LocalPlatform, case: Case, phase: Phase, n: int, tmp: Path) ->
     return out
 
 
+@contextmanager
+def _engine(engine: str | None) -> Iterator[None]:
+    """``LUNAFLOW_DATABASES`` set for a case that attacks one engine (SQLite's ATTACH)."""
+    before = os.environ.get("LUNAFLOW_DATABASES")
+    if engine is not None:
+        os.environ["LUNAFLOW_DATABASES"] = engine
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("LUNAFLOW_DATABASES", None)
+        else:
+            os.environ["LUNAFLOW_DATABASES"] = before
+
+
 def run_case(case: Case) -> dict[str, Any]:
     """Run every phase of ``case`` on one fresh platform, then the normal work."""
-    with tempfile.TemporaryDirectory(prefix="escape-") as tmp_dir:
+    with tempfile.TemporaryDirectory(prefix="escape-") as tmp_dir, _engine(case.engine):
         tmp = Path(tmp_dir)
         with LocalPlatform(PROJECT, data_dir=tmp / "data") as p:
             began = time.monotonic()

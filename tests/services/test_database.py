@@ -1,32 +1,34 @@
 """Acceptance: ``database "name" { migrations = "migrations/name" }`` (SPEC sections 1 and 2),
-on the local SQLite backend, through LocalPlatform."""
+on the local PostgreSQL server (the dialect Aurora runs), through
+LocalPlatform; the last tests choose SQLite (``LUNAFLOW_DATABASES=sqlite``)."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 from runtime.errors import ProjectLoadError
 from runtime.testing import LocalPlatform
+from tests.support import databases
 
 from . import call, copy_project, error, project, value
 
 EFFECT_RULE = "is an effect and belongs inside wf:step"
 
 
+@pytest.fixture(autouse=True)
+def _postgres(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These projects' SQL is PostgreSQL's, the dialect Aurora runs (LUNAFLOW_DATABASES)."""
+    monkeypatch.setenv("LUNAFLOW_DATABASES", "postgres")
+
+
 def applied_order(p: LocalPlatform) -> list[str]:
-    rows = value(p, op="query", sql="SELECT file FROM applied_order ORDER BY rowid")
+    rows = value(p, op="query", sql="SELECT file FROM applied_order ORDER BY n")
     return [r["file"] for r in rows]
 
 
-def tables(data_dir: Path, db: str) -> set[str]:
-    conn = sqlite3.connect(data_dir / "db" / f"{db}.sqlite")
-    try:
-        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    finally:
-        conn.close()
+tables = databases.tables
 
 
 # --- migrations --------------------------------------------------------------------------
@@ -38,7 +40,7 @@ def test_migrations_are_applied_in_prefix_order_and_recorded(tmp_path: Path) -> 
         assert applied_order(p) == ["001", "002", "010"]
         recorded = value(p, op="query", sql="SELECT file FROM _lunaflow_migrations ORDER BY file")
         assert [r["file"] for r in recorded] == ["001_items.sql", "002_seed.sql", "010_notes.sql"]
-    assert (tmp_path / "db" / "shop.sqlite").is_file()
+    assert databases.exists(tmp_path, "shop")
 
 
 def test_migrations_are_not_rerun_after_a_restart(tmp_path: Path) -> None:
@@ -58,7 +60,7 @@ def test_a_deploy_applies_only_the_new_migration(tmp_path: Path) -> None:
     """SPEC 1: "applied in order, once" — a deploy that adds 020 applies 020 alone."""
     v2 = copy_project("svc_database", tmp_path / "v2")
     (v2 / "migrations" / "shop" / "020_more.sql").write_text(
-        "INSERT INTO applied_order VALUES ('020');\n", encoding="utf-8"
+        "INSERT INTO applied_order (file) VALUES ('020');\n", encoding="utf-8"
     )
     with LocalPlatform(project("svc_database"), data_dir=tmp_path / "data") as p:
         p.deploy(v2)
@@ -83,7 +85,7 @@ def test_a_failing_migration_is_rolled_back_and_refuses_the_load(tmp_path: Path)
     bad = proj / "migrations" / "shop" / "020_bad.sql"
     bad.write_text(
         "CREATE TABLE partial (id INTEGER);\n"
-        "INSERT INTO applied_order VALUES ('020');\n"
+        "INSERT INTO applied_order (file) VALUES ('020');\n"
         "INSERT INTO no_such_table VALUES (1);\n",
         encoding="utf-8",
     )
@@ -92,21 +94,19 @@ def test_a_failing_migration_is_rolled_back_and_refuses_the_load(tmp_path: Path)
         LocalPlatform(proj, data_dir=data)
     message = str(refused.value)
     assert "020_bad.sql" in message
-    assert "no such table: no_such_table" in message
+    assert 'relation "no_such_table" does not exist' in message
     assert "database 'shop'" in message
     assert "main.lua" in message
     # Nothing of 001-020 is left: the schema is what it was (none).
     assert tables(data, "shop") & {"partial", "applied_order"} == set()
-    conn = sqlite3.connect(data / "db" / "shop.sqlite")
-    try:
-        assert [r[0] for r in conn.execute("SELECT file FROM _lunaflow_migrations")] == []
-    finally:
-        conn.close()
+    # The ledger is rolled back with the files (PostgreSQL's DDL is transactional).
+    ledger = "_lunaflow_migrations" in tables(data, "shop")
+    assert not ledger or databases.rows(data, "shop", "SELECT file FROM _lunaflow_migrations") == []
 
     # The fixed file applies on the next start (CREATE TABLE without IF NOT EXISTS proves
     # the failed attempt left no table behind); earlier files are not re-run.
     bad.write_text(
-        "CREATE TABLE partial (id INTEGER);\nINSERT INTO applied_order VALUES ('020');\n",
+        "CREATE TABLE partial (id INTEGER);\nINSERT INTO applied_order (file) VALUES ('020');\n",
         encoding="utf-8",
     )
     with LocalPlatform(proj, data_dir=data) as p:
@@ -191,21 +191,21 @@ def test_question_mark_placeholders_bind_values_not_sql() -> None:
         assert row == {"name": hostile, "qty": 7}
         assert value(p, op="first", sql="SELECT COUNT(*) AS n FROM items")["n"] == 2
         mixed = value(p, op="first", sql="SELECT ? AS i, ? AS f, ? AS s, ? AS b", params=[3, 1.5, "é", True])
-        assert mixed == {"i": 3, "f": 1.5, "s": "é", "b": 1}
+        assert mixed == {"i": 3, "f": 1.5, "s": "é", "b": True}
 
 
 def test_sql_errors_are_lua_errors_naming_the_database() -> None:
     """SQL errors surface as Lua errors (catchable with pcall) naming the database, the
-    call and SQLite's message, positioned at the user's line."""
+    call and PostgreSQL's message, positioned at the user's line."""
     with LocalPlatform(project("svc_database")) as p:
         e = error(p, op="exec", sql="INSERT INTO no_such_table VALUES (1)")
         assert "database 'shop'" in e and "exec" in e
-        assert "no such table: no_such_table" in e
+        assert 'relation "no_such_table" does not exist' in e
         assert e.startswith("main.lua:")
         e = error(p, op="query", sql="SELEC nonsense")
-        assert "database 'shop'" in e and "syntax error" in e
+        assert "database 'shop'" in e and 'syntax error at or near "SELEC"' in e
         e = error(p, op="exec", sql="INSERT INTO items (name) VALUES (NULL)")
-        assert "NOT NULL constraint failed: items.name" in e
+        assert 'null value in column "name" of relation "items" violates not-null constraint' in e
 
 
 def test_writes_in_a_step_are_visible_to_later_steps_and_handlers(tmp_path: Path) -> None:
@@ -252,26 +252,66 @@ def test_a_database_call_at_a_scripts_top_level_refuses_the_load() -> None:
     assert "database:exec is an effect" in message
 
 
-def test_a_migration_applies_as_sqlite3s_shell_would_run_it(tmp_path: Path) -> None:
-    """Issue 24 §5: a line holding two statements refused the whole project on main ("You
-    can only execute one statement at a time"). A migration file applies as sqlite3's shell
-    runs it: statements end at semicolons that complete them, so several may share a line,
-    and a semicolon inside a string, a comment or a trigger's body does not end one."""
+def test_a_migration_file_applies_as_postgresql_reads_it(tmp_path: Path) -> None:
+    """Issue 24 §5 on PostgreSQL: several statements may share a line, and a semicolon inside
+    a string, a comment or a dollar-quoted function body does not end one (the server itself
+    splits the file)."""
     proj = copy_project("svc_database", tmp_path / "proj")
     (proj / "migrations" / "shop" / "020_one_line.sql").write_text(
         "CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1);INSERT INTO t VALUES (2);\n"
-        "CREATE TABLE said (s TEXT); INSERT INTO said VALUES ('a;b'); -- a comment; with a semicolon\n"
-        "/* a block; comment */ INSERT INTO said VALUES ('it''s; fine');\n"
-        "CREATE TRIGGER count_t AFTER INSERT ON t BEGIN INSERT INTO said VALUES ('t got ' || new.x); END;"
+        "CREATE TABLE said (n BIGINT GENERATED ALWAYS AS IDENTITY, s TEXT);"
+        " INSERT INTO said (s) VALUES ('a;b'); -- a comment; with a semicolon\n"
+        "/* a block; comment */ INSERT INTO said (s) VALUES ('it''s; fine');\n"
+        "CREATE FUNCTION note_t() RETURNS trigger AS $$ BEGIN INSERT INTO said (s) VALUES"
+        " ('t got ' || new.x); RETURN new; END; $$ LANGUAGE plpgsql;\n"
+        "CREATE TRIGGER count_t AFTER INSERT ON t FOR EACH ROW EXECUTE FUNCTION note_t();"
         " INSERT INTO t VALUES (3);\n"
-        "INSERT INTO applied_order VALUES ('020')",  # the last statement needs no semicolon
+        "INSERT INTO applied_order (file) VALUES ('020')",  # the last statement needs no semicolon
         encoding="utf-8",
     )
     with LocalPlatform(proj, data_dir=tmp_path / "data") as p:
         assert applied_order(p) == ["001", "002", "010", "020"]
         assert value(p, op="query", sql="SELECT x FROM t ORDER BY x") == [{"x": 1}, {"x": 2}, {"x": 3}]
+        said = value(p, op="query", sql="SELECT s FROM said ORDER BY n")
+        assert [r["s"] for r in said] == ["a;b", "it's; fine", "t got 3"]
+
+
+SQLITE_PROJECT = """
+local shop = database "shop" { migrations = "migrations/shop" }
+on "fetch" (function(request)
+    local q = json.parse(request.body)
+    local ok, r = pcall(function() return shop[q.op](shop, q.sql, q.params) end)
+    local out = ok and { ok = true, value = r } or { ok = false, error = r }
+    return { status_code = 200, body = json.encode(out) }
+end)
+"""
+
+
+def test_on_sqlite_a_migration_applies_as_sqlite3s_shell_would_run_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SQLite engine, chosen with LUNAFLOW_DATABASES=sqlite: a migration file applies as
+    sqlite3's shell runs it (statements end at semicolons that complete them, so several may
+    share a line, and a semicolon in a string, a comment or a trigger's body does not end
+    one), into <data>/db/<name>.sqlite."""
+    monkeypatch.setenv("LUNAFLOW_DATABASES", "sqlite")
+    proj = tmp_path / "proj"
+    (proj / "migrations" / "shop").mkdir(parents=True)
+    (proj / "main.lua").write_text(SQLITE_PROJECT, encoding="utf-8")
+    (proj / "migrations" / "shop" / "001_one_line.sql").write_text(
+        "CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1);INSERT INTO t VALUES (2);\n"
+        "CREATE TABLE said (s TEXT); INSERT INTO said VALUES ('a;b'); -- a comment; with a semicolon\n"
+        "/* a block; comment */ INSERT INTO said VALUES ('it''s; fine');\n"
+        "CREATE TRIGGER count_t AFTER INSERT ON t BEGIN INSERT INTO said VALUES ('t got ' || new.x); END;"
+        " INSERT INTO t VALUES (3)",
+        encoding="utf-8",
+    )
+    with LocalPlatform(proj, data_dir=tmp_path / "data") as p:
+        assert value(p, op="query", sql="SELECT x FROM t ORDER BY x") == [{"x": 1}, {"x": 2}, {"x": 3}]
         said = value(p, op="query", sql="SELECT s FROM said ORDER BY rowid")
         assert [r["s"] for r in said] == ["a;b", "it's; fine", "t got 3"]
+    assert (tmp_path / "data" / "db" / "shop.sqlite").is_file()
+    assert not (tmp_path / "data" / "pg").exists()
 
 
 def test_a_later_migration_that_fails_keeps_none_of_the_new_ones(tmp_path: Path) -> None:
@@ -281,7 +321,7 @@ def test_a_later_migration_that_fails_keeps_none_of_the_new_ones(tmp_path: Path)
         v2 = copy_project("svc_database", tmp_path / "v2")
         shop = v2 / "migrations" / "shop"
         (shop / "020_fine.sql").write_text(
-            "DROP TABLE items;\nINSERT INTO applied_order VALUES ('020');", encoding="utf-8"
+            "DROP TABLE items;\nINSERT INTO applied_order (file) VALUES ('020');", encoding="utf-8"
         )
         (shop / "030_bad.sql").write_text("INSERT INTO no_such_table VALUES (1);", encoding="utf-8")
         with pytest.raises(ProjectLoadError) as refused:
@@ -289,6 +329,8 @@ def test_a_later_migration_that_fails_keeps_none_of_the_new_ones(tmp_path: Path)
         assert "030_bad.sql" in str(refused.value) and "020_fine.sql" in str(refused.value)
         assert applied_order(p) == ["001", "002", "010"]
         assert value(p, op="first", sql="SELECT COUNT(*) AS n FROM items") == {"n": 1}
-        (shop / "030_bad.sql").write_text("INSERT INTO applied_order VALUES ('030');", encoding="utf-8")
+        (shop / "030_bad.sql").write_text(
+            "INSERT INTO applied_order (file) VALUES ('030');", encoding="utf-8"
+        )
         p.deploy(v2)
         assert applied_order(p) == ["001", "002", "010", "020", "030"]

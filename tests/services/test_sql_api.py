@@ -18,6 +18,12 @@ from . import call, error, project, value
 Platform = LocalPlatform | AwsPlatform
 
 
+@pytest.fixture(autouse=True)
+def _postgres(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These projects' SQL is PostgreSQL's, the dialect Aurora runs (LUNAFLOW_DATABASES)."""
+    monkeypatch.setenv("LUNAFLOW_DATABASES", "postgres")
+
+
 @pytest.fixture(params=["local", "aws"])
 def p(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     cls = LocalPlatform if request.param == "local" else AwsPlatform

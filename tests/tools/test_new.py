@@ -8,7 +8,6 @@ runtime/dev/scaffold.py: "a workflow, a fetch route, a migration, a Lua test, ed
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
 import sys
 import tomllib
@@ -22,6 +21,7 @@ from runtime.dev.scaffold import scaffold
 from runtime.dev.server import data_folder
 from runtime.errors import InvalidInput
 from runtime.testing import LocalPlatform
+from tests.support import databases
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 60
@@ -101,11 +101,7 @@ def test_the_scaffolds_route_runs_its_workflow_on_the_migrated_database(tmp_path
         assert p.fetch("POST", "/orders/approve", body='{"id": "7", "by": "ada"}').status_code == 202
         assert p.get("order-7").result == {"state": "approved", "by": "ada"}
         assert p.fetch("GET", "/nowhere").status_code == 404
-    db = sqlite3.connect(data / "db" / "orders.sqlite")
-    try:
-        assert db.execute("SELECT id, item, state FROM orders").fetchall() == [("7", "tea", "approved")]
-    finally:
-        db.close()
+    assert databases.rows(data, "orders", "SELECT id, item, state FROM orders") == [("7", "tea", "approved")]
 
 
 def test_the_scaffolds_own_tests_pass_in_process(tmp_path: Path) -> None:

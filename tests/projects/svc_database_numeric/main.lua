@@ -2,6 +2,6 @@
 local nums = database "nums" { migrations = "migrations/nums" }
 
 on "fetch" (function(request)
-    local rows = nums:query("SELECT file FROM applied_order ORDER BY rowid")
+    local rows = nums:query("SELECT file FROM applied_order ORDER BY n")
     return { status_code = 200, body = json.encode({ ok = true, value = rows }) }
 end)

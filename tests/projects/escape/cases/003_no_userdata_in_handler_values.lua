@@ -4,7 +4,7 @@
 -- expect: result {"found": 0, "walked_enough": true}
 local request, svc = ...
 svc.kv:put("k", { nested = { 1, 2, { deep = "x" } } })
-svc.db:exec("INSERT INTO notes (body) VALUES (?)", { "hello" })
+svc.db:exec("INSERT INTO notes (id, body) VALUES (?, ?)", { 1, "hello" })
 local token = Jwt.sign({ sub = "ada", n = 1 }, string.rep("k", 32))
 local values = {
     request = request,

@@ -2,6 +2,7 @@
 -- and read every secret (or rewrite any run's journal). The store's path is found from
 -- PRAGMA database_list.
 -- where: fetch
+-- engine: sqlite
 -- expect: error database 'main':query failed: not authorized
 local request, svc = ...
 local file = svc.db:query("PRAGMA database_list")[1].file

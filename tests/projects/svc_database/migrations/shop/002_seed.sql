@@ -1,3 +1,3 @@
 -- Needs 001's tables: it only works when applied after 001.
 INSERT INTO items (name, qty) VALUES ('seed', 1);
-INSERT INTO applied_order VALUES ('002');
+INSERT INTO applied_order (file) VALUES ('002');

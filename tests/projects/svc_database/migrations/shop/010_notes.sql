@@ -1,2 +1,2 @@
 ALTER TABLE items ADD COLUMN note TEXT;
-INSERT INTO applied_order VALUES ('010');
+INSERT INTO applied_order (file) VALUES ('010');

@@ -1,1 +1,1 @@
-INSERT INTO applied_order VALUES ('10');
+INSERT INTO applied_order (file) VALUES ('10');

@@ -1,2 +1,2 @@
-CREATE TABLE applied_order (file TEXT NOT NULL);
-INSERT INTO applied_order VALUES ('9');
+CREATE TABLE applied_order (n BIGINT GENERATED ALWAYS AS IDENTITY, file TEXT NOT NULL);
+INSERT INTO applied_order (file) VALUES ('9');

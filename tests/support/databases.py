@@ -1,0 +1,55 @@
+"""Reading a project's database from a test, whichever engine runs it (issue 25).
+
+``LUNAFLOW_DATABASES`` (``runtime.services.local.engine``) decides: on PostgreSQL (the
+default) the data folder's cluster is reached as its superuser, so a test sees the tables
+whatever the project granted; on SQLite the file ``<folder>/db/<name>.sqlite`` is opened.
+``folder`` is the data folder of a ``LocalPlatform`` or ``lunaflow dev``, or an
+``AwsPlatform``'s ``data_dir / "db"`` (where its Data API keeps its cluster).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from runtime.services import pgserver
+from runtime.services import sql as sql_api
+from runtime.services.local import engine
+
+
+def rows(folder: Path, db: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """The rows of one query, with ``?`` placeholders."""
+    if engine() == "sqlite":
+        path = Path(folder) / "db" / f"{db}.sqlite"
+        if not path.exists() and (Path(folder) / f"{db}.sqlite").exists():
+            path = Path(folder) / f"{db}.sqlite"  # an AwsPlatform's Data API folder (data_dir / "db")
+        conn = sqlite3.connect(path)
+        try:
+            return [tuple(r) for r in conn.execute(sql, params).fetchall()]
+        finally:
+            conn.close()
+    import psycopg
+
+    pieces, _ = sql_api.placeholders(sql)
+    text = pieces[0] + "".join(f"${i + 1}{p}" for i, p in enumerate(pieces[1:]))
+    server = pgserver.acquire(Path(folder))
+    try:
+        with psycopg.connect(server.conninfo(db, admin=True), autocommit=True) as conn:
+            return [tuple(r) for r in psycopg.RawCursor(conn).execute(text.encode(), list(params)).fetchall()]
+    finally:
+        pgserver.release(server)
+
+
+def tables(folder: Path, db: str) -> set[str]:
+    """The names of a database's tables."""
+    if engine() == "sqlite":
+        return {r[0] for r in rows(folder, db, "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return {r[0] for r in rows(folder, db, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+
+
+def exists(folder: Path, db: str) -> bool:
+    """Whether the database was created at all."""
+    if engine() == "sqlite":
+        return (Path(folder) / "db" / f"{db}.sqlite").is_file()
+    return bool(rows(folder, "postgres", "SELECT 1 FROM pg_database WHERE datname = ?", db))
