@@ -103,6 +103,13 @@ def _statements(sql: str) -> list[str]:
     return [s.strip() for s in out if s.strip()]
 
 
+def server_message(text: str) -> str:
+    """The PostgreSQL message inside a Data API error, as a local server's reads: Aurora
+    prefixes it with the severity and may add the position on lines of their own."""
+    first = text.strip().split("\n", 1)[0]
+    return first[len("ERROR: ") :] if first.startswith("ERROR: ") else first
+
+
 class DataApiDatabases:
     def __init__(self, client: Any, resource_arn: str, secret_arn: str) -> None:
         self._rds = client
@@ -124,7 +131,13 @@ class DataApiDatabases:
         return self.request(database, text, values, tx=tx, shown=sql)
 
     def request(
-        self, database: str, text: str, values: list[Any], tx: str | None = None, shown: str | None = None
+        self,
+        database: str,
+        text: str,
+        values: list[Any],
+        tx: str | None = None,
+        shown: str | None = None,
+        method: str = "exec",
     ) -> Any:
         """One ExecuteStatement of SQL whose placeholders are already ``:p1``, ``:p2``..."""
         sql = shown if shown is not None else text
@@ -143,9 +156,9 @@ class DataApiDatabases:
         try:
             return self._rds.execute_statement(**request)
         except ClientError as e:
-            message = e.response.get("Error", {}).get("Message", str(e))
+            message = server_message(e.response.get("Error", {}).get("Message", str(e)))
             raise ServiceError(
-                f"database '{database}' failed: {message} (SQL: {' '.join(sql.split())[:120]})"
+                f"database '{database}':{method} failed: {message} (SQL: {sql_api.clip(sql)})"
             ) from e
 
     def declare(self, name: str, opts: Any, project_root: Path) -> None:
@@ -248,7 +261,7 @@ class _DataApiExecutor:
         return f":p{n}"
 
     def execute(self, method: str, sql: str, values: list[Any]) -> tuple[int, list[dict[str, Any]] | None]:
-        response = self._databases.request(self._name, sql, values)
+        response = self._databases.request(self._name, sql, values, method=method)
         if method == "exec":
             return int(response.get("numberOfRecordsUpdated", 0)), None
         return 0, DataApiDatabases._rows(response)

@@ -70,6 +70,7 @@ from runtime.platform.fetch import Response
 from runtime.platform.harness import Harness, earliest_after
 from runtime.platform.platform import Platform
 from runtime.platform.standins import HttpFn, ObjectFn, ServiceFn, StandinServices
+from runtime.services import pgserver
 from runtime.services.base import Services
 from runtime.services.local import engine
 
@@ -115,6 +116,8 @@ class AwsPlatform(Harness):
         _check_server(self.endpoint)
         self._own_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="lunaflow-aws-")) if data_dir is None else Path(data_dir)
+        if self._own_dir:
+            pgserver.scratch(self.data_dir / "db")  # its Data API's databases go with it
         self.names = deployment.Names(self._suffix())
         self._standins = (services, objects, http)
         # Databases live where LocalPlatform keeps them: on the data folder's PostgreSQL
@@ -424,6 +427,7 @@ class AwsPlatform(Harness):
             self.databases.close()
         if self._own_dir:
             deployment.remove(self.clients, self.config)
+            pgserver.discard(self.data_dir / "db")
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
 

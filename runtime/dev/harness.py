@@ -19,6 +19,7 @@ from runtime.platform.harness import Harness, earliest_after
 from runtime.platform.platform import Platform
 from runtime.platform.schedules import PauseFile, fire_tick
 from runtime.platform.standins import HttpFn, ObjectFn, ServiceFn, StandinServices
+from runtime.services import pgserver
 from runtime.services.local import LocalServices
 from runtime.services.queues import QueueSettings
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
@@ -39,6 +40,8 @@ class LocalPlatform(Harness):
         super().__init__()
         self._own_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="lunaflow-")) if data_dir is None else Path(data_dir)
+        if self._own_dir:
+            pgserver.scratch(self.data_dir)  # its databases go with it: no cluster of its own
         self.project = Path(project)
         self._services = services
         self._objects = objects
@@ -69,6 +72,7 @@ class LocalPlatform(Harness):
     def close(self) -> None:
         self.platform.close()
         if self._own_dir:
+            pgserver.discard(self.data_dir)
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
     # --- requests ----------------------------------------------------------------------

@@ -60,7 +60,7 @@ from runtime.platform.fetch import (
 )
 from runtime.platform.platform import LeaseTerms, Platform
 from runtime.platform.schedules import PauseFile
-from runtime.services.local import LocalServices
+from runtime.services.local import LocalServices, earlier_sqlite_databases, earlier_sqlite_notice
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
 
 log = logging.getLogger("lunaflow.dev")
@@ -292,6 +292,9 @@ class DevServer:
         shown = f"[{host}]" if ":" in host else host
         self.say(f"serving {self.project} on http://{shown}:{port} (console: /_console)")
         self.say(f"state in {self.data_dir}")
+        earlier = earlier_sqlite_databases(self.data_dir)
+        if earlier:
+            self.say(earlier_sqlite_notice(earlier))
         if self.reloader is not None:
             self.say(
                 "reloads when the project's scripts, migrations or lunaflow.toml change (--no-reload: off)"

@@ -31,7 +31,9 @@ from runtime.services import deadline
 from runtime.services import sql as sql_api
 from runtime.services.base import ServiceError
 
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# Aurora PostgreSQL's DatabaseName, as the prelude holds it where a database is declared;
+# checked again here because the name also names a file or a database of the local server.
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
 _MIGRATION = re.compile(r"^(\d+)_.*\.sql$")
 
 
@@ -272,6 +274,7 @@ def applied_migrations(path: Path) -> set[str]:
 def check_name(name: str) -> str:
     if not _NAME.match(name):
         raise ServiceError(
-            f"database name '{name}' is not allowed; use 1-64 letters, digits, '-' or '_' (it names a file)"
+            f"database name '{name}' is not allowed: on AWS it is Aurora PostgreSQL's DatabaseName, "
+            "1-63 letters, digits or underscores starting with a letter; rename the database"
         )
     return name

@@ -132,6 +132,33 @@ class LocalServices:
         self._local = threading.local()
 
 
+def earlier_sqlite_databases(data_dir: str | Path) -> list[Path]:
+    """The SQLite files an earlier lunaflow kept a project's databases in (``<data>/db``),
+    when databases now run on PostgreSQL: they are not read and never removed."""
+    folder = Path(data_dir) / "db"
+    if engine() != "postgres" or not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("*.sqlite") if p.is_file())
+
+
+def earlier_sqlite_notice(files: Sequence[Path]) -> str:
+    """What ``lunaflow dev`` says about ``earlier_sqlite_databases``: what it found, why it
+    no longer reads them, and the two ways on."""
+    found = ", ".join(f"{p.name} ({_size(p.stat().st_size)})" for p in files)
+    first = files[0]
+    return (
+        f"found {len(files)} SQLite database file(s) from an earlier lunaflow in {first.parent}: {found}. "
+        "A project's databases now run on PostgreSQL, the dialect Aurora runs, so these files are "
+        "not read; they are kept as they are. To go on with them unchanged, start with "
+        f"{ENGINE_SETTING}=sqlite. To move their rows to PostgreSQL, read them with any SQLite tool "
+        f"(sqlite3 {first} .dump) and insert them through a migration of the database."
+    )
+
+
+def _size(n: int) -> str:
+    return f"{n} bytes" if n < 1024 else f"{n / 1024:.0f} KB" if n < 1024 * 1024 else f"{n / 1048576:.1f} MB"
+
+
 def engine() -> str:
     """Which server runs a project's databases: ``postgres`` (the dialect Aurora runs) or
     ``sqlite``, from ``LUNAFLOW_DATABASES``; a ``LUNAFLOW_DATABASE_URL`` means postgres."""

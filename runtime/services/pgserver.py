@@ -26,6 +26,7 @@ and ``lo_export`` are refused, as ATTACH is on SQLite.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import hashlib
@@ -58,6 +59,14 @@ SETTINGS = {
     "log_min_messages": "warning",
     "dynamic_shared_memory_type": "posix",
 }
+# The scratch server holds only throwaway folders' databases (see ``scratch``): nothing on
+# it outlives its process, so it need not survive a crash of the machine.
+SCRATCH_SETTINGS = {
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    "max_connections": "200",
+}
 
 
 def binaries() -> Path:
@@ -88,10 +97,24 @@ class Server:
     watcher: subprocess.Popen[bytes] | None = None  # None: not started by this process
     users: int = 0
     made: set[str] = field(default_factory=set)  # databases known to exist
+    # A scratch folder's view of the process's scratch server: its databases' names there
+    # end with this tag, so two folders may each have a database "shop".
+    tag: str | None = None
+
+    def physical(self, database: str) -> str:
+        """The server's name for a project database (the same name, but on a scratch view)."""
+        if self.tag is None or database in ("postgres", "template1"):
+            return database
+        named = f"{database}_{self.tag}"
+        if len(named) <= 63:  # PostgreSQL cuts identifiers at 63 bytes
+            return named
+        digest = hashlib.sha256(database.encode()).hexdigest()[:12]
+        return f"{database[: 63 - len(self.tag) - 14]}_{digest}_{self.tag}"
 
     def conninfo(self, database: str, *, admin: bool = False) -> str:
         """A libpq connection string for one database: as ``lunaflow`` (user SQL) or as the
         superuser (creating roles and databases)."""
+        database = self.physical(database)
         if self.url is not None:
             import psycopg.conninfo
 
@@ -105,6 +128,7 @@ class Server:
         """The database, made (owned by ``lunaflow``) if it does not exist yet."""
         if database in self.made:
             return
+        logical, database = database, self.physical(database)
         import psycopg
         from psycopg import sql
 
@@ -125,11 +149,50 @@ class Server:
                             sql.Identifier(database), sql.Identifier(owner)
                         )
                     )
-        self.made.add(database)
+        self.made.add(logical)
 
 
 _servers: dict[Path | None, Server] = {}
 _guard = threading.Lock()
+
+
+_scratch: dict[Path, str] = {}  # scratch data folders -> their tags
+SCRATCH_KEY = Path("/<scratch>")
+
+
+def scratch(data_dir: Path) -> None:
+    """Mark a throwaway data folder (a test harness's own temporary folder): its databases
+    go on one server shared by the whole process instead of a cluster of its own, so a test
+    pays a ``CREATE DATABASE`` rather than a cluster copy and a server start; ``discard``
+    drops them. The server and its folder go when the process ends."""
+    folder = Path(data_dir).resolve()
+    with _guard:
+        _scratch[folder] = hashlib.sha256(str(folder).encode()).hexdigest()[:10]
+
+
+def has_cluster(data_dir: Path) -> bool:
+    """Whether a data folder's databases may exist yet (reading them must not create any)."""
+    folder = Path(data_dir).resolve()
+    return bool(os.environ.get(URL_SETTING)) or folder in _scratch or (folder / "pg" / "PG_VERSION").is_file()
+
+
+def discard(data_dir: Path) -> None:
+    """Drop a scratch folder's databases (its harness is closing and deleting the folder)."""
+    folder = Path(data_dir).resolve()
+    with _guard:
+        tag = _scratch.pop(folder, None)
+        shared = _servers.get(SCRATCH_KEY)
+    if tag is None or shared is None:
+        return
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(shared.conninfo("postgres", admin=True), autocommit=True) as conn:
+        names = conn.execute(
+            "SELECT datname FROM pg_database WHERE right(datname, %s) = %s", (len(tag) + 1, f"_{tag}")
+        ).fetchall()
+        for (name,) in names:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def acquire(data_dir: Path) -> Server:
@@ -137,6 +200,13 @@ def acquire(data_dir: Path) -> Server:
     ``acquire`` is matched by a ``release``."""
     url = os.environ.get(URL_SETTING) or None
     key = None if url else (Path(data_dir).resolve() / "pg")
+    tag = None if url else _scratch.get(Path(data_dir).resolve())
+    if tag is not None:
+        with _guard:
+            shared = _servers.get(SCRATCH_KEY)
+            if shared is None:
+                shared = _servers[SCRATCH_KEY] = _start_scratch()
+        return Server(cluster=shared.cluster, socket_dir=shared.socket_dir, tag=tag)
     with _guard:
         server = _servers.get(key)
         if server is None:
@@ -147,7 +217,10 @@ def acquire(data_dir: Path) -> Server:
 
 
 def release(server: Server) -> None:
-    """One user fewer; the last one stops a server this process started."""
+    """One user fewer; the last one stops a server this process started (the scratch
+    server stays up for the next test)."""
+    if server.tag is not None:
+        return
     with _guard:
         server.users -= 1
         if server.users > 0:
@@ -168,7 +241,25 @@ def stop(server: Server) -> None:
         watcher.wait()
 
 
-def _start(cluster: Path) -> Server:
+def _start_scratch() -> Server:
+    """The process's scratch server, on a cluster under the temporary folder that goes with
+    the process; folders of processes that died without cleaning up are removed first."""
+    for old in Path(tempfile.gettempdir()).glob("lunaflow-pg-scratch-*"):
+        pid = old.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists() and _running_pid(old / "pg") is None:
+            shutil.rmtree(old, ignore_errors=True)
+    place = Path(tempfile.gettempdir()) / f"lunaflow-pg-scratch-{os.getpid()}"
+    server = _start(place / "pg", SCRATCH_SETTINGS)
+
+    def end() -> None:
+        stop(server)
+        shutil.rmtree(place, ignore_errors=True)
+
+    atexit.register(end)
+    return server
+
+
+def _start(cluster: Path, settings: dict[str, str] | None = None) -> Server:
     cluster.parent.mkdir(parents=True, exist_ok=True)
     user = _system_user()
     with _locked(cluster.parent / "pg.lock"):
@@ -182,7 +273,7 @@ def _start(cluster: Path) -> Server:
             server = Server(cluster=cluster, socket_dir=socket_dir)
             _wait_ready(server, None)
             return server
-        watcher = _launch(cluster, socket_dir, user)
+        watcher = _launch(cluster, socket_dir, user, settings or {})
         server = Server(cluster=cluster, socket_dir=socket_dir, watcher=watcher)
         _wait_ready(server, watcher)
         return server
@@ -237,9 +328,11 @@ def _template(user: str | None) -> Path:
         return root
 
 
-def _launch(cluster: Path, socket_dir: Path, user: str | None) -> subprocess.Popen[bytes]:
+def _launch(
+    cluster: Path, socket_dir: Path, user: str | None, settings: dict[str, str]
+) -> subprocess.Popen[bytes]:
     args = [str(binaries() / "postgres"), "-D", str(cluster), "-k", str(socket_dir)]
-    for key, value in SETTINGS.items():
+    for key, value in {**SETTINGS, **settings}.items():
         args += ["-c", f"{key}={value}"]
     log = open(cluster / "server.log", "ab")  # noqa: SIM115 - handed to the child
     try:

@@ -188,14 +188,15 @@ class PgDatabase:
 def applied_migrations(data_dir: Path, name: str) -> set[str]:
     """The migrations recorded in a database, read without writing: none if the cluster,
     the database or its ledger does not exist yet (``lunaflow check``)."""
-    import os
 
-    if not os.environ.get(pgserver.URL_SETTING) and not (data_dir / "pg" / "PG_VERSION").is_file():
+    if not pgserver.has_cluster(data_dir):
         return set()
     server = pgserver.acquire(data_dir)
     try:
         with psycopg.connect(server.conninfo("postgres", admin=True), autocommit=True) as admin:
-            found = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+            found = admin.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (server.physical(name),)
+            ).fetchone()
         if found is None:
             return set()
         with psycopg.connect(server.conninfo(name), autocommit=True) as conn:

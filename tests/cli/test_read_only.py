@@ -25,8 +25,10 @@ import pytest
 from rich.console import Console
 
 from runtime import cli
+from runtime.services.local import engine
 from runtime.store.sqlite import SCHEMA_VERSION, STORE_FILE
 from runtime.testing import LocalPlatform
+from tests.support import databases
 
 MAIN = """
 local shop = database "shop" { migrations = "migrations/shop" }
@@ -106,10 +108,23 @@ def project(tmp_path: Path, lunaflow: Callable[..., Result]) -> Path:
 
 
 def files(folder: Path) -> dict[str, str]:
+    """Every file's digest, but the PostgreSQL cluster's (a server writes its own files, its
+    statistics and checkpoints, whenever it runs: its databases are compared by their rows)."""
+    cluster = folder / ".lunaflow" / "pg"
     return {
         str(f.relative_to(folder)): hashlib.sha256(f.read_bytes()).hexdigest()
         for f in sorted(folder.rglob("*"))
-        if f.is_file()
+        if f.is_file() and cluster not in f.parents
+    }
+
+
+def pg_tables(data: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every table of the project's database on the data folder's server, row by row."""
+    if engine() != "postgres" or not databases.exists(data, "shop"):
+        return {}
+    return {
+        n: sorted(databases.rows(data, "shop", f'SELECT * FROM "{n}"'), key=repr)
+        for n in sorted(databases.tables(data, "shop"))
     }
 
 
@@ -124,30 +139,37 @@ def tables(db: Path) -> dict[str, list[tuple[Any, ...]]]:
         conn.close()
 
 
+def shop_tables(data: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """The project database's tables, on whichever engine runs it."""
+    return pg_tables(data) if engine() == "postgres" else tables(data / "db" / "shop.sqlite")
+
+
 def state(root: Path) -> dict[str, Any]:
     data = root / ".lunaflow"
     return {
         "files": files(root),
         "tables": {str(db.relative_to(data)): tables(db) for db in sorted(data.rglob("*.sqlite"))},
+        "postgres": pg_tables(data),
     }
 
 
 def assert_unchanged(root: Path, before: dict[str, Any], *, except_files: set[str] = frozenset()) -> None:
     after = state(root)
     assert after["tables"] == before["tables"]
+    assert after["postgres"] == before["postgres"]
     kept = {k: v for k, v in after["files"].items() if k not in except_files}
     assert kept == before["files"]
 
 
 def test_check_reports_the_new_migration_and_applies_nothing(lunaflow, project):
     before = state(project)
-    assert "orders" in before["tables"]["db/shop.sqlite"]
+    assert "orders" in shop_tables(project / ".lunaflow")
     r = lunaflow("check", str(project))
     assert r.code == 0, r.out + r.err
     assert_unchanged(project, before)
     assert "database 'shop': would apply 002_drop_orders.sql" in r.out
     assert "2 in-flight run(s), 0 would diverge" in r.out
-    shop = tables(project / ".lunaflow" / "db" / "shop.sqlite")
+    shop = shop_tables(project / ".lunaflow")
     assert shop["orders"] == [("o1", "reserved"), ("o2", "shipped")]
     assert [f for f, _ in shop["_lunaflow_migrations"]] == ["001_init.sql"]
 

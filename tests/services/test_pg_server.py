@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from runtime.services.base import ServiceError
 from runtime.services.postgres import PgDatabase
 from runtime.testing import LocalPlatform
 
-from . import project
+from . import project, value
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -204,3 +205,101 @@ def test_an_unknown_engine_setting_is_refused_with_the_choices(
         Exception, match=r"LUNAFLOW_DATABASES='mysql' is not an engine; use postgres .* or sqlite"
     ):
         LocalPlatform(project("svc_sql"), data_dir=tmp_path / "data")
+
+
+# --- a harness's own temporary folder: the process's scratch server --------------------
+
+
+def _scratch_names(tag_of: Path) -> list[str]:
+    view = pgserver.acquire(tag_of)
+    assert view.tag is not None, "a harness's own folder should be on the scratch server"
+    with psycopg.connect(view.conninfo("postgres", admin=True)) as conn:
+        rows = conn.execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (f"%_{view.tag}",))
+        return sorted(r[0] for r in rows.fetchall())
+
+
+def test_harnesses_on_their_own_folders_share_one_server_with_databases_apart() -> None:
+    """Two tests' harnesses each get a database "shop" of their own, on one scratch server
+    (no cluster copied or started per test); a row one writes the other does not see."""
+    one, two = LocalPlatform(project("svc_database")), LocalPlatform(project("svc_database"))
+    try:
+        value(one, op="exec", sql="INSERT INTO items (name, qty) VALUES (?, ?)", params=["only-one", 1])
+        count = "SELECT count(*) AS n FROM items WHERE name = 'only-one'"
+        assert value(one, op="first", sql=count) == {"n": 1}
+        assert value(two, op="first", sql=count) == {"n": 0}
+        assert value(one, op="first", sql="SELECT current_database() LIKE 'shop\\_%' AS named") == {
+            "named": True
+        }
+        assert not (one.data_dir / "pg").exists() and not (two.data_dir / "pg").exists()
+        a, b = pgserver.acquire(one.data_dir), pgserver.acquire(two.data_dir)
+        assert a.socket_dir == b.socket_dir and a.tag != b.tag
+    finally:
+        one.close()
+        two.close()
+
+
+def test_a_restart_keeps_a_scratch_folders_rows_and_close_drops_its_databases() -> None:
+    p = LocalPlatform(project("svc_database"))
+    try:
+        value(p, op="exec", sql="INSERT INTO items (name, qty) VALUES (?, ?)", params=["kept", 3])
+        p.restart()
+        assert value(p, op="first", sql="SELECT qty FROM items WHERE name = 'kept'") == {"qty": 3}
+        names = _scratch_names(p.data_dir)
+        assert len(names) == 1 and names[0].startswith("shop_"), names
+        folder = p.data_dir
+        tag = pgserver.acquire(folder).tag
+    finally:
+        p.close()
+    pgserver.scratch(folder)  # only to look again: the same tag, and nothing left under it
+    assert pgserver.acquire(folder).tag == tag
+    assert _scratch_names(folder) == []
+    pgserver.discard(folder)
+
+
+def test_a_long_database_name_stays_within_postgresqls_63_bytes_and_apart() -> None:
+    view = pgserver.Server(cluster=None, tag="0123456789")
+    a, b = "a" * 63, "a" * 62 + "b"
+    assert len(view.physical(a)) <= 63 and len(view.physical(b)) <= 63
+    assert view.physical(a) != view.physical(b)
+    assert view.physical("shop") == "shop_0123456789"
+    assert pgserver.Server(cluster=None).physical("shop") == "shop"
+
+
+SCRATCH_OWNER = textwrap.dedent(
+    """
+    import os, sys, time
+    from runtime.testing import LocalPlatform
+    p = LocalPlatform(sys.argv[1])
+    print(os.getpid(), flush=True)
+    if sys.argv[2] == "hang":
+        time.sleep(600)
+    p.close()
+    """
+)
+
+
+def test_the_scratch_server_and_its_folder_go_with_the_process_even_a_killed_one(tmp_path: Path) -> None:
+    def run(mode: str) -> tuple[subprocess.Popen[str], Path]:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SCRATCH_OWNER, str(project("svc_database")), mode],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "LUNAFLOW_DATABASES": "postgres"},
+        )
+        assert proc.stdout is not None
+        pid = int(proc.stdout.readline())
+        return proc, Path(tempfile.gettempdir()) / f"lunaflow-pg-scratch-{pid}"
+
+    ended, place = run("end")
+    assert ended.wait(60) == 0
+    assert not place.exists(), "a process that ended left its scratch cluster behind"
+    killed, place = run("hang")
+    assert postgres_pids(place / "pg")
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    assert wait_for(lambda: not postgres_pids(place / "pg")), "the scratch server outlived its process"
+    assert place.exists()  # nobody was left to remove it ...
+    again, _ = run("end")
+    assert again.wait(60) == 0
+    assert not place.exists(), "the next process did not sweep a dead process's scratch cluster"

@@ -127,3 +127,11 @@ def test_the_data_api_request_carries_the_typing_aurora_needs(tmp_path: Path) ->
         ]
         assert sent["resultSetOptions"] == {"decimalReturnType": "DOUBLE_OR_LONG"}
         assert call(p, op="first", sql="SELECT 1 AS one", params={})["value"] == {"one": 1}
+
+
+def test_a_failing_statement_is_reported_alike_on_both(p: Any) -> None:
+    """The same words locally and through the Data API: which database, which call, the
+    server's message, and the SQL."""
+    message = error(p, op="query", sql="SELECT nope FROM items")
+    assert message.startswith("main.lua:8: database 'shop':query failed: column "), message
+    assert 'column "nope" does not exist' in message and "(SQL: SELECT nope FROM items)" in message

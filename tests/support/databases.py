@@ -52,4 +52,6 @@ def exists(folder: Path, db: str) -> bool:
     """Whether the database was created at all."""
     if engine() == "sqlite":
         return (Path(folder) / "db" / f"{db}.sqlite").is_file()
-    return bool(rows(folder, "postgres", "SELECT 1 FROM pg_database WHERE datname = ?", db))
+    server = pgserver.acquire(Path(folder))
+    pgserver.release(server)
+    return bool(rows(folder, "postgres", "SELECT 1 FROM pg_database WHERE datname = ?", server.physical(db)))
