@@ -1,7 +1,9 @@
-"""``LocalServices``: every service of SPEC section 2 on SQLite under the data folder.
+"""``LocalServices``: every service of SPEC section 2 under the data folder.
 
-Databases are ``<data>/db/<name>.sqlite``; kv, object state and queue messages share
-``<data>/services.sqlite``. Each thread gets its own connections.
+A project's databases are databases of a PostgreSQL server (``pgserver``: the dialect Aurora
+runs, by default) or, with ``LUNAFLOW_DATABASES=sqlite``, ``<data>/db/<name>.sqlite``; kv,
+object state and queue messages share ``<data>/services.sqlite``. Each thread gets its own
+connections.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from runtime.services.postgres import PgDatabase
 
 ENGINE_SETTING = "LUNAFLOW_DATABASES"
-DEFAULT_ENGINE = "sqlite"
+DEFAULT_ENGINE = "postgres"
 
 
 class LocalServices:

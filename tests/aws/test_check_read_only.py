@@ -17,6 +17,7 @@ from typing import Any
 from runtime.aws.database import pending_migrations
 from runtime.aws.runtime import AwsRuntime
 from runtime.dev.check import check_runs
+from runtime.services.local import engine
 from runtime.testing import AwsPlatform
 
 MAIN = """
@@ -43,7 +44,12 @@ def _items(p: AwsPlatform) -> list[dict[str, Any]]:
 
 
 def _shop(p: AwsPlatform) -> dict[str, Any]:
-    tables = [r[0] for r in p.databases.rows("shop", "SELECT name FROM sqlite_master WHERE type = 'table'")]
+    listing = (
+        "SELECT name FROM sqlite_master WHERE type = 'table'"
+        if engine() == "sqlite"
+        else "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+    )
+    tables = [r[0] for r in p.databases.rows("shop", listing)]
     return {t: sorted(p.databases.rows("shop", f'SELECT * FROM "{t}"'), key=repr) for t in sorted(tables)}
 
 

@@ -17,7 +17,6 @@ start` that no platform has advanced yet; plus one completed run, which is not i
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import shutil
@@ -32,6 +31,7 @@ from rich.console import Console
 from runtime import cli
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
 from runtime.testing import LocalPlatform
+from tests.support import databases
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "cli_check"
 IN_FLIGHT = {"awaiting", "backoff", "failed", "nap", "sec", "fresh", "fresh-sec"}
@@ -136,13 +136,10 @@ def verdict_rows(out: str) -> dict[str, list[str]]:
     return {row[0]: row for row in rows}
 
 
-def snapshot(folder: Path) -> dict[str, str]:
-    """Every file under the data folder and a hash of its bytes."""
-    return {
-        str(f.relative_to(folder)): hashlib.sha256(f.read_bytes()).hexdigest()
-        for f in sorted(folder.rglob("*"))
-        if f.is_file()
-    }
+def snapshot(folder: Path) -> dict[str, Any]:
+    """Every file under the data folder with a hash of its bytes, and the rows of the
+    project's database on whichever engine holds it."""
+    return {"files": databases.files(folder), "orders": databases.contents(folder, "orders")}
 
 
 def journals(folder: Path) -> dict[str, list[dict[str, Any]]]:
@@ -256,7 +253,8 @@ def test_check_runs_no_effects_and_writes_nothing(lunaflow, data, tmp_path, capl
     run 'fresh' is the sharpest case: the code's next command is a step that would run."""
     project = PROJECT if code == "unchanged" else copy_project(tmp_path, "renamed", rename_reserve)
     before, before_journals = snapshot(data), journals(data)
-    assert {"lunaflow.sqlite", "services.sqlite", "db/orders.sqlite"} <= set(before)
+    assert {"lunaflow.sqlite", "services.sqlite"} <= set(before["files"])
+    assert ("awaiting", "reserved") in before["orders"]["orders"], before["orders"]
     caplog.set_level(logging.INFO, logger="lunaflow.lua")
     caplog.clear()
     r = lunaflow("check", str(project), "--data", str(data))

@@ -43,7 +43,7 @@ on "fetch" (function(request)
     return { status_code = 200, body = tostring(db:first("SELECT 1 AS one").one) }
   end
   if request.path == "/write" then
-    return { status_code = 200, body = tostring(db:exec("CREATE TABLE IF NOT EXISTS t (x)").changes) }
+    return { status_code = 200, body = tostring(db:exec("CREATE TABLE IF NOT EXISTS t (x INTEGER)").changes) }
   end
   return { status_code = 200, body = "ok" }
 end)

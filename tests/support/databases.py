@@ -9,6 +9,7 @@ whatever the project granted; on SQLite the file ``<folder>/db/<name>.sqlite`` i
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -55,3 +56,22 @@ def exists(folder: Path, db: str) -> bool:
     server = pgserver.acquire(Path(folder))
     pgserver.release(server)
     return bool(rows(folder, "postgres", "SELECT 1 FROM pg_database WHERE datname = ?", server.physical(db)))
+
+
+def contents(folder: Path, db: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every table of a database, row by row in a stable order (empty if it does not exist)."""
+    if not exists(folder, db):
+        return {}
+    return {n: sorted(rows(folder, db, f'SELECT * FROM "{n}"'), key=repr) for n in sorted(tables(folder, db))}
+
+
+def files(folder: Path) -> dict[str, str]:
+    """Every file under a data folder and a digest of its bytes, but the PostgreSQL
+    cluster's: a server writes its own files (statistics, checkpoints) whenever it runs, so
+    its databases are compared by their rows (``contents``)."""
+    cluster = Path(folder) / "pg"
+    return {
+        str(f.relative_to(folder)): hashlib.sha256(f.read_bytes()).hexdigest()
+        for f in sorted(Path(folder).rglob("*"))
+        if f.is_file() and cluster not in f.parents
+    }

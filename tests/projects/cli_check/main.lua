@@ -23,7 +23,11 @@ workflow "order" (function(wf, input)
         trace(wf, "reserve")
         local n = attempt_of(wf)
         if n <= fail_times then error("out of stock on attempt " .. n, 0) end
-        orders:exec("INSERT OR REPLACE INTO orders (id, state) VALUES (?, 'reserved')", { wf.id })
+        orders:exec(
+            "INSERT INTO orders (id, state) VALUES (?, 'reserved') "
+                .. "ON CONFLICT (id) DO UPDATE SET state = 'reserved'",
+            { wf.id }
+        )
         return n
     end)
     local paid = wf:await("paid", { timeout = "72h" })
