@@ -196,6 +196,7 @@ class Runs:
         """Runs whose latest ``where.key`` matches, newest first, through the store's index of
         published values (no journal is read)."""
         return self.store.find_runs(where, workflow=workflow, limit=limit)
+
     def generations(self, run_id: str, workflow: str | None = None) -> dict[str, Any]:
         """The run's current generation and the earlier ones its journal still keeps
         (``wf:continue_as_new``; the oldest past ``GENERATIONS_KEPT`` are dropped)."""
