@@ -96,6 +96,7 @@ class LunaflowStack(Stack):
             ],
             description="Re-send wakes that waited over a minute (a lost message heals)",
         )
+        self.schedules.grant_console(self.functions.console)
         self.console = Console(
             self, "Console", console=self.functions.console, functions=self.functions.functions
         )

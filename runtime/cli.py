@@ -471,55 +471,33 @@ def _declared_schedules(args: argparse.Namespace) -> dict[str, Any]:
     return describe(args.project).schedules
 
 
-def _last_tick_run(runs: Runs | None, schedule: Any) -> Any:
-    """The schedule's newest run (ids ``<name>@<tick>``), or None."""
-    if runs is None:
-        return None
-    prefix = f"{schedule.name}@"
-    found = [r for r in runs.runs(workflow=schedule.workflow, limit=1000) if r.id.startswith(prefix)]
-    return max(found, key=lambda r: r.id) if found else None
+def _schedule_control(args: argparse.Namespace, rt: Any = None, platform: Any = None) -> Any:
+    """Where the schedules' pauses live and how a trigger fires: the deployed stack's
+    Scheduler with ``--aws``, else the data folder (``platform`` fires triggers there)."""
+    if rt is not None:
+        from runtime.aws.schedules import AwsSchedules
+
+        return AwsSchedules(rt.clients.scheduler, rt.clients.sqs, rt.config)
+    from runtime.platform.schedules import LocalSchedules
+
+    return LocalSchedules(data_folder(args.project, args.data), platform)
 
 
 def cmd_schedules(args: argparse.Namespace) -> int:
-    from runtime.engine.schedules import iso
-    from runtime.platform.schedules import PauseFile
+    from runtime.platform.schedules import schedule_rows
 
     declared = _declared_schedules(args)
     now = now_ms(SystemClock())
     runs: Runs | None
+    rt = None
     if args.aws:
-        from runtime.aws.schedules import is_paused
-
         rt = _aws(args, read_only=True)
         runs = rt.platform
-
-        def paused(name: str) -> bool:
-            return bool(is_paused(rt.clients.scheduler, rt.config, name))
     else:
         data = data_folder(args.project, args.data)
         runs = _open_runs(args, read_only=True) if (data / STORE_FILE).exists() else None
-        held = PauseFile(data).paused()
-
-        def paused(name: str) -> bool:
-            return name in held
-
     try:
-        rows = []
-        for name, s in sorted(declared.items()):
-            nxt = s.next_after(now)
-            last = _last_tick_run(runs, s)
-            rows.append(
-                {
-                    "schedule": name,
-                    "workflow": s.workflow,
-                    "when": s.cron.text if s.cron is not None else f"every {s.every_minutes}m",
-                    "timezone": s.timezone,
-                    "overlap": s.overlap,
-                    "paused": paused(name),
-                    "next_tick": None if nxt is None else iso(nxt),
-                    "last_run": None if last is None else {"id": last.id, "status": str(last.status)},
-                }
-            )
+        rows = [r.as_json() for r in schedule_rows(declared, runs, _schedule_control(args, rt), now)]
     finally:
         if runs is not None:
             runs.store.close()
@@ -547,20 +525,13 @@ def cmd_schedules(args: argparse.Namespace) -> int:
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
-    from runtime.platform.schedules import PauseFile, find, fire_tick
+    from runtime.platform.schedules import find
 
     schedule = find(_declared_schedules(args), args.name)
     tick = now_ms(SystemClock()) // 1000 * 1000
     where = " on AWS" if args.aws else ""
-    if args.aws:
-        from runtime.aws import schedules as aws_schedules
-
-        rt = _aws(args)
-        if args.action == "trigger":
-            aws_schedules.send_tick(rt.clients.sqs, rt.config, schedule.name, tick)
-        else:
-            aws_schedules.set_paused(rt.clients.scheduler, rt.config, schedule.name, args.action == "pause")
-    elif args.action == "trigger":
+    platform = None
+    if args.action == "trigger" and not args.aws:
         from runtime.engine.project import ProjectSource
         from runtime.platform.platform import Platform
         from runtime.services.local import LocalServices
@@ -573,17 +544,18 @@ def cmd_schedule(args: argparse.Namespace) -> int:
             clock,
             services=LocalServices(data, clock.now, ProjectSource.read(args.project).queue_settings),
         )
-        try:
-            fired = fire_tick(platform, schedule, tick)
-        finally:
+    try:
+        control = _schedule_control(args, _aws(args) if args.aws else None, platform)
+        if args.action == "trigger":
+            started = control.trigger(schedule, tick)
+        else:
+            control.set_paused(schedule.name, args.action == "pause")
+    finally:
+        if platform is not None:
             platform.close()
-        if not fired.started:
-            out.print(
-                f"schedule {schedule.name}: an earlier run is still going (overlap = skip); none started"
-            )
-            return EXIT_OK
-    else:
-        PauseFile(data_folder(args.project, args.data)).set(schedule.name, args.action == "pause")
+    if args.action == "trigger" and not started:
+        out.print(f"schedule {schedule.name}: an earlier run is still going (overlap = skip); none started")
+        return EXIT_OK
     said = {
         "pause": f"schedule {schedule.name} is paused{where}: its ticks start no run until resumed",
         "resume": f"schedule {schedule.name} is active{where}; its next tick starts a run",

@@ -5,11 +5,14 @@ group, sending ``{"schedule": name, "tick": <scheduled time>}`` to the wake queu
 timers' Scheduler role; a delivery Scheduler gives up on goes to the wake dead-letter queue.
 The worker starts the tick's run (``AwsRuntime.tick``). Being resources of the stack, a
 schedule removed from the project is deleted by the next deploy, and a changed expression
-takes effect at deploy.
+takes effect at deploy. The console function may read, pause and resume them (an update
+carries the Scheduler role, which it passes on) and send a tick to the wake queue ("trigger
+now"): ``grant_console``.
 """
 
 from __future__ import annotations
 
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_scheduler as scheduler
 from constructs import Construct
 
@@ -21,6 +24,7 @@ from runtime.platform.describe import ProjectNeeds
 class Schedules(Construct):
     def __init__(self, scope: Construct, id: str, needs: ProjectNeeds, wake: WakePath) -> None:
         super().__init__(scope, id)
+        self.wake = wake
         self.schedules: dict[str, scheduler.CfnSchedule] = {}
         if needs.schedules:
             wake.dead_letters.grant_send_messages(wake.role)
@@ -49,3 +53,20 @@ class Schedules(Construct):
             )
             made.add_dependency(wake.group)
             self.schedules[name] = made
+
+    def grant_console(self, fn: iam.IGrantable) -> None:
+        """Read, pause and resume the declared schedules, these only (the runs' timers share
+        the group); the tick a trigger sends goes through the wake queue it may already send to."""
+        if not self.schedules:
+            return
+        arns = [made.attr_arn for _, made in sorted(self.schedules.items())]
+        fn.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(actions=["scheduler:GetSchedule", "scheduler:UpdateSchedule"], resources=arns)
+        )
+        fn.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["iam:PassRole"],
+                resources=[self.wake.role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}},
+            )
+        )

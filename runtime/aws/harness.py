@@ -329,7 +329,7 @@ class AwsPlatform(Harness):
         disabled (paused) schedule sends nothing; a trigger (``now``) is the message
         ``lunaflow schedule trigger --aws`` sends."""
         if now:
-            schedules.send_tick(self.clients.sqs, self.config, schedule.name, tick_ms)
+            self.schedule_control.trigger(schedule, tick_ms)
             return
         scheduler, group = self.clients.scheduler, self.config.scheduler_group
         found = scheduler.get_schedule(Name=schedule_name(schedule.name), GroupName=group)
@@ -340,8 +340,9 @@ class AwsPlatform(Harness):
         body = target["Input"].replace(TICK_TIME, iso(tick_ms))
         self.clients.sqs.send_message(QueueUrl=url, MessageBody=body)
 
-    def _set_paused(self, schedule: Schedule, paused: bool) -> None:
-        schedules.set_paused(self.clients.scheduler, self.config, schedule.name, paused)
+    @property
+    def schedule_control(self) -> schedules.AwsSchedules:
+        return schedules.AwsSchedules(self.clients.scheduler, self.clients.sqs, self.config)
 
     def reconcile(self) -> Any:
         """The reconcile rule's invocation of the worker."""

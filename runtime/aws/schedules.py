@@ -1,7 +1,7 @@
 """A deployed project's declared schedules, as EventBridge Scheduler holds them: whether
 each is paused (``State``), pausing and resuming, and "trigger now" (a tick message sent to
-the wake queue, as Scheduler would send it). ``lunaflow schedule ... --aws`` and
-``AwsPlatform`` use these.
+the wake queue, as Scheduler would send it). ``lunaflow schedule ... --aws``, the console's
+widgets (``AwsSchedules``) and ``AwsPlatform`` use these.
 
 A pause is the schedule's ``DISABLED`` state. The stack writes ``State: ENABLED``, so a
 deploy that changes a schedule's declaration (its expression, window or input) resumes it;
@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 
 from runtime.aws.config import AwsConfig
 from runtime.aws.contract import TICK_TIME, schedule_name, tick_input
-from runtime.engine.schedules import iso
+from runtime.engine.schedules import Schedule, iso
 from runtime.errors import InvalidInput
 from runtime.store.items import error_code
 
@@ -66,3 +66,23 @@ def send_tick(sqs: Any, config: AwsConfig, name: str, tick_ms: int) -> None:
     """The tick message Scheduler sends, for ``tick_ms``, on the wake queue."""
     body = tick_input(name).replace(TICK_TIME, iso(tick_ms))
     sqs.send_message(QueueUrl=config.wake_queue_url, MessageBody=body)
+
+
+class AwsSchedules:
+    """A deployment's schedules for the console and ``lunaflow schedules --aws``
+    (``runtime/platform/schedules.py: ScheduleControl``): pauses are the Scheduler
+    schedules' state; a trigger is the tick message, which the worker fires as Scheduler's
+    own (so whether the overlap policy skips it is not known here)."""
+
+    def __init__(self, scheduler: Any, sqs: Any, config: AwsConfig) -> None:
+        self.scheduler, self.sqs, self.config = scheduler, sqs, config
+
+    def is_paused(self, name: str) -> bool:
+        return is_paused(self.scheduler, self.config, name)
+
+    def set_paused(self, name: str, paused: bool) -> None:
+        set_paused(self.scheduler, self.config, name, paused)
+
+    def trigger(self, schedule: Schedule, tick_ms: int) -> bool:
+        send_tick(self.sqs, self.config, schedule.name, tick_ms)
+        return True

@@ -43,6 +43,9 @@ class Actions(Protocol):
     def value_link(self, run_id: str, ref: str, text: str) -> str:
         """A link to the whole of a value shown cut short."""
 
+    def schedule_button(self, name: str, action: str, label: str, confirmation: str) -> str:
+        """Pause, resume or trigger a schedule (the runs list's schedules)."""
+
 
 @dataclass(frozen=True)
 class LocalActions:
@@ -105,6 +108,17 @@ class LocalActions:
     def value_link(self, run_id: str, ref: str, text: str) -> str:
         return f"<a href='{e(self._run_url(run_id))}/value/{e(quote(ref, safe=''))}'>{e(text)}</a>"
 
+    def schedule_button(self, name: str, action: str, label: str, confirmation: str) -> str:
+        # Pausing is undone by resuming and a trigger's run is the tick's (a second click
+        # within the second joins it), so these act at once; the page says what happened.
+        css = "primary" if action == "trigger" else ""
+        return (
+            f"<form method='post' action='{e(self.base)}/schedules/{e(quote(name, safe=''))}' "
+            f"title='{e(confirmation)}'>{self._token()}"
+            f"<input type='hidden' name='action' value='{e(action)}'>"
+            f"<button class='{css}'>{e(label)}</button></form>"
+        )
+
 
 @dataclass(frozen=True)
 class CloudWatchActions:
@@ -156,4 +170,10 @@ class CloudWatchActions:
     def value_link(self, run_id: str, ref: str, text: str) -> str:
         return f"<a class='btn'>{e(text)}</a>" + self._call(
             {"view": "value", "run_id": run_id, "ref": ref}, display="popup"
+        )
+
+    def schedule_button(self, name: str, action: str, label: str, confirmation: str) -> str:
+        css = "btn primary" if action == "trigger" else "btn"
+        return f"<a class='{css}'>{e(label)}</a>" + self._call(
+            {"view": "runs", "action": "schedule", "schedule": name, "do": action}, confirmation=confirmation
         )

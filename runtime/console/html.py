@@ -175,7 +175,7 @@ STYLE = """
 .lf .form label{display:block;margin:4px 0}.lf .jerr{color:#a40e26;font-size:12px}
 .lf .counts{display:flex;gap:6px;flex-wrap:wrap;margin:6px 0}.lf .counts .on{outline:2px solid #0969da}
 .lf details.json summary{cursor:pointer}.lf details.json pre{background:#f6f8fa;border-radius:6px;padding:6px 8px;max-height:420px;overflow:auto}
-.lf td.wide{max-width:260px;overflow-wrap:anywhere}.lf td.id{white-space:nowrap}
+.lf td.wide{max-width:260px;overflow-wrap:anywhere}.lf td.id{white-space:nowrap}.lf td.acts form{display:inline;margin-right:4px}
 .lf .chart{overflow-x:auto;border:1px solid #d8dee4;border-radius:8px;padding:6px 4px;margin:6px 0}
 .lf .legend{display:flex;gap:12px;flex-wrap:wrap;font-size:12px;color:#57606a;margin:4px 0}
 .lf .sw{display:inline-block;width:12px;height:10px;border-radius:2px;margin-right:4px;vertical-align:middle}

@@ -5,7 +5,8 @@ GET ``/_console`` lists runs (``?id=&status=&workflow=&since=&until=&page=``); G
 ``part=live`` parameter answers only the page's changing region (what the page's script
 polls). POST ``/_console/runs/<id>`` with ``action`` resume or cancel asks for confirmation
 (``step=ask``) and then acts (``step=do``); with ``action=signal`` it sends a signal; POST
-``/_console/start`` starts a run. Every POST must carry this process's ``token`` (the forms
+``/_console/start`` starts a run; POST ``/_console/schedules/<name>`` with ``action`` pause,
+resume or trigger acts on a declared schedule. Every POST must carry this process's ``token`` (the forms
 of its pages do) and come from the console's own origin (the server checks Origin and
 Sec-Fetch-Site and says so in ``cross_site``); anything else is refused with 403 before it
 is read further. An action answers with a redirect back to a page (so a reload does not
@@ -28,6 +29,7 @@ from runtime.console.search import RunQuery
 from runtime.errors import AlreadyCancelled, LunaflowError, NoSuchRun
 from runtime.platform.fetch import Response
 from runtime.platform.runs import CLEANUP_NOTE, Runs
+from runtime.platform.schedules import ScheduleControl
 
 MAX_NOTICES = 256
 
@@ -53,8 +55,16 @@ class LocalConsole:
     """The console of one ``lunaflow dev`` process. ``token`` is this process's: a form of
     another process, or a request that never loaded a page of this one, cannot act."""
 
-    def __init__(self, runs: Runs, *, token: str | None, poke: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        runs: Runs,
+        *,
+        token: str | None,
+        poke: Callable[[], None],
+        schedules: ScheduleControl | None = None,
+    ) -> None:
         self.runs = runs
+        self.schedules = schedules  # where the project's schedules are paused and triggered
         self.token = token
         self.poke = poke
         self.actions = LocalActions(token=token or "")
@@ -96,10 +106,14 @@ class LocalConsole:
             if query.get("part") == "live":
                 return self._fragment(render.runs_live(self.runs, self.actions, q, zone=self.zone, now=now))
             notice = self._notice(query.get("done"))
-            body = render.runs_page(self.runs, self.actions, q, zone=self.zone, now=now, notice=notice)
+            body = render.runs_page(
+                self.runs, self.actions, q, zone=self.zone, now=now, notice=notice, schedules=self.schedules
+            )
             return self._page("lunaflow runs", body)
         if path == "/_console/start" and method == "POST":
             return self._start(form, now)
+        if path.startswith("/_console/schedules/") and method == "POST":
+            return self._schedule(unquote(path[len("/_console/schedules/") :]), form, now)
         if path.startswith("/_console/runs/"):
             rest = path[len("/_console/runs/") :]
             raw_id, _, tail = rest.partition("/value/")
@@ -242,10 +256,24 @@ class LocalConsole:
                 zone=self.zone,
                 now=now,
                 start_form=render.Form(form, str(err)),
+                schedules=self.schedules,
             )
             return self._page("start a run", page, 400)
         self.poke()
         return self._redirect(self._run_url(run.id), said)
+
+    def _schedule(self, name: str, form: dict[str, str], now: float) -> Response:
+        back = self.actions.list_link("all runs")
+        if self.schedules is None:
+            return self._refused(
+                "this console does not act on schedules (it runs no project's code)", 409, back
+            )
+        try:
+            said = render.act_on_schedule(self.runs, self.schedules, name, form.get("action", ""), now)
+        except LunaflowError as err:
+            return self._refused(str(err), 400, back)
+        self.poke()
+        return self._redirect("/_console", said)
 
     def _value(self, run_id: str, ref: str) -> Response:
         try:

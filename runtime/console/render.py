@@ -23,6 +23,7 @@ from runtime.core.journal import CANCELLABLE, ENDED, RESUMABLE, Entry, Kind, Sta
 from runtime.errors import InvalidInput
 from runtime.platform.platform import Platform
 from runtime.platform.runs import Runs
+from runtime.platform.schedules import ScheduleControl, ScheduleRow, find, schedule_rows
 from runtime.store.base import RunRecord
 
 __all__ = [
@@ -71,7 +72,10 @@ def runs_page(
     now: float | None = None,
     notice: str | None = None,
     start_form: Form | None = None,
+    schedules: ScheduleControl | None = None,
 ) -> str:
+    """The runs list; with ``schedules`` (where the platform's schedules are paused and
+    triggered) and code that declares some, the schedules below it."""
     query = query or RunQuery()
     zone = zone or Zone()
     now = runs.clock.now() if now is None else now
@@ -82,6 +86,9 @@ def runs_page(
     parts.append(_search_form(actions, query, workflows, zone))
     poll = f" data-poll='{POLL_MS}'" if actions.live else ""
     parts.append(f"<div id='live'{poll}>{runs_live(runs, actions, query, zone=zone, now=now)}</div>")
+    if schedules is not None and isinstance(runs, Platform) and runs.worker.schedules:
+        rows = schedule_rows(runs.worker.schedules, runs, schedules, int(now * 1000))
+        parts.append(_schedules_table(actions, rows, zone, now))
     if workflows:
         parts.append(_start_form(actions, workflows, start_form))
     parts.append("</div>")
@@ -181,6 +188,72 @@ def _search_form(actions: Actions, query: RunQuery, workflows: list[str], zone: 
         f"<span class='muted'>({e(zone.label)})</span>"
     )
     return actions.form("search", fields, "Search")
+
+
+def _schedules_table(actions: Actions, rows: list[ScheduleRow], zone: Zone, now: float) -> str:
+    parts = [
+        "<h2 id='schedules'>Schedules</h2><table class='schedules'><tr><th>schedule</th><th>workflow</th>"
+        "<th>when</th><th>overlap</th><th>state</th><th>next tick</th><th>last run</th><th></th></tr>"
+    ]
+    for r in rows:
+        s = r.schedule
+        when = r.when if s.timezone == "UTC" else f"{r.when} ({s.timezone})"
+        state = (
+            "<span class='st failed'>paused</span>" if r.paused else "<span class='st running'>active</span>"
+        )
+        nxt = "none (window over)" if r.next_tick_ms is None else moment(r.next_tick_ms / 1000, zone, now)
+        if r.paused and r.next_tick_ms is not None:
+            nxt += " <span class='muted'>(skipped while paused)</span>"
+        last = (
+            "none yet"
+            if r.last_run is None
+            else f"{actions.run_link(r.last_run.id, r.last_run.id)} {status(r.last_run.status)}"
+        )
+        toggle = (
+            actions.schedule_button(
+                s.name, "resume", "Resume", f"Resume schedule {s.name}? Its next tick starts a run."
+            )
+            if r.paused
+            else actions.schedule_button(
+                s.name,
+                "pause",
+                "Pause",
+                f"Pause schedule {s.name}? Its ticks start no run until it is resumed.",
+            )
+        )
+        trigger = actions.schedule_button(
+            s.name,
+            "trigger",
+            "Trigger now",
+            f"Trigger schedule {s.name} now? A tick's run of {s.workflow} starts.",
+        )
+        parts.append(
+            f"<tr><td class='id'>{e(s.name)}</td><td>{e(s.workflow)}</td><td>{e(when)}</td><td>{e(s.overlap)}</td>"
+            f"<td>{state}</td><td>{nxt}</td><td class='id'>{last}</td><td class='acts'>{toggle}{trigger}</td></tr>"
+        )
+    parts.append("</table>")
+    return "".join(parts)
+
+
+SCHEDULE_ACTIONS = ("pause", "resume", "trigger")
+
+
+def act_on_schedule(runs: Runs, control: ScheduleControl, name: str, action: str, now: float) -> str:
+    """Pause, resume or trigger a declared schedule; what happened, as the page says it."""
+    if action not in SCHEDULE_ACTIONS:
+        raise InvalidInput(
+            f"unknown schedule action {action!r}; the console pauses, resumes and triggers schedules"
+        )
+    schedule = find(runs.worker.schedules if isinstance(runs, Platform) else {}, name)
+    if action == "trigger":
+        tick = int(now) * 1000
+        if not control.trigger(schedule, tick):
+            return f"Schedule {name}: an earlier run is still going (overlap = skip); none started."
+        return f"Schedule {name} triggered: run {schedule.run_id(tick)}."
+    control.set_paused(name, action == "pause")
+    if action == "pause":
+        return f"Schedule {name} is paused: its ticks start no run until it is resumed."
+    return f"Schedule {name} is active: its next tick starts a run."
 
 
 def _start_form(actions: Actions, workflows: list[str], form: Form | None) -> str:

@@ -2,7 +2,8 @@
 
 CloudWatch calls the console function with the widget's params as top-level keys (``view``:
 runs, run or value; ``run_id``; the runs list's filters) and a ``widgetContext``; a clicked
-``cwdb-action`` adds its JSON's keys (``action``: resume, cancel, signal, start or search)
+``cwdb-action`` adds its JSON's keys (``action``: resume, cancel, signal, start, search, or
+schedule with ``schedule`` and ``do``: pause, resume or trigger)
 and the values of the widget's inputs arrive under ``widgetContext.forms.all``. Times are
 written in the dashboard's time zone. Resume and cancel are confirmed by CloudWatch itself
 (the ``confirmation`` attribute); no token is needed, since only a signed-in console user can
@@ -24,11 +25,17 @@ from runtime.console.html import Zone, e
 from runtime.console.search import RunQuery
 from runtime.errors import LunaflowError
 from runtime.platform.runs import CLEANUP_NOTE, Runs
+from runtime.platform.schedules import ScheduleControl
 
 SEARCH_FIELDS = ("id", "status", "workflow", "since", "until")
 
 
-def widget_page(runs: Runs, actions: CloudWatchActions, event: Mapping[str, Any]) -> str:
+def widget_page(
+    runs: Runs,
+    actions: CloudWatchActions,
+    event: Mapping[str, Any],
+    schedules: ScheduleControl | None = None,
+) -> str:
     context = _dict(event.get("widgetContext"))
     zone = Zone.from_widget(context)
     typed = {k: v for k, v in _dict(_dict(context.get("forms")).get("all")).items() if isinstance(v, str)}
@@ -53,13 +60,24 @@ def widget_page(runs: Runs, actions: CloudWatchActions, event: Mapping[str, Any]
                 )
             except LunaflowError as err:
                 form = render.Form(typed, str(err))
-                return render.runs_page(runs, actions, RunQuery(), zone=zone, now=now, start_form=form)
+                return render.runs_page(
+                    runs, actions, RunQuery(), zone=zone, now=now, start_form=form, schedules=schedules
+                )
             return render.run_page(runs, actions, run.id, zone=zone, now=now, notice=said)
+        if action == "schedule" and schedules is not None:
+            said = render.act_on_schedule(
+                runs, schedules, str(event.get("schedule", "")), str(event.get("do", "")), now
+            )
+            return render.runs_page(
+                runs, actions, RunQuery(), zone=zone, now=now, notice=said, schedules=schedules
+            )
         if view == "run":
             journal = render.read_journal_page(event.get("journal"))
             return _run_view(runs, actions, run_id, action, typed, zone, now, journal)
         params = {k: typed[k] for k in SEARCH_FIELDS if k in typed} if action == "search" else dict(event)
-        return render.runs_page(runs, actions, RunQuery.read(params, zone), zone=zone, now=now)
+        return render.runs_page(
+            runs, actions, RunQuery.read(params, zone), zone=zone, now=now, schedules=schedules
+        )
     except LunaflowError as err:
         return f"<div class='lf'><p class='err'>{e(err)}</p>{actions.list_link('all runs')}</div>"
 

@@ -17,7 +17,7 @@ from runtime.engine.schedules import Schedule
 from runtime.platform.fetch import Response, make_request
 from runtime.platform.harness import Harness, earliest_after
 from runtime.platform.platform import Platform
-from runtime.platform.schedules import PauseFile, fire_tick
+from runtime.platform.schedules import LocalSchedules, PauseFile, fire_tick
 from runtime.platform.standins import HttpFn, ObjectFn, ServiceFn, StandinServices
 from runtime.services import pgserver
 from runtime.services.local import LocalServices
@@ -117,8 +117,9 @@ class LocalPlatform(Harness):
         if now or schedule.name not in PauseFile(self.data_dir).paused():
             fire_tick(self.platform, schedule, tick_ms)
 
-    def _set_paused(self, schedule: Schedule, paused: bool) -> None:
-        PauseFile(self.data_dir).set(schedule.name, paused)
+    @property
+    def schedule_control(self) -> LocalSchedules:
+        return LocalSchedules(self.data_dir, self.platform)
 
     def deploy(self, project: str | Path) -> None:
         self.platform.deploy(project)  # refused projects raise here and change nothing

@@ -59,7 +59,7 @@ from runtime.platform.fetch import (
     request_target,
 )
 from runtime.platform.platform import LeaseTerms, Platform
-from runtime.platform.schedules import PauseFile
+from runtime.platform.schedules import LocalSchedules, PauseFile
 from runtime.services.local import LocalServices, earlier_sqlite_databases, earlier_sqlite_notice
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
 
@@ -224,7 +224,12 @@ class DevServer:
         self.lease = LeaseTerms(self.owner, LEASE_MS)
         # Console actions carry this; a page of another process (or none) cannot act.
         self.token = secrets.token_urlsafe(32)
-        self.console = console_page.LocalConsole(self.platform, token=self.token, poke=self.poke)
+        self.console = console_page.LocalConsole(
+            self.platform,
+            token=self.token,
+            poke=self.poke,
+            schedules=LocalSchedules(self.data_dir, self.platform),
+        )
         self.hosts = HostAllowlist(host, allow_hosts)
         self.reloader = (
             Reloader(self.platform, self.project, self.say, skip=self.data_dir) if reload else None

@@ -24,7 +24,7 @@ from runtime.engine.schedules import Schedule
 from runtime.errors import InvalidInput
 from runtime.platform.fetch import Response
 from runtime.platform.platform import Platform
-from runtime.platform.schedules import Ticker, find
+from runtime.platform.schedules import ScheduleControl, Ticker, find
 from runtime.store.base import RunRecord
 
 
@@ -185,6 +185,12 @@ class Harness:
         self._set_paused(find(self.platform.worker.schedules, name), False)
 
     def _set_paused(self, schedule: Schedule, paused: bool) -> None:
+        self.schedule_control.set_paused(schedule.name, paused)
+
+    @property
+    def schedule_control(self) -> ScheduleControl:
+        """Where this platform keeps its schedules' pauses and how a trigger reaches it: what
+        the console acts through (``render.runs_page(..., schedules=...)``)."""
         raise NotImplementedError
 
     def _move_clock(self, to_ms: int) -> None:

@@ -22,12 +22,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from runtime.core.journal import Status
-from runtime.engine.schedules import Schedule
+from runtime.engine.schedules import Schedule, iso
 from runtime.errors import InvalidInput
 from runtime.platform.platform import Platform
-from runtime.store.base import RunRecord
+from runtime.platform.runs import Runs
+from runtime.store.base import IndexedSearch, RunFilter, RunRecord
 
 log = logging.getLogger("lunaflow.schedules")
 
@@ -156,3 +158,106 @@ class PauseFile:
         temp = self.path.with_name(f".{PAUSES_FILE}.{os.getpid()}")
         temp.write_text(json.dumps({"paused": sorted(names)}), encoding="utf-8")
         os.replace(temp, self.path)
+
+
+# --- what the console and the CLI show and do with schedules --------------------------------
+
+
+class ScheduleControl(Protocol):
+    """Where a platform keeps its schedules' pauses and how "trigger now" reaches it: the data
+    folder's ``PauseFile`` and ``fire_tick`` locally (``LocalSchedules``), the Scheduler
+    schedule's state and a tick message on the wake queue on AWS
+    (``runtime/aws/schedules.py: AwsSchedules``)."""
+
+    def is_paused(self, name: str) -> bool: ...
+
+    def set_paused(self, name: str, paused: bool) -> None: ...
+
+    def trigger(self, schedule: Schedule, tick_ms: int) -> bool:
+        """Fire ``tick_ms`` now, paused or not; False when the overlap policy skipped it
+        (known only where the tick fires in this process)."""
+
+
+class LocalSchedules:
+    """A data folder's schedules: pauses in its ``schedules.json``, triggers fired here on
+    ``platform`` (None: a listing only, as ``lunaflow schedules`` without a store)."""
+
+    def __init__(self, data_dir: Path, platform: Platform | None = None) -> None:
+        self.pauses = PauseFile(data_dir)
+        self.platform = platform
+
+    def is_paused(self, name: str) -> bool:
+        return name in self.pauses.paused()
+
+    def set_paused(self, name: str, paused: bool) -> None:
+        self.pauses.set(name, paused)
+
+    def trigger(self, schedule: Schedule, tick_ms: int) -> bool:
+        if self.platform is None:
+            raise InvalidInput(
+                f"schedule '{schedule.name}' cannot be triggered here: no platform runs its code"
+            )
+        return fire_tick(self.platform, schedule, tick_ms).started
+
+
+@dataclass(frozen=True)
+class ScheduleRow:
+    """One declared schedule as the console and ``lunaflow schedules`` list it."""
+
+    schedule: Schedule
+    paused: bool
+    next_tick_ms: int | None  # None: its window is over
+    last_run: RunRecord | None  # its newest tick's run
+
+    @property
+    def when(self) -> str:
+        s = self.schedule
+        return s.cron.text if s.cron is not None else f"every {s.every_minutes}m"
+
+    def as_json(self) -> dict[str, Any]:
+        last = self.last_run
+        return {
+            "schedule": self.schedule.name,
+            "workflow": self.schedule.workflow,
+            "when": self.when,
+            "timezone": self.schedule.timezone,
+            "overlap": self.schedule.overlap,
+            "paused": self.paused,
+            "next_tick": None if self.next_tick_ms is None else iso(self.next_tick_ms),
+            "last_run": None if last is None else {"id": last.id, "status": str(last.status)},
+        }
+
+
+# The runs a listing reads to find a schedule's newest run where the store has no index to
+# search ids by (DynamoDB): its workflow's newest runs, newest first.
+LAST_RUN_SCAN = 1000
+
+
+def last_tick_run(runs: Runs, schedule: Schedule) -> RunRecord | None:
+    """The schedule's newest run (ids ``<name>@<tick>``, which sort by tick time), or None."""
+    prefix = f"{schedule.name}@"
+    store = runs.store
+    if isinstance(store, IndexedSearch):
+        found = store.search_runs(
+            RunFilter(workflow=schedule.workflow, id_prefix=prefix), status=None, offset=0, limit=1
+        )
+    else:
+        found = [
+            r for r in runs.runs(workflow=schedule.workflow, limit=LAST_RUN_SCAN) if r.id.startswith(prefix)
+        ]
+    return max(found, key=lambda r: r.id) if found else None
+
+
+def schedule_rows(
+    schedules: Mapping[str, Schedule], runs: Runs | None, control: ScheduleControl, now_ms: int
+) -> list[ScheduleRow]:
+    """Every declared schedule by name: paused or not, its next tick, its newest run."""
+    return [
+        ScheduleRow(
+            schedule=s,
+            paused=control.is_paused(name),
+            next_tick_ms=s.next_after(now_ms),
+            last_run=None if runs is None else last_tick_run(runs, s),
+        )
+        for name, s in sorted(schedules.items())
+    ]

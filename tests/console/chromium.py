@@ -4,8 +4,8 @@ console's browser tests share.
 Chromium is /usr/bin/chromium (CI installs it with .ci/run); where it or the Python
 package is missing, the browser tests skip and say why. Every browser action is bounded
 (UI_MS), every wait for a run (SETTLE_S). Screenshots go to artifacts/console/
-(git-ignored); with LUNAFLOW_UPDATE_DOCS set, the tests refresh docs/console.png and
-docs/console-timeline.png.
+(git-ignored); with LUNAFLOW_UPDATE_DOCS set, the tests refresh docs/console.png,
+docs/console-timeline.png, docs/console-schedules.png and docs/console-values.png.
 """
 
 from __future__ import annotations

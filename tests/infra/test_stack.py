@@ -152,10 +152,11 @@ def test_every_function_has_the_configuration_the_runtime_reads(auction: Synth, 
 
 def test_every_function_policy_names_only_this_stacks_resources(auction: Synth, ids: Ids) -> None:
     """Least privilege: each grant names the table (and its indexes), the values bucket's run
-    objects, the wake queue, this
-    stack's schedule group, the Scheduler role, the cluster or its secret; '*' only for X-Ray,
-    which has no resource-level permissions."""
+    objects, the wake queue, this stack's schedule group or its declared schedules, the
+    Scheduler role, the cluster or its secret; '*' only for X-Ray, which has no
+    resource-level permissions."""
     allowed = {
+        *(f"<GetAtt:{declared}.Arn>" for declared in auction.of_type("AWS::Scheduler::Schedule")),
         f"<GetAtt:{ids.table}.Arn>",
         f"<GetAtt:{ids.table}.Arn>/index/*",
         f"<GetAtt:{ids.bucket}.Arn>/runs/*",
@@ -234,13 +235,30 @@ def test_only_the_consumers_may_receive_from_a_queue(auction: Synth, ids: Ids) -
 
 def test_functions_may_pass_only_the_scheduler_role_and_only_to_scheduler(auction: Synth, ids: Ids) -> None:
     """Schedules carry the Scheduler role; a function that could pass any role could escalate.
-    Only the worker makes schedules, so only it may pass the role."""
+    Only the worker makes schedules, and the console pauses and resumes the declared ones (an
+    update carries the role), so only they may pass the role: the fetch function may not."""
     for name, fn in ids.functions.items():
         passes = [s for s in auction.function_statements(fn) if "iam:PassRole" in as_list(s["Action"])]
-        assert bool(passes) == (name == "Worker"), name
+        assert bool(passes) == (name in ("Worker", "Console")), name
         for s in passes:
             assert as_list(s["Resource"]) == [f"<GetAtt:{ids.scheduler_role}.Arn>"], name
             assert s["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
+
+
+def test_the_console_reads_and_updates_the_declared_schedules_only(auction: Synth, ids: Ids) -> None:
+    """Issue 28: the console pauses, resumes and triggers the project's schedules. It may get
+    and update the declared schedules (examples/auction declares unpaid-report), never the
+    runs' timers in the same group, and may create or delete none."""
+    [declared] = auction.of_type("AWS::Scheduler::Schedule")
+    statements = auction.function_statements(ids.functions["Console"])
+    scheduling = [s for s in statements if any(a.startswith("scheduler:") for a in as_list(s["Action"]))]
+    reads = [s for s in scheduling if "scheduler:GetSchedule" in as_list(s["Action"])]
+    assert len(reads) == 1, scheduling
+    assert sorted(as_list(reads[0]["Action"])) == ["scheduler:GetSchedule", "scheduler:UpdateSchedule"]
+    assert as_list(reads[0]["Resource"]) == [f"<GetAtt:{declared}.Arn>"]
+    others = {a for s in scheduling if s is not reads[0] for a in as_list(s["Action"])}
+    assert others <= {"scheduler:DeleteSchedule"}, others  # a cancel drops a run's timer, as before
+    assert not any("scheduler:CreateSchedule" in as_list(s["Action"]) for s in statements)
 
 
 # --- the journal table ------------------------------------------------------------------------
@@ -347,13 +365,15 @@ def test_scheduler_role_trusts_only_scheduler_from_this_account(auction: Synth, 
 
 def test_scheduler_role_may_only_send_to_the_wake_queue(auction: Synth, ids: Ids) -> None:
     """The Scheduler role sends wake messages to the wake queue and can do nothing else: no
-    other queue, no receive or delete (CDK's send grant adds two reads of the queue's own
-    attributes, which expose no messages)."""
+    other queue but the wake dead-letter queue (where a declared schedule's undeliverable
+    tick goes: examples/auction declares one), no receive or delete (CDK's send grant adds
+    two reads of the queue's own attributes, which expose no messages)."""
     statements = auction.role_statements(ids.scheduler_role)
     assert allows(statements, "sqs:SendMessage", f"<GetAtt:{ids.wake}.Arn>")
+    assert allows(statements, "sqs:SendMessage", f"<GetAtt:{ids.wake_dlq}.Arn>")
     for s in statements:
         assert s["Effect"] == "Allow"
-        assert as_list(s["Resource"]) == [f"<GetAtt:{ids.wake}.Arn>"], s
+        assert as_list(s["Resource"]) in ([f"<GetAtt:{ids.wake}.Arn>"], [f"<GetAtt:{ids.wake_dlq}.Arn>"]), s
         assert set(as_list(s["Action"])) <= SEND, s
 
 

@@ -93,3 +93,15 @@ test("a cancel that arrives while a payment holds the sale loses to the payment"
     assert_eq(p:get("sale-lot-8").result, { outcome = "settled" })
     assert_eq(json.parse(p:fetch("GET", "/api/sale/lot-8").body).sale.state, "settled")
 end)
+
+test("the nightly report counts the sales nobody has paid", function(p)
+    open_sale(p, "lot-30", 10)
+    open_sale(p, "lot-31", 15)
+    open_sale(p, "lot-32", 20)
+    p:fetch("POST", "/api/sale/pay", { body = json.encode({ id = "lot-32", user = "ada" }) })
+    -- 03:00 in Paris in January is 02:00 UTC; the clock starts at 2026-01-01T00:00Z.
+    p:advance("2h")
+    local night = p:get("unpaid-report@2026-01-01T02:00:00Z")
+    assert_eq(night.result, { sales = 2, total = 25 })
+    assert_eq(p:runs({ workflow = "unpaid-report" })[1].id, night.id, "one run a night")
+end)
