@@ -1,10 +1,12 @@
 """The wake queue (SQS) -> advance each run; an EventBridge rule's ``reconcile`` event ->
-heal lost and failed wakes. Failures are reported per message (partial batch) and counted
-in the ``WakeFailures`` metric, which an alarm watches."""
+heal lost and failed wakes. A batch's wakes advance at once (``LUNAFLOW_WAKE_THREADS``, a
+Lua state each). Failures are reported per message (partial batch) and counted in the
+``WakeFailures`` metric, which an alarm watches."""
 
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -40,14 +42,17 @@ def _record(record: dict[str, Any], context: LambdaContext) -> None:
         logger.warning("wake message without a run id dropped", extra={"body": body})
         return
     assert isinstance(message, dict)
+    rt = runtime()
     try:
-        outcome = runtime().advance(
-            run_id,
-            remaining_ms=context.get_remaining_time_in_millis(),
-            reason=str(message.get("reason", "wake")),
-            due_ms=_whole(message.get("due_ms")),
-            tries=_whole(message.get("tries")) or 0,
-        )
+        with rt.lend() if rt.config.wake_threads > 1 else nullcontext() as worker:
+            outcome = rt.advance(
+                run_id,
+                remaining_ms=context.get_remaining_time_in_millis(),
+                reason=str(message.get("reason", "wake")),
+                due_ms=_whole(message.get("due_ms")),
+                tries=_whole(message.get("tries")) or 0,
+                worker=worker,
+            )
     except Exception:
         PowertoolsObserver(logger, metrics).wake_failed(run_id)
         logger.exception("wake failed; SQS retries it and the reconciler heals it", extra={"run_id": run_id})
@@ -61,4 +66,18 @@ def _record(record: dict[str, Any], context: LambdaContext) -> None:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if event == RECONCILE_EVENT:
         return {"rewoken": runtime().reconcile()}
-    return partial_response(event, lambda record: _record(record, context))
+    # A batch's wakes advance at once, each on a Lua state of its own: runs woken together
+    # (a map's branches) overlap within one invocation as they would across several.
+    # One run's wakes (a parent woken by each branch's end) stay on one thread, in order.
+    threads = runtime().config.wake_threads
+    return partial_response(event, lambda record: _record(record, context), threads=threads, key=_run_of)
+
+
+def _run_of(record: dict[str, Any]) -> str:
+    """The run a wake message is for (a tick or an unreadable message: its own key)."""
+    try:
+        message = json.loads(str(record.get("body", "")))
+    except json.JSONDecodeError:
+        message = None
+    run_id = message.get("run_id") if isinstance(message, dict) else None
+    return f"run:{run_id}" if isinstance(run_id, str) else f"message:{record.get('messageId')}"

@@ -32,7 +32,7 @@ from runtime.core import values
 from runtime.core.clock import SystemClock, now_ms
 from runtime.core.journal import ENDED, generations
 from runtime.core.published import parse_where
-from runtime.dev.server import DevServer, NotAProject, ServeError, check_project, data_folder
+from runtime.dev.server import RUN_WORKERS, DevServer, NotAProject, ServeError, check_project, data_folder
 from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal, duration
 from runtime.errors import AlreadyCancelled, LunaflowError, UnknownWorkflow
 from runtime.platform.faults import tick_fault, with_faults
@@ -122,6 +122,12 @@ def _open_runs(args: argparse.Namespace, *, read_only: bool = False) -> Runs:
 # --- commands ----------------------------------------------------------------------------
 
 
+def _run_workers(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 64:
+        raise argparse.ArgumentTypeError(f"--workers takes a whole number from 1 to 64 (got {text!r})")
+    return int(text)
+
+
 def cmd_dev(args: argparse.Namespace) -> int:
     try:
         check_project(args.project)
@@ -136,6 +142,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
             data=args.data,
             host=args.host,
             port=args.port,
+            workers=args.workers,
             observer=with_faults(terminal, os.environ),
             say=terminal.note,
             reload=not args.no_reload,
@@ -846,6 +853,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8787)
     p.add_argument("--data", help="the data folder (default: PROJECT/.lunaflow)")
     p.add_argument("--no-reload", action="store_true", help="do not reload the project when its files change")
+    p.add_argument(
+        "--workers",
+        type=_run_workers,
+        default=RUN_WORKERS,
+        help=f"runs advanced at once, a Lua state each (1-64, default {RUN_WORKERS})",
+    )
     loud = p.add_mutually_exclusive_group()
     loud.add_argument(
         "-q", "--quiet", action="store_true", help="print failures only (failed attempts and runs, warnings)"

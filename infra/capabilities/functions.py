@@ -36,7 +36,7 @@ from infra.capabilities.queues import UserQueues
 from infra.capabilities.values import ValuesBucket
 from infra.capabilities.wake import WakePath
 from infra.settings import Settings
-from runtime.aws.contract import NAMESPACE, SERVICE, Env, Handler
+from runtime.aws.contract import DEFAULT_WAKE_THREADS, NAMESPACE, SERVICE, Env, Handler
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,10 @@ class Functions(Construct):
                 handler=role.handler,
                 memory_size=constants.MEMORY_MB,
                 timeout=Duration.seconds(role.timeout_s),
-                environment=environment,
+                # The worker advances a batch's wakes at once (runs woken together: branches).
+                environment={**environment, Env.WAKE_THREADS: str(DEFAULT_WAKE_THREADS)}
+                if role is WORKER
+                else environment,
                 description=f"lunaflow: {role.description}",
                 tracing=lambda_.Tracing.ACTIVE,
                 reserved_concurrent_executions=settings.concurrency[role.name],

@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from runtime.aws.contract import Env
+from runtime.aws.contract import DEFAULT_WAKE_THREADS, MAX_WAKE_THREADS, Env
 from runtime.errors import LunaflowError
 
 
@@ -25,6 +25,7 @@ class AwsConfig:
     database_resource_arn: str | None = None  # Aurora cluster (RDS Data API)
     database_secret_arn: str | None = None
     database_name: str | None = None
+    wake_threads: int = 1  # the worker: wakes of one batch advanced at once (the stack sets 10)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> AwsConfig:
@@ -53,4 +54,16 @@ class AwsConfig:
             database_resource_arn=env.get(Env.DATABASE_ARN) or None,
             database_secret_arn=env.get(Env.DATABASE_SECRET_ARN) or None,
             database_name=env.get(Env.DATABASE_NAME) or None,
+            wake_threads=_threads(env.get(Env.WAKE_THREADS)),
         )
+
+
+def _threads(text: str | None) -> int:
+    if not text:
+        return 1
+    if not text.isdigit() or not 1 <= int(text) <= MAX_WAKE_THREADS:
+        raise LunaflowError(
+            f"environment variable {Env.WAKE_THREADS}={text!r} is not a whole number from 1 to "
+            f"{MAX_WAKE_THREADS}; the lunaflow CDK stack sets it to {DEFAULT_WAKE_THREADS}"
+        )
+    return int(text)

@@ -28,6 +28,7 @@ class Env(StrEnum):
     DATABASE_SECRET_ARN = "LUNAFLOW_DATABASE_SECRET_ARN"
     DATABASE_NAME = "LUNAFLOW_DATABASE_NAME"
     CODE_DIGEST = "LUNAFLOW_CODE_DIGEST"  # the deploy gate's: which code its bundle holds
+    WAKE_THREADS = "LUNAFLOW_WAKE_THREADS"  # the worker: wakes of one batch advanced at once
 
 
 class Output(StrEnum):
@@ -95,6 +96,10 @@ WORKER_TIMEOUT_S = 900  # Lambda's limit: a step may run up to almost all of it
 FETCH_TIMEOUT_S = 29  # API Gateway's integration limit (30 s) less a second
 QUEUE_TIMEOUT_S = 60
 CONSOLE_TIMEOUT_S = 30
+# The worker advances the wakes of one SQS batch (up to 10) at once, a Lua state each, so
+# branches (child runs) woken together overlap within an invocation as across invocations.
+DEFAULT_WAKE_THREADS = 10
+MAX_WAKE_THREADS = 10
 # The deploy gate (functions/gate.py): Lambda's limit; it stops replaying GATE_MARGIN_S before
 # it, to answer CloudFormation in time. Its custom resource waits GATE_SERVICE_TIMEOUT_S.
 GATE_TIMEOUT_S = 900

@@ -49,6 +49,7 @@ from botocore.config import Config
 from runtime.aws import container, deployment, schedules
 from runtime.aws.contract import (
     FETCH_TIMEOUT_S,
+    MAX_WAKE_THREADS,
     QUEUE_TIMEOUT_S,
     RECONCILE_EVENT,
     RECONCILE_MINUTES,
@@ -67,7 +68,7 @@ from runtime.engine.schedules import Schedule, iso
 from runtime.errors import EngineBug, LunaflowError
 from runtime.platform.describe import describe
 from runtime.platform.fetch import Response
-from runtime.platform.harness import Harness, earliest_after
+from runtime.platform.harness import Harness, check_workers, earliest_after
 from runtime.platform.platform import Platform
 from runtime.platform.standins import HttpFn, ObjectFn, ServiceFn, StandinServices
 from runtime.services import pgserver
@@ -102,11 +103,15 @@ class AwsPlatform(Harness):
         worker_timeout_s: float = WORKER_TIMEOUT_S,
         cache_size: int = 256,
         clock: Clock | None = None,
+        workers: int = 1,
     ) -> None:
         """``endpoint_url``: a server started by ``runtime.aws.motoserver`` (default: one per
         Python process, started on first use). ``data_dir`` keeps the deployment's names, so
-        a harness opened again on it (and the same server) reaches the same resources."""
+        a harness opened again on it (and the same server) reaches the same resources.
+        ``workers``: how many wakes of one SQS batch the worker function advances at once
+        (``LUNAFLOW_WAKE_THREADS``; the stack deploys 10), each on a Lua state of its own."""
         super().__init__(clock)
+        self.workers = check_workers(workers)
         self.project = Path(project)
         self.region = region
         self.strict = strict
@@ -196,7 +201,8 @@ class AwsPlatform(Harness):
         def standins(real: Services) -> Services:
             return StandinServices(real, services=services, objects=objects, http=http)
 
-        config = replace(self.config, project=str(project))
+        threads = min(self.workers, MAX_WAKE_THREADS)
+        config = replace(self.config, project=str(project), wake_threads=threads)
         made = AwsRuntime(
             config,
             self.clients,

@@ -17,18 +17,19 @@ class PowertoolsObserver:
         self.logger = logger
         self.metrics = metrics
 
-    # The keys live on the container's logger and outlast an activation: each is set where
-    # its scope begins and removed where it ends, so no line carries another run's or step's.
+    # The keys live on the container's logger, per thread (the worker advances a batch's
+    # runs at once, a thread each), and outlast an activation: each is set where its scope
+    # begins and removed where it ends, so no line carries another run's or step's.
 
     def activation(self, run_id: str, workflow: str) -> None:
-        self.logger.remove_keys(list(RUN_KEYS))
-        self.logger.append_keys(run_id=run_id, workflow=workflow)
+        self.logger.thread_safe_remove_keys(list(RUN_KEYS))
+        self.logger.thread_safe_append_keys(run_id=run_id, workflow=workflow)
 
     def activation_ended(self, run_id: str, workflow: str) -> None:
-        self.logger.remove_keys(list(RUN_KEYS))
+        self.logger.thread_safe_remove_keys(list(RUN_KEYS))
 
     def step_started(self, run_id: str, workflow: str, step: str, attempt: int) -> None:
-        self.logger.append_keys(step=step)
+        self.logger.thread_safe_append_keys(step=step)
 
     def step(
         self,
@@ -41,7 +42,7 @@ class PowertoolsObserver:
         step_id: str = "",
         error: str | None = None,
     ) -> None:
-        self.logger.remove_keys(["step"])
+        self.logger.thread_safe_remove_keys(["step"])
         self.metrics.add_metric(
             name=Metric.STEPS_SUCCEEDED if ok else Metric.STEPS_FAILED, unit=MetricUnit.Count, value=1
         )

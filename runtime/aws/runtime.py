@@ -29,6 +29,7 @@ from runtime.core.clock import Clock, SystemClock, now_ms
 from runtime.engine.executor import ActivationDeadline
 from runtime.engine.observe import Observer
 from runtime.engine.schedules import parse_iso
+from runtime.engine.worker import Worker
 from runtime.platform.fetch import Failure, Response
 from runtime.platform.platform import LeaseTerms, Platform
 from runtime.platform.schedules import Fired, fire_tick
@@ -103,7 +104,9 @@ class AwsRuntime:
         self.clients = clients
         self.clock = clock or SystemClock()
         self.owner = owner or f"lambda-{uuid.uuid4()}"
-        self._holding: str | None = None  # the run whose lease this container renews
+        self._holding: set[str] = set()  # the runs whose leases this container renews
+        self._lock = threading.Lock()
+        self._idle: list[Worker] = []  # Lua states lent to the wakes of a batch advanced at once
         # The lease and reconcile timings (a bench shortens them to heal within seconds).
         self.lease_ms, self.renew_s = LEASE_MS, RENEW_S
         self.reconcile_after_s, self.stale_running_s = RECONCILE_AFTER_S, STALE_RUNNING_S
@@ -162,10 +165,12 @@ class AwsRuntime:
         reason: str = "wake",
         due_ms: int | None = None,
         tries: int = 0,
+        worker: Worker | None = None,
     ) -> str:
         """Serve one wake: "done", "busy" (another live invocation holds the run; the wake
         comes back later), "early" (a timer's wake before its time, sent back for the rest),
-        or "missing".
+        or "missing". ``worker``: one lent (``lend``) to a wake advanced beside others;
+        by default the platform's own.
 
         The wake-up it serves is released only when the activation is done, with the token
         the lease was taken at, so one that fails is still there for the reconciler, and a
@@ -187,7 +192,7 @@ class AwsRuntime:
         try:
             with self.holding(run_id):
                 outcome = self.platform.advance(
-                    run_id, lease=LeaseTerms(self.owner, self.lease_ms), deadline=deadline
+                    run_id, worker=worker, lease=LeaseTerms(self.owner, self.lease_ms), deadline=deadline
                 )
         except Exception as e:
             self.log_error(f"advancing run '{run_id}' failed: {e}", traceback.format_exc(), run=run_id)
@@ -202,7 +207,7 @@ class AwsRuntime:
             return "missing"
         # A park or an end dropped the wake-up it served in the same write; an activation
         # that wrote neither (the run was ended or failed, or out of time) releases it here.
-        written = self.platform.worker.executor.parked_or_ended
+        written = (worker or self.platform.worker).executor.parked_or_ended
         released = written or token is None or self.store.release_wake(run_id, token)
         if not released and self.waker.prompts == prompts:
             self.waker.prompt(run_id)  # a signal (or a timer) came while it ran
@@ -221,23 +226,39 @@ class AwsRuntime:
 
         renewer = threading.Thread(target=keep_renewing, name="lunaflow-lease", daemon=True)
         renewer.start()
-        self._holding = run_id
+        with self._lock:
+            self._holding.add(run_id)
         try:
             yield
         finally:
-            self._holding = None
+            with self._lock:
+                self._holding.discard(run_id)
             stop.set()
             renewer.join()
 
     @property
     def working(self) -> bool:
-        return self._holding is not None
+        return bool(self._holding)
 
     def beat_now(self) -> None:
-        """Renew the lease now (the harness, whose clock moves in jumps)."""
-        run_id = self._holding
-        if run_id is not None:
+        """Renew the leases now (the harness, whose clock moves in jumps)."""
+        with self._lock:
+            held = sorted(self._holding)
+        for run_id in held:
             self._renew(run_id)
+
+    @contextmanager
+    def lend(self) -> Iterator[Worker]:
+        """A worker (a Lua state with the code) for one of the wakes this invocation advances
+        at once: kept for the container's later invocations, made current before each use."""
+        with self._lock:
+            kept = self._idle.pop() if self._idle else None
+        worker = self.platform.new_worker() if kept is None else self.platform.fresh(kept)
+        try:
+            yield worker
+        finally:
+            with self._lock:
+                self._idle.append(worker)
 
     def _renew(self, run_id: str) -> None:
         try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -76,13 +77,23 @@ class AwsWaker:
         self.queue_arn = queue_arn
         self.group = group
         self.role_arn = role_arn
-        self.prompts = 0  # messages sent, so a caller can tell whether a step of its own sent one
+        # Messages this thread sent, so an activation can tell whether it sent one itself (the
+        # worker advances several runs at once, a thread each).
+        self._sent = threading.local()
+
+    @property
+    def prompts(self) -> int:
+        """Wake messages sent by the calling thread so far."""
+        return int(getattr(self._sent, "n", 0))
+
+    def _count(self, n: int) -> None:
+        self._sent.n = self.prompts + n
 
     def prompt(self, run_id: str, delay_s: int = 0) -> None:
         self.send(wake_message(run_id, "wake"), delay_s)
 
     def send(self, body: str, delay_s: int = 0) -> None:
-        self.prompts += 1
+        self._count(1)
         self._sqs.send_message(
             QueueUrl=self.queue_url, MessageBody=body, DelaySeconds=max(0, min(MAX_SQS_DELAY_S, delay_s))
         )
@@ -98,7 +109,7 @@ class AwsWaker:
         """Wake many runs, ten to a request (the reconciler's re-sends)."""
         for start in range(0, len(run_ids), 10):
             batch = run_ids[start : start + 10]
-            self.prompts += len(batch)
+            self._count(len(batch))
             answer = self._sqs.send_message_batch(
                 QueueUrl=self.queue_url,
                 Entries=[{"Id": str(i), "MessageBody": wake_message(r, "wake")} for i, r in enumerate(batch)],

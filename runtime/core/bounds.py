@@ -3,6 +3,9 @@
 MAX_JOURNAL_ENTRIES = 100_000  # per run; each step attempt takes two entries
 MAX_SIGNAL_BACKLOG = 10_000  # unconsumed signals per run
 MAX_CHILDREN_PER_RUN = 10_000  # wf:child calls per run (each journals up to three entries)
+# Branches one wf:map or wf:all_of call runs or waits for (MAX_BRANCHES in the prelude, which
+# enforces it: tests/limits/test_limits_table.py checks the two agree through its message).
+MAX_BRANCHES = 1_000
 # Values a run publishes with wf:set (runtime.core.published): keys per run, a key's bytes,
 # a string value's bytes. Small, so the latest values live beside the run and index cheaply.
 MAX_PUBLISHED_KEYS = 32

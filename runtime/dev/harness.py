@@ -15,7 +15,7 @@ from runtime.core.clock import now_ms
 from runtime.dev.golden import write_golden
 from runtime.engine.schedules import Schedule
 from runtime.platform.fetch import Response, make_request
-from runtime.platform.harness import Harness, earliest_after
+from runtime.platform.harness import Harness, check_workers, earliest_after
 from runtime.platform.platform import Platform
 from runtime.platform.schedules import LocalSchedules, PauseFile, fire_tick
 from runtime.platform.standins import HttpFn, ObjectFn, ServiceFn, StandinServices
@@ -36,8 +36,12 @@ class LocalPlatform(Harness):
         http: HttpFn | None = None,
         synchronous: str = "FULL",
         cache_size: int = 256,
+        workers: int = 1,
     ) -> None:
+        """``workers``: how many woken runs advance at once, each on a Lua state of its own
+        (1: one after another, in the order they were woken)."""
         super().__init__()
+        self.workers = check_workers(workers)
         self._own_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="lunaflow-")) if data_dir is None else Path(data_dir)
         if self._own_dir:
@@ -66,7 +70,7 @@ class LocalPlatform(Harness):
             project, store, self._clock, services=services, cache_size=self._cache_size, keep_logs=True
         )
         platform.recover()
-        platform.run_until_idle()
+        platform.run_until_idle(self.workers)
         return platform
 
     def close(self) -> None:
@@ -111,7 +115,7 @@ class LocalPlatform(Harness):
         return earliest_after(now_ms(self._clock), dues)
 
     def settle(self) -> None:
-        self.platform.run_until_idle()
+        self.platform.run_until_idle(self.workers)
 
     def _fire(self, schedule: Schedule, tick_ms: int, *, now: bool = False) -> None:
         if now or schedule.name not in PauseFile(self.data_dir).paused():

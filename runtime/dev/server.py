@@ -74,6 +74,8 @@ LEASE_MS = 60 * 60 * 1000  # a run's lease; a live owner (heartbeat) keeps it as
 DRAIN_LIMIT = 64 * 1024 * 1024  # an oversized body up to this is read and dropped before the 413
 DRAIN_SECONDS = 5.0
 REQUEST_STATES = 8  # Lua states serving requests, made as needed
+# Run workers: runs advanced at once (a Lua state each), so a map's branches overlap.
+RUN_WORKERS = 4
 REQUEST_WAIT_S = 5.0  # how long a request waits for one before it is answered 503
 # Connections served at once (a thread and a file each). The overflow is answered 503 and
 # closed at once, so connections that never speak cannot use up the process's files (256
@@ -184,7 +186,7 @@ class DevServer:
         data: str | Path | None = None,
         host: str = "127.0.0.1",
         port: int = 8787,
-        workers: int = 2,
+        workers: int = RUN_WORKERS,
         observer: Observer | None = None,
         say: Callable[[str], None] | None = None,
         reload: bool = True,

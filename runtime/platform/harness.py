@@ -210,6 +210,19 @@ class Harness:
         return list(self.platform.logs)
 
 
+MAX_WORKERS = 64  # a harness's threads, each with a Lua state: more is a mistake, not a test
+
+
+def check_workers(workers: object) -> int:
+    """A harness's ``workers``: how many woken runs advance at once (1 to 64)."""
+    if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= MAX_WORKERS:
+        raise InvalidInput(
+            f"workers must be a whole number from 1 to {MAX_WORKERS} (got {workers!r}): how many woken "
+            "runs advance at once, each on a Lua state of its own"
+        )
+    return workers
+
+
 def earliest_after(now: int, dues: Sequence[int | float | None]) -> int | None:
     """The earliest of ``dues`` later than ``now`` (what is due by now has been settled, or
     cannot be: a message for a queue with no handler), in whole milliseconds."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from runtime.core.bounds import (
+    MAX_BRANCHES,
     MAX_CHILDREN_PER_RUN,
     MAX_JOURNAL_ENTRIES,
     MAX_PUBLISHED_KEY_BYTES,
@@ -24,6 +25,7 @@ from runtime.services.queues import MAX_ATTEMPTS, MAX_RETRY_DELAY_S
 
 __all__ = [
     "MAX_ATTEMPTS",
+    "MAX_BRANCHES",
     "MAX_CHILDREN_PER_RUN",
     "DEFAULT_CLEANUP_MS",
     "MAX_CLEANUP_STEPS",

@@ -10,6 +10,7 @@ the lease unless the park or end released it, clear the wake-up that asked for i
 from __future__ import annotations
 
 import logging
+import queue
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -203,9 +204,11 @@ class Platform(Runs):
         if token is not None:
             self.store.clear_wakeup(run_id, token)
 
-    def run_until_idle(self) -> int:
+    def run_until_idle(self, workers: int = 1) -> int:
         """Fire due timers and advance every woken run until nothing is left. Returns the
-        number of activations."""
+        number of activations. With ``workers`` above 1 the runs woken together advance at
+        once, each on a worker of its own (as ``lunaflow dev``'s run workers and concurrent
+        Lambda invocations do), so branches' effects overlap; then the next woken ones."""
         done = 0
         while True:
             self.store.fire_due_timers(now_ms(self.clock))
@@ -216,11 +219,44 @@ class Platform(Runs):
                     return done
                 done += delivered
                 continue
-            for run_id, token in work:
-                self.advance(run_id, token=token)
-                done += 1
-                if done > MAX_WORK_ITEMS:
-                    raise EngineBug("the worker loop did not settle after a million activations")
+            if workers > 1 and len(work) > 1:
+                self._advance_at_once(work, workers)
+                done += len(work)
+            else:
+                for run_id, token in work:
+                    self.advance(run_id, token=token)
+                    done += 1
+            if done > MAX_WORK_ITEMS:
+                raise EngineBug("the worker loop did not settle after a million activations")
+
+    def _advance_at_once(self, work: list[tuple[str, int]], workers: int) -> None:
+        """One round of woken runs, each advanced on a thread with a worker (a Lua state) of
+        its own. A round holds each run once, so no two threads advance one run; a run woken
+        meanwhile waits for the next round, its wake-up kept by the token logic."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = self._round_workers(min(workers, len(work)))
+        lent: queue.SimpleQueue[Worker] = queue.SimpleQueue()
+        for w in pool:
+            lent.put(w)
+
+        def one(item: tuple[str, int]) -> None:
+            worker = lent.get()
+            try:
+                self.advance(item[0], worker=worker, token=item[1])
+            finally:
+                lent.put(worker)
+
+        with ThreadPoolExecutor(max_workers=len(pool), thread_name_prefix="lunaflow-round") as threads:
+            for future in [threads.submit(one, item) for item in work]:
+                future.result()
+
+    def _round_workers(self, n: int) -> list[Worker]:
+        """``n`` workers for a round, kept between rounds and made current (``fresh``)."""
+        kept = getattr(self, "_rounds", [])
+        kept = [self.fresh(w) for w in kept[:n]] + [self.new_worker() for _ in range(n - len(kept))]
+        self._rounds = kept
+        return kept
 
     def fetch(self, request: dict[str, Any], worker: Worker | None = None) -> tuple[Response, Failure | None]:
         """Run the fetch handler; ``InvalidInput`` for a request that is not text. A body over

@@ -148,6 +148,8 @@ def test_every_function_has_the_configuration_the_runtime_reads(auction: Synth, 
         assert config.database_secret_arn == f"<Ref:{ids.cluster_secret}>", name
         assert config.database_name == "sales", name
         assert environment(auction, fn)["POWERTOOLS_METRICS_NAMESPACE"] == NAMESPACE
+        # Only the worker advances runs; it takes a batch's wakes at once (issue 27.2).
+        assert config.wake_threads == (10 if name == "Worker" else 1), name
 
 
 def test_every_function_policy_names_only_this_stacks_resources(auction: Synth, ids: Ids) -> None:

@@ -357,6 +357,30 @@ def test_the_children_message() -> None:
     assert matches(template("Children per run"), children())
 
 
+def test_the_branches_message_and_the_preludes_bound_agree_with_the_constant(tmp_path: Path) -> None:
+    """The bound lives in the prelude, which refuses the call; its message names the
+    constant's value, so the two cannot drift apart unseen."""
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "main.lua").write_text(
+        'workflow "item" (function(wf, n) return n end)\n'
+        'workflow "fan" (function(wf, n)\n'
+        "    local items = {}\n"
+        "    for i = 1, n do items[i] = i end\n"
+        '    return wf:map(items, "item")\n'
+        "end)\n",
+        encoding="utf-8",
+    )
+    with LocalPlatform(project, data_dir=tmp_path / "data") as p:
+        p.start("fan", limits.MAX_BRANCHES + 1, id="over")
+        message = p.get("over").error
+        assert matches(template("Branches per `wf:map` or `wf:all_of` call"), message), message
+        assert f"more than the {limits.MAX_BRANCHES} branches" in message
+        assert [e.kind.value for e in p.journal("over")] == ["run.started"]
+        p.start("fan", 3, id="within")
+        assert p.get("within").result == [1, 2, 3]
+
+
 def test_the_signal_backlog_message() -> None:
     assert matches(template("Signal backlog per run"), signal_backlog())
 
@@ -693,6 +717,7 @@ def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
         STEPS_PER_RUN,  # points at the journal's message
         "Signal backlog per run",
         "Children per run",
+        "Branches per `wf:map` or `wf:all_of` call",
         "Memory per Lua state",
         "Instructions per Lua call",
         "CPU time per Lua call",

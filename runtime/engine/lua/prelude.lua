@@ -1182,6 +1182,160 @@ function child_methods.result(c, opts)
   if reply.by == "completed" then return reply.result end
   raw_error(child_failure(c, reply), 2)
 end
+
+-- Branches that run at once, as child runs (docs/architecture.md, "Branches"): each runs on
+-- a worker of its own (another Lambda invocation on AWS, another thread under lunaflow dev),
+-- so their effects overlap; the parent waits for them in argument order, so its journal
+-- reads the same whatever order they ended in. A failed branch raises after every branch
+-- has settled: one failure, naming each branch that failed, with the results of the others.
+local MAX_BRANCHES = 1000 -- per wf:map or wf:all_of call (runtime/core/bounds.py: MAX_BRANCHES)
+local MAP_OPTIONS = { limit = true, timeout = true, id = true }
+
+local function branches_failed(what, failed, results, total)
+  local first = failed[1]
+  local text = sfmt("%s: %d of %d branches failed; the first, %s, %s", what, #failed, total,
+    tostring_(first.branch), tostring_(first.error))
+  local f = setmt({ branches = what, failed = failed, results = results }, FAILURE_MT)
+  step_failures[f] = text
+  return f
+end
+
+-- Wait for one child, a failure becoming a record instead of a raise (a bug is raised).
+local function settle_child(c, timeout)
+  local ok, got = pcall(child_methods.result, c, timeout and { timeout = timeout } or nil)
+  if ok then return true, got end
+  if type_(got) == "table" and got.child ~= nil and step_failures[got] then return false, got end
+  raw_error(got, 0)
+end
+
+function wf_methods.map(self, items, workflow, opts)
+  wf_check(self, "wf:map")
+  if type_(workflow) == "table" and type_(workflow.name) == "string" then workflow = workflow.name end
+  check_name(workflow, "wf:map")
+  if type_(items) ~= "table" or getmt(items) ~= nil then
+    raw_error(sfmt("wf:map(items, '%s'): items must be an array of inputs, one child run each (got %s)",
+      workflow, type_(items)), 2)
+  end
+  local n = 0
+  for k in next_, items do
+    if math.type(k) ~= "integer" or k < 1 then
+      raw_error(sfmt("wf:map(items, '%s'): items must be an array (keys 1..n); it has the key %s",
+        workflow, type_(k) == "string" and sfmt("'%s'", ssub(k, 1, 64)) or tostring_(k)), 2)
+    end
+    n = n + 1
+  end
+  for i = 1, n do
+    if items[i] == nil then
+      raw_error(sfmt("wf:map(items, '%s'): items must be an array (keys 1..n) with no holes; item %d is nil",
+        workflow, i), 2)
+    end
+  end
+  if n > MAX_BRANCHES then
+    raw_error(sfmt("wf:map(items, '%s'): %d items, more than the %d branches one call may run; split the "
+      .. "items over several calls, or map over runs that map (a tree of runs)", workflow, n, MAX_BRANCHES), 2)
+  end
+  if opts ~= nil and type_(opts) ~= "table" then
+    raw_error(sfmt("wf:map(items, '%s', opts): opts must be a table like { limit = 10 }", workflow), 2)
+  end
+  local o = opts or {}
+  for k in next_, o do
+    if not (type_(k) == "string" and MAP_OPTIONS[k]) then
+      raw_error(sfmt("wf:map(items, '%s'): unknown option %s; the options are limit, timeout and id — "
+        .. "check its spelling", workflow, type_(k) == "string" and sfmt("'%s'", ssub(k, 1, 64)) or tostring_(k)), 2)
+    end
+  end
+  local limit = o.limit == nil and MAX_BRANCHES or o.limit
+  if math.type(limit) ~= "integer" or limit < 1 or limit > MAX_BRANCHES then
+    raw_error(sfmt("wf:map(items, '%s'): limit must be a whole number from 1 to %d (got %s): how many "
+      .. "branches run at once", workflow, MAX_BRANCHES, tostring_(o.limit)), 2)
+  end
+  if o.id ~= nil and type_(o.id) ~= "function" then
+    raw_error(sfmt("wf:map(items, '%s'): id must be a function(item, i) returning each branch's run id "
+      .. "(got %s)", workflow, type_(o.id)), 2)
+  end
+  -- Everything a branch will be started with is checked before the first starts, so a bad
+  -- item journals nothing: its input (JSON-like, bounded) and its id.
+  local ids = {}
+  for i = 1, n do
+    encode_or_raise(items[i], sfmt("the input of wf:map item %d (workflow '%s')", i, workflow), 2)
+    if o.id ~= nil then
+      local id = o.id(items[i], i)
+      if type_(id) ~= "string" then
+        raw_error(sfmt("wf:map(items, '%s'): the id function returned %s for item %d; it must return a "
+          .. "run id string", workflow, type_(id), i), 2)
+      end
+      ids[i] = id
+    end
+  end
+  local start_opts = function(i)
+    if ids[i] == nil and o.timeout == nil then return nil end
+    return { id = ids[i], timeout = o.timeout }
+  end
+  local children, results, failed = {}, {}, {}
+  for i = 1, math.min(limit, n) do children[i] = wf_methods.child(self, workflow, items[i], start_opts(i)) end
+  for i = 1, n do
+    local ok, got = settle_child(children[i])
+    if ok then
+      results[i] = got
+    else
+      failed[#failed + 1] = { branch = i, child = got.child, status = got.status, message = got.message,
+        error = tostring_(got) }
+    end
+    local nxt = i + limit
+    if nxt <= n then children[nxt] = wf_methods.child(self, workflow, items[nxt], start_opts(nxt)) end
+  end
+  if #failed > 0 then
+    raw_error(branches_failed(sfmt("wf:map over workflow '%s'", workflow), failed, results, n), 2)
+  end
+  return results
+end
+
+function wf_methods.all_of(self, branches, opts)
+  wf_check(self, "wf:all_of")
+  if type_(branches) ~= "table" or getmt(branches) ~= nil then
+    raw_error(sfmt("wf:all_of(branches): branches must be a table of child handles from wf:child, keyed "
+      .. "by name or position (got %s)", type_(branches)), 2)
+  end
+  if opts ~= nil and (type_(opts) ~= "table" or next_(opts, next_(opts)) ~= nil
+      or (next_(opts) ~= nil and next_(opts) ~= "timeout")) then
+    raw_error("wf:all_of(branches, opts): the only option is timeout, e.g. { timeout = \"1h\" }", 2)
+  end
+  local timeout = opts and opts.timeout
+  local keys = {}
+  for k, c in next_, branches do
+    if type_(k) ~= "string" and math.type(k) ~= "integer" then
+      raw_error(sfmt("wf:all_of(branches): a branch's key must be a name or a position (got %s)", type_(k)), 2)
+    end
+    if type_(c) ~= "table" or child_state[c] == nil then
+      raw_error(sfmt("wf:all_of(branches): branch %s is %s, not a child handle; start each branch with "
+        .. "wf:child(workflow, input) and pass the handles", type_(k) == "string" and sfmt("'%s'", ssub(k, 1, 64))
+        or tostring_(k), type_(c) == "table" and "a table" or type_(c)), 2)
+    end
+    keys[#keys + 1] = k
+  end
+  if #keys > MAX_BRANCHES then
+    raw_error(sfmt("wf:all_of(branches): %d branches, more than the %d one call may wait for; split them",
+      #keys, MAX_BRANCHES), 2)
+  end
+  -- Positions first, in order, then names in byte order: the order of the waits, so of the
+  -- journal, is the same on every replay.
+  table.sort(keys, function(a, b)
+    if type_(a) ~= type_(b) then return type_(a) == "number" end
+    return a < b
+  end)
+  local results, failed = {}, {}
+  for _, k in ipairs(keys) do
+    local ok, got = settle_child(branches[k], timeout)
+    if ok then
+      results[k] = got
+    else
+      failed[#failed + 1] = { branch = k, child = got.child, status = got.status, message = got.message,
+        error = tostring_(got) }
+    end
+  end
+  if #failed > 0 then raw_error(branches_failed("wf:all_of", failed, results, #keys), 2) end
+  return results
+end
 end
 
 -- Continue-as-new: the generation's journal is closed and the function starts again from the
@@ -1198,7 +1352,7 @@ end
 -- `wf:awiat(...)` would otherwise fail with Lua's "attempt to call a nil value (method
 -- 'awiat')": name the nearest method instead, at the user's line.
 local WF_METHODS = { "step", "sleep", "await", "race", "all", "version", "set", "child", "on_cancel",
-  "continue_as_new" }
+  "continue_as_new", "map", "all_of" }
 
 local function edit_distance(a, b)
   local prev = {}
@@ -1226,7 +1380,8 @@ local function no_such_wf_member(k)
   local hint = (best_d ~= nil and best_d <= math.max(1, #best // 2)) and sfmt("did you mean wf:%s? ", best) or ""
   -- Level 3: this function, the __index metamethod, then the user's line.
   raw_error(sfmt("wf has no method or field %s; %swf has the methods step, sleep, await, race, all, "
-    .. "version, set, child and on_cancel, and the fields id, workflow and step_id", what, hint), 3)
+    .. "version, set, child, map, all_of, on_cancel and continue_as_new, and the fields id, workflow and "
+    .. "step_id", what, hint), 3)
 end
 
 local function new_wf(run_id, workflow)

@@ -90,6 +90,27 @@ function Wf:version(change) end
 ---@return lunaflow.Child
 function Wf:child(workflow, input, opts) end
 
+---@class lunaflow.MapOptions
+---@field limit? integer how many branches run at once (1 to 1000; default all)
+---@field timeout? lunaflow.Duration each branch run's own bound
+---@field id? fun(item: lunaflow.Value, i: integer): string each branch's run id
+
+---Run `workflow` once per item, as child runs at once (at most `limit`), and return their
+---results in the order of `items`. A failed branch raises, once every branch has settled, a
+---table with `failed` (each failed branch) and `results` (the others').
+---@param items lunaflow.Value[]
+---@param workflow string|lunaflow.Workflow
+---@param opts? lunaflow.MapOptions
+---@return lunaflow.Value[]
+function Wf:map(items, workflow, opts) end
+
+---Wait for child runs already started (handles keyed by name or position) and return their
+---results under the same keys; a failed branch raises once every branch has settled.
+---@param branches table<string|integer, lunaflow.Child>
+---@param opts? lunaflow.WaitOptions
+---@return table<string|integer, lunaflow.Value>
+function Wf:all_of(branches, opts) end
+
 ---A child run started by wf:child.
 ---@class lunaflow.Child
 ---@field id string
