@@ -92,7 +92,7 @@ def child() -> None:
     _runtime._runtime = rt
     t_runtime = time.perf_counter()
     workflows = sorted(rt.platform.code.workflows)
-    if workflows != ["pay-sale", "settle-sale"]:
+    if workflows != ["pay-sale", "settle-sale", "unpaid-report"]:
         raise SystemExit(f"the auction project loaded as {workflows}")
     print(
         json.dumps(

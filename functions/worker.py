@@ -65,7 +65,11 @@ def _record(record: dict[str, Any], context: LambdaContext) -> None:
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if event == RECONCILE_EVENT:
-        return {"rewoken": runtime().reconcile()}
+        rt = runtime()
+        rewoken = rt.reconcile()
+        if rt.stuck:  # runs that should have moved long ago: the StuckRuns alarm watches this
+            PowertoolsObserver(logger, metrics).stuck_runs(rt.stuck)
+        return {"rewoken": rewoken, "stuck": rt.stuck}
     # A batch's wakes advance at once, each on a Lua state of its own: runs woken together
     # (a map's branches) overlap within one invocation as they would across several.
     # One run's wakes (a parent woken by each branch's end) stay on one thread, in order.

@@ -11,6 +11,8 @@ defaults and checks. Each is documented in docs/operations.md.
 - ``databaseDeletionProtection``: ``true`` protects the Aurora cluster from deletion, and
   ``cdk destroy`` then fails until it is turned off; by default off, and the cluster leaves
   a final snapshot when the stack is destroyed.
+- ``stuckAfterMinutes``: a run woken this long ago and still not moving counts in the
+  ``StuckRuns`` metric, which an alarm watches (default 15; 2 to 1,440).
 - ``force``: ``true`` lets the deploy gate pass code that would make in-flight runs diverge;
   the stack output ``DeployGateReport`` then names the runs it breaks. Off by default.
 """
@@ -28,6 +30,9 @@ from constructs import Node
 CONCURRENCY = {"Fetch": 100, "Worker": 100, "Queue": 20, "Console": 5}
 WAKE_MAX_CONCURRENCY = 90  # the worker's 100 less headroom for reconcile and wakes in flight
 QUEUE_MAX_CONCURRENCY = 10
+# The reconciler re-sends a lost wake after a minute, then after pauses that double; a run
+# still not moving a quarter of an hour later needs a person.
+STUCK_AFTER_MINUTES = 15
 MIN_EVENT_SOURCE_CONCURRENCY = 2  # SQS event source maximum concurrency: 2 to 1,000
 MAX_EVENT_SOURCE_CONCURRENCY = 1000
 
@@ -44,6 +49,7 @@ class Settings:
     queue_max_concurrency: int
     database_deletion_protection: bool
     force: bool = False
+    stuck_after_minutes: int = STUCK_AFTER_MINUTES
 
     @classmethod
     def from_context(cls, node: Node) -> Settings:
@@ -84,8 +90,15 @@ class Settings:
             raise SettingsError(
                 f"-c force={force!r}: use true (deploy although in-flight runs would diverge) or false"
             )
+        stuck = _whole("stuckAfterMinutes", get("stuckAfterMinutes"), STUCK_AFTER_MINUTES)
+        if not 2 <= stuck <= 1440:
+            raise SettingsError(
+                f"-c stuckAfterMinutes={stuck} is outside 2 to 1440: the reconciler looks every minute "
+                "and re-sends a lost wake after one, so fewer than 2 would count runs it is still healing"
+            )
         return cls(
             force=force in (True, "true"),
+            stuck_after_minutes=stuck,
             alarm_email=email,
             concurrency=concurrency,
             wake_max_concurrency=wake,

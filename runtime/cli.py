@@ -30,13 +30,15 @@ from runtime import __version__
 from runtime.console import timeline
 from runtime.core import values
 from runtime.core.clock import SystemClock, now_ms
+from runtime.core.durations import parse_ms
 from runtime.core.journal import ENDED, generations
 from runtime.core.published import parse_where
 from runtime.dev.server import RUN_WORKERS, DevServer, NotAProject, ServeError, check_project, data_folder
 from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal, duration
-from runtime.errors import AlreadyCancelled, LunaflowError, UnknownWorkflow
+from runtime.errors import AlreadyCancelled, InvalidInput, LunaflowError, UnknownWorkflow
 from runtime.platform.faults import tick_fault, with_faults
 from runtime.platform.runs import CLEANUP_NOTE, Runs
+from runtime.platform.why import STUCK_AFTER_S
 from runtime.store.base import UNREADABLE_RUN, RunRecord
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
 
@@ -128,6 +130,16 @@ def _run_workers(text: str) -> int:
     return int(text)
 
 
+def _stuck_after(text: str) -> float:
+    try:
+        ms = parse_ms(text)
+    except InvalidInput as e:
+        raise argparse.ArgumentTypeError(f"--stuck-after: {e}") from None
+    if ms < 1000:
+        raise argparse.ArgumentTypeError(f"--stuck-after takes a duration of at least 1s (got {text!r})")
+    return ms / 1000
+
+
 def cmd_dev(args: argparse.Namespace) -> int:
     try:
         check_project(args.project)
@@ -143,6 +155,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             workers=args.workers,
+            stuck_after_s=args.stuck_after,
             observer=with_faults(terminal, os.environ),
             say=terminal.note,
             reload=not args.no_reload,
@@ -179,20 +192,32 @@ def _runs(args: argparse.Namespace, runs: Runs) -> int:
         found = found[: args.limit]
     else:
         found = runs.runs(status=args.status, workflow=args.workflow, limit=args.limit)
+    whys = {r.id: runs.why(r) for r in found}
     if args.json:
-        _emit([{**_run_dict(r), "values": runs.store.run_values(r.id)} for r in found])
+        _emit(
+            [
+                {
+                    **_run_dict(r),
+                    "values": runs.store.run_values(r.id),
+                    "why": whys[r.id].text,
+                    "stuck": whys[r.id].stuck,
+                }
+                for r in found
+            ]
+        )
         return EXIT_OK
     out.print(f"{len(found)} run(s)", style="italic")
     if not found:
         return EXIT_OK
     columns = [("run", WHOLE), ("workflow", WHOLE), ("status", WHOLE)]
-    columns += [("current step", WRAPS), ("started", WRAPS), ("updated", WRAPS)]
+    columns += [("current step", WRAPS), ("why", WRAPS), ("started", WRAPS), ("updated", WRAPS)]
     rows = [
         [
             Text(r.id),
             Text(r.workflow),
             _status(r.status),
             _current(r),
+            Text(whys[r.id].text, style="red" if whys[r.id].stuck else ""),
             Text(_when(r.created_at)),
             Text(_when(r.updated_at)),
         ]
@@ -291,10 +316,13 @@ def _show(args: argparse.Namespace, runs: Runs) -> int:
     # The child whose result the run waits for (c:result()), shown with the links.
     awaited = timeline.awaited_child(items) if run.status == "awaiting" else None
     gens = generations(entries)  # wf:continue_as_new: the current one last
+    moving = runs.why(run, entries)
     if args.json:
         _emit(
             {
                 "run": _run_dict(run),
+                "why": moving.text,
+                "stuck": moving.stuck,
                 "values": published,
                 "children": children,
                 "waiting_for": awaited,
@@ -310,6 +338,7 @@ def _show(args: argparse.Namespace, runs: Runs) -> int:
     head = Text(run.id, style="bold").append("  workflow ").append(Text(run.workflow)).append("  status ")
     out.print(head.append(_status(run.status)))
     out.print(Text(f"started {_when(run.created_at)}  updated {_when(run.updated_at)}"))
+    out.print(Text("why ").append(Text(moving.text, style="red" if moving.stuck else "")))
     if run.parent_id:
         out.print(Text(f"parent {run.parent_id}"))
     if children:
@@ -858,6 +887,12 @@ def _parser() -> argparse.ArgumentParser:
         type=_run_workers,
         default=RUN_WORKERS,
         help=f"runs advanced at once, a Lua state each (1-64, default {RUN_WORKERS})",
+    )
+    p.add_argument(
+        "--stuck-after",
+        type=_stuck_after,
+        default=STUCK_AFTER_S,
+        help="warn of a run woken this long ago and not taken by a worker (a duration; default 5m)",
     )
     loud = p.add_mutually_exclusive_group()
     loud.add_argument(

@@ -1,5 +1,5 @@
 """The operator's alarms, every one with the alarm topic as its action (and an email
-subscription when ``-c alarmEmail=`` is given): failed runs and wakes, function errors and
+subscription when ``-c alarmEmail=`` is given): failed runs and wakes, stuck runs, function errors and
 throttles, messages in any dead-letter queue, a wake queue that is not drained, and
 DynamoDB throttling on the table and on each index."""
 
@@ -55,6 +55,12 @@ class Alarms(Construct):
             metric(Metric.WAKE_FAILURES),
             "The worker failed a wake (throttling, an error): SQS retries it and the reconciler heals "
             "it; many in a row point at a cause to fix",
+        )
+        self._any(
+            "StuckRuns",
+            metric(Metric.STUCK_RUNS),
+            "Runs woken long ago (-c stuckAfterMinutes) are still not moving although the reconciler "
+            "re-sent their wakes: lunaflow runs --aws (its why column) or the console says what holds each",
         )
         for name, dlq in dead_letters.items():
             self._any(

@@ -69,8 +69,8 @@ class Console(Construct):
                 width=8,
             ),
             cw.GraphWidget(
-                title="Failed wakes",
-                left=[metric(Metric.WAKE_FAILURES)],
+                title="Failed wakes and stuck runs",
+                left=[metric(Metric.WAKE_FAILURES), metric(Metric.STUCK_RUNS)],
                 width=8,
             ),
             cw.GraphWidget(

@@ -121,7 +121,11 @@ class Functions(Construct):
                 memory_size=constants.MEMORY_MB,
                 timeout=Duration.seconds(role.timeout_s),
                 # The worker advances a batch's wakes at once (runs woken together: branches).
-                environment={**environment, Env.WAKE_THREADS: str(DEFAULT_WAKE_THREADS)}
+                environment={
+                    **environment,
+                    Env.WAKE_THREADS: str(DEFAULT_WAKE_THREADS),
+                    Env.STUCK_AFTER_S: str(settings.stuck_after_minutes * 60),
+                }
                 if role is WORKER
                 else environment,
                 description=f"lunaflow: {role.description}",

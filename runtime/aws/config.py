@@ -26,6 +26,7 @@ class AwsConfig:
     database_secret_arn: str | None = None
     database_name: str | None = None
     wake_threads: int = 1  # the worker: wakes of one batch advanced at once (the stack sets 10)
+    stuck_after_s: float = 900.0  # the reconciler counts runs woken this long ago as stuck
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> AwsConfig:
@@ -55,6 +56,7 @@ class AwsConfig:
             database_secret_arn=env.get(Env.DATABASE_SECRET_ARN) or None,
             database_name=env.get(Env.DATABASE_NAME) or None,
             wake_threads=_threads(env.get(Env.WAKE_THREADS)),
+            stuck_after_s=_stuck_after(env.get(Env.STUCK_AFTER_S)),
         )
 
 
@@ -67,3 +69,14 @@ def _threads(text: str | None) -> int:
             f"{MAX_WAKE_THREADS}; the lunaflow CDK stack sets it to {DEFAULT_WAKE_THREADS}"
         )
     return int(text)
+
+
+def _stuck_after(text: str | None) -> float:
+    if not text:
+        return 900.0
+    if not text.isdigit() or int(text) < 60:
+        raise LunaflowError(
+            f"environment variable {Env.STUCK_AFTER_S}={text!r} is not a whole number of seconds of at "
+            "least 60; the lunaflow CDK stack sets it from -c stuckAfterMinutes"
+        )
+    return float(text)

@@ -29,6 +29,7 @@ class Env(StrEnum):
     DATABASE_NAME = "LUNAFLOW_DATABASE_NAME"
     CODE_DIGEST = "LUNAFLOW_CODE_DIGEST"  # the deploy gate's: which code its bundle holds
     WAKE_THREADS = "LUNAFLOW_WAKE_THREADS"  # the worker: wakes of one batch advanced at once
+    STUCK_AFTER_S = "LUNAFLOW_STUCK_AFTER_S"  # the reconciler: a run woken this long ago is stuck
 
 
 class Output(StrEnum):
@@ -69,6 +70,7 @@ class Metric(StrEnum):
     STEP_RETRIES = "StepRetries"
     SIGNAL_TO_RESUME_LATENCY = "SignalToResumeLatency"
     WAKE_FAILURES = "WakeFailures"  # wake records the worker failed (SQS retries them; the reconciler heals)
+    STUCK_RUNS = "StuckRuns"  # runs the reconciler found woken long ago and still not moving
 
 
 # The AWS services a Lambda handler makes clients for (runtime.aws.runtime.Clients); the

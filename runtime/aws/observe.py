@@ -71,6 +71,11 @@ class PowertoolsObserver:
         name = Metric.RUNS_COMPLETED if status == "completed" else Metric.RUNS_FAILED
         self.metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
 
+    def stuck_runs(self, run_ids: list[str]) -> None:
+        """Runs the reconciler found woken long ago and still not moving (an alarm watches)."""
+        self.metrics.add_metric(name=Metric.STUCK_RUNS, unit=MetricUnit.Count, value=len(run_ids))
+        self.logger.warning("runs woken long ago and still not moving", extra={"stuck": run_ids[:50]})
+
     def wake_failed(self, run_id: str) -> None:
         """A wake record the worker failed (SQS retries it; the reconciler heals it)."""
         self.metrics.add_metric(name=Metric.WAKE_FAILURES, unit=MetricUnit.Count, value=1)

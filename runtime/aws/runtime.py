@@ -104,6 +104,7 @@ class AwsRuntime:
         self.clients = clients
         self.clock = clock or SystemClock()
         self.owner = owner or f"lambda-{uuid.uuid4()}"
+        self.stuck: list[str] = []  # the runs the last reconcile found stuck (the StuckRuns metric)
         self._holding: set[str] = set()  # the runs whose leases this container renews
         self._lock = threading.Lock()
         self._idle: list[Worker] = []  # Lua states lent to the wakes of a batch advanced at once
@@ -304,6 +305,9 @@ class AwsRuntime:
         budget = max(0, limit - self.waker.backlog()) if candidates else 0
         woken = [run_id for run_id in candidates if run_id not in serving][:budget]
         resent = self.store.resends(woken)
+        # A wake-up's pauses double from a minute: after k re-sends it has waited about
+        # after_s * 2**k since it should have moved. Past the setting it is stuck.
+        self.stuck = [r for r in woken if after_s * 2 ** resent.get(r, 0) >= self.config.stuck_after_s]
         self.waker.prompt_many(woken)
         for run_id in woken:
             pause = min(after_s * RESEND_MAX_PAUSES, after_s * 2 ** resent.get(run_id, 0))

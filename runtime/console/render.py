@@ -371,6 +371,10 @@ def run_live(
         )
         facts.append(f"generation <b>{gens[-1]['generation']}</b> (earlier: {e(earlier)})")
     parts.append("<p>" + " · ".join(facts) + "</p>")
+    if run.status not in ENDED:
+        moving = runs.why(run, entries)
+        css = "why err" if moving.stuck else "why"
+        parts.append(f"<p class='{css}'><b>why</b> {e(moving.text)}</p>")
     published = runs.store.run_values(run.id)
     if published:
         pairs = " · ".join(

@@ -60,6 +60,7 @@ from runtime.platform.fetch import (
 )
 from runtime.platform.platform import LeaseTerms, Platform
 from runtime.platform.schedules import LocalSchedules, PauseFile
+from runtime.platform.why import STUCK_AFTER_S
 from runtime.services.local import LocalServices, earlier_sqlite_databases, earlier_sqlite_notice
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
 
@@ -70,6 +71,7 @@ POLL_S = 0.25  # how often the dispatcher looks for work written by other proces
 # SIGKILLed `lunaflow cancel`); the server looks for one this often and finishes it.
 STALE_CANCEL_S = 30.0
 CANCEL_CHECK_S = 5.0
+STUCK_CHECK_S = 30.0  # how often lunaflow dev looks for runs woken and not taken
 LEASE_MS = 60 * 60 * 1000  # a run's lease; a live owner (heartbeat) keeps it as long as it needs
 DRAIN_LIMIT = 64 * 1024 * 1024  # an oversized body up to this is read and dropped before the 413
 DRAIN_SECONDS = 5.0
@@ -194,6 +196,7 @@ class DevServer:
         request_states: int = REQUEST_STATES,
         request_wait_s: float = REQUEST_WAIT_S,
         tick_fault: str | None = None,
+        stuck_after_s: float = STUCK_AFTER_S,
     ) -> None:
         self.project = check_project(project)
         self.data_dir = data_folder(project, data)
@@ -208,6 +211,8 @@ class DevServer:
         self.requests = WorkerPool(self.platform, request_states, first=self.platform.worker)
         self.request_wait_s = request_wait_s
         self.workers = workers
+        self.stuck_after_s = stuck_after_s
+        self._stuck: set[str] = set()  # runs warned of as stuck, until they move
         self._run_workers = [self.platform.new_worker() for _ in range(workers)]
         self._queue_worker = self.platform.new_worker()
         self._queues_due = threading.Event()
@@ -256,6 +261,7 @@ class DevServer:
             ("dispatcher", self._dispatch_loop, ()),
             ("queues", self._queue_loop, (self._queue_worker,)),
             ("cancels", self._cancel_loop, ()),
+            ("stuck", self._stuck_loop, ()),
             ("ticks", self.ticks.run, ()),
         ]
         specs += [(f"worker-{i}", self._work_loop, (w,)) for i, w in enumerate(self._run_workers)]
@@ -345,6 +351,39 @@ class DevServer:
                 self.platform.finish_cancels(before=time.time() - STALE_CANCEL_S)
             except Exception:  # the loop must outlive any one bad iteration
                 log.exception("finishing a cancel's cascade failed; it is tried again")
+
+    def _stuck_loop(self) -> None:
+        """Warn of runs woken longer ago than ``stuck_after_s`` that no worker has taken
+        (every worker busy with long steps, or an activation that keeps failing): once per
+        run, until it moves."""
+        while not self._stop.wait(timeout=min(STUCK_CHECK_S, self.stuck_after_s)):
+            try:
+                self.warn_stuck()
+            except Exception:  # the loop must outlive any one bad iteration
+                log.exception("looking for stuck runs failed; it is tried again")
+
+    def warn_stuck(self) -> list[str]:
+        """Runs woken longer ago than the setting and not being advanced (a live lease is a
+        long step at work, not a stuck run)."""
+        stuck = []
+        for run_id in self.store.wakeups_older_than(time.time() - self.stuck_after_s):
+            run = self.store.get_run(run_id)
+            moving = None if run is None else self.platform.why(run, stuck_after_s=self.stuck_after_s)
+            if moving is None or not moving.stuck:
+                continue
+            stuck.append(run_id)
+            if run_id in self._stuck:
+                continue
+            said = moving.text
+            log.warning(
+                "run %s has not moved for over %s although it should have: %s (lunaflow show %s)",
+                run_id,
+                duration(self.stuck_after_s),
+                said,
+                run_id,
+            )
+        self._stuck = set(stuck)
+        return stuck
 
     def _next_wait(self) -> float:
         waits = [POLL_S]

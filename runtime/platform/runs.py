@@ -40,7 +40,9 @@ from runtime.errors import (
     RunIdTaken,
     SignalBacklogFull,
 )
-from runtime.store.base import FirstSignal, RunRecord, RunUpdate, Store, TimerSet
+from runtime.platform.why import STUCK_AFTER_S, Why
+from runtime.platform.why import why as why_not_moving
+from runtime.store.base import FirstSignal, Progress, RunRecord, RunUpdate, Store, TimerSet
 
 log = logging.getLogger("lunaflow.runs")
 
@@ -185,6 +187,21 @@ class Runs:
     def journal(self, run_id: str) -> list[Entry]:
         self.get(run_id)
         return self.store.journal(run_id)
+
+    def why(
+        self, run: RunRecord, entries: list[Entry] | None = None, *, stuck_after_s: float = STUCK_AFTER_S
+    ) -> Why:
+        """What the run waits for, or what holds it (``runtime/platform/why.py``): one line.
+        An ended run's needs no read; a parked one's reads its journal (unless given), timer,
+        wake-up and lease."""
+        now = self.clock.now()
+        if run.status in (Status.COMPLETED, Status.CANCELLED, Status.FAILED):
+            return why_not_moving(run, [], None, Progress(), now)
+        journal = self.store.journal(run.id) if entries is None else entries
+        progress = self.store.progress(run.id)
+        return why_not_moving(
+            run, journal, self.store.timer(run.id), progress, now, stuck_after_s=stuck_after_s
+        )
 
     def values(self, run_id: str, workflow: str | None = None) -> dict[str, Any]:
         """The latest value of each key the run published (``wf:set``), read from the store

@@ -273,6 +273,10 @@ def _start(cluster: Path, settings: dict[str, str] | None = None) -> Server:
             server = Server(cluster=cluster, socket_dir=socket_dir)
             _wait_ready(server, None)
             return server
+        if user is not None:
+            # Again at every start: something may have closed a parent since the cluster was
+            # made (pytest makes its temporary root 0700 again at each session's start).
+            _traversable(cluster.parent)
         watcher = _launch(cluster, socket_dir, user, settings or {})
         server = Server(cluster=cluster, socket_dir=socket_dir, watcher=watcher)
         _wait_ready(server, watcher)

@@ -63,6 +63,17 @@ class RunRecord:
 
 
 @dataclass(frozen=True)
+class Progress:
+    """A run's wake-up and lease (``Store.progress``): why it is, or is not, moving."""
+
+    wakeup_at: float | None = None  # epoch seconds: the pending wake-up's first ask, or (DynamoDB)
+    # the reconciler's next look after a re-send
+    wake_resends: int = 0  # how often the reconciler re-sent the wake-up (DynamoDB)
+    lease_owner: str | None = None
+    lease_until_ms: int | None = None
+
+
+@dataclass(frozen=True)
 class RunUpdate:
     status: Status
     current_step: str | None = None
@@ -252,6 +263,10 @@ class Store(Protocol):
     def wakeups_older_than(self, at: float) -> list[str]:
         """Runs whose wake-up has waited since before ``at`` (epoch seconds): a lost prompt.
         A wake-up is as old as its first ask (a start, a signal, a due timer, ``add_wakeup``)."""
+
+    def progress(self, run_id: str) -> Progress:
+        """What moves the run now, beyond its journal: its wake-up waiting (and since when),
+        the lease on it. ``Progress()`` for a run with neither, or no such run."""
 
     def running_runs(self) -> list[str]:
         """Runs left ``running``: after a crash, each needs advancing again."""

@@ -36,6 +36,7 @@ from runtime.store.base import (
     UNREADABLE_RUN,
     FirstSignal,
     Lease,
+    Progress,
     RunRecord,
     RunUpdate,
     SignalRecord,
@@ -1291,6 +1292,23 @@ class DynamoDBStore:
 
     def clear_wakeup(self, run_id: str, token: int) -> None:
         self.release_wake(run_id, token)
+
+    def progress(self, run_id: str) -> Progress:
+        item = self._db.get_item(
+            TableName=self.table,
+            Key=run_key(run_id),
+            ConsistentRead=True,
+            ProjectionExpression="wake_pk, wake_sk, wake_resends, lease_owner, lease_until",
+        ).get("Item")
+        if not item:
+            return Progress()
+        waiting = "wake_pk" in item and "wake_sk" in item
+        return Progress(
+            wakeup_at=float(item["wake_sk"]["S"]) if waiting else None,
+            wake_resends=whole(item.get("wake_resends")) if waiting else 0,
+            lease_owner=item["lease_owner"]["S"] if "lease_owner" in item else None,
+            lease_until_ms=whole(item["lease_until"]) if "lease_until" in item else None,
+        )
 
     # --- serving a wake on AWS: read its token, work, release it ------------------------
 

@@ -42,6 +42,7 @@ from runtime.store.base import (
     OWNER_DEAD_AFTER_MS,
     FirstSignal,
     Lease,
+    Progress,
     RunFilter,
     RunRecord,
     RunUpdate,
@@ -833,6 +834,15 @@ class SQLiteStore:
 
     def wakeups_older_than(self, at: float) -> list[str]:
         return [r[0] for r in self._read("SELECT run_id FROM wakeups WHERE at < ? ORDER BY at", (at,))]
+
+    def progress(self, run_id: str) -> Progress:
+        woken = self._read("SELECT at FROM wakeups WHERE run_id = ?", (run_id,))
+        leased = self._read("SELECT owner, until_ms FROM leases WHERE run_id = ?", (run_id,))
+        return Progress(
+            wakeup_at=float(woken[0][0]) if woken else None,
+            lease_owner=str(leased[0][0]) if leased else None,
+            lease_until_ms=int(leased[0][1]) if leased else None,
+        )
 
     def running_runs(self) -> list[str]:
         return [r[0] for r in self._read("SELECT id FROM runs WHERE status = 'running' ORDER BY created_at")]

@@ -148,9 +148,14 @@ def test_runs_lists_every_run_with_workflow_status_and_current_step(lunaflow, se
     assert rows["nap"][1:4] == ["napper", "sleeping", "sleep"]
     assert rows["broken"][1:4] == ["order", "failed", "step 'reserve'"]
     assert rows["finished"][1:4] == ["order", "completed", ""]
+    # Why each is not moving (issue 29.4); the data folder's timers are long past due by the
+    # real clock this command reads, and no server is running.
+    assert rows["broken"][4].startswith("failed at 2026-01-01 00:00:15 UTC: step 'reserve' failed after 3")
+    assert rows["waiting"][4].startswith("stuck: its timer was due at 2026-01-04 00:00:00 UTC")
+    assert rows["finished"][4] == "completed at 2026-01-01 00:00:15 UTC"
     # Times: started and updated, from the fake clock.
-    assert rows["broken"][4:6] == ["2026-01-01 00:00:00", "2026-01-01 00:00:15"]
-    assert rows["finished"][4] == "2026-01-01 00:00:15"
+    assert rows["broken"][5:7] == ["2026-01-01 00:00:00", "2026-01-01 00:00:15"]
+    assert rows["finished"][5] == "2026-01-01 00:00:15"
 
 
 def test_runs_filters_by_status(lunaflow, several):
@@ -191,6 +196,8 @@ def test_runs_json_carries_each_runs_fields(lunaflow, several):
         "created_at": T0 + 15,
         "updated_at": T0 + 15,
         "values": {},
+        "why": "completed at 2026-01-01 00:00:15 UTC",
+        "stuck": False,
     }
     broken = by_id["broken"]
     assert broken["status"] == "failed"

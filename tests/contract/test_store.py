@@ -7,7 +7,7 @@ import pytest
 from runtime.core.clock import FakeClock
 from runtime.core.journal import Entry, Kind
 from runtime.errors import EngineBug, JournalConflict, SignalBacklogFull
-from runtime.store.base import OWNER_DEAD_AFTER_MS, Lease, RunRecord, RunUpdate, Store, TimerSet
+from runtime.store.base import OWNER_DEAD_AFTER_MS, Lease, Progress, RunRecord, RunUpdate, Store, TimerSet
 
 
 def new_run(
@@ -490,3 +490,28 @@ def test_an_end_with_wake_that_loses_its_slot_wakes_no_one(store: Store) -> None
         store.append("kid", 1, [], update=RunUpdate("failed", None, error="x", wake="par"))
     assert store.wakeups() == []
     assert store.get_run("kid").status == "running"  # type: ignore[union-attr]
+
+
+def test_progress_names_a_waiting_wakeup_with_its_first_ask_and_a_live_lease(
+    store: Store, clock: FakeClock
+) -> None:
+    """Issue 29.4: what "why is this run not moving?" reads beyond the journal."""
+    assert store.progress("nobody") == Progress()
+    run, _ = store.create_run(new_run(), started())
+    first = store.progress(run.id)
+    # A start asks for a worker when the run is created.
+    assert first.wakeup_at == run.created_at and first.lease_owner is None
+    clock.advance(5)
+    store.add_wakeup(run.id)  # a second ask keeps the first one's time: it waits since then
+    assert store.progress(run.id).wakeup_at == run.created_at
+    [(_, token)] = store.wakeups()
+    store.clear_wakeup(run.id, token)
+    assert store.progress(run.id).wakeup_at is None
+    store.add_wakeup(run.id)  # asked again later: it waits since then
+    assert store.progress(run.id).wakeup_at == clock.now()
+    now_ms = int(clock.now() * 1000)
+    assert store.acquire_lease(run.id, "w1", now_ms, 30_000) == Lease.OK
+    held = store.progress(run.id)
+    assert (held.lease_owner, held.lease_until_ms) == ("w1", now_ms + 30_000)
+    store.release_lease(run.id, "w1")
+    assert store.progress(run.id).lease_owner is None

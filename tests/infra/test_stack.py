@@ -452,6 +452,8 @@ def test_reconcile_rule_invokes_the_worker_with_the_event_it_handles(
     from functions import worker
 
     class Reconciler:
+        stuck: list[str] = []
+
         def reconcile(self) -> list[str]:
             return ["lost-1"]
 
@@ -466,7 +468,7 @@ def test_reconcile_rule_invokes_the_worker_with_the_event_it_handles(
 
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
     monkeypatch.setattr(container, "_runtime", Reconciler())
-    assert worker.handler(event, Context()) == {"rewoken": ["lost-1"]}
+    assert worker.handler(event, Context()) == {"rewoken": ["lost-1"], "stuck": []}
     permissions = auction.of_type("AWS::Lambda::Permission")
     assert any(
         p["Principal"] == "events.amazonaws.com" and p["FunctionName"] == live(auction, "Worker")
@@ -530,6 +532,7 @@ def emitted_metrics() -> dict[str, dict[str, Any]]:
         Metric.STEP_RETRIES: lambda: observer.retry("r", "w", "s"),
         Metric.SIGNAL_TO_RESUME_LATENCY: lambda: observer.signal_resumed("r", "w", 0.25),
         Metric.WAKE_FAILURES: lambda: observer.wake_failed("r"),
+        Metric.STUCK_RUNS: lambda: observer.stuck_runs(["r"]),
     }
     out = {}
     metrics.clear_metrics()

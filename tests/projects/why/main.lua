@@ -1,0 +1,10 @@
+-- Runs parked every way, for tests/semantics/test_why.py ("why is this run not moving?").
+workflow "waiter" (function(wf) return wf:await("paid", { timeout = "72h" }) end)
+workflow "racer" (function(wf) return wf:race({ "paid", "cancelled" }) end)
+workflow "napper" (function(wf) wf:sleep("2h") end)
+workflow "flaky" (function(wf)
+    return wf:step("charge", { retries = 3, backoff = "10s" }, function() error("card declined", 0) end)
+end)
+workflow "parent" (function(wf)
+    return wf:child("waiter", nil, { id = wf.id .. "-kid" }):result({ timeout = "1h" })
+end)

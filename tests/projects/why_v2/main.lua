@@ -1,0 +1,13 @@
+-- tests/projects/why with a step before the wait: runs parked at the wait cannot replay it.
+workflow "waiter" (function(wf)
+    wf:step("audit", function() return true end)
+    return wf:await("paid", { timeout = "72h" })
+end)
+workflow "racer" (function(wf) return wf:race({ "paid", "cancelled" }) end)
+workflow "napper" (function(wf) wf:sleep("2h") end)
+workflow "flaky" (function(wf)
+    return wf:step("charge", { retries = 3, backoff = "10s" }, function() error("card declined", 0) end)
+end)
+workflow "parent" (function(wf)
+    return wf:child("waiter", nil, { id = wf.id .. "-kid" }):result({ timeout = "1h" })
+end)
