@@ -17,7 +17,7 @@ import logging
 import os
 import sqlite3
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from runtime.console import timeline
 from runtime.core import values
 from runtime.core.clock import SystemClock, now_ms
 from runtime.core.durations import parse_ms
-from runtime.core.journal import ENDED, generations
+from runtime.core.journal import ENDED, Status, generations
 from runtime.core.published import parse_where
 from runtime.dev.server import RUN_WORKERS, DevServer, NotAProject, ServeError, check_project, data_folder
 from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal, duration
@@ -400,19 +400,133 @@ def _show(args: argparse.Namespace, runs: Runs) -> int:
     return EXIT_OK
 
 
+def _moment(text: str, flag: str) -> float:
+    """``2026-11-01``, ``2026-11-01T09:30`` or ``2026-11-01T09:30:00Z``: UTC, epoch seconds."""
+    import datetime as dt
+
+    cleaned = text.strip().removesuffix("Z")
+    for shape in ("%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S"):
+        try:
+            return dt.datetime.strptime(cleaned, shape).replace(tzinfo=dt.UTC).timestamp()
+        except ValueError:
+            continue
+    raise Usage(f"{flag} {text!r} is not a time; write 2026-11-01 or 2026-11-01T09:30 (UTC)")
+
+
+def _bulk(args: argparse.Namespace, action: str) -> int | None:
+    """``resume|retry|cancel`` with a selection instead of a run id (issue 29.3): a preview
+    that replays each run on the current code, then, with ``--yes``, the action on each in
+    batches. None when the command names a run instead."""
+    from runtime.platform import bulk
+
+    chosen = [args.status, args.workflow, args.since, args.until, *(args.where or [])]
+    if args.run_id is not None:
+        if any(c is not None for c in chosen) or args.dry_run or args.yes:
+            raise Usage(
+                f"lunaflow {action} takes a run id or a selection (--status, --workflow, --since, --until, "
+                "--where), not both"
+            )
+        return None
+    if all(c is None for c in chosen):
+        raise Usage(
+            f"lunaflow {action} needs a run id or a selection: --status, --workflow, --since, --until or "
+            f"--where (e.g. lunaflow {action} --status failed --workflow settle-sale --dry-run)"
+        )
+    selection = bulk.Selection(
+        status=args.status,
+        workflow=args.workflow,
+        since=None if args.since is None else _moment(args.since, "--since"),
+        until=None if args.until is None else _moment(args.until, "--until"),
+        where=tuple(parse_where(w) for w in args.where or []),
+    )
+    checker, close = _code_for_check(args)
+    runs = _open_runs(args)
+    try:
+        found = bulk.preview(runs, action, selection, checker)
+    finally:
+        close()
+    listing = {
+        "action": action,
+        "selected": selection.describe(),
+        "runs": [r.id for r in found.todo],
+        "diverging": found.diverging,
+        "skipped": found.skipped,
+        "capped": found.capped,
+    }
+    act = args.yes and not args.dry_run
+    if not args.json:
+        out.print(Text(found.summary()))
+        for r in found.todo:
+            out.print(Text(f"  {r.id}  ({r.workflow}, {r.status})"))
+        for run_id, message in found.diverging.items():
+            out.print(Text(f"  left out {run_id}: ", style="red").append(Text(message)))
+        for run_id, reason in found.skipped.items():
+            out.print(Text(f"  skipped {run_id}: {reason}", style="dim"))
+    if not act:
+        if args.json:
+            _emit({**listing, "done": [], "refused": {}, "dry_run": True})
+        elif found.todo:
+            n = len(found.todo)
+            out.print(Text(f"nothing done: run the same command with --yes to {action} these {n}"))
+        return EXIT_OK
+
+    def progress(outcome: Any, total: int) -> None:
+        if not args.json:
+            out.print(Text(f"{len(outcome.done) + len(outcome.refused)} of {total} done"), style="italic")
+
+    outcome = bulk.act(runs, action, found.todo, progress=progress)
+    if args.json:
+        _emit({**listing, "done": outcome.done, "refused": outcome.refused, "dry_run": False})
+        return EXIT_OK
+    for run_id, why in outcome.refused.items():
+        out.print(Text(f"  refused {run_id}: {why}", style="red"))
+    verb = {"resume": "resumed", "retry": "retried", "cancel": "cancelled"}[action]
+    out.print(Text(f"{verb} {len(outcome.done)} run(s); {len(outcome.refused)} had moved and were left"))
+    return EXIT_OK
+
+
+def _code_for_check(args: argparse.Namespace) -> tuple[Any, Callable[[], None]]:
+    """The project's current code in a worker that replays without writing (as ``lunaflow
+    check`` loads it), and how to close it; (None, ...) when the project cannot be loaded
+    here (the runs are then acted on unchecked, which the preview says)."""
+    if args.aws:
+        rt = _aws(args, read_only=True)
+        return rt.platform.worker, lambda: None
+    from runtime.platform.platform import Platform
+
+    data = data_folder(args.project, args.data)
+    clock = SystemClock()
+    store = SQLiteStore(data / STORE_FILE, read_only=True, clock=clock)
+    try:
+        platform = Platform(args.project, store, clock, read_only=True)
+    except BaseException:
+        store.close()
+        raise
+    return platform.worker, platform.close
+
+
 def cmd_resume(args: argparse.Namespace) -> int:
+    done = _bulk(args, "resume")
+    if done is not None:
+        return done
     runs = _open_runs(args)
     runs.resume(args.run_id)
     return _done(args, {"resumed": args.run_id}, f"resumed {args.run_id}")
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
+    done = _bulk(args, "retry")
+    if done is not None:
+        return done
     runs = _open_runs(args)
     runs.retry(args.run_id)
     return _done(args, {"retried": args.run_id}, f"retried {args.run_id}: its step's next attempt runs now")
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
+    selected = _bulk(args, "cancel")
+    if selected is not None:
+        return selected
     runs = _open_runs(args)
     try:
         done = runs.cancel(args.run_id)
@@ -971,16 +1085,25 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("run_id")
     p.set_defaults(func=cmd_show)
 
-    p = console("resume", "resume a failed run")
-    p.add_argument("run_id")
+    def repair(name: str, help: str) -> argparse.ArgumentParser:
+        p = console(name, help)
+        p.add_argument("run_id", nargs="?", help="the run; or select runs with the options below")
+        p.add_argument("--status", choices=[s.value for s in Status], help="select runs of this status")
+        p.add_argument("--workflow", help="select runs of this workflow")
+        p.add_argument("--since", help="select runs started at or after (UTC: 2026-11-01, 2026-11-01T09:30)")
+        p.add_argument("--until", help="select runs started before (UTC)")
+        p.add_argument("--where", action="append", help="select runs by a value they published: KEY=VALUE")
+        p.add_argument("--dry-run", action="store_true", help="show what would be done (the default)")
+        p.add_argument("--yes", action="store_true", help="act on every run the preview lists")
+        return p
+
+    p = repair("resume", "resume a failed run, or every selected failed run the code replays")
     p.set_defaults(func=cmd_resume)
 
-    p = console("retry", "run the next attempt of a step waiting out its backoff now")
-    p.add_argument("run_id")
+    p = repair("retry", "run a step's next attempt now, skipping its backoff (one run, or a selection)")
     p.set_defaults(func=cmd_retry)
 
-    p = console("cancel", "cancel a run and the runs it started")
-    p.add_argument("run_id")
+    p = repair("cancel", "cancel a run and the runs it started (one run, or a selection)")
     p.set_defaults(func=cmd_cancel)
 
     p = console("signal", "send a signal to a run")

@@ -46,6 +46,10 @@ class Actions(Protocol):
     def schedule_button(self, name: str, action: str, label: str, confirmation: str) -> str:
         """Pause, resume or trigger a schedule (the runs list's schedules)."""
 
+    def bulk_button(self, action: str, label: str, confirmation: str, query: dict[str, str]) -> str:
+        """Resume, retry or cancel every run a search selects (``query``: its parameters),
+        confirmed first with ``confirmation``, which names the count."""
+
 
 @dataclass(frozen=True)
 class LocalActions:
@@ -107,6 +111,31 @@ class LocalActions:
 
     def value_link(self, run_id: str, ref: str, text: str) -> str:
         return f"<a href='{e(self._run_url(run_id))}/value/{e(quote(ref, safe=''))}'>{e(text)}</a>"
+
+    def bulk_button(self, action: str, label: str, confirmation: str, query: dict[str, str]) -> str:
+        # A second step previews (a replay of each run on the current code) and confirms.
+        hidden = "".join(
+            f"<input type='hidden' name='{e(k)}' value='{e(v)}'>"
+            for k, v in sorted(query.items())
+            if k != "page"
+        )
+        return (
+            f"<form method='post' action='{e(self.base)}/bulk' title='{e(confirmation)}'>{self._token()}"
+            f"<input type='hidden' name='action' value='{e(action)}'>{hidden}"
+            f"<button class='{'danger' if action == 'cancel' else ''}' name='step' value='ask'>{e(label)}</button></form>"
+        )
+
+    def bulk_confirm(self, action: str, label: str, query: dict[str, str]) -> str:
+        hidden = "".join(
+            f"<input type='hidden' name='{e(k)}' value='{e(v)}'>"
+            for k, v in sorted(query.items())
+            if k != "page"
+        )
+        return (
+            f"<form method='post' action='{e(self.base)}/bulk'>{self._token()}"
+            f"<input type='hidden' name='action' value='{e(action)}'>{hidden}"
+            f"<button class='{'danger' if action == 'cancel' else 'primary'}' name='step' value='do'>{e(label)}</button></form>"
+        )
 
     def schedule_button(self, name: str, action: str, label: str, confirmation: str) -> str:
         # Pausing is undone by resuming and a trigger's run is the tick's (a second click
@@ -171,6 +200,16 @@ class CloudWatchActions:
         return f"<a class='btn'>{e(text)}</a>" + self._call(
             {"view": "value", "run_id": run_id, "ref": ref}, display="popup"
         )
+
+    def bulk_button(self, action: str, label: str, confirmation: str, query: dict[str, str]) -> str:
+        css = "btn danger" if action == "cancel" else "btn"
+        payload = {
+            "view": "runs",
+            "action": "bulk",
+            "do": action,
+            **{k: v for k, v in query.items() if k != "page"},
+        }
+        return f"<a class='{css}'>{e(label)}</a>" + self._call(payload, confirmation=confirmation)
 
     def schedule_button(self, name: str, action: str, label: str, confirmation: str) -> str:
         css = "btn primary" if action == "trigger" else "btn"

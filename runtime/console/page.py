@@ -5,7 +5,9 @@ GET ``/_console`` lists runs (``?id=&status=&workflow=&since=&until=&page=``); G
 ``part=live`` parameter answers only the page's changing region (what the page's script
 polls). POST ``/_console/runs/<id>`` with ``action`` resume or cancel asks for confirmation
 (``step=ask``) and then acts (``step=do``); with ``action=signal`` it sends a signal; POST
-``/_console/start`` starts a run; POST ``/_console/schedules/<name>`` with ``action`` pause,
+``/_console/start`` starts a run; POST ``/_console/bulk`` with ``action`` resume, retry or
+cancel and a search's parameters previews (``step=ask``) and then repairs (``step=do``) every
+run the search selects; POST ``/_console/schedules/<name>`` with ``action`` pause,
 resume or trigger acts on a declared schedule. Every POST must carry this process's ``token`` (the forms
 of its pages do) and come from the console's own origin (the server checks Origin and
 Sec-Fetch-Site and says so in ``cross_site``); anything else is refused with 403 before it
@@ -20,7 +22,7 @@ import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 from runtime.console import render
 from runtime.console.actions import LocalActions
@@ -112,6 +114,8 @@ class LocalConsole:
             return self._page("lunaflow runs", body)
         if path == "/_console/start" and method == "POST":
             return self._start(form, now)
+        if path == "/_console/bulk" and method == "POST":
+            return self._repair(form, now)
         if path.startswith("/_console/schedules/") and method == "POST":
             return self._schedule(unquote(path[len("/_console/schedules/") :]), form, now)
         if path.startswith("/_console/runs/"):
@@ -261,6 +265,31 @@ class LocalConsole:
             return self._page("start a run", page, 400)
         self.poke()
         return self._redirect(self._run_url(run.id), said)
+
+    def _repair(self, form: dict[str, str], now: float) -> Response:
+        """A search's runs resumed, retried or cancelled: ``step=ask`` previews (each run
+        replayed on the current code) and asks; ``step=do`` acts on what the preview lists."""
+        query = RunQuery.read(form, self.zone)
+        action = form.get("action", "")
+        back = self.actions.list_link("back to the search", **query.params(self.zone))
+        if action not in render.REPAIR_LABELS:
+            return self._refused("unknown repair; the console resumes, retries and cancels runs", 400, back)
+        if not query.selects():
+            return self._refused(
+                "a repair acts on a search's runs: search by status, workflow, id, time or value first",
+                400,
+                back,
+            )
+        if form.get("step") != "do":
+            found = render.repair_preview(self.runs, action, query)
+            return self._page(f"{action} runs", render.repair_page(self.actions, found, query, self.zone))
+        try:
+            said = render.repair(self.runs, action, query)
+        except LunaflowError as err:
+            return self._refused(str(err), 409, back)
+        self.poke()
+        to = "/_console?" + urlencode(query.params(self.zone)) if query.params(self.zone) else "/_console"
+        return self._redirect(to, said)
 
     def _schedule(self, name: str, form: dict[str, str], now: float) -> Response:
         back = self.actions.list_link("all runs")

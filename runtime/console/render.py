@@ -21,6 +21,7 @@ from runtime.console.search import PAGE_SIZE, SCAN_LIMIT, STATUSES, Found, RunQu
 from runtime.core import values
 from runtime.core.journal import CANCELLABLE, ENDED, RESUMABLE, Entry, Kind, Status, generations
 from runtime.errors import InvalidInput
+from runtime.platform import bulk
 from runtime.platform.platform import Platform
 from runtime.platform.runs import Runs
 from runtime.platform.schedules import ScheduleControl, ScheduleRow, find, schedule_rows
@@ -86,6 +87,8 @@ def runs_page(
     parts.append(_search_form(actions, query, workflows, zone))
     poll = f" data-poll='{POLL_MS}'" if actions.live else ""
     parts.append(f"<div id='live'{poll}>{runs_live(runs, actions, query, zone=zone, now=now)}</div>")
+    if query.selects():
+        parts.append(_repair_bar(runs, actions, query, zone))
     if schedules is not None and isinstance(runs, Platform) and runs.worker.schedules:
         rows = schedule_rows(runs.worker.schedules, runs, schedules, int(now * 1000))
         parts.append(_schedules_table(actions, rows, zone, now))
@@ -233,6 +236,100 @@ def _schedules_table(actions: Actions, rows: list[ScheduleRow], zone: Zone, now:
         )
     parts.append("</table>")
     return "".join(parts)
+
+
+# --- repair by query: resume, retry or cancel what a search selects ---------------------------
+
+REPAIR_LABELS = {"resume": "Resume", "retry": "Retry now", "cancel": "Cancel"}
+REPAIR_STATUSES = {
+    "resume": ("failed",),
+    "retry": ("sleeping",),  # those waiting out a step's backoff, which the preview tells apart
+    "cancel": ("running", "sleeping", "awaiting", "failed"),
+}
+
+
+def repair_counts(runs: Runs, query: RunQuery) -> dict[str, int]:
+    """How many of the search's runs each repair would be asked of (by status, from the
+    search's own counts: no run is read); the preview narrows it further."""
+    found = find_runs(runs, query)
+    return {
+        action: sum(found.counts.get(st, 0) for st in statuses if query.status in (None, st))
+        for action, statuses in REPAIR_STATUSES.items()
+    }
+
+
+def _repair_bar(runs: Runs, actions: Actions, query: RunQuery, zone: Zone) -> str:
+    counts = repair_counts(runs, query)
+    buttons = []
+    for action, n in counts.items():
+        if n == 0:
+            continue
+        what = "sleeping runs (those in a step's backoff)" if action == "retry" else "runs"
+        label = f"{REPAIR_LABELS[action]} all {n:,} {'failed ' if action == 'resume' else ''}{what}"
+        confirmation = (
+            f"{REPAIR_LABELS[action]} the {n:,} {what} this search selects ({query.describe(zone)})? "
+            "Each is replayed on the current code first; those it would not replay are left out."
+        )
+        buttons.append(actions.bulk_button(action, label, confirmation, query.params(zone)))
+    if not buttons:
+        return ""
+    return "<div class='bar repair'><b>Repair what this search selects:</b> " + " ".join(buttons) + "</div>"
+
+
+def repair_preview(runs: Runs, action: str, query: RunQuery) -> bulk.Preview:
+    """The repair of a search's runs, previewed on the current code (a Lua state of its
+    own: the platform's are serving)."""
+    worker = runs.new_worker() if isinstance(runs, Platform) else None
+    return bulk.preview(runs, action, query.selection(), worker)
+
+
+def repair_page(actions: LocalActions, found: bulk.Preview, query: RunQuery, zone: Zone) -> str:
+    """What a repair would do, and the button that does it (the local console's second step)."""
+    verb = REPAIR_LABELS[found.action]
+    rows = "".join(
+        f"<li>{actions.run_link(r.id, r.id)} <span class='muted'>{e(r.workflow)}, {status(r.status)}</span></li>"
+        for r in found.todo[:200]
+    )
+    more = f"<li class='muted'>and {len(found.todo) - 200:,} more</li>" if len(found.todo) > 200 else ""
+    left = "".join(
+        f"<li>{actions.run_link(run_id, run_id)}: <span class='err'>{e(why)}</span></li>"
+        for run_id, why in list(found.diverging.items())[:200]
+    )
+    parts = [
+        f"<div class='lf'><h1>{e(verb)} {len(found.todo):,} run(s)?</h1><p>{e(found.summary())}.</p>",
+        f"<ul>{rows}{more}</ul>" if rows else "<p class='empty'>No run to act on.</p>",
+    ]
+    if left:
+        parts.append(f"<p><b>Left out</b> (the current code would not replay them):</p><ul>{left}</ul>")
+    bar = [actions.list_link("No, go back", **query.params(zone))]
+    if found.todo:
+        bar.insert(
+            0,
+            actions.bulk_confirm(
+                found.action, f"Yes, {verb.lower()} these {len(found.todo):,}", query.params(zone)
+            ),
+        )
+    parts.append(f"<div class='bar'>{''.join(bar)}</div></div>")
+    return "".join(parts)
+
+
+def repair(runs: Runs, action: str, query: RunQuery) -> str:
+    """Preview, then act on what the preview lists; what happened, in words."""
+    if action not in bulk.ACTIONS:
+        raise InvalidInput(f"unknown repair {action!r}; the console resumes, retries and cancels runs")
+    if not query.selects():
+        raise InvalidInput(
+            "a repair acts on a search's runs: search by status, workflow, id, time or value first"
+        )
+    found = repair_preview(runs, action, query)
+    done = bulk.act(runs, action, found.todo)
+    verb = {"resume": "Resumed", "retry": "Retried", "cancel": "Cancelled"}[action]
+    said = f"{verb} {len(done.done):,} run(s)"
+    if found.diverging:
+        said += f"; {len(found.diverging):,} left out (the current code would not replay them: {', '.join(list(found.diverging)[:10])})"
+    if done.refused:
+        said += f"; {len(done.refused):,} had moved and were left"
+    return said + "."
 
 
 SCHEDULE_ACTIONS = ("pause", "resume", "trigger")

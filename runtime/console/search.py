@@ -28,6 +28,7 @@ from runtime.console.html import Zone
 from runtime.core.journal import Status
 from runtime.core.published import parse_where
 from runtime.errors import InvalidInput
+from runtime.platform.bulk import Selection
 from runtime.platform.runs import Runs
 from runtime.store.base import IndexedSearch, RunFilter, RunRecord
 
@@ -105,6 +106,21 @@ class RunQuery:
         }
         values.update(changes)
         return {k: str(v) for k, v in values.items() if v not in (None, "", "0", 0)}
+
+    def selects(self) -> bool:
+        """Whether the query narrows the runs at all (a repair needs it to)."""
+        return bool(self.id or self.status or self.workflow or self.since or self.until or self.where)
+
+    def selection(self) -> Selection:
+        """The same runs, as a repair selects them (``runtime/platform/bulk.py``)."""
+        return Selection(
+            status=self.status,
+            workflow=self.workflow,
+            id_prefix=self.id or None,
+            since=self.since,
+            until=self.until,
+            where=(parse_where(self.where),) if self.where else (),
+        )
 
     def describe(self, zone: Zone) -> str:
         """The filters in words: ``failed runs of settle-sale with ids starting 'sale-'``."""

@@ -2,8 +2,9 @@
 
 CloudWatch calls the console function with the widget's params as top-level keys (``view``:
 runs, run or value; ``run_id``; the runs list's filters) and a ``widgetContext``; a clicked
-``cwdb-action`` adds its JSON's keys (``action``: resume, cancel, signal, start, search, or
-schedule with ``schedule`` and ``do``: pause, resume or trigger)
+``cwdb-action`` adds its JSON's keys (``action``: resume, cancel, signal, start, search;
+schedule with ``schedule`` and ``do``: pause, resume or trigger; bulk with ``do``: resume,
+retry or cancel every run of the search its other keys hold)
 and the values of the widget's inputs arrive under ``widgetContext.forms.all``. Times are
 written in the dashboard's time zone. Resume and cancel are confirmed by CloudWatch itself
 (the ``confirmation`` attribute); no token is needed, since only a signed-in console user can
@@ -64,6 +65,12 @@ def widget_page(
                     runs, actions, RunQuery(), zone=zone, now=now, start_form=form, schedules=schedules
                 )
             return render.run_page(runs, actions, run.id, zone=zone, now=now, notice=said)
+        if action == "bulk":  # CloudWatch confirmed it, naming the count
+            query = RunQuery.read(dict(event), zone)
+            said = render.repair(runs, str(event.get("do", "")), query)
+            return render.runs_page(
+                runs, actions, query, zone=zone, now=now, notice=said, schedules=schedules
+            )
         if action == "schedule" and schedules is not None:
             said = render.act_on_schedule(
                 runs, schedules, str(event.get("schedule", "")), str(event.get("do", "")), now

@@ -1,0 +1,168 @@
+"""Issue 29.3: repair by query, with a dry run. ``lunaflow resume|retry|cancel`` with a
+selection (``--status``, ``--workflow``, ``--since``, ``--until``, ``--where``) instead of a
+run id previews every matching run, replaying each on the current code and leaving out
+those that would diverge, and acts only with ``--yes``; interrupted, the same command acts
+on what is left and on nothing twice.
+
+The data folder (tests/projects/why, fake clock from 2026-01-01): three runs of "flaky"
+failed after their attempts, a "waiter" parked, and a "waiter" failed by a divergence (its
+code, tests/projects/why_v2, adds a step before the wait)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from runtime import cli
+from runtime.platform import bulk
+from runtime.store.sqlite import STORE_FILE, SQLiteStore
+from runtime.testing import LocalPlatform
+
+PROJECTS = Path(__file__).resolve().parents[1] / "projects"
+V1, V2 = PROJECTS / "why", PROJECTS / "why_v2"
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    folder = tmp_path / "data"
+    with LocalPlatform(V1, data_dir=folder) as p:
+        for i in (1, 2, 3):
+            p.start("flaky", None, id=f"f{i}")
+        p.advance("1m")
+        p.start("waiter", None, id="parked")
+        p.start("waiter", None, id="diverged")
+        p.deploy(V2)
+        p.signal("diverged", "paid", {"by": "ada"})
+        assert [p.get(r).status for r in ("f1", "f2", "f3", "parked", "diverged")] == [
+            "failed",
+            "failed",
+            "failed",
+            "awaiting",
+            "failed",
+        ]
+    return folder
+
+
+@pytest.fixture
+def lunaflow(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, data: Path
+) -> Iterator[Any]:
+    monkeypatch.setattr(cli, "out", Console(highlight=False, soft_wrap=True, width=400))
+    monkeypatch.setattr(cli, "err", Console(stderr=True, highlight=False, soft_wrap=True, width=400))
+
+    def run(*args: str, project: Path = V2) -> Result:
+        capsys.readouterr()
+        code = cli.main([*args, "--data", str(data), "--project", str(project)])
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    yield run
+
+
+def statuses(data: Path) -> dict[str, str]:
+    store = SQLiteStore(data / STORE_FILE)
+    try:
+        return {r.id: str(r.status) for r in store.list_runs(limit=100)}
+    finally:
+        store.close()
+
+
+def test_a_dry_run_previews_and_leaves_out_what_the_code_would_not_replay(lunaflow: Any, data: Path) -> None:
+    before = statuses(data)
+    shown = lunaflow("resume", "--status", "failed", "--dry-run", "--json")
+    assert shown.code == 0, shown.err
+    got = shown.json()
+    assert sorted(got["runs"]) == ["f1", "f2", "f3"]
+    assert list(got["diverging"]) == ["diverged"]
+    assert got["diverging"]["diverged"].startswith("journal divergence: expected await 'paid'")
+    assert got["done"] == [] and got["dry_run"] is True
+    assert statuses(data) == before, "a dry run changes nothing"
+    text = lunaflow("resume", "--status", "failed")  # without --yes: the preview only
+    assert "3 run(s) would be resumed (status failed); 1 left out" in text.out
+    assert "nothing done: run the same command with --yes to resume these 3" in text.out
+    assert statuses(data) == before
+
+
+def test_with_yes_every_previewed_run_is_acted_on_and_the_diverging_one_left(
+    lunaflow: Any, data: Path
+) -> None:
+    done = lunaflow("resume", "--status", "failed", "--workflow", "flaky", "--yes", "--json")
+    assert done.code == 0, done.err
+    assert sorted(done.json()["done"]) == ["f1", "f2", "f3"]
+    after = statuses(data)
+    assert [after[r] for r in ("f1", "f2", "f3")] == ["running"] * 3  # resumed, for a worker to take
+    assert after["diverged"] == "failed" and after["parked"] == "awaiting"
+    again = lunaflow("resume", "--status", "failed", "--workflow", "flaky", "--yes", "--json").json()
+    assert again["runs"] == [] and again["done"] == [], "a second pass finds nothing left: nothing twice"
+
+
+def test_an_interrupted_repair_is_finished_by_the_same_command(lunaflow: Any, data: Path) -> None:
+    """The selection is the record: runs acted on no longer match, so the command run again
+    after an interruption (here: a batch of one, then a stop) acts on the rest alone."""
+    store = SQLiteStore(data / STORE_FILE)
+    try:
+        from runtime.core.clock import SystemClock
+        from runtime.platform.runs import Runs
+
+        runs = Runs(store, SystemClock())
+        first = bulk.preview(runs, "cancel", bulk.Selection(workflow="flaky"), None)
+        assert sorted(r.id for r in first.todo) == ["f1", "f2", "f3"]
+
+        class Interrupted(Exception):
+            pass
+
+        def stop_after_first_batch(outcome: bulk.Outcome, total: int) -> None:
+            raise Interrupted
+
+        with pytest.raises(Interrupted):
+            bulk.act(runs, "cancel", first.todo, batch=1, progress=stop_after_first_batch)
+    finally:
+        store.close()
+    cancelled = [r for r, s in statuses(data).items() if s == "cancelled"]
+    assert len(cancelled) == 1
+    rest = lunaflow("cancel", "--workflow", "flaky", "--yes", "--json").json()
+    assert sorted(rest["done"]) == sorted({"f1", "f2", "f3"} - set(cancelled))
+    assert rest["skipped"] == {cancelled[0]: "has ended (cancelled)"}
+
+
+def test_a_selection_by_time_and_by_status_narrows_what_is_acted_on(lunaflow: Any, data: Path) -> None:
+    none_yet = lunaflow("cancel", "--since", "2026-01-02", "--json").json()
+    assert none_yet["runs"] == []
+    parked = lunaflow(
+        "cancel", "--status", "awaiting", "--until", "2026-01-02T00:00", "--yes", "--json"
+    ).json()
+    assert parked["done"] == ["parked"]
+    assert statuses(data)["parked"] == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ((), "lunaflow resume needs a run id or a selection"),
+        (("f1", "--status", "failed"), "lunaflow resume takes a run id or a selection"),
+        (("--since", "yesterday"), "--since 'yesterday' is not a time; write 2026-11-01"),
+    ],
+)
+def test_a_bad_selection_is_refused_and_changes_nothing(
+    lunaflow: Any, data: Path, args: tuple[str, ...], said: str
+) -> None:
+    before = statuses(data)
+    r = lunaflow("resume", *args)
+    assert r.code == 2 and said in r.err, (r.code, r.err)
+    assert statuses(data) == before

@@ -1,0 +1,113 @@
+"""Issue 29.3 in the console: "The console offers the same [repair by query] for a search's
+results, with a confirmation naming the count." On both harnesses: the local page's search
+shows a repair bar whose buttons name how many runs they reach, a preview page lists them
+(and the ones the current code would not replay, left out) before anything is done; in the
+CloudWatch widget the button's confirmation names the count and CloudWatch asks it."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.aws.contract import CONSOLE_TIMEOUT_S, Handler
+from runtime.console.page import LocalConsole
+from runtime.testing import AwsPlatform, LocalPlatform
+
+from . import EVENTS, Html
+
+PROJECTS = Path(__file__).resolve().parents[1] / "projects"
+TOKEN = "t0ken"
+
+pytestmark = pytest.mark.filterwarnings("ignore:No application metrics")
+
+
+@contextmanager
+def repairable(harness: Any, tmp_path: Path) -> Iterator[Any]:
+    """Three failed runs the current code replays, one it would not, one parked."""
+    with harness(PROJECTS / "why", data_dir=tmp_path / "data") as platform:
+        for i in (1, 2, 3):
+            platform.start("flaky", None, id=f"f{i}")
+        platform.advance("1m")
+        platform.start("waiter", None, id="diverged")
+        platform.deploy(PROJECTS / "why_v2")
+        platform.signal("diverged", "paid", {"by": "ada"})
+        platform.start("waiter", None, id="parked")
+        yield platform
+
+
+def statuses(p: Any) -> dict[str, str]:
+    return {r.id: str(r.status) for r in p.runs()}
+
+
+def test_the_local_console_previews_a_repair_naming_the_count_then_acts(tmp_path: Path) -> None:
+    with repairable(LocalPlatform, tmp_path) as p:
+        local_repair(p)
+
+
+def local_repair(p: Any) -> None:
+    console = LocalConsole(p.platform, token=TOKEN, poke=lambda: None)
+    listed = Html(console.handle("GET", "/_console?status=failed", {}).body)
+    [form] = [f for f in listed.forms if f.action == "/_console/bulk" and f.fields.get("action") == "resume"]
+    assert form.button == "Resume all 4 failed runs"
+    assert form.fields["status"] == "failed"
+    before = statuses(p)
+    preview = console.handle("POST", "/_console/bulk", {**form.fields, "step": "ask"})
+    assert preview.status_code == 200
+    page = Html(preview.body)
+    assert "Resume 3 run(s)?" in page.text
+    assert "3 run(s) would be resumed (status failed); 1 left out" in page.text
+    assert "diverged: journal divergence: expected await 'paid'" in " ".join(page.text.split())
+    assert statuses(p) == before, "the preview changes nothing"
+    [yes] = [f for f in page.forms if f.button == "Yes, resume these 3"]
+    done = console.handle("POST", "/_console/bulk", dict(yes.fields) | {"step": "do"})
+    assert done.status_code == 303 and done.headers["location"].startswith("/_console?status=failed")
+    shown = Html(console.handle("GET", done.headers["location"], {}).body)
+    assert "Resumed 3 run(s); 1 left out (the current code would not replay them: diverged)." in shown.text
+    p.settle()
+    after = statuses(p)
+    assert [after[r] for r in ("f1", "f2", "f3", "diverged", "parked")] == [
+        "sleeping",
+        "sleeping",
+        "sleeping",
+        "failed",
+        "awaiting",
+    ]
+
+
+def test_the_widgets_repair_button_names_the_count_in_its_confirmation(tmp_path: Path) -> None:
+    with repairable(AwsPlatform, tmp_path) as p:
+        widget_repair(p)
+
+
+def widget_repair(p: Any) -> None:
+    base = json.loads((EVENTS / "cw_widget_runs.json").read_text(encoding="utf-8"))
+    event = {**copy.deepcopy(base), "status": "failed"}
+    page = Html(p.invoke(Handler.CONSOLE, event, CONSOLE_TIMEOUT_S))
+    button = page.action("Resume all 4 failed runs", action="bulk", do="resume")
+    assert button.attrs["confirmation"].startswith("Resume the 4 runs this search selects (failed runs)?")
+    out = Html(p.invoke(Handler.CONSOLE, {**copy.deepcopy(base), **button.payload}, CONSOLE_TIMEOUT_S))
+    assert "Resumed 3 run(s); 1 left out (the current code would not replay them: diverged)." in out.text
+    p.settle()
+    assert statuses(p)["f1"] == "sleeping" and statuses(p)["diverged"] == "failed"
+
+
+def test_a_search_without_a_filter_offers_no_repair_and_one_posted_is_refused(tmp_path: Path) -> None:
+    with LocalPlatform(PROJECTS / "why", data_dir=tmp_path / "data") as p:
+        p.start("flaky", None, id="f1")
+        p.advance("1m")
+        console = LocalConsole(p.platform, token=TOKEN, poke=lambda: None)
+        page = Html(console.handle("GET", "/_console", {}).body)
+        assert not [f for f in page.forms if f.action == "/_console/bulk"]
+        refused = console.handle("POST", "/_console/bulk", {"token": TOKEN, "action": "cancel", "step": "do"})
+        assert refused.status_code == 400
+        assert p.get("f1").status == "failed"
+        forged = console.handle(
+            "POST", "/_console/bulk", {"action": "resume", "status": "failed", "step": "do"}
+        )
+        assert forged.status_code == 403 and p.get("f1").status == "failed"
