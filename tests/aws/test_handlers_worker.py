@@ -318,12 +318,15 @@ def test_reconcile_event_resends_wakes_that_waited_too_long(
     rt = make_runtime(TIMERS, clock=clock)
     rt.platform.start("approval", {}, id="lost-1")
     purge(aws)  # the wake message is lost
-    assert worker.handler({"lunaflow": "reconcile"}, FakeContext()) == {"rewoken": []}  # not yet stale
+    assert worker.handler({"lunaflow": "reconcile"}, FakeContext()) == {
+        "rewoken": [],
+        "stuck": [],
+    }  # not yet stale
     clock.advance(61)
-    assert worker.handler({"lunaflow": "reconcile"}, FakeContext()) == {"rewoken": ["lost-1"]}
+    assert worker.handler({"lunaflow": "reconcile"}, FakeContext()) == {"rewoken": ["lost-1"], "stuck": []}
     run_due(aws, clock.now(), worker.handler)
     assert rt.platform.get("lost-1").status == "awaiting"
-    assert worker.handler({"lunaflow": "reconcile"}, FakeContext()) == {"rewoken": []}
+    assert worker.handler({"lunaflow": "reconcile"}, FakeContext()) == {"rewoken": [], "stuck": []}
 
 
 def test_worker_record_built_from_a_received_message_matches_the_fixture_shape(aws: AwsWorld) -> None:
