@@ -5,6 +5,12 @@ answers FAILED, so CloudFormation rolls the update back before any run meets the
 the reason names the runs and each one's first diverging entry (stack events), and the same
 line goes to this function's log group.
 
+With ``[deploys] pin_runs = true`` in the new code, the diverging runs are pinned to the code
+deployed until now (``ProjectDigest`` of the update's old properties, whose code the gate
+saved in the values bucket when it let it through) instead: they keep running on it, and
+the update goes on (``runtime/aws/versions.py``). Every version the gate lets through is
+saved so.
+
 ``Force = "true"`` (``cdk deploy -c force=true``) answers SUCCESS anyway, with what it
 breaks in the resource's ``Report`` attribute, which the stack prints as an output.
 
@@ -36,7 +42,8 @@ REASON_BYTES = 3000  # CloudFormation takes a response of at most 4 KB
 
 
 def _gate_runtime() -> AwsRuntime:
-    """Read-only: the gate loads the new code without accepting it (no migration, no pin)."""
+    """Read-only: the gate loads the new code without accepting it (no migration, no secret
+    pin); it writes only pins of runs to the old code, and the new code's snapshot."""
     handed = container.serving_now()
     if handed is not None:
         return handed
@@ -50,6 +57,39 @@ def check(runtime: AwsRuntime, remaining_ms: int) -> GateReport:
     return check_in_flight(
         runtime.platform.new_worker, runtime.store, deadline=deadline, threads=GATE_THREADS
     )
+
+
+def pinned_to(event: CloudFormationCustomResourceEvent) -> str:
+    """The version of the code deployed until now (the update's old properties)."""
+    old = event.get("OldResourceProperties") or {}
+    return str(old.get("ProjectDigest") or "")
+
+
+def pin(runtime: AwsRuntime, report: GateReport, event: CloudFormationCustomResourceEvent) -> list[str]:
+    """With ``[deploys] pin_runs`` in the new code: pin the diverging runs to the code deployed
+    until now, when that version's code is in the bucket (saved by the gate that let it
+    through); none otherwise, and the gate refuses as before. Returns the runs pinned."""
+    platform = runtime.platform
+    old = pinned_to(event)
+    if (
+        not report.diverging
+        or report.unchecked
+        or not platform.source.pin_runs
+        or not old
+        or platform.versions is None
+        or runtime.snapshots is None
+        or not runtime.snapshots.has(old)
+    ):
+        return []
+    runs = [v.run_id for v in report.diverging]
+    platform.versions.pin({r: old for r in runs if platform.versions.pinned(r) is None})
+    return runs
+
+
+def keep_code(runtime: AwsRuntime) -> None:
+    """The code let through, kept in the bucket: a later deploy may pin runs to it."""
+    if runtime.snapshots is not None:
+        runtime.snapshots.save(runtime.platform.source)
 
 
 def _respond(
@@ -82,10 +122,20 @@ def decide(event: CloudFormationCustomResourceEvent, remaining_ms: int) -> tuple
     if props.get("CodeDigest") != os.environ.get(Env.CODE_DIGEST):
         reason = "a rollback to the code that served the runs until now: let through unchecked"
         return "SUCCESS", reason, {"Report": reason}
-    report = check(_gate_runtime(), remaining_ms)
+    runtime = _gate_runtime()
+    report = check(runtime, remaining_ms)
+    pinned = pin(runtime, report, event)
     summary = report.summary()
-    if report.clean:
-        logger.info("deploy gate: %s", summary, extra={"checked": len(report.verdicts)})
+    if report.clean or (pinned and not report.unchecked and len(pinned) == len(report.diverging)):
+        if pinned:
+            summary = (
+                f"{len(report.verdicts)} in-flight run(s) replayed on the new code; {len(pinned)} it would "
+                f"not replay keep running on the code they ran on ({pinned_to(event)}): "
+                + ", ".join(pinned[:10])
+                + (f" and {len(pinned) - 10} more" if len(pinned) > 10 else "")
+            )
+        keep_code(runtime)
+        logger.info("deploy gate: %s", summary, extra={"checked": len(report.verdicts), "pinned": pinned})
         return "SUCCESS", summary, {"Report": summary}
     diverging = [{"run_id": v.run_id, "workflow": v.workflow, "entry": v.message} for v in report.diverging]
     extra = {"diverging": diverging, "unchecked": report.unchecked}

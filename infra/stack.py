@@ -82,6 +82,7 @@ class LunaflowStack(Stack):
             journal=self.journal,
             values=self.values,
             digest=digest(needs.root),
+            version=needs.version,
             force=self.settings.force,
         )
         self.api = HttpApi(self, "Http", self.functions.live["Fetch"])

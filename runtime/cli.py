@@ -317,12 +317,14 @@ def _show(args: argparse.Namespace, runs: Runs) -> int:
     awaited = timeline.awaited_child(items) if run.status == "awaiting" else None
     gens = generations(entries)  # wf:continue_as_new: the current one last
     moving = runs.why(run, entries)
+    code = _code_line(args, runs, entries, run.id)
     if args.json:
         _emit(
             {
                 "run": _run_dict(run),
                 "why": moving.text,
                 "stuck": moving.stuck,
+                "code": code,
                 "values": published,
                 "children": children,
                 "waiting_for": awaited,
@@ -339,6 +341,15 @@ def _show(args: argparse.Namespace, runs: Runs) -> int:
     out.print(head.append(_status(run.status)))
     out.print(Text(f"started {_when(run.created_at)}  updated {_when(run.updated_at)}"))
     out.print(Text("why ").append(Text(moving.text, style="red" if moving.stuck else "")))
+    if code["pinned_to"]:
+        out.print(
+            Text(
+                f"code pinned to {code['pinned_to']} (the current code would not replay it; "
+                f"lunaflow migrate {run.id} moves it once code that does is deployed)"
+            )
+        )
+    elif code["started_on"]:
+        out.print(Text(f"code started on {code['started_on']}"))
     if run.parent_id:
         out.print(Text(f"parent {run.parent_id}"))
     if children:
@@ -503,6 +514,47 @@ def _code_for_check(args: argparse.Namespace) -> tuple[Any, Callable[[], None]]:
         store.close()
         raise
     return platform.worker, platform.close
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """Move a run pinned to older code to the current code, once that code replays it."""
+    if args.aws:
+        raise Usage(
+            "lunaflow migrate works on a data folder; on AWS a pinned run moves with a deploy of code "
+            "that replays it (docs/operations.md)"
+        )
+    from runtime.platform.platform import Platform
+    from runtime.platform.versions import PinFile, SnapshotFolder
+
+    data = data_folder(args.project, args.data)
+    if not (data / STORE_FILE).exists():
+        raise Usage(
+            f"no lunaflow data in {data}; run `lunaflow dev {args.project}` first, or pass --data DIR"
+        )
+    clock = SystemClock()
+    platform = Platform(args.project, SQLiteStore(data / STORE_FILE), clock, read_only=True)
+    try:
+        platform.keep_versions(PinFile(data), SnapshotFolder(data))
+        left = platform.migrate(args.run_id)
+        current = platform.source.digest
+    finally:
+        platform.close()
+    value = {"migrated": args.run_id, "from": left, "to": current}
+    return _done(args, value, f"run {args.run_id} moved from code {left} to the current code {current}")
+
+
+def _code_line(args: argparse.Namespace, runs: Runs, entries: list[Any], run_id: str) -> dict[str, Any]:
+    """Which code a run runs on: the version it started on, and the one it is pinned to (the
+    stack's run item with ``--aws``, the data folder's pins file otherwise)."""
+    started = entries[0].data.get("code") if entries else None
+    versions = getattr(runs, "versions", None)
+    if versions is not None:
+        pinned = versions.pinned(run_id)
+    else:
+        from runtime.platform.versions import PinFile
+
+        pinned = PinFile(data_folder(args.project, args.data)).get(run_id)
+    return {"started_on": started, "pinned_to": pinned}
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -1096,6 +1148,10 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--dry-run", action="store_true", help="show what would be done (the default)")
         p.add_argument("--yes", action="store_true", help="act on every run the preview lists")
         return p
+
+    p = console("migrate", "move a run pinned to older code to the current code, once it replays the run")
+    p.add_argument("run_id")
+    p.set_defaults(func=cmd_migrate)
 
     p = repair("resume", "resume a failed run, or every selected failed run the code replays")
     p.set_defaults(func=cmd_resume)

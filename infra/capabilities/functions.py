@@ -36,7 +36,7 @@ from infra.capabilities.queues import UserQueues
 from infra.capabilities.values import ValuesBucket
 from infra.capabilities.wake import WakePath
 from infra.settings import Settings
-from runtime.aws.contract import DEFAULT_WAKE_THREADS, NAMESPACE, SERVICE, Env, Handler
+from runtime.aws.contract import CODE_PREFIX, DEFAULT_WAKE_THREADS, NAMESPACE, SERVICE, Env, Handler
 
 
 @dataclass(frozen=True)
@@ -144,6 +144,12 @@ class Functions(Construct):
                 )
             self._grant_store(fn, journal)
             values.grant(fn)
+            if role is WORKER:  # a run pinned to older code is advanced on that code, read here
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(
+                        actions=["s3:GetObject"], resources=[values.bucket.arn_for_objects(f"{CODE_PREFIX}*")]
+                    )
+                )
             self._grant_wakes(fn, wake, role is WORKER)
             if role is CONSOLE:
                 continue  # the console lists, resumes and cancels runs; it runs no project code

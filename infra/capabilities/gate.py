@@ -6,8 +6,8 @@ update back: the aliases never moved, so no run met the new code.
 
 Order on an update: the functions' code and their new versions, then the check (its
 properties name the versions and the code's digest, so it runs on every code change), then
-the aliases. The check's function may only read: the table's item reads and queries, and
-the values bucket's objects.
+the aliases. The check's function reads the table's items and the values bucket's objects;
+it writes only run items' pins and each version's code (``[deploys] pin_runs``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from infra import constants
 from infra.capabilities.functions import Functions
 from infra.capabilities.journal import JournalTable
 from infra.capabilities.values import ValuesBucket
-from runtime.aws.contract import GATE_SERVICE_TIMEOUT_S, GATE_TIMEOUT_S, Env, Handler
+from runtime.aws.contract import CODE_PREFIX, GATE_SERVICE_TIMEOUT_S, GATE_TIMEOUT_S, Env, Handler
 from runtime.store.blobs import PREFIX
 
 READ_ACTIONS = [f"dynamodb:{a}" for a in ("GetItem", "BatchGetItem", "Query")]
@@ -40,6 +40,7 @@ class DeployGate(Construct):
         journal: JournalTable,
         values: ValuesBucket,
         digest: str,
+        version: str,
         force: bool,
     ) -> None:
         super().__init__(scope, id)
@@ -67,6 +68,16 @@ class DeployGate(Construct):
                 actions=["s3:GetObject"], resources=[values.bucket.arn_for_objects(f"{PREFIX}*")]
             )
         )
+        # Pins (the run item's pin attribute) and each version's code: [deploys] pin_runs.
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(actions=["dynamodb:UpdateItem"], resources=[table])
+        )
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject", "s3:PutObject"],
+                resources=[values.bucket.arn_for_objects(f"{CODE_PREFIX}*")],
+            )
+        )
         self.resource = CustomResource(
             self,
             "Check",
@@ -75,6 +86,9 @@ class DeployGate(Construct):
             service_timeout=Duration.seconds(GATE_SERVICE_TIMEOUT_S),
             properties={
                 "CodeDigest": digest,
+                # The project's version (its scripts and settings): an update's old value names
+                # the code runs may be pinned to (runtime/aws/versions.py).
+                "ProjectDigest": version,
                 "Versions": {name: alias.version.version for name, alias in functions.live.items()},
                 "Force": "true" if force else "false",
             },

@@ -100,6 +100,9 @@ QUEUE_TIMEOUT_S = 60
 CONSOLE_TIMEOUT_S = 30
 # The worker advances the wakes of one SQS batch (up to 10) at once, a Lua state each, so
 # branches (child runs) woken together overlap within an invocation as across invocations.
+# Each code version's files in the values bucket (runtime/aws/versions.py): what a run
+# pinned to older code is loaded from.
+CODE_PREFIX = "code/"
 DEFAULT_WAKE_THREADS = 10
 MAX_WAKE_THREADS = 10
 # The deploy gate (functions/gate.py): Lambda's limit; it stops replaying GATE_MARGIN_S before

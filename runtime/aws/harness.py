@@ -421,6 +421,11 @@ class AwsPlatform(Harness):
             self.config, self._handled_queues = before
             raise
         runtime.platform.logs.extend(self.runtime.platform.logs)  # a deploy keeps the log; a restart drops it
+        # What the deploy gate does before the aliases move: with [deploys] pin_runs, the runs
+        # the new code would not replay are pinned to the code that served them until now.
+        runtime.platform.pin_diverging(runtime.platform.worker, self.runtime.platform.worker)
+        if runtime.snapshots is not None:
+            runtime.snapshots.save(runtime.platform.source)
         self.project, self.runtime = path, runtime
         self.settle()
 

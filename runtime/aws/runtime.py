@@ -24,6 +24,7 @@ from runtime.aws.database import DataApiDatabases
 from runtime.aws.invocation import LONGEST_STEP_MS, SAFETY_S, SAVE_S
 from runtime.aws.secrets import SecretsManagerSecrets
 from runtime.aws.services import AwsServices
+from runtime.aws.versions import BucketSnapshots, RunItemPins
 from runtime.aws.wake import AwsWaker, wake_message
 from runtime.core.clock import Clock, SystemClock, now_ms
 from runtime.engine.executor import ActivationDeadline
@@ -155,6 +156,11 @@ class AwsRuntime:
             keep_logs=keep_logs,
             read_only=read_only,
         )
+        if blobs is not None:
+            self.snapshots: BucketSnapshots | None = BucketSnapshots(blobs)
+            self.platform.keep_versions(RunItemPins(self.store), self.snapshots)
+        else:
+            self.snapshots = None
 
     # --- the worker --------------------------------------------------------------------
 
@@ -208,7 +214,7 @@ class AwsRuntime:
             return "missing"
         # A park or an end dropped the wake-up it served in the same write; an activation
         # that wrote neither (the run was ended or failed, or out of time) releases it here.
-        written = (worker or self.platform.worker).executor.parked_or_ended
+        written = self.platform.used_worker().executor.parked_or_ended
         released = written or token is None or self.store.release_wake(run_id, token)
         if not released and self.waker.prompts == prompts:
             self.waker.prompt(run_id)  # a signal (or a timer) came while it ran

@@ -113,27 +113,18 @@ class LocalActions:
         return f"<a href='{e(self._run_url(run_id))}/value/{e(quote(ref, safe=''))}'>{e(text)}</a>"
 
     def bulk_button(self, action: str, label: str, confirmation: str, query: dict[str, str]) -> str:
-        # A second step previews (a replay of each run on the current code) and confirms.
-        hidden = "".join(
-            f"<input type='hidden' name='{e(k)}' value='{e(v)}'>"
-            for k, v in sorted(query.items())
-            if k != "page"
-        )
+        # A second step previews (a replay of each run on the current code) and confirms. The
+        # search travels as one field, so no input of this form shares a name with the page's.
         return (
             f"<form method='post' action='{e(self.base)}/bulk' title='{e(confirmation)}'>{self._token()}"
-            f"<input type='hidden' name='action' value='{e(action)}'>{hidden}"
+            f"<input type='hidden' name='action' value='{e(action)}'>{_query_field(query)}"
             f"<button class='{'danger' if action == 'cancel' else ''}' name='step' value='ask'>{e(label)}</button></form>"
         )
 
     def bulk_confirm(self, action: str, label: str, query: dict[str, str]) -> str:
-        hidden = "".join(
-            f"<input type='hidden' name='{e(k)}' value='{e(v)}'>"
-            for k, v in sorted(query.items())
-            if k != "page"
-        )
         return (
             f"<form method='post' action='{e(self.base)}/bulk'>{self._token()}"
-            f"<input type='hidden' name='action' value='{e(action)}'>{hidden}"
+            f"<input type='hidden' name='action' value='{e(action)}'>{_query_field(query)}"
             f"<button class='{'danger' if action == 'cancel' else 'primary'}' name='step' value='do'>{e(label)}</button></form>"
         )
 
@@ -216,3 +207,9 @@ class CloudWatchActions:
         return f"<a class='{css}'>{e(label)}</a>" + self._call(
             {"view": "runs", "action": "schedule", "schedule": name, "do": action}, confirmation=confirmation
         )
+
+
+def _query_field(query: dict[str, str]) -> str:
+    """A search's parameters as one hidden field (``query``: URL-encoded, the page left out)."""
+    encoded = urlencode(sorted((k, v) for k, v in query.items() if k != "page"))
+    return f"<input type='hidden' name='query' value='{e(encoded)}'>"

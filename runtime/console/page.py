@@ -269,7 +269,7 @@ class LocalConsole:
     def _repair(self, form: dict[str, str], now: float) -> Response:
         """A search's runs resumed, retried or cancelled: ``step=ask`` previews (each run
         replayed on the current code) and asks; ``step=do`` acts on what the preview lists."""
-        query = RunQuery.read(form, self.zone)
+        query = RunQuery.read(dict(parse_qsl(form.get("query", ""))), self.zone)
         action = form.get("action", "")
         back = self.actions.list_link("back to the search", **query.params(self.zone))
         if action not in render.REPAIR_LABELS:

@@ -461,6 +461,12 @@ def run_live(
         facts.append("waiting for child " + actions.run_link(awaited, awaited))
     if due is not None and run.status in (Status.SLEEPING, Status.AWAITING):
         facts.append(f"timer due {moment(due / 1000, zone, now)}")
+    pinned = runs.versions.pinned(run.id) if isinstance(runs, Platform) and runs.versions else None
+    started_on = entries[0].data.get("code") if entries else None
+    if pinned is not None and run.status not in ENDED:
+        facts.append(f"code <code>{e(pinned)}</code> (pinned: the current code would not replay it)")
+    elif started_on:
+        facts.append(f"started on code <code>{e(str(started_on))}</code>")
     gens = generations(entries)  # wf:continue_as_new: the current generation last
     if len(gens) > 1:
         earlier = ", ".join(

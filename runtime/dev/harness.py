@@ -19,6 +19,7 @@ from runtime.platform.harness import Harness, check_workers, earliest_after
 from runtime.platform.platform import Platform
 from runtime.platform.schedules import LocalSchedules, PauseFile, fire_tick
 from runtime.platform.standins import HttpFn, ObjectFn, ServiceFn, StandinServices
+from runtime.platform.versions import PinFile, SnapshotFolder
 from runtime.services import pgserver
 from runtime.services.local import LocalServices
 from runtime.services.queues import QueueSettings
@@ -69,6 +70,7 @@ class LocalPlatform(Harness):
         platform = Platform(
             project, store, self._clock, services=services, cache_size=self._cache_size, keep_logs=True
         )
+        platform.keep_versions(PinFile(self.data_dir), SnapshotFolder(self.data_dir))
         platform.recover()
         platform.run_until_idle(self.workers)
         return platform

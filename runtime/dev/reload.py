@@ -114,15 +114,22 @@ class Reloader:
             return False
         diverging = self._diverging(worker)
         try:
-            self.platform.install(worker)  # its migrations first: a failed one refuses the code
+            # Its migrations first: a failed one refuses the code. With [deploys] pin_runs,
+            # the diverging runs stay on the code they ran on.
+            pinned = self.platform.install(worker, diverging)
         except LunaflowError as e:
             self.say(f"{what} changed, but the project was refused; the old code keeps serving: {e}")
             return False
-        note = f"; {diverging} in-flight run(s) would diverge (listed above)" if diverging else ""
+        note = f"; {len(diverging)} in-flight run(s) would diverge (listed above)" if diverging else ""
+        if pinned:
+            note = (
+                f"; {len(pinned)} in-flight run(s) it would not replay keep running on the code they ran on "
+                f"(pinned: lunaflow migrate RUN_ID moves one once the code replays it)"
+            )
         self.say(f"reloaded {what}: the new code is live{note}")
         return True
 
-    def _diverging(self, worker: Worker) -> int:
+    def _diverging(self, worker: Worker) -> list[str]:
         """Print each in-flight run the new code would fail with a journal divergence."""
         store = self.platform.store
         runs = [
@@ -136,14 +143,19 @@ class Reloader:
                 f"more than {MAX_CHECKED_RUNS} runs are in flight; only the newest {MAX_CHECKED_RUNS} were "
                 f"checked against the new code (`lunaflow check {self.root}` checks them all)"
             )
-        count = 0
+        found: list[str] = []
+        pins = worker.source.pin_runs
         for run in runs[:MAX_CHECKED_RUNS]:
             verdict = check_run(worker, run)
             if verdict.diverges:
-                count += 1
+                found.append(verdict.run_id)
+                then = (
+                    "it keeps running on the code it ran on (pinned)"
+                    if pins
+                    else "it fails with this when it next runs (fix the code, then resume it)"
+                )
                 self.say(
                     f"run {verdict.run_id} ({verdict.workflow}, {verdict.status}) would diverge on the new "
-                    f"code: {verdict.message}; it fails with this when it next runs (fix the code, then "
-                    "resume it)"
+                    f"code: {verdict.message}; {then}"
                 )
-        return count
+        return found

@@ -60,6 +60,7 @@ from runtime.platform.fetch import (
 )
 from runtime.platform.platform import LeaseTerms, Platform
 from runtime.platform.schedules import LocalSchedules, PauseFile
+from runtime.platform.versions import PinFile, SnapshotFolder
 from runtime.platform.why import STUCK_AFTER_S
 from runtime.services.local import LocalServices, earlier_sqlite_databases, earlier_sqlite_notice
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
@@ -207,6 +208,7 @@ class DevServer:
         self.store = SQLiteStore(self.data_dir / STORE_FILE)
         self.services = LocalServices(self.data_dir, clock.now, source.queue_settings)
         self.platform = Platform(project, self.store, clock, services=self.services, observer=observer)
+        self.platform.keep_versions(PinFile(self.data_dir), SnapshotFolder(self.data_dir))
         # Requests have a pool of their own; each run worker and the queue deliverer a worker.
         self.requests = WorkerPool(self.platform, request_states, first=self.platform.worker)
         self.request_wait_s = request_wait_s

@@ -8,9 +8,12 @@ declares things.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import tomllib
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,7 @@ from runtime.engine.sandbox import (
 from runtime.errors import ProjectLoadError
 from runtime.services.queues import MAX_ATTEMPTS, MAX_RETRY_DELAY_S, QueueSettings
 
+SNAPSHOT_NAME = ".lunaflow-project"  # in a code snapshot: the project's name
 # wf:version("change-id") with a literal id: runs record the ids their starting code knew.
 _VERSION = re.compile(r"""[:.]version\s*\(\s*["']([^"'\\]+)["']\s*\)""")
 
@@ -47,9 +51,38 @@ class ProjectSource:
     limits: Limits = field(default_factory=Limits)
     queues: dict[str, QueueSettings] = field(default_factory=dict)
     changes: tuple[str, ...] = ()  # the wf:version change ids the code names
+    toml: str = ""  # lunaflow.toml as read (a snapshot of the code writes it back)
+    # [deploys] pin_runs = true: a deploy pins the runs its code would not replay to the code
+    # they ran on (runtime/platform/versions.py) instead of letting them fail.
+    pin_runs: bool = False
 
     def queue_settings(self, name: str) -> QueueSettings:
         return self.queues.get(name, QueueSettings())
+
+    @cached_property
+    def digest(self) -> str:
+        """The code's version: a hash of every script, module and the settings. A run records
+        the version it started on; a run pinned to one runs on it (``runtime/platform/versions.py``)."""
+        whole = json.dumps(
+            {"scripts": self.scripts, "modules": self.modules, "toml": self.toml}, sort_keys=True
+        )
+        return hashlib.sha256(whole.encode("utf-8")).hexdigest()[:16]
+
+    def snapshot(self, folder: Path) -> None:
+        """Write the code (scripts, modules, settings) to ``folder``, which ``read`` loads
+        back as the same version: the code a pinned run needs outlives the project's files."""
+        partial = folder.with_name(folder.name + ".new")
+        partial.mkdir(parents=True, exist_ok=True)
+        for name, text in self.scripts.items():
+            (partial / name).write_text(text, encoding="utf-8")
+        for rel, text in self.modules.values():
+            target = partial / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        if self.toml:
+            (partial / "lunaflow.toml").write_text(self.toml, encoding="utf-8")
+        (partial / SNAPSHOT_NAME).write_text(self.name, encoding="utf-8")
+        partial.replace(folder)
 
     @classmethod
     def read(cls, root: str | Path) -> ProjectSource:
@@ -60,9 +93,11 @@ class ProjectSource:
             )
         settings: dict[str, Any] = {}
         toml_path = root / "lunaflow.toml"
+        toml = ""
         if toml_path.exists():
+            toml = toml_path.read_text(encoding="utf-8")
             try:
-                settings = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+                settings = tomllib.loads(toml)
             except tomllib.TOMLDecodeError as e:
                 raise ProjectLoadError(f"lunaflow.toml in {root} is not valid TOML: {e}") from e
         scripts = {p.name: p.read_text(encoding="utf-8") for p in sorted(root.glob("*.lua"))}
@@ -87,13 +122,22 @@ class ProjectSource:
             instructions=int(limits_cfg.get("instructions", DEFAULT_INSTRUCTIONS)),
             cpu_seconds=float(cpu_seconds),
         )
-        name = str(settings.get("name", root.name))
+        snapshot_of = root / SNAPSHOT_NAME  # a snapshot keeps its project's name
+        default_name = snapshot_of.read_text(encoding="utf-8") if snapshot_of.is_file() else root.name
+        name = str(settings.get("name", default_name))
         queues = {
             qname: _queue_settings(root, qname, q) for qname, q in (settings.get("queues") or {}).items()
         }
         texts = list(scripts.values()) + [text for _, text in modules.values()]
         changes = tuple(sorted({m for text in texts for m in _VERSION.findall(text)}))
-        return cls(root, name, scripts, modules, limits, queues, changes)
+        deploys = settings.get("deploys", {})
+        pin_runs = deploys.get("pin_runs", False) if isinstance(deploys, dict) else None
+        if not isinstance(pin_runs, bool):
+            raise ProjectLoadError(
+                f"lunaflow.toml in {root}: [deploys] must be a table whose pin_runs is true or false "
+                f"(got {deploys!r}); write [deploys] pin_runs = true to keep runs on the code they need"
+            )
+        return cls(root, name, scripts, modules, limits, queues, changes, toml, pin_runs)
 
 
 def _queue_settings(root: Path, name: str, table: Any) -> QueueSettings:

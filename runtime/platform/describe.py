@@ -37,6 +37,7 @@ class ProjectNeeds:
     secrets: list[str] = field(default_factory=list)
     has_fetch: bool = False
     schedules: dict[str, Schedule] = field(default_factory=dict)  # one Scheduler schedule each
+    version: str = ""  # the code's version (ProjectSource.digest): the deploy gate's ProjectDigest
 
 
 def describe(project: str | Path) -> ProjectNeeds:
@@ -74,4 +75,5 @@ def describe(project: str | Path) -> ProjectNeeds:
         secrets=secrets,
         has_fetch=any(d.kind == "fetch" for d in declarations),
         schedules=schedules_of(source.name, declared, workflows),
+        version=source.digest,
     )

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 import queue
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runtime.core.clock import Clock, now_ms
+from runtime.core.journal import Status
 from runtime.engine.code import Code
 from runtime.engine.executor import ActivationDeadline
 from runtime.engine.observe import Observer
@@ -25,9 +27,11 @@ from runtime.engine.wake import Waker
 from runtime.engine.worker import Worker, WorkerSetup
 from runtime.errors import EngineBug, InvalidInput, UnknownWorkflow
 from runtime.platform import fetch
+from runtime.platform.check import check_run, check_runs
 from runtime.platform.fetch import Failure, Response
 from runtime.platform.logs import LogHistory
 from runtime.platform.runs import Runs
+from runtime.platform.versions import Pins, Snapshots, Versions
 from runtime.services.base import ServiceError, Services
 from runtime.store.base import Lease, RunRecord, Store
 
@@ -82,6 +86,14 @@ class Platform(Runs):
         worker = self.new_worker()
         self.accept(worker)
         self.worker = worker
+        # Runs pinned to older code (issue 29.2): off unless the platform keeps them
+        # (``keep_versions``); without, a run the new code cannot replay fails as before.
+        self.versions: Versions | None = None
+        self._used = threading.local()  # the worker the last activation on this thread ran on
+
+    def keep_versions(self, pins: Pins, snapshots: Snapshots) -> None:
+        """Pin runs a deploy's code would not replay to the code they ran on (versions.py)."""
+        self.versions = Versions(pins, snapshots, lambda source: Worker(source, self.setup))
 
     # --- code --------------------------------------------------------------------------
 
@@ -101,12 +113,51 @@ class Platform(Runs):
         refused, and can be checked against in-flight runs before ``install``."""
         return Worker(ProjectSource.read(project), self.setup)
 
-    def install(self, worker: Worker) -> None:
+    def install(self, worker: Worker, diverging: list[str] | None = None) -> list[str]:
         """Serve ``worker``'s code from now on; other workers are replaced as they are
         next lent out (``fresh``). Its migrations apply first: if one fails, this raises
-        and the old code keeps serving on the old schema."""
+        and the old code keeps serving on the old schema. Where versions are kept, the
+        in-flight runs the new code would not replay (``diverging``, else found here) are
+        pinned to the code they ran on; returns those newly pinned."""
         self.accept(worker)
+        pinned: list[str] = []
+        pinned = self.pin_diverging(worker, self.worker, diverging)
         self.source, self.worker = worker.source, worker
+        return pinned
+
+    def pin_diverging(self, new: Worker, old: Worker, diverging: list[str] | None = None) -> list[str]:
+        """Where versions are kept and ``new``'s code asks for it (``[deploys] pin_runs``): pin
+        the in-flight runs ``new`` would not replay (``diverging``, else found here) to
+        ``old``'s code, saved first. Runs pinned already stay on their version."""
+        if self.versions is None or not new.source.pin_runs or new.source.digest == old.source.digest:
+            return []
+        if diverging is None:
+            diverging = [v.run_id for v in check_runs(new, self.store) if v.diverges]
+        pinned = [r for r in diverging if self.versions.pinned(r) is None]
+        self.versions.pin({r: old.source.digest for r in pinned}, keep=old)
+        return pinned
+
+    def migrate(self, run_id: str) -> str:
+        """Move a pinned run to the current code, once that code replays it (``lunaflow
+        migrate``); the version it leaves. Refused, naming the divergence, otherwise."""
+        run = self.get(run_id)
+        # Pins are looked up only while the code keeps them (a read per activation on AWS):
+        # code deployed without [deploys] pin_runs runs every run, pinned before or not.
+        keeping = self.versions is not None and self.source.pin_runs
+        version = self.versions.pinned(run_id) if keeping and self.versions is not None else None
+        if version is None or self.versions is None:
+            raise InvalidInput(
+                f"run '{run_id}' is not pinned to older code: it runs on the current code already"
+            )
+        verdict = check_run(self.fresh(self.worker), run)
+        if verdict.diverges:
+            raise InvalidInput(
+                f"run '{run_id}' cannot move to the current code ({self.source.digest}): {verdict.message}; "
+                f"it keeps running on code {version} until code that replays it is deployed"
+            )
+        self.versions.unpin(run_id)
+        self.wakes.wake(run_id)  # a parked run is looked at again on the current code
+        return version
 
     def accept(self, worker: Worker) -> None:
         """What accepting ``worker``'s code does to services: open what its scripts declared
@@ -140,6 +191,7 @@ class Platform(Runs):
         timeout: str | float | None = None,
         signal: str | None = None,
         payload: Any = None,
+        code: str | None = None,
     ) -> RunRecord:
         if workflow not in self.worker.code.workflows:
             raise UnknownWorkflow(workflow)
@@ -155,6 +207,7 @@ class Platform(Runs):
             timeout=timeout,
             signal=signal,
             payload=payload,
+            code=code or self.source.digest,
         )
 
     # --- work --------------------------------------------------------------------------
@@ -188,17 +241,43 @@ class Platform(Runs):
             if taken == Lease.MISSING:
                 self._served(run_id, token)
                 return taken
+        version = None if self.versions is None else self.versions.pinned(run_id)
+        if version is not None and self.versions is not None and version != self.source.digest:
+            with self.versions.lend(version) as old:
+                if old is not None:
+                    status = self._advance_on(old, run_id, lease, deadline)
+                    if status in (Status.COMPLETED, Status.CANCELLED) or status is None:
+                        self.versions.unpin(run_id)  # its code may retire
+                    self._served(run_id, token)
+                    return Lease.OK
+            log.warning(
+                "run %s is pinned to code %s, which is not kept here; it runs on the current code",
+                run_id,
+                version,
+            )
         if worker is None:
             worker = self.worker = self.fresh(self.worker)
+        self._advance_on(worker, run_id, lease, deadline)
+        self._served(run_id, token)
+        return Lease.OK
+
+    def _advance_on(
+        self, worker: Worker, run_id: str, lease: LeaseTerms | None, deadline: ActivationDeadline | None
+    ) -> Status | None:
+        self._used.worker = worker
         try:
-            worker.executor.advance(run_id, worker.code, deadline=deadline)
+            return worker.executor.advance(run_id, worker.code, deadline=deadline)
         finally:
             # Parking and ending release the lease in the same write; any other way out of
             # the activation (out of time, a conflict, nothing to do, an error) releases it here.
             if lease is not None and not worker.executor.parked_or_ended:
                 self.store.release_lease(run_id, lease.owner)
-        self._served(run_id, token)
-        return Lease.OK
+
+    def used_worker(self) -> Worker:
+        """The worker the last activation on this thread ran on (an older version's for a
+        pinned run)."""
+        used: Worker | None = getattr(self._used, "worker", None)
+        return used or self.worker
 
     def _served(self, run_id: str, token: int | None) -> None:
         if token is not None:

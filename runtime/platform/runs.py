@@ -108,8 +108,10 @@ class Runs:
         timeout: str | float | None = None,
         signal: str | None = None,
         payload: Any = None,
+        code: str | None = None,
     ) -> RunRecord:
-        """Start a run, or join the run of this workflow holding ``id``.
+        """Start a run, or join the run of this workflow holding ``id``. ``code``: the version
+        of the code starting it (journaled: ``lunaflow show`` says which code a run runs on).
 
         With ``signal`` (signal-with-start), the signal is delivered too: a new run is
         written with it, pending, in the one write that creates the run, so a crash can
@@ -135,6 +137,8 @@ class Runs:
         data: dict[str, Any] = {"format": FORMAT_VERSION, "input": input_value}
         if changes:
             data["changes"] = list(changes)  # what wf:version answers for this run
+        if code is not None:
+            data["code"] = code
         if timeout_ms is not None:
             # The bound as given (for its message) and when it falls: a durable timer.
             data["timeout"] = timeout if isinstance(timeout, str) else f"{timeout:g}s"

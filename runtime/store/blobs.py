@@ -55,6 +55,19 @@ class Blobs:
         self._remember(key, text)
         return key
 
+    def put_at(self, key: str, text: str) -> None:
+        """Write ``text`` under ``key`` (code snapshots: one object per version, written once)."""
+        self._s3.put_object(
+            Bucket=self.bucket, Key=key, Body=text.encode("utf-8"), ContentType="application/json"
+        )
+
+    def find(self, key: str) -> str | None:
+        """The text under ``key``, or None when there is none."""
+        try:
+            return self.get(key)
+        except LunaflowError:
+            return None
+
     def get(self, key: str) -> str:
         with self._lock:
             if key in self._cache:

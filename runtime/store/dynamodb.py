@@ -1293,6 +1293,29 @@ class DynamoDBStore:
     def clear_wakeup(self, run_id: str, token: int) -> None:
         self.release_wake(run_id, token)
 
+    def pin_of(self, run_id: str) -> str | None:
+        """The code version the run is pinned to (issue 29.2), if any."""
+        item = self._db.get_item(
+            TableName=self.table, Key=run_key(run_id), ConsistentRead=True, ProjectionExpression="pin"
+        ).get("Item")
+        return None if not item or "pin" not in item else str(item["pin"]["S"])
+
+    def set_pin(self, run_id: str, version: str | None) -> None:
+        """Pin the run to a code version, or (None) unpin it; a missing run is ignored. The pin
+        is an attribute of the run item alone: no index carries it."""
+        update = (
+            {"UpdateExpression": "SET pin = :v", "ExpressionAttributeValues": {":v": s(version)}}
+            if version is not None
+            else {"UpdateExpression": "REMOVE pin"}
+        )
+        conditional(
+            self._db.update_item,
+            TableName=self.table,
+            Key=run_key(run_id),
+            ConditionExpression="attribute_exists(pk)",
+            **update,
+        )
+
     def progress(self, run_id: str) -> Progress:
         item = self._db.get_item(
             TableName=self.table,

@@ -26,6 +26,7 @@ from functions import gate
 from runtime.aws import container
 from runtime.aws.contract import Env
 from runtime.aws.runtime import AwsRuntime
+from runtime.engine.project import ProjectSource
 from runtime.testing import AwsPlatform
 
 OLD = """
@@ -86,8 +87,10 @@ class Context:
         return 900_000
 
 
-def _event(url: str, *, digest: str = "new", force: bool = False, kind: str = "Update") -> dict[str, Any]:
-    return {
+def _event(
+    url: str, *, digest: str = "new", force: bool = False, kind: str = "Update", old_version: str = ""
+) -> dict[str, Any]:
+    event = {
         "RequestType": kind,
         "ServiceToken": Context.invoked_function_arn,
         "ResponseURL": url,
@@ -98,6 +101,9 @@ def _event(url: str, *, digest: str = "new", force: bool = False, kind: str = "U
         "ResourceType": "Custom::LunaflowDeployGate",
         "ResourceProperties": {"CodeDigest": digest, "Force": "true" if force else "false"},
     }
+    if old_version:
+        event["OldResourceProperties"] = {"CodeDigest": "old", "ProjectDigest": old_version}
+    return event
 
 
 def _project(root: Path, name: str, source: str) -> Path:
@@ -208,3 +214,49 @@ def test_a_rollback_or_a_removal_is_let_through(
     _gate(deployment, _project(tmp_path, "new", DIVERGING), url, monkeypatch, digest="old", kind=kind)
     [answer] = got
     assert answer["Status"] == "SUCCESS"
+
+
+PINNING = "[deploys]\npin_runs = true\n"
+
+
+def _pinning_project(root: Path, name: str, source: str) -> Path:
+    folder = _project(root, name, source)
+    (folder / "lunaflow.toml").write_text(PINNING, encoding="utf-8")
+    return folder
+
+
+def test_with_pin_runs_the_diverging_run_is_pinned_to_the_code_deployed_until_now(
+    deployment: AwsPlatform, answers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29.2 in the gate: the deploy that let the old code through saved it in the values
+    bucket; the next one, whose code would not replay a run, pins the run to it and passes.
+    The pinned run then finishes on the old code under a container of the new code."""
+    url, got = answers
+    old = _pinning_project(tmp_path, "old-pinning", OLD)
+    _gate(deployment, old, url, monkeypatch)  # lets the old code through: saves it
+    assert got.pop()["Status"] == "SUCCESS"
+    old_version = ProjectSource.read(old).digest
+    new = _pinning_project(tmp_path, "new-pinning", DIVERGING)
+    _gate(deployment, new, url, monkeypatch, old_version=old_version)
+    [answer] = got
+    assert answer["Status"] == "SUCCESS", answer["Reason"]
+    assert "1 it would not replay keep running on the code they ran on" in answer["Reason"]
+    assert f"({old_version}): o-awaiting" in answer["Reason"]
+    assert deployment.runtime.store.pin_of("o-awaiting") == old_version
+    assert deployment.runtime.store.pin_of("n-sleeping") is None
+    deployment.runtime = deployment.container(new)  # the aliases moved: the new code serves
+    deployment.signal("o-awaiting", "paid", {"by": "ada"})
+    assert deployment.get("o-awaiting").status == "completed"
+    assert deployment.runtime.store.pin_of("o-awaiting") is None, "an ended run's pin is dropped"
+
+
+def test_with_pin_runs_but_the_old_code_not_saved_the_gate_refuses_as_before(
+    deployment: AwsPlatform, answers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Code deployed before any gate saved it cannot be pinned to: the divergence refuses."""
+    url, got = answers
+    new = _pinning_project(tmp_path, "new-pinning", DIVERGING)
+    _gate(deployment, new, url, monkeypatch, old_version="0123456789abcdef")
+    [answer] = got
+    assert answer["Status"] == "FAILED"
+    assert deployment.runtime.store.pin_of("o-awaiting") is None

@@ -100,7 +100,10 @@ def start(server: DevServer, workflow: str, run_id: str, input: Any = None) -> N
 
 
 def status(server: DevServer, workflow: str, run_id: str) -> str:
+    """The run's status; "" while it does not exist yet (a child its parent's step starts)."""
     r = server.get(f"/status/{workflow}/{run_id}")
+    if r.status == 404:
+        return ""
     assert r.status == 200, r
     value: str = r.json()["status"]
     return value

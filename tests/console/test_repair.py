@@ -55,7 +55,7 @@ def local_repair(p: Any) -> None:
     listed = Html(console.handle("GET", "/_console?status=failed", {}).body)
     [form] = [f for f in listed.forms if f.action == "/_console/bulk" and f.fields.get("action") == "resume"]
     assert form.button == "Resume all 4 failed runs"
-    assert form.fields["status"] == "failed"
+    assert form.fields["query"] == "status=failed"
     before = statuses(p)
     preview = console.handle("POST", "/_console/bulk", {**form.fields, "step": "ask"})
     assert preview.status_code == 200

@@ -108,7 +108,10 @@ on "fetch" (function(request)
     -- GET /status/<workflow>/<run id>
     name, id = request.path:match("^/status/([^/]+)/([^/]+)$")
     if request.method == "GET" and name then
-        return reply(200, { status = workflows(name):get(id):status() })
+        -- A run a step is about to start (a child) is not there yet: 404, not an error.
+        local ok, status = pcall(function() return workflows(name):get(id):status() end)
+        if not ok then return reply(404, { error = "no run " .. id }) end
+        return reply(200, { status = status })
     end
     return reply(404, { error = "no route " .. request.path })
 end)
