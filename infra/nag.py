@@ -39,6 +39,11 @@ VALUES_OBJECTS = (
     "values are S3 objects keyed by a hash of their run's id, unknown at deploy time; the wildcard is "
     "limited to the values bucket's runs/ prefix, with put, get and delete only"
 )
+CODE_OBJECTS = (
+    "each code version a pinned run may need is one S3 object named by the version's hash, unknown "
+    "at deploy time; the wildcard is limited to the values bucket's code/ prefix: the worker reads, "
+    "the deploy gate reads and writes"
+)
 VALUES_ACCESS_LOGS = (
     "the values bucket is read and written only by this stack's functions, which log every run "
     "activation; S3 server access logs would repeat each journal read at another bucket's cost"
@@ -76,6 +81,7 @@ def accepted(stack: LunaflowStack) -> dict[str, str]:
         f"AwsSolutions::AwsSolutions-IAM5[Resource::{schedules}]": SCHEDULES,
         "AwsSolutions::AwsSolutions-APIG4": NO_AUTHORIZER,
         f"AwsSolutions::AwsSolutions-IAM5[Resource::<{bucket}.Arn>/runs/*]": VALUES_OBJECTS,
+        f"AwsSolutions::AwsSolutions-IAM5[Resource::<{bucket}.Arn>/code/*]": CODE_OBJECTS,
         "AwsSolutions::AwsSolutions-S1": VALUES_ACCESS_LOGS,
     }
     if stack.database is not None:

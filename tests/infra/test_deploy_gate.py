@@ -6,11 +6,13 @@ update back before an alias moves. Everything that invokes project code invokes 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from conftest import Synth, as_list
 from infra.capabilities.gate import READ_ACTIONS, REPORT_OUTPUT, RESOURCE_TYPE
 from runtime.aws.contract import GATE_SERVICE_TIMEOUT_S, Env, Handler
+from runtime.engine.project import ProjectSource
 
 
 def _aliases(auction: Synth) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -79,10 +81,30 @@ def test_whatever_invokes_project_code_invokes_the_alias(auction: Synth) -> None
     )
 
 
-def test_the_gate_may_only_read(auction: Synth) -> None:
+def test_the_gate_reads_and_writes_only_pins_and_code_versions(auction: Synth) -> None:
+    """It reads journals; it writes run items (their pin attribute, issue 29.2) and objects
+    under code/ alone (each version it lets through)."""
     statements = auction.function_statements(auction.id(auction.stack.gate.function))
     actions = {a for s in statements for a in as_list(s["Action"])}
-    assert actions == {*READ_ACTIONS, "s3:GetObject", "xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+    assert actions == {
+        *READ_ACTIONS,
+        "dynamodb:UpdateItem",
+        "s3:GetObject",
+        "s3:PutObject",
+        "xray:PutTraceSegments",
+        "xray:PutTelemetryRecords",
+    }
+    bucket = auction.id(auction.stack.values.bucket)
+    for s in statements:
+        if "s3:PutObject" in as_list(s["Action"]):
+            assert as_list(s["Resource"]) == [f"<GetAtt:{bucket}.Arn>/code/*"], s
+
+
+def test_the_gate_carries_the_projects_version(auction: Synth) -> None:
+    """An update's old ProjectDigest names the code the diverging runs may be pinned to."""
+    _, props = _gate(auction)
+    auction_code = Path(__file__).resolve().parents[2] / "examples" / "auction"
+    assert props["ProjectDigest"] == ProjectSource.read(auction_code).digest
 
 
 def test_the_stack_prints_the_gate_report(auction: Synth) -> None:

@@ -62,8 +62,10 @@ def test_acknowledged_wildcards_cover_only_what_their_reasons_describe(auction: 
     """IAM5 acknowledgements are stack-wide, so the template itself must hold them to their
     reasons: '*' only for X-Ray's two actions, '/index/*' only for DynamoDB on this stack's
     journal table, 'schedule/<group>/*' only for the timer verbs in this stack's group,
-    '<values bucket>/runs/*' only for putting, getting and deleting run values, and
-    the one AWS managed policy is the Lambda logging role."""
+    '<values bucket>/runs/*' only for putting, getting and deleting run values,
+    '<values bucket>/code/*' only for getting and putting code versions (issue 29.2: the
+    worker reads, the deploy gate writes too), and the one AWS managed policy is the Lambda
+    logging role."""
     table = auction.id(auction.stack.journal.table)
     bucket = auction.id(auction.stack.values.bucket)
     group = auction.props(auction.id(auction.stack.wake.group))["Name"]
@@ -86,6 +88,9 @@ def test_acknowledged_wildcards_cover_only_what_their_reasons_describe(auction: 
                 elif resource.endswith("/runs/*"):
                     assert resource == f"<GetAtt:{bucket}.Arn>/runs/*", (logical, s)
                     assert actions <= VALUE_ACTIONS, (logical, s)  # the deploy gate only reads
+                elif resource.endswith("/code/*"):
+                    assert resource == f"<GetAtt:{bucket}.Arn>/code/*", (logical, s)
+                    assert actions <= {"s3:GetObject", "s3:PutObject"}, (logical, s)
                 else:
                     pytest.fail(f"unacknowledged kind of wildcard in {logical}: {resource}")
     for logical, props in auction.of_type("AWS::IAM::Role").items():
