@@ -20,7 +20,7 @@ on "fetch" (function(request)
         if not ok then return answer(404, { error = "no subscription " .. id }) end
         local gens = run:generations()
         return answer(200, { status = status, result = run:result(), generation = gens.current,
-            earlier = #gens.earlier })
+            earlier = #gens.earlier, dropped = gens.dropped })
     end
     id = string.match(request.path, "^/subs/([%w-]+)/cancel$")
     if id and request.method == "POST" then

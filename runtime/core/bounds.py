@@ -6,6 +6,9 @@ MAX_CHILDREN_PER_RUN = 10_000  # wf:child calls per run (each journals up to thr
 # Branches one wf:map or wf:all_of call runs or waits for (MAX_BRANCHES in the prelude, which
 # enforces it: tests/limits/test_limits_table.py checks the two agree through its message).
 MAX_BRANCHES = 1_000
+# wf:continue_as_new: the generations whose entries a run's journal keeps (the current one
+# and the nine before it); older ones are dropped when a new one starts, entry 1 kept.
+GENERATIONS_KEPT = 10
 # Values a run publishes with wf:set (runtime.core.published): keys per run, a key's bytes,
 # a string value's bytes. Small, so the latest values live beside the run and index cheaply.
 MAX_PUBLISHED_KEYS = 32

@@ -164,7 +164,19 @@ def generations(entries: list[Entry]) -> list[dict[str, Any]]:
             )
         elif out:
             out[-1]["last_seq"] = e.seq
+    if out and out[0]["generation"] == 1 and len(entries) > 1 and entries[1].seq != entries[0].seq + 1:
+        out.pop(0)  # generation 1 was dropped (GENERATIONS_KEPT): only run.started is kept of it
     return out
+
+
+def kept_from(entries: list[Entry], kept: int) -> int | None:
+    """The first seq of the oldest of the last ``kept`` generations, when older ones exist:
+    entries from 2 up to it may be dropped (entry 1, ``run.started``, is always kept)."""
+    starts = [e.seq for e in entries if e.kind in GENERATION_STARTS]
+    if len(starts) <= kept:
+        return None
+    cut = starts[-kept]
+    return cut if cut > 2 else None
 
 
 def run_deadline(entries: list[Entry]) -> int | None:

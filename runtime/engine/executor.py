@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.core import children, values
+from runtime.core.bounds import GENERATIONS_KEPT
 from runtime.core.child_commands import ChildCmd, ChildResultCmd, ReadChild, StartChild
 from runtime.core.clock import Clock, now_ms
 from runtime.core.journal import (
@@ -36,6 +37,7 @@ from runtime.core.journal import (
     StepValues,
     cleanup_state,
     current_generation,
+    kept_from,
     run_deadline,
 )
 from runtime.core.replay import (
@@ -280,13 +282,33 @@ class Executor:
         return session
 
     def _continue(self, s: Session, cont: ContinueAsNew) -> Session:
-        """Close the generation (its ``run.continued`` saved with the park's timer cleared),
-        then start the function again from the top with the new input, same run id. Pending
-        signals stay pending: the new generation's waits consume them."""
-        self._save(s, RunUpdate(Status.RUNNING, None), TimerSet(None))
+        """Close the generation (its ``run.continued`` saved with the park's timer cleared, in
+        an append of its own so a generation starts a DynamoDB chunk), drop the entries of the
+        generations older than ``GENERATIONS_KEPT``, then start the function again from the
+        top with the new input, same run id. Pending signals stay pending: the new
+        generation's waits consume them."""
+        pending = s.replay.take_unsaved()
+        if len(pending) > 1:  # the old generation's last entries first: the new one starts a chunk
+            self.store.append(s.run.id, s.saved_len, pending[:-1])
+            s.saved_len += len(pending) - 1
+        self.store.append(
+            s.run.id, s.saved_len, pending[-1:], update=RunUpdate(Status.RUNNING, None), timer=TimerSet(None)
+        )
+        s.saved_len += 1
+        s.status = Status.RUNNING
         self.wakes.timer(s.run.id, None)
         self.observer.continued(s.run.id, s.run.workflow, cont.generation)
-        fresh = self._session(s.run, s.code, s.replay.entries, now_ms(self.clock), s.replay.signals)
+        entries = s.replay.entries
+        cut = kept_from(entries, GENERATIONS_KEPT)
+        if cut is not None:
+            try:
+                self.store.drop_entries(s.run.id, cut)
+            except Exception:  # only storage: the next generation's start tries again
+                log.warning(
+                    "dropping run %s's generations before entry %d failed", s.run.id, cut, exc_info=True
+                )
+            entries = [e for e in entries if e.seq == 1 or e.seq >= cut]
+        fresh = self._session(s.run, s.code, entries, now_ms(self.clock), s.replay.signals)
         fresh.status = Status.RUNNING
         self._active = fresh
         return fresh

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from runtime.core.bounds import (
+    GENERATIONS_KEPT,
     MAX_BRANCHES,
     MAX_CHILDREN_PER_RUN,
     MAX_JOURNAL_ENTRIES,
@@ -24,6 +25,7 @@ from runtime.services.keys import MAX_KEY_BYTES
 from runtime.services.queues import MAX_ATTEMPTS, MAX_RETRY_DELAY_S
 
 __all__ = [
+    "GENERATIONS_KEPT",
     "MAX_ATTEMPTS",
     "MAX_BRANCHES",
     "MAX_CHILDREN_PER_RUN",

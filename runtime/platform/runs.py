@@ -223,7 +223,9 @@ class Runs:
         (``wf:continue_as_new``; the oldest past ``GENERATIONS_KEPT`` are dropped)."""
         self.get(run_id, workflow)
         gens = generations(self.store.journal(run_id))
-        return {"current": gens[-1]["generation"] if gens else 1, "earlier": gens[:-1]}
+        current = gens[-1]["generation"] if gens else 1
+        earliest = gens[0]["generation"] if gens else current
+        return {"current": current, "earlier": gens[:-1], "dropped": earliest - 1}
 
     def signal(self, run_id: str, name: str, payload: Any = None, *, workflow: str | None = None) -> bool:
         run_id = check_run_id(run_id)

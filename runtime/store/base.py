@@ -264,6 +264,11 @@ class Store(Protocol):
         """Runs whose wake-up has waited since before ``at`` (epoch seconds): a lost prompt.
         A wake-up is as old as its first ask (a start, a signal, a due timer, ``add_wakeup``)."""
 
+    def drop_entries(self, run_id: str, before: int) -> None:
+        """Remove the run's journal entries from seq 2 up to, not including, ``before`` (older
+        generations: ``GENERATIONS_KEPT``). Entry 1 stays; a backend that stores entries in
+        groups (DynamoDB's chunks) removes the groups wholly before ``before``."""
+
     def progress(self, run_id: str) -> Progress:
         """What moves the run now, beyond its journal: its wake-up waiting (and since when),
         the lease on it. ``Progress()`` for a run with neither, or no such run."""

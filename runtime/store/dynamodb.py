@@ -1293,6 +1293,34 @@ class DynamoDBStore:
     def clear_wakeup(self, run_id: str, token: int) -> None:
         self.release_wake(run_id, token)
 
+    def drop_entries(self, run_id: str, before: int) -> None:
+        """Chunks wholly from seq 2 up to ``before`` are deleted (each with its S3 object, if
+        it spilled); a chunk reaching ``before`` stays whole (the executor writes a
+        generation's first entry as a chunk of its own, so generations end at chunks')."""
+        if before <= 2:
+            return
+        chunks = self._db.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :from AND :to",
+            ExpressionAttributeValues={
+                ":pk": s(run_pk(run_id)),
+                ":from": s(_journal_sk(2)),
+                ":to": s(_journal_sk(before - 1)),
+            },
+            ConsistentRead=True,
+            ProjectionExpression="sk, #last, entries_ref",
+            ExpressionAttributeNames={"#last": "last"},
+        ).get("Items", [])
+        refs: list[str] = []
+        for chunk in chunks:
+            if whole(chunk.get("last")) >= before:
+                continue
+            self._db.delete_item(TableName=self.table, Key={"pk": s(run_pk(run_id)), "sk": chunk["sk"]})
+            if "entries_ref" in chunk:
+                refs.append(str(chunk["entries_ref"]["S"]))
+        if refs and self.blobs is not None:
+            self.blobs.delete(refs)
+
     def pin_of(self, run_id: str) -> str | None:
         """The code version the run is pinned to (issue 29.2), if any."""
         item = self._db.get_item(

@@ -835,6 +835,10 @@ class SQLiteStore:
     def wakeups_older_than(self, at: float) -> list[str]:
         return [r[0] for r in self._read("SELECT run_id FROM wakeups WHERE at < ? ORDER BY at", (at,))]
 
+    def drop_entries(self, run_id: str, before: int) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM journal WHERE run_id = ? AND seq >= 2 AND seq < ?", (run_id, before))
+
     def progress(self, run_id: str) -> Progress:
         woken = self._read("SELECT at FROM wakeups WHERE run_id = ?", (run_id,))
         leased = self._read("SELECT owner, until_ms FROM leases WHERE run_id = ?", (run_id,))

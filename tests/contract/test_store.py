@@ -515,3 +515,18 @@ def test_progress_names_a_waiting_wakeup_with_its_first_ask_and_a_live_lease(
     assert (held.lease_owner, held.lease_until_ms) == ("w1", now_ms + 30_000)
     store.release_lease(run.id, "w1")
     assert store.progress(run.id).lease_owner is None
+
+
+def test_dropping_entries_keeps_entry_one_and_whole_appends_from_the_cut(store: Store) -> None:
+    """Issue 27's generations kept: the entries of older generations (seq 2 up to a cut) go;
+    entry 1 stays, and so does everything from the cut, which starts an append of its own."""
+    store.create_run(new_run(), started())
+    store.append("r1", 1, [Entry(2, "step.intent", "a", {}, 101.0), Entry(3, "step.result", "a", {}, 101.0)])
+    store.append("r1", 3, [Entry(4, "run.continued", None, {"generation": 2}, 102.0)])
+    store.append("r1", 4, [Entry(5, "step.intent", "b", {}, 103.0)])
+    store.drop_entries("r1", 4)
+    assert [e.seq for e in store.journal("r1")] == [1, 4, 5]
+    store.drop_entries("r1", 4)  # again: nothing more goes
+    assert [e.seq for e in store.journal("r1")] == [1, 4, 5]
+    store.append("r1", 5, [Entry(6, "step.result", "b", {}, 104.0)])  # appends go on by seq
+    assert [e.seq for e in store.journal("r1")] == [1, 4, 5, 6]

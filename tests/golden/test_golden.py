@@ -170,6 +170,7 @@ def test_golden_journals_cover_every_case() -> None:
         "children",
         "cleanup",
         "complete",
+        "complete-before-code-versions",
         "divergent",
         "interrupted",
         "mid-flight",
@@ -222,6 +223,19 @@ def test_current_engine_records_the_same_journal_as_the_golden(scenario: dict[st
 
 
 # --- complete runs -----------------------------------------------------------------------
+
+
+def test_a_golden_recorded_before_runs_named_their_code_version_still_replays(tmp_path: Path) -> None:
+    """Issue 29.2 extended format 1: ``run.started`` names the code version the run started
+    on (``code``). A journal recorded before that (complete.json as committed until then)
+    replays on today's engine to its recorded result."""
+    doc = golden("complete_before_code_versions.json")
+    assert "code" not in doc["entries"][0]["data"]
+    warehouse = gen.Warehouse()
+    with LocalPlatform(ROOT / doc["project"], data_dir=tmp_path, objects=warehouse) as p:
+        result, replay, other = drive_with_code(p.platform.code, doc)
+    assert other == [] and replay.take_unsaved() == []
+    assert result == doc["run"]["result"]
 
 
 def test_complete_golden_replays_to_the_same_result_without_running_a_body(tmp_path: Path) -> None:

@@ -750,6 +750,8 @@ def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
         "Log line",
         "Log history kept (`LocalPlatform`)",  # checked by what it keeps
         "Log records kept (`LocalPlatform`)",
+        # No message: tests/semantics/test_continue_as_new.py checks what is kept and counted.
+        "Generations kept (`wf:continue_as_new`)",
         "Keys a run publishes (`wf:set`)",
         "Published key (`wf:set`)",
         "Published value (`wf:set`)",

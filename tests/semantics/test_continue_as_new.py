@@ -85,3 +85,26 @@ def test_a_call_inside_a_step_body_is_refused(p: Any) -> None:
     assert run.status == Status.FAILED
     assert "wf:continue_as_new was called inside step 'inside'" in (run.error or "")
     assert Kind.CONTINUED not in [e.kind for e in p.journal("bad-3")]
+
+
+def test_the_journal_keeps_the_last_generations_and_says_how_many_it_dropped(p: Any) -> None:
+    """Issue 27's "generations kept": a run that continues 14 times keeps run.started and the
+    entries of its last GENERATIONS_KEPT (10) generations; the others are dropped when a new
+    one starts, and run:generations() counts them. The run goes on, and replays cold."""
+    p.start("subscription", {"customer": "dee", "months": 20}, id="sub-dee")
+    for _ in range(14):
+        p.signal("sub-dee", "renew", None)
+    journal = p.journal("sub-dee")
+    assert journal[0].kind == Kind.STARTED and journal[0].seq == 1
+    gens = generations(journal)
+    assert [g["generation"] for g in gens] == list(range(6, 16))
+    assert [e.kind for e in journal].count(Kind.STEP_RESULT) == 10
+    assert journal[1].kind == Kind.CONTINUED and journal[1].data["generation"] == 6
+    kept = p.platform.generations("sub-dee")
+    assert (kept["current"], len(kept["earlier"]), kept["dropped"]) == (15, 9, 5)
+    p.restart()  # a cold replay reads what is kept
+    for _ in range(5):
+        p.signal("sub-dee", "renew", None)
+    done = p.get("sub-dee")
+    assert done.result == {"customer": "dee", "months_billed": 20, "ended_by": "term"}
+    assert [g["generation"] for g in generations(p.journal("sub-dee"))] == list(range(11, 21))

@@ -15,11 +15,15 @@ test("24 months are 24 generations of one run, billed once each", function(p)
     assert_eq(s.generation, 24)
     assert_eq(s.result.months_billed, 24)
     assert_eq(s.result.last, "sub-ada@24/bill/1/1")
+    -- The journal keeps the last 10 generations (GENERATIONS_KEPT): one bill in each, and
+    -- the months before are reported dropped.
     local bills = 0
     for _, e in ipairs(p:journal("sub-ada")) do
         if e.kind == "step.result" then bills = bills + 1 end
     end
-    assert_eq(bills, 24)
+    assert_eq(bills, 10)
+    assert_eq(s.earlier, 9)
+    assert_eq(s.dropped, 14)
 end)
 
 test("the cancel route reaches the run in a later month", function(p)
