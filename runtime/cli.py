@@ -498,22 +498,26 @@ def _bulk(args: argparse.Namespace, action: str) -> int | None:
 
 def _code_for_check(args: argparse.Namespace) -> tuple[Any, Callable[[], None]]:
     """The project's current code in a worker that replays without writing (as ``lunaflow
-    check`` loads it), and how to close it; (None, ...) when the project cannot be loaded
-    here (the runs are then acted on unchecked, which the preview says)."""
+    check`` loads it), and how to close it."""
     if args.aws:
         rt = _aws(args, read_only=True)
         return rt.platform.worker, lambda: None
+    platform = _read_only_platform(args, data_folder(args.project, args.data))
+    return platform.worker, platform.close
+
+
+def _read_only_platform(args: argparse.Namespace, data: Path) -> Any:
+    """The project's code on the data folder's store, both opened read-only: nothing is
+    migrated, applied or written (``lunaflow check``, a repair's preview)."""
     from runtime.platform.platform import Platform
 
-    data = data_folder(args.project, args.data)
     clock = SystemClock()
     store = SQLiteStore(data / STORE_FILE, read_only=True, clock=clock)
     try:
-        platform = Platform(args.project, store, clock, read_only=True)
+        return Platform(args.project, store, clock, read_only=True)
     except BaseException:
         store.close()
         raise
-    return platform.worker, platform.close
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -831,7 +835,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     databases are opened without writing, the code's migrations are reported, not applied."""
     from runtime.dev.check import check_runs
     from runtime.dev.golden import golden_files, load_project, replay_goldens
-    from runtime.platform.platform import Platform
     from runtime.services.local import pending_migrations
 
     goldens = replay_goldens(args.project)
@@ -852,13 +855,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             "are no runs to check; the project loads (pass --data DIR to point elsewhere; "
             "`lunaflow record RUN_ID` records a golden)"
         )
-    clock = SystemClock()
-    store = SQLiteStore(data / STORE_FILE, read_only=True, clock=clock)
-    try:
-        platform = Platform(args.project, store, clock, read_only=True)
-    except BaseException:
-        store.close()
-        raise
+    platform = _read_only_platform(args, data)
     try:
         worker = platform.worker
         migrations = pending_migrations(data, worker.declarations, worker.project_root, worker.source.name)
