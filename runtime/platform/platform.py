@@ -90,6 +90,7 @@ class Platform(Runs):
         # (``keep_versions``); without, a run the new code cannot replay fails as before.
         self.versions: Versions | None = None
         self._used = threading.local()  # the worker the last activation on this thread ran on
+        self._rounds: list[Worker] = []  # run_until_idle's workers, when runs advance at once
 
     def keep_versions(self, pins: Pins, snapshots: Snapshots) -> None:
         """Pin runs a deploy's code would not replay to the code they ran on (versions.py)."""
@@ -120,7 +121,6 @@ class Platform(Runs):
         in-flight runs the new code would not replay (``diverging``, else found here) are
         pinned to the code they ran on; returns those newly pinned."""
         self.accept(worker)
-        pinned: list[str] = []
         pinned = self.pin_diverging(worker, self.worker, diverging)
         self.source, self.worker = worker.source, worker
         return pinned
@@ -141,10 +141,7 @@ class Platform(Runs):
         """Move a pinned run to the current code, once that code replays it (``lunaflow
         migrate``); the version it leaves. Refused, naming the divergence, otherwise."""
         run = self.get(run_id)
-        # Pins are looked up only while the code keeps them (a read per activation on AWS):
-        # code deployed without [deploys] pin_runs runs every run, pinned before or not.
-        keeping = self.versions is not None and self.source.pin_runs
-        version = self.versions.pinned(run_id) if keeping and self.versions is not None else None
+        version = None if self.versions is None else self.versions.pinned(run_id)
         if version is None or self.versions is None:
             raise InvalidInput(
                 f"run '{run_id}' is not pinned to older code: it runs on the current code already"
@@ -241,7 +238,10 @@ class Platform(Runs):
             if taken == Lease.MISSING:
                 self._served(run_id, token)
                 return taken
-        version = None if self.versions is None else self.versions.pinned(run_id)
+        # Pins are looked up only while the code keeps them (a read per activation on AWS):
+        # code deployed without [deploys] pin_runs runs every run, pinned before or not.
+        keeping = self.versions is not None and self.source.pin_runs
+        version = self.versions.pinned(run_id) if keeping and self.versions is not None else None
         if version is not None and self.versions is not None and version != self.source.digest:
             with self.versions.lend(version) as old:
                 if old is not None:
@@ -332,8 +332,8 @@ class Platform(Runs):
 
     def _round_workers(self, n: int) -> list[Worker]:
         """``n`` workers for a round, kept between rounds and made current (``fresh``)."""
-        kept = getattr(self, "_rounds", [])
-        kept = [self.fresh(w) for w in kept[:n]] + [self.new_worker() for _ in range(n - len(kept))]
+        kept = [self.fresh(w) for w in self._rounds[:n]]
+        kept += [self.new_worker() for _ in range(n - len(kept))]
         self._rounds = kept
         return kept
 

@@ -92,3 +92,31 @@ def test_without_the_setting_a_diverging_run_fails_as_the_seed_says(harness: Any
         assert run.error.startswith(
             "journal divergence: expected step 'reserve', code reached step 'reserve-stock'"
         )
+
+
+def test_pins_are_not_read_while_the_code_does_not_keep_them(harness: Any, tmp_path: Path) -> None:
+    """A pin lookup is a read per activation (a GetItem on AWS): code without the setting
+    makes none."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    plain.joinpath("main.lua").write_text((V1 / "main.lua").read_text(encoding="utf-8"), encoding="utf-8")
+    with harness(plain, data_dir=tmp_path / "data") as p:
+        pins = p.platform.versions.pins
+        asked: list[str] = []
+
+        class Counting:
+            def get(self, run_id: str) -> str | None:
+                asked.append(run_id)
+                return pins.get(run_id)
+
+            def set(self, changes: dict[str, str | None]) -> None:
+                pins.set(changes)
+
+            def all(self) -> dict[str, str] | None:
+                return pins.all()
+
+        p.platform.versions.pins = Counting()
+        p.start("order", None, id="o1")
+        p.signal("o1", "paid", {"by": "ada"})
+        assert p.get("o1").status == Status.COMPLETED
+        assert asked == []
