@@ -27,6 +27,9 @@ class Kind(StrEnum):
     STEP_RAISED = "step.raised"
     # name; marker: an operator asked a step waiting out its backoff to retry now
     STEP_RETRY_NOW = "step.retry_now"
+    # data: at (epoch ms): the start its step's rate reserved for its next attempt (the
+    # attempt begins at that time, with no second reservation on replay).
+    STEP_THROTTLED = "step.throttled"
     # name; data: attempt, start (2, 3...): the attempt's body runs again, its intent having no
     # outcome (the process running it ended); the start count bounds how often that happens
     STEP_RERUN = "step.rerun"
@@ -61,10 +64,13 @@ class Kind(StrEnum):
     # deadline_at: wf:continue_as_new closed the generation before it; the function starts
     # again from the top with ``input``. Replay reads the journal from the last of these.
     CONTINUED = "run.continued"
+    # data: at (epoch ms), rate: the start its workflow's rate reserved for the run (a
+    # marker: the gate reads it, replay skips it).
+    RUN_THROTTLED = "run.throttled"
 
 
 # Markers record what happened to the run, not what its code did; replay skips them.
-MARKERS = frozenset({Kind.RESUMED, Kind.STEP_RETRY_NOW, Kind.TIMED_OUT})
+MARKERS = frozenset({Kind.RESUMED, Kind.STEP_RETRY_NOW, Kind.TIMED_OUT, Kind.RUN_THROTTLED})
 
 
 class Status(StrEnum):

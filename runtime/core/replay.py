@@ -18,6 +18,7 @@ from typing import Any
 from runtime.core import published
 from runtime.core.bounds import MAX_JOURNAL_ENTRIES, MAX_PUBLISHED_KEYS
 from runtime.core.child_commands import ReadChild, StartChild
+from runtime.core.flow import Admit, Rate
 from runtime.core.ids import step_id
 from runtime.core.journal import (
     MARKERS,
@@ -44,6 +45,7 @@ class StepCmd:
     catch: bool = False  # the final failure is raised into the workflow (``StepFailure``)
     max_backoff_ms: int | None = None  # caps the doubling
     jitter: float = 0.0  # 0..1: the share of each wait drawn away at random (journaled)
+    rate: Rate | None = None  # each attempt first reserves a start of this bucket (journaled)
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,14 @@ class Execute:
 
 
 @dataclass(frozen=True)
+class Throttle:
+    """Reserve the next start of ``rate`` for the step's attempt (the executor asks the
+    store), then hand the time to ``Replay.throttled``."""
+
+    rate: Rate
+
+
+@dataclass(frozen=True)
 class Park:
     """Stop here until a signal or ``due_ms``; the coroutine stays suspended."""
 
@@ -229,6 +239,8 @@ Decision = (
     | EndCancelled
     | Refused
     | ContinueAsNew
+    | Throttle
+    | Admit
 )
 
 # A cleanup's budget: its default time (wf:on_cancel's timeout) and the step attempts it may
@@ -314,6 +326,20 @@ class Replay:
         self.now_ms = now_ms
         self.signals = signals
 
+    def marked(self, kind: Kind) -> Entry | None:
+        """The current generation's last marker of ``kind`` (a gate's reserved start)."""
+        return next((e for e in reversed(self.entries[self.base :]) if e.kind == kind), None)
+
+    def mark(self, kind: Kind, data: dict[str, Any]) -> None:
+        """Record a marker at the journal's end (only while nothing is left to replay)."""
+        if self.replaying:
+            raise EngineBug(f"run '{self.run_id}' would mark {kind} in the middle of its replay")
+        self._record(kind, None, data)
+
+    def park_on(self, decide: Callable[[], Decision]) -> None:
+        """Park on a command the core does not decide (a gate): a wake re-asks ``decide``."""
+        self._parked = decide
+
     def take_unsaved(self) -> list[Entry]:
         out, self.unsaved = self.unsaved, []
         return out
@@ -387,7 +413,9 @@ class Replay:
         head = self._peek()
         if self._cancel_here(head):
             return EnterCleanup()
-        if head is not None and not (head.kind == Kind.STEP_INTENT and head.name == cmd.name):
+        if head is not None and not (
+            head.kind in (Kind.STEP_INTENT, Kind.STEP_THROTTLED) and head.name == cmd.name
+        ):
             return Diverged(describe(head), f"reached step '{cmd.name}'")
         flight = _StepInFlight(cmd, self.passes[cmd.name], attempt=0, used=0)
         self._step = flight
@@ -395,6 +423,7 @@ class Replay:
         last_failure: Entry | None = None
         expect_intent = True
         retry_now = False  # an operator cut the current backoff short (step.retry_now)
+        grant: int | None = None  # the start the step's rate reserved for the next attempt
         while (e := self._at(self.pos)) is not None:
             if self._cancel_here(e):
                 # Cancelled while the step ran or waited out its backoff: the attempt is
@@ -405,7 +434,7 @@ class Replay:
                 flight.attempt = int(e.data["attempt"])
                 flight.used += 1
                 flight.intent, flight.starts = e, 1
-                last_failure, expect_intent, retry_now = None, False, False
+                last_failure, expect_intent, retry_now, grant = None, False, False, None
                 self._count_start()
             elif not expect_intent and e.kind == Kind.STEP_RERUN and e.name == cmd.name:
                 flight.starts += 1
@@ -416,6 +445,10 @@ class Replay:
                 return Resume(StepValues.from_data(e.data))
             elif not expect_intent and e.kind == Kind.STEP_FAILED and e.name == cmd.name:
                 last_failure, expect_intent = e, not e.data["final"]
+                if e.data.get("slowed"):
+                    flight.used -= 1  # "slow down" spends no attempt
+            elif expect_intent and e.kind == Kind.STEP_THROTTLED and e.name == cmd.name:
+                grant = int(e.data["at"])
             elif last_failure is not None and last_failure.data["final"] and e.kind == Kind.RESUMED:
                 # Resume grants the step a fresh budget; the attempt count goes on so the
                 # next attempt's step id is new. (A raised failure that ended the run is
@@ -453,7 +486,7 @@ class Replay:
                 )
             self.pos += 1
         if expect_intent and last_failure is None:
-            return self._full(2) or self._new_attempt()
+            return self._full(3) or self._attempt(grant)
         if last_failure is None:
             # An intent with no outcome: the process stopped while the body ran. Run the
             # same attempt again; its step id is unchanged so the effect can be recognised.
@@ -477,7 +510,7 @@ class Replay:
                 # before catch was added, or an engine that stopped between the two).
                 return self._raise(last_failure)
             return Fail(str(last_failure.data["final_error"]))
-        return self._retry_when_due(0 if retry_now else int(last_failure.data["retry_at"]))
+        return self._retry_when_due(0 if retry_now else int(last_failure.data["retry_at"]), grant)
 
     def step_succeeded(self, result: StepValues) -> Resume:
         """Record the body's values and hand them back."""
@@ -486,13 +519,34 @@ class Replay:
         self._step = None
         return Resume(result)
 
-    def step_failed(self, error: str, *, retryable: bool = True, draw: float = 0.0) -> Decision:
+    def throttled(self, go_at: int) -> Decision:
+        """Journal the start the step's rate reserved; the attempt begins then."""
+        flight = self._flight()
+        self._record(Kind.STEP_THROTTLED, flight.cmd.name, {"at": go_at})
+        return self._attempt(go_at)
+
+    def step_failed(
+        self, error: str, *, retryable: bool = True, draw: float = 0.0, slow_ms: int | None = None
+    ) -> Decision:
         """Record an attempt's failure. ``retryable`` false (the body raised
         ``{ retry = false }``) ends the attempts now. ``draw`` (0 <= draw < 1, drawn by the
         caller: the core has no randomness) spreads the wait when the step has ``jitter``;
         the due time it gives is journaled, so replay never draws again."""
         flight = self._flight()
         cmd = flight.cmd
+        if slow_ms is not None and retryable:
+            # The body said "slow down" (retry_after): wait, and the attempt is not spent.
+            flight.used -= 1
+            retry_at = self.now_ms + slow_ms
+            slowed = {
+                "attempt": flight.attempt,
+                "error": error,
+                "final": False,
+                "slowed": True,
+                "retry_at": retry_at,
+            }
+            self._record(Kind.STEP_FAILED, cmd.name, slowed)
+            return self._retry_when_due(retry_at)
         final = not retryable or flight.used >= cmd.retries
         data: dict[str, Any] = {"attempt": flight.attempt, "error": error, "final": final}
         if not retryable:
@@ -746,11 +800,25 @@ class Replay:
             flight.cmd.name, intent.data["step_id"], flight.attempt, flight.cmd.timeout_ms, intent.at
         )
 
-    def _retry_when_due(self, retry_at: int) -> Decision:
+    def _retry_when_due(self, retry_at: int, grant: int | None = None) -> Decision:
         if self.now_ms >= retry_at:
-            return self._new_attempt()
-        self._parked = lambda: self._retry_when_due(retry_at)
+            return self._attempt(grant)
+        self._parked = lambda: self._retry_when_due(retry_at, grant)
         return Park(Status.SLEEPING, retry_at, self.current or "")
+
+    def _attempt(self, grant: int | None) -> Decision:
+        """The next attempt, once the step's rate (if any) has a start for it: reserve one
+        (``Throttle``), or wait until the one reserved (``grant``)."""
+        rate = self._flight().cmd.rate
+        if rate is None:
+            return self._new_attempt()
+        if grant is None:
+            self._parked = None
+            return Throttle(rate)
+        if self.now_ms >= grant:
+            return self._new_attempt()
+        self._parked = lambda: self._attempt(grant)
+        return Park(Status.SLEEPING, grant, f"{self.current or ''} (rate {rate.key})")
 
     def _resolve(self, wait: Entry) -> Decision:
         names = list(wait.data["names"])

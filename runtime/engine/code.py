@@ -14,9 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.core import published, values
+from runtime.core import flow, published, values
 from runtime.core.child_commands import ChildCmd, ChildRefused, ChildResultCmd
 from runtime.core.durations import parse_ms
+from runtime.core.flow import GateCmd, Rate, SlotWant, parse_rate
 from runtime.core.ids import check_run_id
 from runtime.core.journal import StepValues
 from runtime.core.replay import (
@@ -37,7 +38,16 @@ from runtime.services import deadline
 from runtime.services.deadline import Deadline
 
 Command = (
-    StepCmd | WaitCmd | ValueCmd | VersionCmd | SetCmd | OnCancelCmd | ChildCmd | ChildResultCmd | ContinueCmd
+    StepCmd
+    | WaitCmd
+    | ValueCmd
+    | VersionCmd
+    | SetCmd
+    | OnCancelCmd
+    | ChildCmd
+    | ChildResultCmd
+    | ContinueCmd
+    | GateCmd
 )
 
 
@@ -69,6 +79,8 @@ class BodyOutcome:
     error: str | None = None
     # False when the body raised an error table with retry = false: no attempt follows.
     retryable: bool = True
+    # The body raised an error table with retry_after: wait that long, no attempt spent.
+    retry_after_ms: int | None = None
     # Stopped at the caller's deadline, not by anything of the attempt's own: nothing is
     # recorded, and the run continues later (the attempt re-runs, counted as interrupted).
     interrupted: bool = False
@@ -136,6 +148,8 @@ class Code:
         catch: Any = None,
         max_backoff: Any = None,
         jitter: Any = None,
+        rate_limit: Any = None,
+        rate_key: Any = None,
     ) -> Issued:
         name = str(name)
         try:
@@ -160,6 +174,7 @@ class Code:
                     else parse_ms(max_backoff, f"the max_backoff of step '{name}'")
                 ),
                 jitter=_jitter(name, jitter),
+                rate=_step_rate(name, rate_limit, rate_key),
             )
         except InvalidInput as e:
             return Issued(None, refusal=str(e))
@@ -168,6 +183,8 @@ class Code:
     def _command(self, cmd: Any) -> Issued:
         op = cmd.op
         try:
+            if op == "gate":
+                return Issued(_gate(cmd))
             if op == "wait":
                 wait_kind = str(cmd.kind)
                 names = tuple(str(n) for n in cmd.names.values())
@@ -289,7 +306,7 @@ class Code:
             capped = True
         try:
             with deadline.attempt(limit):
-                ok, out, no_retry = self.engine.run_body(
+                got = self.engine.run_body(
                     session,
                     fn,
                     name,
@@ -301,8 +318,9 @@ class Code:
                     self.source.limits.instructions,
                     None if limit is None else limit.at,
                 )
+                ok, out, no_retry, retry_after = (*got, None, None)[:4]  # Lua drops trailing nils
         except LuaMemoryError:
-            ok, out, no_retry = False, "not enough memory", False
+            ok, out, no_retry, retry_after = False, "not enough memory", False, None
         if limit is not None and limit.passed():
             if not capped:
                 # Timed out however the body ended: killed, or back late from a C call or a
@@ -311,7 +329,15 @@ class Code:
             if not ok:
                 return BodyOutcome(False, error=limit.message, interrupted=True)
         if not ok:
-            return BodyOutcome(False, error=self._explain(str(out)), retryable=not no_retry)
+            slow = None
+            if retry_after is not None and not no_retry:
+                try:
+                    slow = parse_ms(retry_after, f"the retry_after of step '{name}'")
+                except InvalidInput:
+                    slow = None  # not a duration: the failure counts as any other
+            return BodyOutcome(
+                False, error=self._explain(str(out)), retryable=not no_retry, retry_after_ms=slow
+            )
         encoded = str(out)
         try:
             values.check_size(encoded, f"the result of step '{name}'")
@@ -368,3 +394,34 @@ def _shown(value: Any) -> str:
     if isinstance(value, float | int):
         return repr(value)
     return f"a {type(value).__name__} value" if not hasattr(value, "values") else "a table"
+
+
+def _step_rate(name: str, limit: Any, key: Any) -> Rate | None:
+    """A step's ``rate``: its bucket is ``key``, shared by every step naming it, or the
+    step's own name."""
+    if limit is None:
+        return None
+    count, period = parse_rate(limit, f"the rate of step '{name}'")
+    bucket = f"step:{name}" if key is None else str(key)
+    return Rate(bucket, count, period)
+
+
+def _gate(cmd: Any) -> GateCmd:
+    """A run's gate (runtime.core.flow): the slots its limits name, its rate and priority."""
+    workflow = str(cmd.workflow)
+    slots: list[SlotWant] = []
+    for lim in (cmd.slots or {}).values():
+        scope = str(lim.scope)
+        limit = flow.check_limit(lim.limit, f"the concurrency of workflow '{workflow}'")
+        if lim.keyed:
+            key = flow.check_key(lim.key, workflow)
+            slots.append(SlotWant(f"{scope}/{key}", limit, f"{scope}/*"))
+        else:
+            slots.append(SlotWant(scope, limit, scope))
+    rate = None
+    if cmd.rate is not None:
+        count, period = parse_rate(cmd.rate.limit, f"the rate of workflow '{workflow}'")
+        bucket = workflow if cmd.rate.key is None else f"{workflow}/{flow.check_key(cmd.rate.key, workflow)}"
+        rate = Rate(bucket, count, period)
+    priority = 0 if cmd.priority is None else flow.check_priority(cmd.priority, workflow)
+    return GateCmd(workflow, tuple(slots), rate, priority)

@@ -25,10 +25,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.core import children, values
+from runtime.core import children, flow, values
 from runtime.core.bounds import GENERATIONS_KEPT
 from runtime.core.child_commands import ChildCmd, ChildResultCmd, ReadChild, StartChild
 from runtime.core.clock import Clock, now_ms
+from runtime.core.flow import Admit, GateCmd
 from runtime.core.journal import (
     ENDED,
     Entry,
@@ -58,6 +59,7 @@ from runtime.core.replay import (
     Resume,
     SetCmd,
     StepCmd,
+    Throttle,
     VersionCmd,
     WaitCmd,
 )
@@ -407,6 +409,10 @@ class Executor:
                 reply = code.reply(decision.value)
                 decision = None
                 continue
+            if isinstance(decision, Admit) and not live:
+                reply = code.reply(None)  # a replay-only check passes every gate
+                decision = None
+                continue
             if isinstance(decision, Refused):
                 reply = code.refusal(decision.message)  # nothing recorded; the code sees an error
                 decision = None
@@ -474,6 +480,10 @@ class Executor:
         replay = s.replay
         if isinstance(decision, NeedValue):
             return replay.record_value(decision.call, _fresh_value(decision.call, self.clock))
+        if isinstance(decision, Admit):
+            return self._admit(s, decision.gate)
+        if isinstance(decision, Throttle):
+            return replay.throttled(self.store.reserve_rate(decision.rate, now_ms(self.clock)))
         if isinstance(decision, StartChild):
             return child_runs.start_child(self.start, replay, s.run.id, decision)
         if isinstance(decision, ReadChild):
@@ -514,6 +524,28 @@ class Executor:
             self.observer.ended(s.run.id, s.run.workflow, Status.COMPLETED)
             return Status.COMPLETED
         raise AssertionError(decision)
+
+    def _admit(self, s: Session, gate: GateCmd) -> Decision:
+        """A run's gate (runtime.core.flow): its start's rate, then a slot of each key. A run
+        that must wait parks holding nothing: a timer for its rate, or a place in line that a
+        freed slot wakes."""
+        now = now_ms(self.clock)
+        replay = s.replay
+        if gate.rate is not None and replay.generation == 1 and not replay.replaying:
+            reserved = replay.marked(Kind.RUN_THROTTLED)
+            go_at = self.store.reserve_rate(gate.rate, now) if reserved is None else int(reserved.data["at"])
+            if go_at > now:
+                if reserved is None:
+                    replay.mark(Kind.RUN_THROTTLED, {"at": go_at, "rate": gate.rate.key})
+                replay.park_on(lambda: Admit(gate))
+                return Park(Status.SLEEPING, go_at, f"the start rate of {gate.rate.key}")
+        if gate.slots:
+            admission = self.store.admit(s.run.id, gate.slots, flow.rank(now, gate.priority))
+            if not admission.admitted:
+                replay.park_on(lambda: Admit(gate))
+                key = admission.key or gate.slots[0].key
+                return Park(Status.AWAITING, None, f"a slot of {key}")
+        return Resume(None)
 
     def _cleanup_failed(self, s: Session, error: str) -> Decision:
         """A cleanup that raised, or whose step failed for good, ends the run cancelled all
@@ -653,7 +685,9 @@ class Executor:
         if error is None:
             return s.replay.step_succeeded(StepValues(tuple(outcome.values or ())))
         # The draw spreads the wait of a step with jitter; the due time is journaled.
-        decision = s.replay.step_failed(error, retryable=outcome.retryable, draw=random.random())
+        decision = s.replay.step_failed(
+            error, retryable=outcome.retryable, draw=random.random(), slow_ms=outcome.retry_after_ms
+        )
         if isinstance(decision, Park | Execute):
             due = decision.due_ms if isinstance(decision, Park) else None
             self.observer.retry(
@@ -710,6 +744,8 @@ def decide(replay: Replay, cmd: Command) -> Decision:
         return children.result(replay, cmd)
     if isinstance(cmd, ContinueCmd):
         return replay.continue_as_new(cmd)
+    if isinstance(cmd, GateCmd):
+        return Admit(cmd)
     return replay.value(cmd)
 
 

@@ -41,6 +41,10 @@ class Wakes:
     def __init__(self, store: Store, waker: Waker | None = None) -> None:
         self.store = store
         self.waker: Waker = waker or StoreOnly()
+        if waker is not None:
+            # A run a freed slot admits has its wake-up recorded by the store's write that
+            # admitted it; the waker's prompt brings it to a worker (runtime.core.flow).
+            store.on_admit = waker.prompt
 
     def wake(self, run_id: str) -> None:
         self.store.add_wakeup(run_id)

@@ -23,6 +23,7 @@ from runtime.core.published import parse_where
 from runtime.engine.schedules import Schedule
 from runtime.errors import InvalidInput
 from runtime.platform.fetch import Response
+from runtime.platform.flow import LimitRow, limit_rows, set_limit
 from runtime.platform.platform import Platform
 from runtime.platform.schedules import ScheduleControl, Ticker, find
 from runtime.store.base import RunRecord
@@ -119,6 +120,23 @@ class Harness:
     def resume(self, run_id: str) -> None:
         self.platform.resume(run_id)
         self.settle()
+
+    # --- flow control ------------------------------------------------------------------
+
+    def why(self, run_id: str) -> str:
+        """Why the run is not moving, in one line (``lunaflow show``'s)."""
+        return self.platform.why(self.get(run_id)).text
+
+    def slots(self) -> list[LimitRow]:
+        """Each key with runs holding or waiting for its slots (``lunaflow limits``)."""
+        return limit_rows(self.platform.store)
+
+    def set_limit(self, name: str, value: str | int | None) -> list[str]:
+        """Change a limit without a deploy (``lunaflow limits set``); waiting runs that now fit
+        start at once. Returns them."""
+        admitted = set_limit(self.platform.store, name, None if value is None else str(value))
+        self.settle()
+        return admitted
 
     def retry(self, run_id: str) -> None:
         """A run waiting out a step's backoff runs the next attempt now."""

@@ -40,6 +40,7 @@ from runtime.errors import (
     RunIdTaken,
     SignalBacklogFull,
 )
+from runtime.platform.flow import waiting_line
 from runtime.platform.why import STUCK_AFTER_S, Why
 from runtime.platform.why import why as why_not_moving
 from runtime.store.base import FirstSignal, Progress, RunRecord, RunUpdate, Store, TimerSet
@@ -203,6 +204,10 @@ class Runs:
             return why_not_moving(run, [], None, Progress(), now)
         journal = self.store.journal(run.id) if entries is None else entries
         progress = self.store.progress(run.id)
+        if (run.current_step or "").startswith("a slot of "):
+            admission = self.store.waiting_for(run.id)
+            if admission is not None and progress.wakeup_at is None:
+                return Why(waiting_line(admission))
         return why_not_moving(
             run, journal, self.store.timer(run.id), progress, now, stuck_after_s=stuck_after_s
         )

@@ -110,6 +110,7 @@ def _parked(entries: list[Entry], timer_due_ms: int | None) -> str | None:
     open_wait: Entry | None = None
     open_child: Entry | None = None
     failed: Entry | None = None
+    throttled: Entry | None = None  # a start its rate reserved, not begun yet
     for e in entries:
         if e.kind == Kind.WAIT:
             open_wait = e
@@ -121,8 +122,12 @@ def _parked(entries: list[Entry], timer_due_ms: int | None) -> str | None:
             open_child = None
         elif e.kind == Kind.STEP_FAILED:
             failed = None if e.data.get("final") else e
+        elif e.kind in (Kind.STEP_THROTTLED, Kind.RUN_THROTTLED):
+            throttled = e
         elif e.kind in (Kind.STEP_INTENT, Kind.STEP_RESULT, Kind.RESUMED):
             failed = None
+        if e.kind in (Kind.STEP_INTENT, Kind.WAIT, Kind.CHILD_STARTED, Kind.VALUE):
+            throttled = None
     if open_child is not None:
         return f"waiting for child '{open_child.data.get('child')}' since {when(open_child.at)}" + _until(
             open_child.data.get("due_at"), "times out"
@@ -137,6 +142,10 @@ def _parked(entries: list[Entry], timer_due_ms: int | None) -> str | None:
         return f"waiting on {what} since {when(open_wait.at)}" + _until(
             open_wait.data.get("bound_at") or open_wait.data.get("due_at"), "times out"
         )
+    if throttled is not None:
+        what = f"step '{throttled.name}'" if throttled.kind == Kind.STEP_THROTTLED else "its start"
+        at = when(int(throttled.data["at"]) / 1000)
+        return f"waiting for its rate: {what} goes at {at}, the start reserved for it"
     if failed is not None:
         attempt = int(failed.data.get("attempt", 1))
         due = failed.data.get("retry_at")

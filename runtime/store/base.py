@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
+from runtime.core.flow import Admission, Rate, SlotView, SlotWant
 from runtime.core.journal import Entry, Kind, Signal, Status
 from runtime.core.published import Where
 from runtime.errors import EngineBug
@@ -155,6 +156,9 @@ class Snapshot:
 
 
 class Store(Protocol):
+    # Told of each run a freed slot admitted, after the write that recorded its wake-up.
+    on_admit: Any
+
     def create_run(
         self, run: RunRecord, started: Entry, signal: FirstSignal | None = None
     ) -> tuple[RunRecord, bool]:
@@ -307,6 +311,38 @@ class Store(Protocol):
 
     def pinned_secret(self, run_id: str, name: str) -> int | None:
         """The version the run is pinned to, without pinning it."""
+
+    # --- flow control: slots per key, rates, their settings (runtime.core.flow) -------
+
+    def admit(self, run_id: str, wants: Sequence[SlotWant], rank: int) -> Admission:
+        """Give the run a slot of every key in ``wants`` (all or none), or put it in each
+        key's line by ``rank``. A run that holds its slots is admitted again (idempotent). The
+        limit of a key is its setting (``set_flow_setting``) when there is one, else the
+        declared one."""
+
+    def release_slots(self, run_id: str) -> list[str]:
+        """The run ended (or failed, or was cancelled): drop its slots and its places in line,
+        and hand each freed slot to the first run in line that fits every one of its keys,
+        recording its wake-up. Returns the runs so admitted. Every append that ends a run does
+        this in its own write where the backend allows it (SQLite); elsewhere the platform
+        calls it after the end, and the reconciler frees what a crash between the two left."""
+
+    def waiting_for(self, run_id: str) -> Admission | None:
+        """Where the run stands in line (None: it is in no line)."""
+
+    def reserve_rate(self, rate: Rate, now_ms: int) -> int:
+        """Reserve the next start of ``rate``'s bucket: the time (epoch ms) it may go, never
+        given to another. The bucket's setting, if any, overrides the declared rate."""
+
+    def set_flow_setting(self, name: str, value: str | None) -> list[str]:
+        """Set (None: clear) a limit's setting: a key or ``workflow/*`` to a number of
+        slots, or ``rate:<key>`` to a rate. Waiting runs that fit now are admitted and their
+        ids returned (their wake-ups recorded)."""
+
+    def flow_settings(self) -> dict[str, str]: ...
+
+    def slot_views(self, limit: int = 100) -> list[SlotView]:
+        """Keys with runs holding or waiting for their slots, busiest first."""
 
     def close(self) -> None: ...
 

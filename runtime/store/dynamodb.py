@@ -27,6 +27,7 @@ from botocore.exceptions import ClientError
 from runtime.core import published
 from runtime.core.bounds import MAX_SIGNAL_BACKLOG
 from runtime.core.clock import Clock, SystemClock
+from runtime.core.flow import Admission, Rate, SlotView, SlotWant
 from runtime.core.journal import ENDED, Entry, Kind, Signal, Status
 from runtime.core.published import Where
 from runtime.core.values import compact
@@ -46,6 +47,7 @@ from runtime.store.base import (
     current_step,
 )
 from runtime.store.blobs import Blobs
+from runtime.store.dynamodb_flow import DynamoFlow
 from runtime.store.items import Item, Lost, conditional, error_code, n, num, s, text, whole
 
 if TYPE_CHECKING:
@@ -320,6 +322,7 @@ class DynamoDBStore:
         # summary, so the next activation reads only the signals still pending.
         self._done: dict[str, set[int]] = {}
         self._created: dict[str, str] = {}  # runs' created_sk, which value items sort by
+        self._flow = DynamoFlow(client, table, run_pk, self._wake_admitted)
 
     # --- texts: inline while small, else in S3 -----------------------------------------
 
@@ -952,6 +955,21 @@ class DynamoDBStore:
         update: RunUpdate | None = None,
         timer: TimerSet | None = None,
     ) -> None:
+        self._append(run_id, expected_len, entries, update=update, timer=timer)
+        if update is not None and (update.status in ENDED or update.status == Status.FAILED):
+            # After the end, not in its write (a transaction costs twice): a crash between
+            # the two leaves slots the reconciler's sweep frees.
+            self._flow.release(run_id)
+
+    def _append(
+        self,
+        run_id: str,
+        expected_len: int,
+        entries: Sequence[Entry],
+        *,
+        update: RunUpdate | None = None,
+        timer: TimerSet | None = None,
+    ) -> None:
         """A step's commit is one conditional write: the chunk of entries, its key free. A
         status change or a timer then writes the run item's summary, conditional on the
         journal position it summarizes: it holds only while no summary of a later position
@@ -1428,21 +1446,67 @@ class DynamoDBStore:
             for run_id, item in self._items(run_ids, "id, wake_resends").items()
         }
 
-    def _items(self, run_ids: Sequence[str], projection: str) -> dict[str, dict[str, Any]]:
+    def _items(
+        self, run_ids: Sequence[str], projection: str, names: dict[str, str] | None = None
+    ) -> dict[str, dict[str, Any]]:
         """Run items (some attributes), consistently, 100 at a time."""
         found: dict[str, dict[str, Any]] = {}
         for start in range(0, len(run_ids), 100):
             keys: list[Any] = [run_key(run_id) for run_id in dict.fromkeys(run_ids[start : start + 100])]
             while keys:
-                got: Any = self._db.batch_get_item(
-                    RequestItems={
-                        self.table: {"Keys": keys, "ConsistentRead": True, "ProjectionExpression": projection}
-                    }
-                )
+                request: Any = {
+                    "Keys": keys,
+                    "ConsistentRead": True,
+                    "ProjectionExpression": projection,
+                }
+                if names:
+                    request["ExpressionAttributeNames"] = names
+                got: Any = self._db.batch_get_item(RequestItems={self.table: request})
                 for item in got.get("Responses", {}).get(self.table, []):
                     found[item["id"]["S"]] = item
                 keys = got.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
         return found
+
+    # --- flow control (runtime.store.dynamodb_flow) -----------------------------------
+
+    on_admit: Any = None  # told of each run a freed slot admitted (Wakes sets it)
+
+    def _wake_admitted(self, run_id: str) -> None:
+        self.add_wakeup(run_id)
+        if self.on_admit is not None:
+            self.on_admit(run_id)
+
+    def admit(self, run_id: str, wants: Sequence[SlotWant], rank: int) -> Admission:
+        return self._flow.admit(run_id, wants, rank)
+
+    def release_slots(self, run_id: str) -> list[str]:
+        return self._flow.release(run_id)
+
+    def waiting_for(self, run_id: str) -> Admission | None:
+        return self._flow.waiting_for(run_id)
+
+    def reserve_rate(self, rate: Rate, now_ms: int) -> int:
+        return self._flow.reserve_rate(rate, now_ms)
+
+    def set_flow_setting(self, name: str, value: str | None) -> list[str]:
+        return self._flow.set_setting(name, value)
+
+    def flow_settings(self) -> dict[str, str]:
+        return self._flow.settings()
+
+    def slot_views(self, limit: int = 100) -> list[SlotView]:
+        return self._flow.views(limit)
+
+    def sweep_slots(self) -> list[str]:
+        """Free the slots of runs that ended, failed or are gone, and fill keys with room:
+        the reconciler's backstop for a crash between a run's end and its release."""
+
+        def ended(run_ids: Sequence[str]) -> set[str]:
+            found = self._items(run_ids, "id, #st", {"#st": "status"})
+            live = {r for r, item in found.items() if item["status"]["S"] not in (*ENDED, Status.FAILED)}
+            return set(run_ids) - live
+
+        return self._flow.sweep(ended)
 
     # --- a run's timer transport (AwsWaker's ledger) ------------------------------------
 

@@ -34,10 +34,12 @@ from typing import Any
 
 from runtime.core import published
 from runtime.core.clock import Clock, SystemClock
+from runtime.core.flow import Admission, Rate, SlotView, SlotWant
 from runtime.core.journal import ENDED, Entry, Kind, Signal, Status
 from runtime.core.published import Where
 from runtime.core.values import compact
 from runtime.errors import EngineBug, JournalConflict, LunaflowError, SignalBacklogFull, StoreUnreadable
+from runtime.store import sqlite_flow
 from runtime.store.base import (
     OWNER_DEAD_AFTER_MS,
     FirstSignal,
@@ -53,7 +55,7 @@ from runtime.store.base import (
     current_step,
 )
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # The store's file in a data folder (`lunaflow dev`, the CLI and the harness share it).
 STORE_FILE = "lunaflow.sqlite"
 
@@ -207,6 +209,9 @@ _MIGRATIONS = {
     # Schema 6: `run_values` and its indexes (the schema script makes them). No run of an
     # older schema published a value, so there is nothing to fill in.
     5: (),
+    # Schema 7: the flow control tables (runtime.store.sqlite_flow; the schema script makes
+    # them). No run of an older schema passed a gate.
+    6: (),
 }
 
 
@@ -387,7 +392,7 @@ class SQLiteStore:
 
     def _migrate(self) -> None:
         with self._lock:
-            self._db.executescript(_SCHEMA)
+            self._db.executescript(_SCHEMA + sqlite_flow.SCHEMA)
             with self._write() as db:
                 row = db.execute("SELECT version FROM schema_version").fetchone()
                 if row is None:
@@ -698,6 +703,7 @@ class SQLiteStore:
             if entries:
                 self._append_entries(run_id, expected_len, entries)
             return
+        admitted: list[str] = []
         with self._write() as db:
             length = db.execute("SELECT MAX(seq) FROM journal WHERE run_id = ?", (run_id,)).fetchone()[0]
             if length != expected_len:
@@ -734,6 +740,9 @@ class SQLiteStore:
             if woken is not None and db.execute("SELECT 1 FROM runs WHERE id = ?", (woken,)).fetchone():
                 self._add_wakeup(db, woken, self.clock.now())
             ended = update is not None and update.status in ENDED
+            if update is not None and (ended or update.status == Status.FAILED):
+                # The end frees the run's slots in this same write: no crash can leak them.
+                admitted = sqlite_flow.release(db, run_id, self._wake_admitted)
             if ended:
                 db.execute(
                     "UPDATE signals SET state = 'set_aside' WHERE run_id = ? AND state = 'pending'",
@@ -747,6 +756,53 @@ class SQLiteStore:
                     "ON CONFLICT (run_id) DO UPDATE SET due_ms = excluded.due_ms",
                     (run_id, timer.due_ms),
                 )
+        self._tell_admitted(admitted)
+
+    # --- flow control (runtime.store.sqlite_flow) --------------------------------------
+
+    # Called with each run a freed slot admitted, after the write that recorded its wake-up
+    # (``runtime.engine.wake.Wakes`` sets it: locally a no-op, the dispatcher reads wake-ups).
+    on_admit: Any = None
+
+    def _wake_admitted(self, db: sqlite3.Connection, run_id: str) -> None:
+        self._add_wakeup(db, run_id, self.clock.now())
+
+    def _tell_admitted(self, admitted: list[str]) -> None:
+        if self.on_admit is not None:
+            for run_id in admitted:
+                self.on_admit(run_id)
+
+    def admit(self, run_id: str, wants: Sequence[SlotWant], rank: int) -> Admission:
+        with self._write() as db:
+            return sqlite_flow.admit(db, run_id, wants, rank)
+
+    def release_slots(self, run_id: str) -> list[str]:
+        with self._write() as db:
+            admitted = sqlite_flow.release(db, run_id, self._wake_admitted)
+        self._tell_admitted(admitted)
+        return admitted
+
+    def waiting_for(self, run_id: str) -> Admission | None:
+        with self._reader() as db:
+            return sqlite_flow.waiting_for(db, run_id)
+
+    def reserve_rate(self, rate: Rate, now_ms: int) -> int:
+        with self._write() as db:
+            return sqlite_flow.reserve_rate(db, rate, now_ms)
+
+    def set_flow_setting(self, name: str, value: str | None) -> list[str]:
+        with self._write() as db:
+            admitted = sqlite_flow.set_setting(db, name, value, self._wake_admitted)
+        self._tell_admitted(admitted)
+        return admitted
+
+    def flow_settings(self) -> dict[str, str]:
+        with self._reader() as db:
+            return sqlite_flow.settings(db)
+
+    def slot_views(self, limit: int = 100) -> list[SlotView]:
+        with self._reader() as db:
+            return sqlite_flow.views(db, limit)
 
     # --- signals -----------------------------------------------------------------------
 

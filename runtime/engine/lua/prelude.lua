@@ -894,11 +894,78 @@ end
 -- Workflow-level options, `workflow "name" { timeout = "30d" } (function ... end)`: the
 -- timeout every start of it gets unless the start names its own (checked by the host).
 local workflow_timeouts = {}
+-- Flow control (concurrency, rate, priority), checked here at load; the gate a run passes
+-- before its function is built from it (engine.new_run).
+local flowlib = { workflows = {},
+  OPTIONS = { timeout = true, concurrency = true, rate = true, priority = true } }
+
+function flowlib.error(name, msg)
+  raw_error(sfmt("workflow '%s': %s", name, msg), 4)
+end
+
+function flowlib.limit(name, c)
+  if type_(c) ~= "table" then
+    flowlib.error(name, "each concurrency limit is a table like { limit = 2, key = function(input) return input.customer end }")
+  end
+  for k in next_, c do
+    if k ~= "limit" and k ~= "key" and k ~= "scope" then
+      flowlib.error(name, sfmt("unknown concurrency option %s; the options are limit, key and scope", tostring_(k)))
+    end
+  end
+  if type_(c.limit) ~= "number" then
+    flowlib.error(name, "concurrency needs a limit, a whole number of runs, e.g. { limit = 2 }")
+  end
+  if c.key ~= nil and type_(c.key) ~= "function" then
+    flowlib.error(name, "a concurrency key is a function of the input, e.g. key = function(input) return input.customer end")
+  end
+  if c.scope ~= nil and type_(c.scope) ~= "string" then
+    flowlib.error(name, "a concurrency scope is a name several workflows may share, a string")
+  end
+  return { limit = c.limit, key = c.key, scope = c.scope or name }
+end
+
+function flowlib.options(name, o)
+  local flow = { slots = {} }
+  if o.concurrency ~= nil then
+    local c = o.concurrency
+    if type_(c) ~= "table" then flowlib.error(name, "concurrency must be a table like { limit = 2 }") end
+    local list = c.limit ~= nil and { c } or c
+    if #list == 0 or #list > 4 then
+      flowlib.error(name, "concurrency is one limit { limit = 2, ... } or a list of 1 to 4 of them")
+    end
+    local seen = {}
+    for i = 1, #list do
+      local l = flowlib.limit(name, list[i])
+      local id = l.scope .. (l.key and "/*" or "")
+      if seen[id] then
+        flowlib.error(name, sfmt("two concurrency limits are both %s; give one a scope = \"...\" of its own", id))
+      end
+      seen[id] = true
+      flow.slots[i] = l
+    end
+  end
+  if o.rate ~= nil then
+    local r = o.rate
+    if type_(r) == "string" then r = { limit = r } end
+    if type_(r) ~= "table" or type_(r.limit) ~= "string" or (r.key ~= nil and type_(r.key) ~= "function") then
+      flowlib.error(name, "rate must be a rate like \"10/s\" or { limit = \"10/s\", key = function(input) ... end }")
+    end
+    flow.rate = { limit = r.limit, key = r.key }
+  end
+  if o.priority ~= nil then
+    if type_(o.priority) ~= "number" and type_(o.priority) ~= "function" then
+      flowlib.error(name, "priority is a number or a function of the input returning one (higher goes first)")
+    end
+    flow.priority = o.priority
+  end
+  if #flow.slots == 0 and flow.rate == nil and flow.priority == nil then return nil end
+  return flow
+end
 
 local function sb_workflow(name)
   check_name(name, "workflow")
   must_be_top_level("workflow '" .. name .. "'")
-  local timeout = nil
+  local timeout, flow = nil, nil
   local function with_fn(fn)
     if type_(fn) ~= "function" then
       raw_error(sfmt("workflow '%s' needs a function: workflow \"%s\" (function(wf, input) ... end)", name, name), 2)
@@ -906,18 +973,20 @@ local function sb_workflow(name)
     declare("workflow", name, "workflow '" .. name .. "'")
     workflow_fns[name] = fn
     workflow_timeouts[name] = timeout
+    flowlib.workflows[name] = flow
     return workflow_handle(name)
   end
   return function(fn_or_opts)
     if type_(fn_or_opts) ~= "table" then return with_fn(fn_or_opts) end
     for k in next_, fn_or_opts do
-      if k ~= "timeout" then
-        raw_error(sfmt("workflow '%s': unknown option %s; the only workflow option is timeout, "
-          .. "e.g. workflow \"%s\" { timeout = \"30d\" } (function(wf, input) ... end)",
+      if not flowlib.OPTIONS[k] then
+        raw_error(sfmt("workflow '%s': unknown option %s; the workflow options are timeout, concurrency, "
+          .. "rate and priority, e.g. workflow \"%s\" { timeout = \"30d\" } (function(wf, input) ... end)",
           name, type_(k) == "string" and sfmt("'%s'", k) or tostring_(k), name), 2)
       end
     end
     timeout = fn_or_opts.timeout
+    flow = flowlib.options(name, fn_or_opts)
     return with_fn
   end
 end
@@ -943,8 +1012,8 @@ local function wf_check(self, what)
 end
 
 local STEP_OPTIONS = { retries = true, backoff = true, max_backoff = true, jitter = true,
-  timeout = true, catch = true }
-local STEP_OPTION_LIST = "retries, backoff, max_backoff, jitter, timeout and catch"
+  timeout = true, catch = true, rate = true }
+local STEP_OPTION_LIST = "retries, backoff, max_backoff, jitter, timeout, catch and rate"
 
 -- The first unknown key of a step's options, shown, or nil. Keys are sorted so the one
 -- named does not depend on the table's hash order.
@@ -992,8 +1061,19 @@ function wf_methods.step(self, name, opts, fn)
     raw_error(sfmt("wf:step('%s'): unknown option %s; the options are %s — check its spelling",
       name, unknown, STEP_OPTION_LIST), 2)
   end
+  local rate_limit, rate_key = nil, nil
+  if o.rate ~= nil then
+    local r = o.rate
+    if type_(r) == "string" then r = { limit = r } end
+    if type_(r) ~= "table" or type_(r.limit) ~= "string" or (r.key ~= nil and type_(r.key) ~= "string") then
+      raw_error(sfmt("wf:step('%s'): rate must be a rate like \"10/s\" or a table like "
+        .. "{ limit = \"10/s\", key = \"stripe\" } (key: the name of the bucket steps share)", name), 2)
+    end
+    rate_limit, rate_key = r.limit, r.key
+  end
   local reply = command({ op = "step", name = name, retries = o.retries, backoff = o.backoff,
-    timeout = o.timeout, fn = fn, catch = o.catch, max_backoff = o.max_backoff, jitter = o.jitter })
+    timeout = o.timeout, fn = fn, catch = o.catch, max_backoff = o.max_backoff, jitter = o.jitter,
+    rate_limit = rate_limit, rate_key = rate_key })
   if reply.raise then raw_error(step_failure(reply.raise), 2) end
   return unpack(reply, 1, reply.n)
 end
@@ -1815,8 +1895,30 @@ function engine.has_workflow(name) return workflow_fns[name] ~= nil end
 function engine.workflow_timeout(name) return workflow_timeouts[name] end
 
 -- Create the coroutine of a run. `input` is a Lua value already built by the host.
+-- The gate of a workflow with flow control: its keys and priority from the input, then
+-- one engine command; the function runs once the engine lets the run through.
+function flowlib.gated(fn, flow, workflow)
+  return function(wf, input)
+    local slots = {}
+    for i, l in ipairs(flow.slots) do
+      local key = nil
+      if l.key then key = l.key(input) end
+      slots[i] = { limit = l.limit, scope = l.scope, key = key, keyed = l.key ~= nil }
+    end
+    local rate = nil
+    if flow.rate then
+      rate = { limit = flow.rate.limit, key = flow.rate.key and flow.rate.key(input) or nil }
+    end
+    local priority = flow.priority
+    if type_(priority) == "function" then priority = priority(input) end
+    command({ op = "gate", workflow = workflow, slots = slots, rate = rate, priority = priority })
+    return fn(wf, input)
+  end
+end
+
 function engine.new_run(run_id, workflow, input)
   local fn = workflow_fns[workflow]
+  if flowlib.workflows[workflow] then fn = flowlib.gated(fn, flowlib.workflows[workflow], workflow) end
   local wf = new_wf(run_id, workflow)
   local co = raw_create(function()
     local r = pack(raw_xpcall(fn, function(e)
@@ -1869,7 +1971,8 @@ function engine.drive(session, reply, limit)
   if raw_status(co) == "suspended" then
     if a == ENGINE and type_(b) == "table" then
       if b.op == "step" then
-        return "step", b.name, b.retries, b.backoff, b.timeout, b.fn, b.catch, b.max_backoff, b.jitter
+        return "step", b.name, b.retries, b.backoff, b.timeout, b.fn, b.catch, b.max_backoff, b.jitter,
+          b.rate_limit, b.rate_key
       end
       return "command", b
     end
@@ -1915,8 +2018,15 @@ function engine.run_body(session, fn, name, step_id, now_s, seed1, seed2, timeou
   -- An error table with retry = false ends the step's attempts (the third value).
   -- A killed body (timeout, budget) is never that, whatever it raised.
   local no_retry = not ok and not budget.killed and type_(json) == "table" and rawget_(json, "retry") == false
+  -- retry_after ("30s", or seconds): the third party said "slow down"; the engine waits
+  -- that long without spending an attempt (the fourth value, checked by the host).
+  local retry_after = nil
+  if not ok and not budget.killed and type_(json) == "table" then
+    local ra = rawget_(json, "retry_after")
+    if type_(ra) == "string" or type_(ra) == "number" then retry_after = ra end
+  end
   local good, err = finish_call(ok, json)
-  if not good then return false, err, no_retry end
+  if not good then return false, err, no_retry, retry_after end
   if not json then return false, holds(sfmt("the result of step '%s'", name), problem), false end
   return true, json, false
 end

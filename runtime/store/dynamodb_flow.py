@@ -1,0 +1,356 @@
+"""Flow control on the DynamoDB table: slots as conditional sets, lines as sorted items.
+
+- A key's slot item (pk ``#SLOT#<key>``, sk ``K``) holds the runs holding its slots as a string
+  set; taking a slot is one conditional ``ADD`` ("fewer than the limit hold it, or I do").
+  Its line is the items beside it in the same partition (sk ``W#<rank>#<run>``), so one Query
+  reads who is next. Keys spread over partitions as runs' keys do; a keyless limit is one
+  item, so it takes about 500 starts a second (a take and a give each), DynamoDB's bound
+  for one item (docs/architecture.md, "Flow control").
+- A run passing a gate has an item in its own partition (sk ``#F``): what it wants, its rank
+  and whether it holds its slots. It is written before any slot is taken, so a crash midway
+  leaves a run whose next activation takes the same slots again (the take is idempotent),
+  and the reconciler frees the slots of runs that ended (``sweep``).
+- A run that finds a key full writes its place in every line it wants, then tries once more:
+  a slot freed between its try and its place is seen either by it or by the releaser.
+- Settings (pk ``#FLOWSET``) and rate buckets (pk ``#RATE#<key>``, one conditional write per
+  reserved start) are items of their own; keys in use are listed under pk ``#SLOTS``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from runtime.core.flow import Admission, Rate, SlotView, SlotWant, parse_rate, reserve, setting_names
+from runtime.store.items import conditional, n, num, s, text, whole
+
+FLOW_SK = "#F"
+SLOT_PK = "#SLOT#"
+SLOTS_PK = "#SLOTS"
+SETTINGS_PK = "#FLOWSET"
+RATE_PK = "#RATE#"
+RANK_OFFSET = 10**15  # ranks are epoch ms less a priority bonus: kept positive in a sort key
+FILL_PAGE = 25
+
+
+def _waiter_sk(rank: int, run_id: str) -> str:
+    return f"W#{rank + RANK_OFFSET:020d}#{run_id}"
+
+
+class DynamoFlow:
+    """The flow control half of ``DynamoDBStore`` (which hands it its client and table)."""
+
+    def __init__(
+        self,
+        db: Any,
+        table: str,
+        run_pk: Callable[[str], str],
+        wake: Callable[[str], None],
+    ) -> None:
+        self._db = db
+        self.table = table
+        self._run_pk = run_pk
+        self._wake = wake  # records the wake-up and tells the store's listener
+
+    # --- items ---------------------------------------------------------------------------
+
+    def _get(self, pk: str, sk: str, projection: str | None = None) -> dict[str, Any] | None:
+        req: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": {"pk": s(pk), "sk": s(sk)},
+            "ConsistentRead": True,
+        }
+        if projection:
+            req["ProjectionExpression"] = projection
+        item = self._db.get_item(**req).get("Item")
+        return item or None
+
+    def _delete(self, pk: str, sk: str) -> None:
+        self._db.delete_item(TableName=self.table, Key={"pk": s(pk), "sk": s(sk)})
+
+    def _flow_item(self, run_id: str) -> dict[str, Any] | None:
+        return self._get(self._run_pk(run_id), FLOW_SK)
+
+    @staticmethod
+    def _wants(item: dict[str, Any]) -> list[SlotWant]:
+        return [SlotWant(k, int(lim), name) for k, lim, name in json.loads(text(item["wants"]) or "[]")]
+
+    def settings(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :p",
+            "ExpressionAttributeValues": {":p": s(SETTINGS_PK)},
+            "ConsistentRead": True,
+        }
+        while True:
+            page = self._db.query(**kwargs)
+            for item in page.get("Items", []):
+                out[str(text(item["sk"]))] = str(text(item["value"]))
+            if "LastEvaluatedKey" not in page:
+                return out
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _limit(self, want: SlotWant, settings: dict[str, str]) -> int:
+        for name in setting_names(want):
+            if name in settings:
+                return int(settings[name])
+        return want.limit
+
+    # --- slots ---------------------------------------------------------------------------
+
+    def _take(self, run_id: str, want: SlotWant, limit: int) -> bool:
+        done = conditional(
+            self._db.update_item,
+            TableName=self.table,
+            Key={"pk": s(SLOT_PK + want.key), "sk": s("K")},
+            UpdateExpression="ADD holders :r SET declared = :d, lname = :name",
+            ConditionExpression=(
+                "attribute_not_exists(holders) OR size(holders) < :lim OR contains(holders, :run)"
+            ),
+            ExpressionAttributeValues={
+                ":r": {"SS": [run_id]},
+                ":run": s(run_id),
+                ":d": n(want.limit),
+                ":name": s(want.name),
+                ":lim": n(limit),
+            },
+            ReturnValues="UPDATED_OLD",
+        )
+        if not done:
+            return False
+        if isinstance(done, dict) and "declared" not in done.get("Attributes", {}):
+            # The key's first slot item: list the key (once) for the console and the sweep.
+            self._db.put_item(TableName=self.table, Item={"pk": s(SLOTS_PK), "sk": s(want.key)})
+        return True
+
+    def _give(self, run_id: str, key: str) -> None:
+        self._db.update_item(
+            TableName=self.table,
+            Key={"pk": s(SLOT_PK + key), "sk": s("K")},
+            UpdateExpression="DELETE holders :r",
+            ExpressionAttributeValues={":r": {"SS": [run_id]}},
+        )
+
+    def _take_all(self, run_id: str, wants: Sequence[SlotWant], settings: dict[str, str]) -> SlotWant | None:
+        """Take a slot of every key, or none (what was taken is given back): the first key
+        without room, or None when all were taken."""
+        taken: list[str] = []
+        for w in wants:
+            if not self._take(run_id, w, self._limit(w, settings)):
+                for key in taken:
+                    self._give(run_id, key)
+                return w
+            taken.append(w.key)
+        return None
+
+    def _holding(self, run_id: str, wants: Sequence[SlotWant], rank: int) -> None:
+        for w in wants:
+            self._delete(SLOT_PK + w.key, _waiter_sk(rank, run_id))
+        self._db.update_item(
+            TableName=self.table,
+            Key={"pk": s(self._run_pk(run_id)), "sk": s(FLOW_SK)},
+            UpdateExpression="SET holding = :t",
+            ExpressionAttributeValues={":t": {"BOOL": True}},
+        )
+
+    def _slot(self, key: str) -> tuple[set[str], int, str]:
+        item = self._get(SLOT_PK + key, "K") or {}
+        holders = set(item.get("holders", {}).get("SS", []))
+        return holders, whole(item.get("declared")) or 1, text(item.get("lname")) or key
+
+    def _place(self, key: str, rank: int, run_id: str) -> int:
+        page = self._db.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :p AND sk BETWEEN :lo AND :hi",
+            ExpressionAttributeValues={
+                ":p": s(SLOT_PK + key),
+                ":lo": s("W#"),
+                ":hi": s(_waiter_sk(rank, run_id)),
+            },
+            Select="COUNT",
+            ConsistentRead=True,
+        )
+        return int(page.get("Count", 1))
+
+    def admit(self, run_id: str, wants: Sequence[SlotWant], rank: int) -> Admission:
+        item = self._flow_item(run_id)
+        if item is not None and item.get("holding", {}).get("BOOL"):
+            return Admission(True)
+        if item is None:
+            self._db.put_item(
+                TableName=self.table,
+                Item={
+                    "pk": s(self._run_pk(run_id)),
+                    "sk": s(FLOW_SK),
+                    "wants": s(json.dumps([[w.key, w.limit, w.name] for w in wants])),
+                    "rank": n(rank),
+                    "holding": {"BOOL": False},
+                },
+            )
+        else:
+            rank = whole(item.get("rank"))
+        settings = self.settings()
+        if self._take_all(run_id, wants, settings) is None:
+            self._holding(run_id, wants, rank)
+            return Admission(True)
+        for w in wants:
+            self._db.put_item(
+                TableName=self.table,
+                Item={"pk": s(SLOT_PK + w.key), "sk": s(_waiter_sk(rank, run_id)), "run": s(run_id)},
+            )
+        # Placed in line: try once more, so a slot freed since the first try is not missed.
+        blocked = self._take_all(run_id, wants, settings)
+        if blocked is None:
+            self._holding(run_id, wants, rank)
+            return Admission(True)
+        holders, _, _ = self._slot(blocked.key)
+        return Admission(
+            False,
+            blocked.key,
+            len(holders),
+            self._limit(blocked, settings),
+            self._place(blocked.key, rank, run_id),
+        )
+
+    def waiting_for(self, run_id: str) -> Admission | None:
+        item = self._flow_item(run_id)
+        if item is None or item.get("holding", {}).get("BOOL"):
+            return None
+        rank, settings = whole(item.get("rank")), self.settings()
+        for w in self._wants(item):
+            holders, _, _ = self._slot(w.key)
+            limit = self._limit(w, settings)
+            if len(holders - {run_id}) >= limit:
+                return Admission(False, w.key, len(holders), limit, self._place(w.key, rank, run_id))
+        return Admission(False)
+
+    def fill(self, key: str) -> list[str]:
+        """Hand the key's free slots to its line, best rank first (see SQLite's ``fill``)."""
+        admitted: list[str] = []
+        settings = self.settings()
+        start: dict[str, Any] | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "TableName": self.table,
+                "KeyConditionExpression": "pk = :p AND begins_with(sk, :w)",
+                "ExpressionAttributeValues": {":p": s(SLOT_PK + key), ":w": s("W#")},
+                "ConsistentRead": True,
+                "Limit": FILL_PAGE,
+            }
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            page = self._db.query(**kwargs)
+            for waiter in page.get("Items", []):
+                run_id = str(text(waiter["run"]))
+                item = self._flow_item(run_id)
+                if item is None:  # a run that ended left its place behind
+                    self._delete(SLOT_PK + key, str(text(waiter["sk"])))
+                    continue
+                wants = self._wants(item)
+                blocked = self._take_all(run_id, wants, settings)
+                if blocked is None:
+                    self._holding(run_id, wants, whole(item.get("rank")))
+                    self._wake(run_id)
+                    admitted.append(run_id)
+                elif blocked.key == key:
+                    return admitted
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return admitted
+
+    def release(self, run_id: str) -> list[str]:
+        item = self._flow_item(run_id)
+        if item is None:
+            return []
+        wants, rank = self._wants(item), whole(item.get("rank"))
+        for w in wants:
+            self._give(run_id, w.key)
+            self._delete(SLOT_PK + w.key, _waiter_sk(rank, run_id))
+        self._delete(self._run_pk(run_id), FLOW_SK)
+        admitted: list[str] = []
+        for w in wants:
+            admitted += self.fill(w.key)
+        return admitted
+
+    def keys(self) -> list[str]:
+        out: list[str] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :p",
+            "ExpressionAttributeValues": {":p": s(SLOTS_PK)},
+        }
+        while True:
+            page = self._db.query(**kwargs)
+            out += [str(text(i["sk"])) for i in page.get("Items", [])]
+            if "LastEvaluatedKey" not in page:
+                return out
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def sweep(self, ended: Callable[[Sequence[str]], set[str]]) -> list[str]:
+        """The reconciler's pass: free the slots of runs that ended (a crash between a run's
+        end and its release), drop places of runs gone, and fill every key with room."""
+        admitted: list[str] = []
+        for key in self.keys():
+            holders, _, _ = self._slot(key)
+            for run_id in sorted(ended(sorted(holders))):
+                admitted += self.release(run_id)
+                self._give(run_id, key)  # a holder with no gate item left (a half release)
+            admitted += self.fill(key)
+        return admitted
+
+    def line(self, key: str, limit: int = 20) -> tuple[list[str], int]:
+        page = self._db.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :p AND begins_with(sk, :w)",
+            ExpressionAttributeValues={":p": s(SLOT_PK + key), ":w": s("W#")},
+            ConsistentRead=True,
+        )
+        items = page.get("Items", [])
+        return [str(text(i["run"])) for i in items[:limit]], len(items)
+
+    def views(self, limit: int) -> list[SlotView]:
+        settings, out = self.settings(), []
+        for key in self.keys():
+            holders, declared, name = self._slot(key)
+            waiting, queued = self.line(key)
+            if holders or queued:
+                limit_ = self._limit(SlotWant(key, declared, name), settings)
+                out.append(SlotView(key, limit_, len(holders), queued, sorted(holders)[:20], waiting))
+        out.sort(key=lambda v: (-v.queued, -v.in_use, v.key))
+        return out[:limit]
+
+    # --- settings and rates --------------------------------------------------------------
+
+    def set_setting(self, name: str, value: str | None) -> list[str]:
+        key = {"pk": s(SETTINGS_PK), "sk": s(name)}
+        if value is None:
+            self._db.delete_item(TableName=self.table, Key=key)
+        else:
+            self._db.put_item(TableName=self.table, Item={**key, "value": s(value)})
+        if name.startswith("rate:"):
+            return []
+        admitted: list[str] = []
+        for k in self.keys():
+            if k == name or self._slot(k)[2] == name:
+                admitted += self.fill(k)
+        return admitted
+
+    def reserve_rate(self, rate: Rate, now_ms: int) -> int:
+        setting = self._get(SETTINGS_PK, f"rate:{rate.key}")
+        if setting is not None:
+            limit, period = parse_rate(text(setting["value"]), f"the setting rate:{rate.key}")
+            rate = Rate(rate.key, limit, period)
+        key = {"pk": s(RATE_PK + rate.key), "sk": s("K")}
+        while True:
+            item = self._get(RATE_PK + rate.key, "K")
+            old = None if item is None else num(item.get("tat"))
+            go_at, tat = reserve(old, now_ms, rate)
+            cond: dict[str, Any] = (
+                {"ConditionExpression": "attribute_not_exists(pk)"}
+                if item is None
+                else {"ConditionExpression": "tat = :old", "ExpressionAttributeValues": {":old": item["tat"]}}
+            )
+            if conditional(self._db.put_item, TableName=self.table, Item={**key, "tat": n(tat)}, **cond):
+                return go_at

@@ -1,0 +1,49 @@
+-- Flow control (concurrency, rates, priority, slow down) for tests/semantics/test_flow.py.
+local Api = objects "Api"
+
+-- At most 2 runs per customer and 3 in all hold a slot; each waits for "go" while holding it.
+workflow "sync" {
+    concurrency = {
+        { limit = 2, key = function(input) return input.customer end },
+        { limit = 3 },
+    },
+    priority = function(input) return input.priority or 0 end,
+} (function(wf, input)
+    wf:await("go")
+    return input.n
+end)
+
+-- One slot in all; runs end by themselves (a step), or fail when told.
+workflow "one" {
+    concurrency = { limit = 1 },
+    priority = function(input) return input.priority or 0 end,
+} (function(wf, input)
+    if input.wait then wf:await("go") end
+    if input.fail then error("told to fail", 0) end
+    return wf:step("work", function() return input.n end)
+end)
+
+-- Starts of "paced" go at 1 a second.
+workflow "paced" { rate = "1/s" } (function(wf, input)
+    return wf:step("stamp", function() return os.time() end)
+end)
+
+-- Each call of the step goes at 1 a second, shared by every run (bucket "api").
+workflow "caller" (function(wf, input)
+    local out = {}
+    for i = 1, input.calls do
+        out[i] = wf:step("call", { rate = { limit = "1/s", key = "api" } }, function()
+            return Api("x"):call(i)
+        end)
+    end
+    return out
+end)
+
+-- A step told "slow down" by its third party: retries = 1, yet it succeeds after 2 slow-downs.
+workflow "slowed" (function(wf, input)
+    return wf:step("charge", { retries = 1 }, function()
+        local n = Api("x"):call(0)
+        if n <= input.slow then error({ message = "429 too many requests", retry_after = "30s" }) end
+        return n
+    end)
+end)
