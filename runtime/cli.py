@@ -730,6 +730,71 @@ def cmd_schedules(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_limits(args: argparse.Namespace) -> int:
+    """Flow control: what holds and waits for each key's slots, and the limits set at run time."""
+    from runtime.platform.flow import limit_rows, set_limit
+
+    changing = args.action in ("set", "clear")
+    if changing and not args.name:
+        raise Usage(f"lunaflow limits {args.action} needs a NAME: a key (sync/acme), sync/* or rate:BUCKET")
+    if args.action == "set" and args.value is None:
+        raise Usage("lunaflow limits set NAME VALUE needs a VALUE: a number of slots, or a rate like 10/s")
+    runs = _open_runs(args, read_only=not changing)
+    try:
+        admitted: list[str] = []
+        if changing:
+            admitted = set_limit(runs.store, args.name, args.value if args.action == "set" else None)
+        rows = limit_rows(runs.store)
+        settings = runs.store.flow_settings()
+    finally:
+        runs.store.close()
+    if args.json:
+        _emit(
+            {
+                "keys": [
+                    {
+                        "key": r.key,
+                        "limit": r.limit,
+                        "in_use": r.in_use,
+                        "waiting": r.waiting,
+                        "setting": r.setting,
+                        "next_in_line": r.next_in_line,
+                    }
+                    for r in rows
+                ],
+                "settings": settings,
+                "admitted": admitted,
+            }
+        )
+        return EXIT_OK
+    if changing:
+        what = (
+            f"{args.name} = {args.value}"
+            if args.action == "set"
+            else f"{args.name} cleared (the code's limit holds)"
+        )
+        out.print(
+            f"{what}; {len(admitted)} waiting run(s) admitted"
+            + (f": {', '.join(admitted)}" if admitted else "")
+        )
+    out.print(f"{len(rows)} key(s) with runs holding or waiting for a slot", style="italic")
+    if rows:
+        columns = [("key", WHOLE), ("in use", WHOLE), ("waiting", WHOLE), ("next in line", WRAPS)]
+        table = [
+            [
+                Text(r.key),
+                Text(f"{r.in_use} of {r.limit}" + (" (set)" if r.setting is not None else "")),
+                Text(str(r.waiting)),
+                Text(", ".join(r.next_in_line[:5]) + (" ..." if r.waiting > 5 else "")),
+            ]
+            for r in rows
+        ]
+        _print_table(None, columns, table)
+    if settings:
+        out.print("settings: " + ", ".join(f"{k} = {v}" for k, v in settings.items()))
+    return EXIT_OK
+
+
 def cmd_schedule(args: argparse.Namespace) -> int:
     from runtime.platform.schedules import find
 
@@ -1183,6 +1248,12 @@ def _parser() -> argparse.ArgumentParser:
 
     p = console("schedules", "list the project's schedules: state, next tick, last run")
     p.set_defaults(func=cmd_schedules)
+
+    p = console("limits", "flow control: runs holding and waiting for each key's slots; set a limit")
+    p.add_argument("action", nargs="?", choices=["list", "set", "clear"], default="list")
+    p.add_argument("name", nargs="?", help="a key (sync/acme), every key of a limit (sync/*) or rate:BUCKET")
+    p.add_argument("value", nargs="?", help="a number of slots, or a rate like 10/s")
+    p.set_defaults(func=cmd_limits)
 
     p = console("schedule", "pause or resume a schedule, or trigger a tick now")
     p.add_argument("action", choices=["pause", "resume", "trigger"])

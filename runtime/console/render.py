@@ -22,6 +22,7 @@ from runtime.core import values
 from runtime.core.journal import CANCELLABLE, ENDED, RESUMABLE, Entry, Kind, Status, generations
 from runtime.errors import InvalidInput
 from runtime.platform import bulk
+from runtime.platform.flow import limit_rows
 from runtime.platform.platform import Platform
 from runtime.platform.runs import Runs
 from runtime.platform.schedules import ScheduleControl, ScheduleRow, find, schedule_rows
@@ -45,6 +46,8 @@ __all__ = [
 POLL_MS = 1500  # how often the local page asks for its live region
 # Journal items a run page lists at a time (a 10,000-step run's page was 4.1 MB, polled).
 JOURNAL_PAGE = 200
+
+LIMIT_ROWS = 20  # keys the runs page lists under flow control, busiest first
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,34 @@ def runs_page(
 
 
 def runs_live(runs: Runs, actions: Actions, query: RunQuery, *, zone: Zone, now: float) -> str:
+    return _runs_list(runs, actions, query, zone=zone, now=now) + _limits_table(runs, actions)
+
+
+def _limits_table(runs: Runs, actions: Actions) -> str:
+    """Flow control: each key with runs holding or waiting for its slots (issue 30.5)."""
+    rows = limit_rows(runs.store, LIMIT_ROWS)
+    if not rows:
+        return ""
+    parts = [
+        "<h2 id='limits'>Flow control</h2><table class='limits'><tr><th>key</th><th>in use</th>"
+        "<th>waiting</th><th>next in line</th></tr>"
+    ]
+    for r in rows:
+        line = " ".join(actions.run_link(run_id, run_id) for run_id in r.next_in_line[:5])
+        more = " <span class='muted'>…</span>" if r.waiting > 5 else ""
+        setting = " <span class='muted'>(set at run time)</span>" if r.setting is not None else ""
+        parts.append(
+            f"<tr><td class='id'>{e(r.key)}</td><td>{r.in_use} of {r.limit}{setting}</td>"
+            f"<td>{r.waiting}</td><td class='id'>{line}{more}</td></tr>"
+        )
+    parts.append(
+        "</table><p class='muted'>Change a limit without a deploy: <code>lunaflow limits set KEY N</code> "
+        "(a key, or <code>workflow/*</code> for every key of a limit).</p>"
+    )
+    return "".join(parts)
+
+
+def _runs_list(runs: Runs, actions: Actions, query: RunQuery, *, zone: Zone, now: float) -> str:
     found = find_runs(runs, query)
     parts = [_counts(actions, query, found, zone)]
     for note in found.notes:

@@ -7,6 +7,8 @@ and a limit's setting changes it at run time, for the runs already waiting. Both
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -176,6 +178,47 @@ def test_slow_down_waits_without_spending_an_attempt(p: Any, api: Api) -> None:
     failed = [e for e in p.journal("s1") if e.kind.value == "step.failed"]
     assert [e.data.get("slowed") for e in failed] == [True, True]
     assert failed[1].data["retry_at"] - failed[0].data["retry_at"] == 30_000
+
+
+class Overlap:
+    """The Api object of "busy": how many calls per customer are inside at once, at most."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.inside: dict[str, int] = {}
+        self.most: dict[str, int] = {}
+        self.calls = 0
+
+    def __call__(self, cls: str, key: str, method: str, args: list[Any]) -> list[Any]:
+        with self.lock:
+            self.inside[key] = self.inside.get(key, 0) + 1
+            self.most[key] = max(self.most.get(key, 0), self.inside[key])
+            self.calls += 1
+        time.sleep(0.05)
+        with self.lock:
+            self.inside[key] -= 1
+        return [args[0]]
+
+
+def test_many_concurrent_starts_never_exceed_a_keys_limit(harness: Any, tmp_path: Path) -> None:
+    overlap = Overlap()
+    with harness(PROJECT, data_dir=tmp_path, objects=overlap, workers=8) as p:
+        def starts(customer: str) -> None:
+            for i in range(12):
+                p.platform.start("busy", {"customer": customer, "n": i}, id=f"{customer}-{i}")
+
+        threads = [threading.Thread(target=starts, args=(c,)) for c in ("acme", "zeta", "kilo")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        p.settle()
+        assert {r.status for r in p.runs(workflow="busy")} == {Status.COMPLETED}
+        assert overlap.calls == 36
+        assert set(overlap.most) == {"acme", "zeta", "kilo"}
+        assert max(overlap.most.values()) <= 2, f"never three at once for a key: {overlap.most}"
+        assert 2 in overlap.most.values(), "the workers did overlap (so the bound was tested)"
+        assert p.slots() == []
 
 
 def test_bad_flow_options_are_refused_at_load(tmp_path: Path, harness: Any) -> None:

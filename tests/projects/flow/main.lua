@@ -47,3 +47,24 @@ workflow "slowed" (function(wf, input)
         return n
     end)
 end)
+
+-- Two runs per customer at a time, each in a step the Api object watches (how many overlap).
+workflow "busy" {
+    concurrency = { limit = 2, key = function(input) return input.customer end },
+} (function(wf, input)
+    return wf:step("work", function() return Api(input.customer):work(input.n) end)
+end)
+
+-- For the crash test under lunaflow dev: start and signal runs over HTTP.
+on "fetch" (function(req)
+    local body = json.parse(req.body)
+    if req.path == "/start" then
+        local run = workflows(body.workflow):start(body.input, { id = body.id })
+        return { status = 200, body = json.encode({ id = run.id }) }
+    end
+    if req.path == "/signal" then
+        workflows(body.workflow):get(body.id):signal(body.name, body.payload)
+        return { status = 200, body = "{}" }
+    end
+    return { status = 404, body = "{}" }
+end)

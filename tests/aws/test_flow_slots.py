@@ -1,0 +1,63 @@
+"""Issue 30 on AWS: a slot is never leaked. DynamoDB frees a run's slots in the requests after
+the write that ends it (a transaction would cost twice), so a worker that dies between the two
+leaves its slot held by a run that has ended. The death here is the process's end as the table
+sees it: an exception no code catches, raised as the release's first request leaves (the
+request is never sent). The reconciler's sweep then frees the slot and admits the next run in
+line, whose wake it sends.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.core.journal import Status
+from runtime.testing import AwsPlatform
+
+PROJECT = Path(__file__).resolve().parents[1] / "projects" / "flow"
+
+
+class Died(BaseException):
+    """The worker's process ended here."""
+
+
+@pytest.fixture
+def p() -> Iterator[AwsPlatform]:
+    with AwsPlatform(PROJECT, objects=lambda *a: [1]) as platform:
+        yield platform
+
+
+def die_at_first_release(p: AwsPlatform) -> list[str]:
+    died: list[str] = []
+
+    def hook(params: dict[str, Any], **_: Any) -> None:
+        if not died and params.get("UpdateExpression") == "DELETE holders :r":
+            died.append(json.dumps(params["ExpressionAttributeValues"]))
+            raise Died()
+
+    p.clients.dynamodb.meta.events.register("provide-client-params.dynamodb.UpdateItem", hook)
+    return died
+
+
+def test_the_reconciler_frees_a_slot_whose_release_died_with_its_worker(p: AwsPlatform) -> None:
+    p.start("one", {"n": 1, "wait": True}, id="h1")
+    p.start("one", {"n": 2, "wait": True}, id="h2")
+    assert p.get("h2").current_step == "a slot of one"
+    died = die_at_first_release(p)
+    with pytest.raises(Died):
+        p.signal("h1", "go")
+    assert died and "h1" in died[0]
+    assert p.get("h1").status == Status.COMPLETED
+    (row,) = p.slots()
+    assert (row.key, row.in_use, row.waiting) == ("one", 1, 1), "h1 ended and still holds the slot"
+    assert p.get("h2").current_step == "a slot of one"
+    p.advance("2m")  # the reconciler's rule fires; its sweep frees h1's slot and wakes h2
+    assert p.get("h2").current_step == "await 'go'"
+    p.signal("h2", "go")
+    assert p.get("h2").status == Status.COMPLETED
+    assert p.slots() == []
+
