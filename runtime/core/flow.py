@@ -160,3 +160,60 @@ def reserve(tat_ms: float | None, now_ms: int, rate: Rate) -> tuple[int, float]:
 def setting_names(want: SlotWant) -> tuple[str, ...]:
     """The settings that may override a key's limit, the most specific first."""
     return (want.key, want.name) if want.key != want.name else (want.key,)
+
+
+# --- debounce and batching: starts collected into one run ------------------------------
+
+MAX_COLLECTED = 1000  # events one run collects at most (a batch's size)
+MAX_COLLECTED_BYTES = 200 * 1024  # their JSON, under a run input's 256 KiB with room to spare
+
+
+@dataclass(frozen=True)
+class Collect:
+    """A workflow's ``debounce`` or ``batch``: starts without an id are collected per key
+    (the input's field ``key``, a dotted path) into one run, which begins once the collection
+    closes. Debounce closes when no start came for ``window_ms`` (or ``max_wait_ms`` after
+    the first); a batch ``window_ms`` after its first start, or at ``size`` starts. The run
+    gets the last input (debounce, ``keep = "last"``) or the list of them all."""
+
+    kind: str  # "debounce" | "batch"
+    window_ms: int
+    key: str | None = None
+    max_wait_ms: int | None = None
+    size: int = MAX_COLLECTED
+    keep_all: bool = False
+
+    def due(self, first_ms: int, last_ms: int, count: int) -> int:
+        """When a collection opened at ``first_ms``, last added to at ``last_ms``, closes."""
+        if self.kind == "batch":
+            return first_ms if count >= self.size else first_ms + self.window_ms
+        quiet = last_ms + self.window_ms
+        return quiet if self.max_wait_ms is None else min(quiet, first_ms + self.max_wait_ms)
+
+    def handed(self, events: list[object]) -> object:
+        """What the run's function gets: the list, or the last input."""
+        return list(events) if self.keep_all else (events[-1] if events else None)
+
+
+@dataclass(frozen=True)
+class CollectCmd:
+    """The gate of a workflow with ``debounce`` or ``batch``: the run waits for its
+    collection to close, then runs on what it collected (journaled ``run.collected``)."""
+
+
+@dataclass(frozen=True)
+class Gather:
+    """The core's answer to a ``CollectCmd`` whose journal holds no ``run.collected``."""
+
+    cmd: CollectCmd
+
+
+def collect_key(spec: Collect, input_value: object, workflow: str) -> str:
+    """The collection a start joins: its input's ``spec.key`` field (``""``: the one of the
+    workflow, when the workflow names no key or the input lacks it)."""
+    value: object = input_value
+    for part in (spec.key or "").split(".") if spec.key else []:
+        value = value.get(part) if isinstance(value, dict) else None
+    if value is None or spec.key is None:
+        return workflow
+    return f"{workflow}/{check_key(value, workflow)}"

@@ -67,10 +67,15 @@ class Kind(StrEnum):
     # data: at (epoch ms), rate: the start its workflow's rate reserved for the run (a
     # marker: the gate reads it, replay skips it).
     RUN_THROTTLED = "run.throttled"
+    # data: input (what the run's function gets: the last input, or all of them), events (how
+    # many starts were collected): a run of a workflow with debounce or batch (a marker).
+    RUN_COLLECTED = "run.collected"
 
 
 # Markers record what happened to the run, not what its code did; replay skips them.
-MARKERS = frozenset({Kind.RESUMED, Kind.STEP_RETRY_NOW, Kind.TIMED_OUT, Kind.RUN_THROTTLED})
+MARKERS = frozenset(
+    {Kind.RESUMED, Kind.STEP_RETRY_NOW, Kind.TIMED_OUT, Kind.RUN_THROTTLED, Kind.RUN_COLLECTED}
+)
 
 
 class Status(StrEnum):

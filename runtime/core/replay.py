@@ -18,7 +18,7 @@ from typing import Any
 from runtime.core import published
 from runtime.core.bounds import MAX_JOURNAL_ENTRIES, MAX_PUBLISHED_KEYS
 from runtime.core.child_commands import ReadChild, StartChild
-from runtime.core.flow import Admit, Rate
+from runtime.core.flow import Admit, Gather, Rate
 from runtime.core.ids import step_id
 from runtime.core.journal import (
     MARKERS,
@@ -241,6 +241,7 @@ Decision = (
     | ContinueAsNew
     | Throttle
     | Admit
+    | Gather
 )
 
 # A cleanup's budget: its default time (wf:on_cancel's timeout) and the step attempts it may

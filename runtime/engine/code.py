@@ -17,7 +17,7 @@ from typing import Any
 from runtime.core import flow, published, values
 from runtime.core.child_commands import ChildCmd, ChildRefused, ChildResultCmd
 from runtime.core.durations import parse_ms
-from runtime.core.flow import GateCmd, Rate, SlotWant, parse_rate
+from runtime.core.flow import Collect, CollectCmd, GateCmd, Rate, SlotWant, parse_rate
 from runtime.core.ids import check_run_id
 from runtime.core.journal import StepValues
 from runtime.core.replay import (
@@ -48,6 +48,7 @@ Command = (
     | ChildResultCmd
     | ContinueCmd
     | GateCmd
+    | CollectCmd
 )
 
 
@@ -111,6 +112,15 @@ class Code:
                 except InvalidInput as e:
                     raise ProjectLoadError(str(e)) from e
                 self.timeouts[name] = timeout
+        # A workflow's debounce or batch (checked now): how starts without an id are collected.
+        self.collects: dict[str, Collect] = {}
+        for name in sorted(self.workflows):
+            raw = self.engine.workflow_collect(name)
+            if raw is not None:
+                try:
+                    self.collects[name] = _collect(name, raw)
+                except InvalidInput as e:
+                    raise ProjectLoadError(str(e)) from e
 
     @property
     def tainted(self) -> bool:
@@ -185,6 +195,8 @@ class Code:
         try:
             if op == "gate":
                 return Issued(_gate(cmd))
+            if op == "collect":
+                return Issued(CollectCmd())
             if op == "wait":
                 wait_kind = str(cmd.kind)
                 names = tuple(str(n) for n in cmd.names.values())
@@ -425,3 +437,32 @@ def _gate(cmd: Any) -> GateCmd:
         rate = Rate(bucket, count, period)
     priority = 0 if cmd.priority is None else flow.check_priority(cmd.priority, workflow)
     return GateCmd(workflow, tuple(slots), rate, priority)
+
+
+def _collect(workflow: str, raw: Any) -> Collect:
+    """``debounce = { window, key, max_wait, keep }`` or ``batch = { size, window, key }``."""
+    kind = str(raw.kind)
+    what = f"the {kind} of workflow '{workflow}'"
+    window = parse_ms(raw.window, f"the window of {what}")
+    if window <= 0:
+        raise InvalidInput(f'{what}: its window must be longer than 0, e.g. window = "5s"')
+    key = None if raw.key is None else str(raw.key)
+    if kind == "batch":
+        size = raw.size
+        if (
+            isinstance(size, bool)
+            or not isinstance(size, int | float)
+            or size != int(size)
+            or not (1 <= size <= flow.MAX_COLLECTED)
+        ):
+            raise InvalidInput(
+                f"{what}: size must be a whole number of starts from 1 to {flow.MAX_COLLECTED} (got {size!r})"
+            )
+        return Collect("batch", window, key, size=int(size), keep_all=True)
+    max_wait = None if raw.max_wait is None else parse_ms(raw.max_wait, f"the max_wait of {what}")
+    keep = "last" if raw.keep is None else str(raw.keep)
+    if keep not in ("last", "all"):
+        raise InvalidInput(
+            f'{what}: keep is "last" (the run gets the last input) or "all" (the list of them)'
+        )
+    return Collect("debounce", window, key, max_wait_ms=max_wait, keep_all=keep == "all")

@@ -29,7 +29,7 @@ from runtime.core import children, flow, values
 from runtime.core.bounds import GENERATIONS_KEPT
 from runtime.core.child_commands import ChildCmd, ChildResultCmd, ReadChild, StartChild
 from runtime.core.clock import Clock, now_ms
-from runtime.core.flow import Admit, GateCmd
+from runtime.core.flow import Admit, CollectCmd, GateCmd, Gather
 from runtime.core.journal import (
     ENDED,
     Entry,
@@ -409,7 +409,7 @@ class Executor:
                 reply = code.reply(decision.value)
                 decision = None
                 continue
-            if isinstance(decision, Admit) and not live:
+            if isinstance(decision, Admit | Gather) and not live:
                 reply = code.reply(None)  # a replay-only check passes every gate
                 decision = None
                 continue
@@ -482,6 +482,8 @@ class Executor:
             return replay.record_value(decision.call, _fresh_value(decision.call, self.clock))
         if isinstance(decision, Admit):
             return self._admit(s, decision.gate)
+        if isinstance(decision, Gather):
+            return self._gather(s, decision)
         if isinstance(decision, Throttle):
             return replay.throttled(self.store.reserve_rate(decision.rate, now_ms(self.clock)))
         if isinstance(decision, StartChild):
@@ -546,6 +548,24 @@ class Executor:
                 key = admission.key or gate.slots[0].key
                 return Park(Status.AWAITING, None, f"a slot of {key}")
         return Resume(None)
+
+    def _gather(self, s: Session, gather: Gather) -> Decision:
+        """A run of a workflow with debounce or batch waits, parked, until its collection
+        closes; then the inputs it collected are journaled (``run.collected``) and handed to
+        its function."""
+        replay = s.replay
+        if replay.replaying:
+            return Resume({})  # started before the workflow collected: its input stands
+        spec = s.code.collects.get(s.run.workflow)
+        got = None if spec is None else self.store.close_collection(s.run.id, spec, now_ms(self.clock))
+        if isinstance(got, int):
+            replay.park_on(lambda: gather)
+            return Park(Status.SLEEPING, got, f"collecting starts ({spec.kind if spec else ''})")
+        first = replay.start.data.get("input")
+        events = [first] if got is None else got  # a start with an id collects itself alone
+        handed = events if spec is None else spec.handed(events)
+        replay.mark(Kind.RUN_COLLECTED, {"input": handed, "events": len(events)})
+        return Resume({"collected": True, "input": handed})
 
     def _cleanup_failed(self, s: Session, error: str) -> Decision:
         """A cleanup that raised, or whose step failed for good, ends the run cancelled all
@@ -746,6 +766,11 @@ def decide(replay: Replay, cmd: Command) -> Decision:
         return replay.continue_as_new(cmd)
     if isinstance(cmd, GateCmd):
         return Admit(cmd)
+    if isinstance(cmd, CollectCmd):
+        collected = replay.marked(Kind.RUN_COLLECTED)
+        if collected is not None:
+            return Resume({"collected": True, "input": collected.data.get("input")})
+        return Gather(cmd)
     return replay.value(cmd)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.core.clock import Clock, now_ms
+from runtime.core.flow import Collect
 from runtime.core.journal import Status
 from runtime.engine.code import Code
 from runtime.engine.executor import ActivationDeadline
@@ -189,6 +190,7 @@ class Platform(Runs):
         signal: str | None = None,
         payload: Any = None,
         code: str | None = None,
+        collect: Collect | None = None,
     ) -> RunRecord:
         if workflow not in self.worker.code.workflows:
             raise UnknownWorkflow(workflow)
@@ -205,6 +207,7 @@ class Platform(Runs):
             signal=signal,
             payload=payload,
             code=code or self.source.digest,
+            collect=collect or self.worker.code.collects.get(workflow),
         )
 
     # --- work --------------------------------------------------------------------------

@@ -12,10 +12,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.core import values
+from runtime.core import flow, values
 from runtime.core.bounds import MAX_SIGNAL_BACKLOG
 from runtime.core.clock import Clock
 from runtime.core.durations import parse_ms
+from runtime.core.flow import Collect
 from runtime.core.ids import check_run_id
 from runtime.core.journal import (
     CANCELLABLE,
@@ -110,6 +111,7 @@ class Runs:
         signal: str | None = None,
         payload: Any = None,
         code: str | None = None,
+        collect: Collect | None = None,
     ) -> RunRecord:
         """Start a run, or join the run of this workflow holding ``id``. ``code``: the version
         of the code starting it (journaled: ``lunaflow show`` says which code a run runs on).
@@ -145,7 +147,13 @@ class Runs:
             data["timeout"] = timeout if isinstance(timeout, str) else f"{timeout:g}s"
             data["deadline_at"] = round(at * 1000) + timeout_ms
         started = Entry(1, Kind.STARTED, workflow, data, at)
-        existing, created = self.store.create_run(record, started, first)
+        if collect is not None and id is None and first is None and parent_id is None:
+            # Debounce or batch: the start joins its key's open collection, or opens one.
+            key = flow.collect_key(collect, input_value, workflow)
+            existing, created = self.store.collect(record, started, key, collect, round(at * 1000))
+            run_id = existing.id
+        else:
+            existing, created = self.store.create_run(record, started, first)
         if not created and existing.workflow != workflow:
             raise RunIdTaken(run_id, existing.workflow, workflow)
         if created:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
-from runtime.core.flow import Admission, Rate, SlotView, SlotWant
+from runtime.core.flow import Admission, Collect, Rate, SlotView, SlotWant
 from runtime.core.journal import Entry, Kind, Signal, Status
 from runtime.core.published import Where
 from runtime.errors import EngineBug
@@ -343,6 +343,18 @@ class Store(Protocol):
 
     def slot_views(self, limit: int = 100) -> list[SlotView]:
         """Keys with runs holding or waiting for their slots, busiest first."""
+
+    def collect(
+        self, run: RunRecord, started: Entry, key: str, spec: Collect, now_ms: int
+    ) -> tuple[RunRecord, bool]:
+        """A start of a workflow with ``debounce`` or ``batch``: add ``run.input`` to the open
+        collection of ``key`` (answering its run, ``created=False``), or create ``run`` (as
+        ``create_run`` does) with a new collection holding its input, in one write. An input
+        that would take the open collection past its size or bytes closes it (its run woken)."""
+
+    def close_collection(self, run_id: str, spec: Collect, now_ms: int) -> list[Any] | int | None:
+        """The inputs the run collected, closing its collection if due; while open, the time
+        it is due; None when the run has no collection."""
 
     def close(self) -> None: ...
 

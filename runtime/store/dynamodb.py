@@ -27,7 +27,7 @@ from botocore.exceptions import ClientError
 from runtime.core import published
 from runtime.core.bounds import MAX_SIGNAL_BACKLOG
 from runtime.core.clock import Clock, SystemClock
-from runtime.core.flow import Admission, Rate, SlotView, SlotWant
+from runtime.core.flow import Admission, Collect, Rate, SlotView, SlotWant
 from runtime.core.journal import ENDED, Entry, Kind, Signal, Status
 from runtime.core.published import Where
 from runtime.core.values import compact
@@ -47,7 +47,7 @@ from runtime.store.base import (
     current_step,
 )
 from runtime.store.blobs import Blobs
-from runtime.store.dynamodb_flow import DynamoFlow
+from runtime.store.dynamodb_flow import AlsoRefused, DynamoFlow
 from runtime.store.items import Item, Lost, conditional, error_code, n, num, s, text, whole
 
 if TYPE_CHECKING:
@@ -803,8 +803,14 @@ class DynamoDBStore:
             raise LunaflowError(f"the journal of run '{run_id}' could not be written: {e}") from e
 
     def create_run(
-        self, run: RunRecord, started: Entry, signal: FirstSignal | None = None
+        self,
+        run: RunRecord,
+        started: Entry,
+        signal: FirstSignal | None = None,
+        also: Sequence[dict[str, Any]] = (),
     ) -> tuple[RunRecord, bool]:
+        """``also``: puts written in the run's transaction (a collection's items), each with
+        its own condition; one that fails raises ``AlsoRefused`` and nothing is written."""
         # The run item is journal entry 1 as well (it carries run.started's data, the input
         # included), so a start is one write; chunks begin at entry 2.
         item = self._run_item(run)
@@ -820,12 +826,14 @@ class DynamoDBStore:
             "ConditionExpression": "attribute_not_exists(pk)",  # the id is free
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
-        if signal is None:
+        if signal is None and not also:
             created = conditional(self._db.put_item, **put)
+        elif signal is None:
+            created = self._create_signalled(put, None, token, also)
         else:
             item["signal_seq"] = n(1)  # the signal is number 1, as its first add_signal would be
             first = self._signal_item(run.id, 1, signal.name, signal.payload, signal.at, True, written)
-            created = self._create_signalled(put, first, token)
+            created = self._create_signalled(put, first, token, also)
         if not created and not _mine(created, token):
             self._drop(written, created.item)
             existing = self.get_run(run.id)
@@ -834,14 +842,23 @@ class DynamoDBStore:
             return existing, False
         return RunRecord(**{**run.__dict__, "journal_len": 1}), True
 
-    def _create_signalled(self, put: dict[str, Any], first: dict[str, Any], token: str) -> Any:
+    def _create_signalled(
+        self,
+        put: dict[str, Any],
+        first: dict[str, Any] | None,
+        token: str,
+        also: Sequence[dict[str, Any]] = (),
+    ) -> Any:
         """Signal-with-start: the run item and its first signal item in one transaction, so
         no crash leaves the run without its signal. The signal item needs no condition of its
         own: it is written only if the run item's holds (the id was free). ``True``, or
         ``Lost`` with the run item as it is (a retry that finds its own ``wid`` committed).
         ``ClientRequestToken`` makes a retry of a committed transaction succeed on AWS."""
         try:
-            items: list[Any] = [{"Put": put}, {"Put": {"TableName": self.table, "Item": first}}]
+            items: list[Any] = [{"Put": put}]
+            if first is not None:
+                items.append({"Put": {"TableName": self.table, "Item": first}})
+            items += [{"Put": {"TableName": self.table, **a}} for a in also]
             self._db.transact_write_items(TransactItems=items, ClientRequestToken=token)
             return True
         except ClientError as e:
@@ -849,6 +866,8 @@ class DynamoDBStore:
                 reasons: list[Any] = list(e.response.get("CancellationReasons", []))
                 if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
                     return Lost(reasons[0].get("Item"))
+                if any(r.get("Code") == "ConditionalCheckFailed" for r in reasons[1:]):
+                    raise AlsoRefused() from e
             raise
 
     def _created_of(self, run_id: str) -> str:
@@ -1496,6 +1515,26 @@ class DynamoDBStore:
 
     def slot_views(self, limit: int = 100) -> list[SlotView]:
         return self._flow.views(limit)
+
+    def collect(
+        self, run: RunRecord, started: Entry, key: str, spec: Collect, now_ms: int
+    ) -> tuple[RunRecord, bool]:
+        for _ in range(8):  # a race with another start's new collection: look again
+            got = self._flow.collect_into(run, key, spec, now_ms)
+            if isinstance(got, str):
+                existing = self.get_run(got)
+                if existing is not None:
+                    return existing, False
+                continue
+            try:
+                record, created = self.create_run(run, started, also=got)
+            except AlsoRefused:
+                continue
+            return record, created
+        raise LunaflowError(f"starts of key '{key}' keep racing; start this run again")
+
+    def close_collection(self, run_id: str, spec: Collect, now_ms: int) -> list[Any] | int | None:
+        return self._flow.close(run_id, spec, now_ms)
 
     def sweep_slots(self) -> list[str]:
         """Free the slots of runs that ended, failed or are gone, and fill keys with room:

@@ -22,16 +22,36 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from runtime.core.flow import Admission, Rate, SlotView, SlotWant, parse_rate, reserve, setting_names
+from runtime.core.flow import (
+    MAX_COLLECTED_BYTES,
+    Admission,
+    Collect,
+    Rate,
+    SlotView,
+    SlotWant,
+    parse_rate,
+    reserve,
+    setting_names,
+)
+from runtime.core.values import compact
 from runtime.store.items import conditional, n, num, s, text, whole
 
+TTL_ATTRIBUTE = "expires_at"  # the table's time-to-live attribute (runtime.store.dynamodb's)
+
 FLOW_SK = "#F"
+COLLECT_SK = "#C"  # a run's collection (debounce, batch): the inputs, a JSON text each
+OPEN_PK = "#COLLECT#"  # pk OPEN_PK + key, sk "K": the run whose collection the key's starts join
+COLLECTED_KEPT_S = 7 * 86_400  # a closed collection's items expire (TTL) once its run journaled them
 SLOT_PK = "#SLOT#"
 SLOTS_PK = "#SLOTS"
 SETTINGS_PK = "#FLOWSET"
 RATE_PK = "#RATE#"
 RANK_OFFSET = 10**15  # ranks are epoch ms less a priority bonus: kept positive in a sort key
 FILL_PAGE = 25
+
+
+class AlsoRefused(Exception):
+    """A run's creation was refused by the condition of an item written with it."""
 
 
 def _waiter_sk(rank: int, run_id: str) -> str:
@@ -260,8 +280,139 @@ class DynamoFlow:
             if not start:
                 return admitted
 
+    # --- debounce and batching -------------------------------------------------------
+
+    def collect_into(self, run: Any, key: str, spec: Collect, now_ms: int) -> str | list[dict[str, Any]]:
+        """Add ``run.input`` to the open collection of ``key``: the id of the run it joined;
+        or the items that open a new collection with ``run`` (written with the run's creation,
+        the key's item conditional on the collection it replaces)."""
+        event = compact(run.input)
+        size = len(event.encode("utf-8")) + 1
+        open_item = self._get(OPEN_PK + key, "K")
+        replaced = None if open_item is None else str(text(open_item["run"]))
+        if replaced is not None:
+            added = conditional(
+                self._db.update_item,
+                TableName=self.table,
+                Key={"pk": s(self._run_pk(replaced)), "sk": s(COLLECT_SK)},
+                UpdateExpression="SET events = list_append(events, :e), bytes = bytes + :b, "
+                "#c = #c + :one, last_ms = :now",
+                ConditionExpression="closed = :f AND #c < :size AND bytes <= :room",
+                ExpressionAttributeNames={"#c": "count"},
+                ExpressionAttributeValues={
+                    ":e": {"L": [s(event)]},
+                    ":b": n(size),
+                    ":one": n(1),
+                    ":now": n(now_ms),
+                    ":f": {"BOOL": False},
+                    ":size": n(spec.size),
+                    ":room": n(MAX_COLLECTED_BYTES - size),
+                },
+                ReturnValues="UPDATED_NEW",
+            )
+            if added:
+                count = whole(added.get("Attributes", {}).get("count")) if isinstance(added, dict) else 0
+                if spec.kind == "batch" and count >= spec.size:
+                    self._wake(replaced)  # full: it closes now
+                return replaced
+            # Closed, gone, or full: a full one closes now, and a new collection replaces it.
+            if conditional(
+                self._db.update_item,
+                TableName=self.table,
+                Key={"pk": s(self._run_pk(replaced)), "sk": s(COLLECT_SK)},
+                UpdateExpression="SET closed = :t",
+                ConditionExpression="closed = :f",
+                ExpressionAttributeValues={":t": {"BOOL": True}, ":f": {"BOOL": False}},
+            ):
+                self._wake(replaced)
+        opened: dict[str, Any] = {"Item": {"pk": s(OPEN_PK + key), "sk": s("K"), "run": s(run.id)}}
+        if replaced is None:
+            opened["ConditionExpression"] = "attribute_not_exists(pk)"
+        else:
+            opened["ConditionExpression"] = "#r = :old"
+            opened["ExpressionAttributeNames"] = {"#r": "run"}
+            opened["ExpressionAttributeValues"] = {":old": s(replaced)}
+        items = {
+            "pk": s(self._run_pk(run.id)),
+            "sk": s(COLLECT_SK),
+            "key": s(key),
+            "events": {"L": [s(event)]},
+            "bytes": n(size + 1),
+            "count": n(1),
+            "first_ms": n(now_ms),
+            "last_ms": n(now_ms),
+            "closed": {"BOOL": False},
+        }
+        return [{"Item": items}, opened]
+
+    def close(self, run_id: str, spec: Collect, now_ms: int) -> list[Any] | int | None:
+        while True:
+            item = self._get(self._run_pk(run_id), COLLECT_SK)
+            if item is None:
+                return None
+            events = [json.loads(str(text(e))) for e in item.get("events", {}).get("L", [])]
+            if item.get("closed", {}).get("BOOL"):
+                return events
+            first, last, count = (
+                whole(item.get("first_ms")),
+                whole(item.get("last_ms")),
+                whole(item.get("count")),
+            )
+            due = spec.due(first, last, count)
+            if now_ms < due:
+                return due
+            closed = conditional(
+                self._db.update_item,
+                TableName=self.table,
+                Key={"pk": s(self._run_pk(run_id)), "sk": s(COLLECT_SK)},
+                UpdateExpression=f"SET closed = :t, {TTL_ATTRIBUTE} = :exp",
+                ConditionExpression="closed = :f AND last_ms = :last",  # no start slipped in
+                ExpressionAttributeValues={
+                    ":t": {"BOOL": True},
+                    ":f": {"BOOL": False},
+                    ":last": n(last),
+                    ":exp": n(now_ms // 1000 + COLLECTED_KEPT_S),
+                },
+            )
+            if closed:
+                self._drop_open(str(text(item["key"])), run_id)
+                return events
+
+    def _drop_open(self, key: str, run_id: str) -> None:
+        conditional(
+            self._db.delete_item,
+            TableName=self.table,
+            Key={"pk": s(OPEN_PK + key), "sk": s("K")},
+            ConditionExpression="#r = :me",
+            ExpressionAttributeNames={"#r": "run"},
+            ExpressionAttributeValues={":me": s(run_id)},
+        )
+
+    def _end_collection(self, item: dict[str, Any]) -> None:
+        """A run that ends while collecting (cancelled): its key's starts open a new one."""
+        run_id = str(text(item["pk"])).removeprefix("RUN#")
+        if not item.get("closed", {}).get("BOOL"):
+            self._drop_open(str(text(item["key"])), run_id)
+        self._delete(self._run_pk(run_id), COLLECT_SK)
+
     def release(self, run_id: str) -> list[str]:
-        item = self._flow_item(run_id)
+        # The run's gate items, "#C" (a collection) and "#F" (its slots), in one read.
+        found = {
+            str(text(i["sk"])): i
+            for i in self._db.query(
+                TableName=self.table,
+                KeyConditionExpression="pk = :p AND sk BETWEEN :c AND :f",
+                ExpressionAttributeValues={
+                    ":p": s(self._run_pk(run_id)),
+                    ":c": s(COLLECT_SK),
+                    ":f": s(FLOW_SK),
+                },
+                ConsistentRead=True,
+            ).get("Items", [])
+        }
+        if COLLECT_SK in found:
+            self._end_collection(found[COLLECT_SK])
+        item = found.get(FLOW_SK)
         if item is None:
             return []
         wants, rank = self._wants(item), whole(item.get("rank"))

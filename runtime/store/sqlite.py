@@ -34,7 +34,7 @@ from typing import Any
 
 from runtime.core import published
 from runtime.core.clock import Clock, SystemClock
-from runtime.core.flow import Admission, Rate, SlotView, SlotWant
+from runtime.core.flow import Admission, Collect, Rate, SlotView, SlotWant
 from runtime.core.journal import ENDED, Entry, Kind, Signal, Status
 from runtime.core.published import Where
 from runtime.core.values import compact
@@ -515,28 +515,55 @@ class SQLiteStore:
             row = db.execute(f"{_RUN_SELECT} FROM runs r {_LAST_ENTRY} WHERE r.id = ?", (run.id,)).fetchone()
             if row is not None:
                 return _run(row), False
-            db.execute(
-                f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
-                (
-                    run.id,
-                    run.workflow,
-                    run.status,
-                    compact(run.input),
-                    None,
-                    None,
-                    run.parent_id,
-                    None,
-                    run.created_at,
-                ),
-            )
-            self._insert_entries(db, run.id, [started])
-            if signal is not None:  # signal-with-start: the run and its signal commit together
-                db.execute(
-                    "INSERT INTO signals (run_id, name, payload, at, state) VALUES (?,?,?,?,'pending')",
-                    (run.id, signal.name, compact(signal.payload), signal.at),
-                )
-            self._add_wakeup(db, run.id, run.created_at)
+            self._insert_run(db, run, started, signal)
         return RunRecord(**{**run.__dict__, "journal_len": 1, "updated_at": started.at}), True
+
+    def _insert_run(
+        self, db: sqlite3.Connection, run: RunRecord, started: Entry, signal: FirstSignal | None
+    ) -> None:
+        db.execute(
+            f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
+            (
+                run.id,
+                run.workflow,
+                run.status,
+                compact(run.input),
+                None,
+                None,
+                run.parent_id,
+                None,
+                run.created_at,
+            ),
+        )
+        self._insert_entries(db, run.id, [started])
+        if signal is not None:  # signal-with-start: the run and its signal commit together
+            db.execute(
+                "INSERT INTO signals (run_id, name, payload, at, state) VALUES (?,?,?,?,'pending')",
+                (run.id, signal.name, compact(signal.payload), signal.at),
+            )
+        self._add_wakeup(db, run.id, run.created_at)
+
+    def collect(
+        self, run: RunRecord, started: Entry, key: str, spec: Collect, now_ms: int
+    ) -> tuple[RunRecord, bool]:
+        admitted: list[str] = []
+        with self._write() as db:
+
+            def create(db: sqlite3.Connection) -> None:
+                self._insert_run(db, run, started, None)
+
+            def wake(db: sqlite3.Connection, run_id: str) -> None:
+                self._wake_admitted(db, run_id)
+                admitted.append(run_id)
+
+            run_id = sqlite_flow.collect(db, run, key, spec, now_ms, create, wake)
+            row = db.execute(f"{_RUN_SELECT} FROM runs r {_LAST_ENTRY} WHERE r.id = ?", (run_id,)).fetchone()
+        self._tell_admitted(admitted)
+        return _run(row), run_id == run.id
+
+    def close_collection(self, run_id: str, spec: Collect, now_ms: int) -> list[Any] | int | None:
+        with self._write() as db:
+            return sqlite_flow.close(db, run_id, spec, now_ms)
 
     def get_run(self, run_id: str) -> RunRecord | None:
         rows = self._read(f"{_RUN_SELECT} FROM runs r {_LAST_ENTRY} WHERE r.id = ?", (run_id,))

@@ -9,8 +9,21 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from runtime.core.flow import Admission, Rate, SlotView, SlotWant, parse_rate, reserve, setting_names
+from runtime.core.flow import (
+    MAX_COLLECTED_BYTES,
+    Admission,
+    Collect,
+    Rate,
+    SlotView,
+    SlotWant,
+    parse_rate,
+    reserve,
+    setting_names,
+)
+from runtime.core.values import compact
+from runtime.store.base import RunRecord
 
 SCHEMA = """
 -- Flow control (schema 7). A run passing its gate is in `flow_runs` with what it wants
@@ -35,6 +48,19 @@ CREATE TABLE IF NOT EXISTS flow_limits (key TEXT PRIMARY KEY, declared INTEGER N
 CREATE TABLE IF NOT EXISTS flow_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 -- A rate bucket's next theoretical arrival time (epoch ms, fractional).
 CREATE TABLE IF NOT EXISTS flow_rates (key TEXT PRIMARY KEY, tat REAL NOT NULL);
+-- Debounce and batching: the inputs a run collects (a JSON list) until its collection
+-- closes; `flow_open` names the run each key's starts join now.
+CREATE TABLE IF NOT EXISTS flow_collect (
+    run_id TEXT PRIMARY KEY,
+    key TEXT NOT NULL,
+    events TEXT NOT NULL,
+    bytes INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    first_ms INTEGER NOT NULL,
+    last_ms INTEGER NOT NULL,
+    closed INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS flow_open (key TEXT PRIMARY KEY, run_id TEXT NOT NULL);
 """
 
 Wake = Callable[[sqlite3.Connection, str], None]
@@ -146,7 +172,70 @@ def fill(db: sqlite3.Connection, key: str, wake: Wake) -> list[str]:
             skipped += 1
 
 
+def collect(
+    db: sqlite3.Connection,
+    run: RunRecord,
+    key: str,
+    spec: Collect,
+    now_ms: int,
+    create: Callable[[sqlite3.Connection], None],
+    wake: Wake,
+) -> str:
+    """Add the start's input to the open collection of ``key`` and answer its run's id, or
+    open one with a new run (``create``) and answer ``run.id``. A collection that this input
+    would take past its size or bytes closes now (its run woken) and a new one opens."""
+    event = compact(run.input)
+    size = len(event.encode("utf-8"))
+    row = db.execute("SELECT run_id FROM flow_open WHERE key = ?", (key,)).fetchone()
+    if row is not None:
+        open_id = str(row[0])
+        c = db.execute(
+            "SELECT events, bytes, count, closed FROM flow_collect WHERE run_id = ?", (open_id,)
+        ).fetchone()
+        if c is not None and not c[3]:
+            if c[2] < spec.size and c[1] + size + 1 <= MAX_COLLECTED_BYTES:
+                events = f"{c[0][:-1]},{event}]"
+                db.execute(
+                    "UPDATE flow_collect SET events = ?, bytes = bytes + ?, count = count + 1, last_ms = ? "
+                    "WHERE run_id = ?",
+                    (events, size + 1, now_ms, open_id),
+                )
+                if spec.kind == "batch" and c[2] + 1 >= spec.size:
+                    wake(db, open_id)  # full: it closes now
+                return open_id
+            db.execute("UPDATE flow_collect SET closed = 1 WHERE run_id = ?", (open_id,))
+            wake(db, open_id)
+        db.execute("DELETE FROM flow_open WHERE key = ?", (key,))
+    create(db)
+    db.execute(
+        "INSERT INTO flow_collect VALUES (?, ?, ?, ?, 1, ?, ?, 0)",
+        (run.id, key, f"[{event}]", size + 2, now_ms, now_ms),
+    )
+    db.execute("INSERT INTO flow_open VALUES (?, ?)", (key, run.id))
+    return run.id
+
+
+def close(db: sqlite3.Connection, run_id: str, spec: Collect, now_ms: int) -> list[Any] | int | None:
+    """The inputs the run collected once its collection closes (closing it now if due), the
+    time it closes while it is open, or None when the run collects nothing (a start with an id)."""
+    c = db.execute(
+        "SELECT key, events, count, first_ms, last_ms, closed FROM flow_collect WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    if c is None:
+        return None
+    key, events, count, first_ms, last_ms, closed = c
+    if not closed:
+        due = spec.due(int(first_ms), int(last_ms), int(count))
+        if now_ms < due:
+            return due
+        db.execute("UPDATE flow_collect SET closed = 1 WHERE run_id = ?", (run_id,))
+        db.execute("DELETE FROM flow_open WHERE key = ? AND run_id = ?", (key, run_id))
+    return list(json.loads(events))
+
+
 def release(db: sqlite3.Connection, run_id: str, wake: Wake) -> list[str]:
+    db.execute("DELETE FROM flow_collect WHERE run_id = ?", (run_id,))
+    db.execute("DELETE FROM flow_open WHERE run_id = ?", (run_id,))
     keys = [r[0] for r in db.execute("SELECT key FROM flow_holders WHERE run_id = ?", (run_id,))]
     db.execute("DELETE FROM flow_holders WHERE run_id = ?", (run_id,))
     db.execute("DELETE FROM flow_waiters WHERE run_id = ?", (run_id,))

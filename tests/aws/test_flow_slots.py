@@ -60,4 +60,3 @@ def test_the_reconciler_frees_a_slot_whose_release_died_with_its_worker(p: AwsPl
     p.signal("h2", "go")
     assert p.get("h2").status == Status.COMPLETED
     assert p.slots() == []
-

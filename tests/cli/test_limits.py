@@ -37,7 +37,9 @@ def data(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def lunaflow(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, data: Path) -> Iterator[Any]:
+def lunaflow(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, data: Path
+) -> Iterator[Any]:
     monkeypatch.setattr(cli, "out", Console(highlight=False, soft_wrap=True, width=400))
     monkeypatch.setattr(cli, "err", Console(stderr=True, highlight=False, soft_wrap=True, width=400))
 

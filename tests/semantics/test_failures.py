@@ -441,7 +441,8 @@ def test_a_bad_workflow_timeout_refuses_the_project(harness: Any, tmp_path: Path
         'workflow "v" { timout = "1d" } (function(wf) end)\n'
     )
     with pytest.raises(
-        ProjectLoadError, match="unknown option 'timout'; the workflow options are timeout, concurrency, rate and priority"
+        ProjectLoadError,
+        match="unknown option 'timout'; the workflow options are timeout, concurrency, rate and priority",
     ):
         harness(project, data_dir=tmp_path / "data")
     (project / "main.lua").write_text('workflow "w" { timeout = "36501d" } (function(wf) end)\n')

@@ -203,6 +203,7 @@ class Overlap:
 def test_many_concurrent_starts_never_exceed_a_keys_limit(harness: Any, tmp_path: Path) -> None:
     overlap = Overlap()
     with harness(PROJECT, data_dir=tmp_path, objects=overlap, workers=8) as p:
+
         def starts(customer: str) -> None:
             for i in range(12):
                 p.platform.start("busy", {"customer": customer, "n": i}, id=f"{customer}-{i}")
@@ -229,3 +230,72 @@ def test_bad_flow_options_are_refused_at_load(tmp_path: Path, harness: Any) -> N
     )
     with pytest.raises(Exception, match=r"workflow 'w': rate must be a rate like \"10/s\""):
         harness(bad)
+
+
+def test_debounce_starts_one_run_once_the_window_is_quiet_with_the_last_input(p: Any) -> None:
+    first = p.start("reindex", {"doc": "a", "v": 1})
+    assert first.status == Status.SLEEPING and first.current_step == "collecting starts (debounce)"
+    p.advance("3s")
+    again = p.start("reindex", {"doc": "a", "v": 2})
+    assert again.id == first.id, "a start within the window joins the pending run"
+    other = p.start("reindex", {"doc": "b", "v": 1})
+    assert other.id != first.id, "another key collects apart"
+    p.advance("4s")  # 7 s after the first, 4 s after the last: not quiet yet
+    assert p.get(first.id).status == Status.SLEEPING
+    p.advance("1s")
+    done = p.get(first.id)
+    assert (done.status, done.result) == (Status.COMPLETED, {"doc": "a", "v": 2})
+    assert p.get(other.id).result == {"doc": "b", "v": 1}
+    marker = next(e for e in p.journal(first.id) if e.kind.value == "run.collected")
+    assert marker.data == {"input": {"doc": "a", "v": 2}, "events": 2}
+    later = p.start("reindex", {"doc": "a", "v": 3})
+    assert later.id != first.id, "after the window closed, a start opens a new run"
+
+
+def test_debounce_max_wait_bounds_a_window_that_never_goes_quiet(p: Any) -> None:
+    run = p.start("reindex", {"doc": "busy", "v": 0})
+    for v in range(1, 20):
+        p.advance("4s")
+        joined = p.start("reindex", {"doc": "busy", "v": v})
+        if p.get(run.id).status == Status.COMPLETED:
+            assert joined.id != run.id
+            break
+        assert joined.id == run.id
+    done = p.get(run.id)
+    assert done.status == Status.COMPLETED, "closed a minute after its first start"
+    assert done.result["v"] == 14  # the start at 56 s was the last before the minute
+
+
+def test_debounce_keep_all_hands_every_input_in_order(p: Any) -> None:
+    run = p.start("audit", {"doc": "x", "v": 1})
+    p.start("audit", {"doc": "x", "v": 2})
+    p.start("audit", {"doc": "x", "v": 3})
+    p.advance("5s")
+    assert p.get(run.id).result == [{"doc": "x", "v": i} for i in (1, 2, 3)]
+
+
+def test_a_batch_closes_at_its_size_or_its_window(p: Any) -> None:
+    a = p.start("digest", {"user": "ada", "e": 1})
+    assert p.start("digest", {"user": "ada", "e": 2}).id == a.id
+    assert p.start("digest", {"user": "ada", "e": 3}).id == a.id  # the third fills it: it runs now
+    full = p.get(a.id)
+    assert (full.status, full.result) == (Status.COMPLETED, [{"user": "ada", "e": i} for i in (1, 2, 3)])
+    b = p.start("digest", {"user": "ada", "e": 4})
+    assert b.id != a.id
+    p.advance("9s")
+    assert p.get(b.id).status == Status.SLEEPING
+    p.advance("1s")
+    assert p.get(b.id).result == [{"user": "ada", "e": 4}]
+    with_id = p.start("digest", {"user": "ada", "e": 5}, id="direct")
+    assert with_id.id == "direct"
+    p.advance("1s")
+    assert p.get("direct").result == [{"user": "ada", "e": 5}], "a start with an id is a batch of itself"
+
+
+def test_a_cancelled_collecting_run_lets_its_key_open_a_new_one(p: Any) -> None:
+    run = p.start("reindex", {"doc": "c", "v": 1})
+    p.cancel(run.id)
+    fresh = p.start("reindex", {"doc": "c", "v": 2})
+    assert fresh.id != run.id
+    p.advance("5s")
+    assert p.get(fresh.id).result == {"doc": "c", "v": 2}

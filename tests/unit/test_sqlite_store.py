@@ -306,9 +306,36 @@ def test_a_store_of_schema_5_gets_the_values_table(tmp_path: Path) -> None:
     store.close()
     db = sqlite3.connect(str(path))
     try:
-        assert db.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,) == (6,)
+        assert db.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,) == (7,)
     finally:
         db.close()
+
+
+def test_a_store_of_schema_6_gets_the_flow_control_tables(tmp_path: Path) -> None:
+    """Schema 7 adds the flow control tables; a schema 6 store opens, its runs kept, and its
+    runs can take slots from then on (an end releases them in its write)."""
+    from runtime.core.flow import SlotWant
+
+    path = tmp_path / "store.sqlite"
+    _filled(path, 3).close()
+    db = sqlite3.connect(str(path))
+    flow_tables = [
+        r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'flow_%'")
+    ]
+    assert len(flow_tables) == 8
+    db.executescript(
+        "".join(f"DROP TABLE {t};" for t in flow_tables) + "UPDATE schema_version SET version = 6;"
+    )
+    db.commit()
+    db.close()
+    store = SQLiteStore(path)
+    try:
+        assert len(store.list_runs()) == 3
+        run_id = store.list_runs()[0].id
+        assert store.admit(run_id, [SlotWant("w", 1, "w")], 0).admitted
+        assert [v.holders for v in store.slot_views()] == [[run_id]]
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize("where", ["month=7", "month>=3", "month<3", "plan=gold"])

@@ -896,8 +896,8 @@ end
 local workflow_timeouts = {}
 -- Flow control (concurrency, rate, priority), checked here at load; the gate a run passes
 -- before its function is built from it (engine.new_run).
-local flowlib = { workflows = {},
-  OPTIONS = { timeout = true, concurrency = true, rate = true, priority = true } }
+local flowlib = { workflows = {}, collects = {},
+  OPTIONS = { timeout = true, concurrency = true, rate = true, priority = true, debounce = true, batch = true } }
 
 function flowlib.error(name, msg)
   raw_error(sfmt("workflow '%s': %s", name, msg), 4)
@@ -958,7 +958,39 @@ function flowlib.options(name, o)
     end
     flow.priority = o.priority
   end
-  if #flow.slots == 0 and flow.rate == nil and flow.priority == nil then return nil end
+  if o.debounce ~= nil and o.batch ~= nil then
+    flowlib.error(name, "has both debounce and batch; a workflow collects its starts one way")
+  end
+  for _, kind in ipairs({ "debounce", "batch" }) do
+    local c = o[kind]
+    if c ~= nil then
+      local allowed = kind == "batch" and { size = true, window = true, key = true }
+        or { window = true, key = true, max_wait = true, keep = true }
+      if type_(c) ~= "table" then
+        flowlib.error(name, sfmt("%s must be a table like %s", kind, kind == "batch"
+          and "{ size = 50, window = \"10s\", key = \"user\" }" or "{ window = \"5s\", key = \"doc\" }"))
+      end
+      for k in next_, c do
+        if not allowed[k] then
+          flowlib.error(name, sfmt("unknown %s option %s; the options are %s", kind, tostring_(k),
+            kind == "batch" and "size, window and key" or "window, key, max_wait and keep"))
+        end
+      end
+      if c.key ~= nil and type_(c.key) ~= "string" then
+        flowlib.error(name, sfmt("the key of %s names a field of the input, e.g. key = \"customer\"", kind))
+      end
+      if kind == "batch" and c.size == nil then
+        flowlib.error(name, "batch needs a size, e.g. batch = { size = 50, window = \"10s\" }")
+      end
+      if c.window == nil then
+        flowlib.error(name, sfmt("%s needs a window, e.g. window = \"5s\"", kind))
+      end
+      flowlib.collects[name] = { kind = kind, window = c.window, key = c.key, size = c.size,
+        max_wait = c.max_wait, keep = c.keep }
+      flow.collect = true
+    end
+  end
+  if #flow.slots == 0 and flow.rate == nil and flow.priority == nil and not flow.collect then return nil end
   return flow
 end
 
@@ -1893,12 +1925,19 @@ end
 function engine.has_workflow(name) return workflow_fns[name] ~= nil end
 
 function engine.workflow_timeout(name) return workflow_timeouts[name] end
+function engine.workflow_collect(name) return flowlib.collects[name] end
 
 -- Create the coroutine of a run. `input` is a Lua value already built by the host.
 -- The gate of a workflow with flow control: its keys and priority from the input, then
 -- one engine command; the function runs once the engine lets the run through.
 function flowlib.gated(fn, flow, workflow)
   return function(wf, input)
+    if flow.collect then
+      -- Wait for the collection to close; the function runs on what was collected.
+      local r = command({ op = "collect" })
+      if r.collected then input = r.input end
+    end
+    if #flow.slots == 0 and flow.rate == nil and flow.priority == nil then return fn(wf, input) end
     local slots = {}
     for i, l in ipairs(flow.slots) do
       local key = nil

@@ -55,6 +55,22 @@ workflow "busy" {
     return wf:step("work", function() return Api(input.customer):work(input.n) end)
 end)
 
+-- A document reindexed once its edits stop for 5 s (at most 1 minute after the first edit):
+-- the run gets the last edit.
+workflow "reindex" { debounce = { window = "5s", key = "doc", max_wait = "1m" } } (function(wf, input)
+    return wf:step("index", function() return input end)
+end)
+
+-- Every edit of the window, in order (keep = "all").
+workflow "audit" { debounce = { window = "5s", key = "doc", keep = "all" } } (function(wf, input)
+    return input
+end)
+
+-- Events of a user handed to one run: 3 at most, 10 s after the first.
+workflow "digest" { batch = { size = 3, window = "10s", key = "user" } } (function(wf, input)
+    return wf:step("send", function() return input end)
+end)
+
 -- For the crash test under lunaflow dev: start and signal runs over HTTP.
 on "fetch" (function(req)
     local body = json.parse(req.body)
