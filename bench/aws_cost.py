@@ -28,6 +28,8 @@ Workloads (bench/projects/aws_steps, bench/projects/aws_auction):
 2. "signals": a run awaiting N signals in turn (each sent, then delivered), minus 0.
 3. "timers": a run sleeping N times for 1 s (an SQS delayed message) and for 1 h (an
    EventBridge Scheduler entry), minus 0.
+   The same 0-step run behind a concurrency limit (issue 30), minus the plain one: what a
+   slot costs a run (its gate item, taking and giving back the slot).
 4. The auction (examples/auction with its database as a kv namespace): open a sale, pay
    it (the pay-sale run signals the sale's run), and a second sale whose 72 h timeout fires.
 
@@ -481,10 +483,10 @@ def deployment(project: Path) -> Iterator[Deployment]:
 # --- workloads ------------------------------------------------------------------------------
 
 
-def steps_run(n: int) -> tuple[Sums, Deployment]:
+def steps_run(n: int, workflow: str = "steps") -> tuple[Sums, Deployment]:
     with deployment(STEPS_PROJECT) as d:
         with d.meter.measuring("run"):
-            d.front.platform.start("steps", {"n": n}, id="steps-run")
+            d.front.platform.start(workflow, {"n": n}, id="steps-run")
             d.settle()
         run = d.run("steps-run")
         if run.status != "completed" or run.result != {"total": n * (n + 1) // 2}:
@@ -871,6 +873,8 @@ def main() -> None:
     print(row(f"whole run, per step ({whole.requests} trips in all)", per_step, args))
     print(row("marginal step (N steps minus 0 steps, per step)", marginal, args))
     print(row("fixed part (the 0-step run)", empty, args))
+    slotted, _ = steps_run(0, "limited")
+    print(row("a concurrency slot, per run (limited minus plain)", slotted.minus(empty), args))
 
     print("\nsignals and timers (marginal: N of them minus 0, per one)")
     print(HEADER)

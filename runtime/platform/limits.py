@@ -13,6 +13,7 @@ from runtime.core.bounds import (
     MAX_SIGNAL_BACKLOG,
 )
 from runtime.core.durations import MAX_MS
+from runtime.core.flow import MAX_COLLECTED, MAX_COLLECTED_BYTES, MAX_LIMIT
 from runtime.core.ids import MAX_RUN_ID_BYTES
 from runtime.core.replay import DEFAULT_CLEANUP_MS, MAX_CLEANUP_STEPS, MAX_STARTS
 from runtime.core.values import MAX_VALUE_BYTES
@@ -29,6 +30,9 @@ __all__ = [
     "MAX_ATTEMPTS",
     "MAX_BRANCHES",
     "MAX_CHILDREN_PER_RUN",
+    "MAX_COLLECTED",
+    "MAX_COLLECTED_BYTES",
+    "MAX_LIMIT",
     "DEFAULT_CLEANUP_MS",
     "MAX_CLEANUP_STEPS",
     "DEFAULT_CPU_SECONDS",

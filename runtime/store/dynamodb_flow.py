@@ -50,6 +50,7 @@ RANK_OFFSET = 10**15  # ranks are epoch ms less a priority bonus: kept positive 
 FILL_PAGE = 25
 
 
+
 class AlsoRefused(Exception):
     """A run's creation was refused by the condition of an item written with it."""
 
@@ -165,9 +166,10 @@ class DynamoFlow:
             taken.append(w.key)
         return None
 
-    def _holding(self, run_id: str, wants: Sequence[SlotWant], rank: int) -> None:
-        for w in wants:
-            self._delete(SLOT_PK + w.key, _waiter_sk(rank, run_id))
+    def _holding(self, run_id: str, wants: Sequence[SlotWant], rank: int, placed: bool = True) -> None:
+        if placed:  # its places in line go
+            for w in wants:
+                self._delete(SLOT_PK + w.key, _waiter_sk(rank, run_id))
         self._db.update_item(
             TableName=self.table,
             Key={"pk": s(self._run_pk(run_id)), "sk": s(FLOW_SK)},
@@ -213,7 +215,7 @@ class DynamoFlow:
             rank = whole(item.get("rank"))
         settings = self.settings()
         if self._take_all(run_id, wants, settings) is None:
-            self._holding(run_id, wants, rank)
+            self._holding(run_id, wants, rank, placed=item is not None)
             return Admission(True)
         for w in wants:
             self._db.put_item(
@@ -416,9 +418,11 @@ class DynamoFlow:
         if item is None:
             return []
         wants, rank = self._wants(item), whole(item.get("rank"))
+        holding = bool(item.get("holding", {}).get("BOOL"))
         for w in wants:
             self._give(run_id, w.key)
-            self._delete(SLOT_PK + w.key, _waiter_sk(rank, run_id))
+            if not holding:  # it ended in line (cancelled): its places go
+                self._delete(SLOT_PK + w.key, _waiter_sk(rank, run_id))
         self._delete(self._run_pk(run_id), FLOW_SK)
         admitted: list[str] = []
         for w in wants:

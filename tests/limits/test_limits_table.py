@@ -755,8 +755,51 @@ def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
         "Keys a run publishes (`wf:set`)",
         "Published key (`wf:set`)",
         "Published value (`wf:set`)",
+        "Concurrency limit of one key",
+        # No message: test_a_collection_closes_at_its_bounds checks where the next run begins.
+        "Starts one debounced or batched run collects",
+        "Inputs one debounced or batched run collects",
     }
     assert {r["Limit"] for r in LIMITS} == checked
+
+
+def test_the_concurrency_limit_message(tmp_path: Path) -> None:
+    from runtime.platform.flow import set_limit
+    from runtime.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "s.sqlite")
+    try:
+        with pytest.raises(LunaflowError) as got:
+            set_limit(store, "sync/*", str(limits.MAX_LIMIT + 1))
+    finally:
+        store.close()
+    assert matches(template("Concurrency limit of one key"), str(got.value))
+
+
+@pytest.mark.parametrize("which", ["starts", "bytes"])
+def test_a_collection_closes_at_its_bounds(tmp_path: Path, which: str) -> None:
+    """The start past a collection's bound begins a new run; the one it would have overfilled
+    holds exactly what fits."""
+    from runtime.core.flow import Collect
+    from runtime.core.journal import Status
+    from runtime.store.base import RunRecord
+    from runtime.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "s.sqlite")
+    spec = Collect("debounce", 5000, keep_all=True)
+    payload = "x" * (10_000 if which == "bytes" else 1)
+    fits = limits.MAX_COLLECTED if which == "starts" else limits.MAX_COLLECTED_BYTES // (len(payload) + 3)
+    try:
+        ids = []
+        for i in range(fits + 1):
+            run = RunRecord(f"r{i}", "w", Status.RUNNING, payload, created_at=1.0, updated_at=1.0)
+            started = Entry(1, Kind.STARTED, "w", {"format": 1, "input": payload}, 1.0)
+            ids.append(store.collect(run, started, "w", spec, 1000)[0].id)
+        assert ids[:fits] == ["r0"] * fits and ids[fits] == f"r{fits}"
+        events = store.close_collection("r0", spec, 1000)
+        assert isinstance(events, list) and len(events) == fits
+    finally:
+        store.close()
 
 
 # --- the escape corpus section ---------------------------------------------------------------------

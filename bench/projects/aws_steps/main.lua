@@ -25,3 +25,13 @@ workflow "timers" (function(wf, input)
     end
     return wf:step("done", function() return { slept = input.n } end)
 end)
+
+-- "steps" behind a concurrency limit (issue 30): the difference is what a slot costs a run
+-- (its gate, taking the slot, giving it back at the end).
+workflow "limited" { concurrency = { limit = 10 } } (function(wf, input)
+    local total = 0
+    for i = 1, input.n do
+        total = total + wf:step("s", function() return i end)
+    end
+    return { total = total }
+end)
