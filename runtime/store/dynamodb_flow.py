@@ -50,7 +50,6 @@ RANK_OFFSET = 10**15  # ranks are epoch ms less a priority bonus: kept positive 
 FILL_PAGE = 25
 
 
-
 class AlsoRefused(Exception):
     """A run's creation was refused by the condition of an item written with it."""
 
