@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -44,6 +45,12 @@ OPEN_PK = "#COLLECT#"  # pk OPEN_PK + key, sk "K": the run whose collection the 
 COLLECTED_KEPT_S = 7 * 86_400  # a closed collection's items expire (TTL) once its run journaled them
 SLOT_PK = "#SLOT#"
 SLOTS_PK = "#SLOTS"
+SHARD_PK = "#SHARD#"  # pk SHARD_PK + "<nn>#<key>": one shard of a key whose slots are spread
+# A key whose code declares a limit of this many slots or more spreads them over items, one per
+# SHARD_EVERY (at most MAX_SLOT_SHARDS): an item takes about 1,000 writes a second, and a run
+# costs its key two (the take and the give).
+SHARD_EVERY = 25
+MAX_SLOT_SHARDS = 16
 SETTINGS_PK = "#FLOWSET"
 RATE_PK = "#RATE#"
 RANK_OFFSET = 10**15  # ranks are epoch ms less a priority bonus: kept positive in a sort key
@@ -52,6 +59,15 @@ FILL_PAGE = 25
 
 class AlsoRefused(Exception):
     """A run's creation was refused by the condition of an item written with it."""
+
+
+def _spread(run_id: str) -> int:
+    """A stable number of the run (a hash of its id): the shard it tries first."""
+    return int(hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:8], 16)
+
+
+def slot_shards(declared: int) -> int:
+    return max(1, min(MAX_SLOT_SHARDS, declared // SHARD_EVERY))
 
 
 def _waiter_sk(rank: int, run_id: str) -> str:
@@ -72,6 +88,7 @@ class DynamoFlow:
         self.table = table
         self._run_pk = run_pk
         self._wake = wake  # records the wake-up and tells the store's listener
+        self._shard_counts: dict[str, int] = {}  # fixed per key once its item exists
 
     # --- items ---------------------------------------------------------------------------
 
@@ -120,65 +137,140 @@ class DynamoFlow:
 
     # --- slots ---------------------------------------------------------------------------
 
-    def _take(self, run_id: str, want: SlotWant, limit: int) -> bool:
-        done = conditional(
-            self._db.update_item,
-            TableName=self.table,
-            Key={"pk": s(SLOT_PK + want.key), "sk": s("K")},
-            UpdateExpression="ADD holders :r SET declared = :d, lname = :name",
-            ConditionExpression=(
-                "attribute_not_exists(holders) OR size(holders) < :lim OR contains(holders, :run)"
-            ),
-            ExpressionAttributeValues={
-                ":r": {"SS": [run_id]},
-                ":run": s(run_id),
-                ":d": n(want.limit),
-                ":name": s(want.name),
-                ":lim": n(limit),
-            },
-            ReturnValues="UPDATED_OLD",
-        )
-        if not done:
-            return False
-        if isinstance(done, dict) and "declared" not in done.get("Attributes", {}):
-            # The key's first slot item: list the key (once) for the console and the sweep.
-            self._db.put_item(TableName=self.table, Item={"pk": s(SLOTS_PK), "sk": s(want.key)})
-        return True
+    def _shards(self, want: SlotWant) -> int:
+        """How many items hold the key's slots: fixed when the key is first seen (from the
+        limit its code declared), kept on the key's item and remembered here."""
+        known = self._shard_counts.get(want.key)
+        if known is None:
+            got = self._db.update_item(
+                TableName=self.table,
+                Key={"pk": s(SLOT_PK + want.key), "sk": s("K")},
+                UpdateExpression="SET declared = :d, lname = :name, shards = if_not_exists(shards, :s)",
+                ExpressionAttributeValues={
+                    ":d": n(want.limit),
+                    ":name": s(want.name),
+                    ":s": n(slot_shards(want.limit)),
+                },
+                ReturnValues="ALL_OLD",
+            )
+            old = got.get("Attributes", {})
+            if not old:  # the key's first item: list the key (once) for the console and the sweep
+                self._db.put_item(TableName=self.table, Item={"pk": s(SLOTS_PK), "sk": s(want.key)})
+            known = whole(old["shards"]) if "shards" in old else slot_shards(want.limit)
+            self._shard_counts[want.key] = known
+        return known
 
-    def _give(self, run_id: str, key: str) -> None:
+    def _shard_key(self, key: str, shard: int, shards: int) -> dict[str, Any]:
+        pk = SLOT_PK + key if shards == 1 else f"{SHARD_PK}{shard:02d}#{key}"
+        return {"pk": s(pk), "sk": s("K")}
+
+    def _add(self, run_id: str, key: dict[str, Any], cap: int) -> bool:
+        return bool(
+            conditional(
+                self._db.update_item,
+                TableName=self.table,
+                Key=key,
+                UpdateExpression="ADD holders :r",
+                ConditionExpression=(
+                    "attribute_not_exists(holders) OR size(holders) < :lim OR contains(holders, :run)"
+                ),
+                ExpressionAttributeValues={":r": {"SS": [run_id]}, ":run": s(run_id), ":lim": n(cap)},
+            )
+        )
+
+    def _take(self, run_id: str, want: SlotWant, limit: int, again: bool) -> int | None:
+        """Take a slot of the key: the shard it is in, or None when the key is full. A run
+        tries its own shard first, then the next ones (``again``: a run that may hold one
+        already, from an admission a crash cut short, finds it first)."""
+        shards = self._shards(want)
+        if shards == 1:
+            return 0 if self._add(run_id, self._shard_key(want.key, 0, 1), limit) else None
+        if again:
+            held = self._held_in(run_id, want.key, shards)
+            if held is not None:
+                return held
+        first = _spread(run_id) % shards
+        for j in range(shards):
+            i = (first + j) % shards
+            cap = limit // shards + (1 if i < limit % shards else 0)
+            if cap and self._add(run_id, self._shard_key(want.key, i, shards), cap):
+                return i
+        return None
+
+    def _held_in(self, run_id: str, key: str, shards: int) -> int | None:
+        for i, holders in enumerate(self._shard_holders(key, shards)):
+            if run_id in holders:
+                return i
+        return None
+
+    def _shard_holders(self, key: str, shards: int) -> list[set[str]]:
+        keys = [self._shard_key(key, i, shards) for i in range(shards)]
+        got: dict[str, set[str]] = {}
+        while keys:
+            page = self._db.batch_get_item(RequestItems={self.table: {"Keys": keys, "ConsistentRead": True}})
+            for item in page.get("Responses", {}).get(self.table, []):
+                got[str(text(item["pk"]))] = set(item.get("holders", {}).get("SS", []))
+            keys = page.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+        return [got.get(str(self._shard_key(key, i, shards)["pk"]["S"]), set()) for i in range(shards)]
+
+    def _give(self, run_id: str, key: str, shard_: int | None = None) -> None:
+        shards = self._shard_counts.get(key) or self._meta_shards(key)
+        if shards > 1 and shard_ is None:
+            shard_ = self._held_in(run_id, key, shards)
+            if shard_ is None:
+                return
         self._db.update_item(
             TableName=self.table,
-            Key={"pk": s(SLOT_PK + key), "sk": s("K")},
+            Key=self._shard_key(key, shard_ or 0, shards),
             UpdateExpression="DELETE holders :r",
             ExpressionAttributeValues={":r": {"SS": [run_id]}},
         )
 
-    def _take_all(self, run_id: str, wants: Sequence[SlotWant], settings: dict[str, str]) -> SlotWant | None:
-        """Take a slot of every key, or none (what was taken is given back): the first key
-        without room, or None when all were taken."""
-        taken: list[str] = []
-        for w in wants:
-            if not self._take(run_id, w, self._limit(w, settings)):
-                for key in taken:
-                    self._give(run_id, key)
-                return w
-            taken.append(w.key)
-        return None
+    def _meta_shards(self, key: str) -> int:
+        item = self._get(SLOT_PK + key, "K", "shards") or {}
+        found = whole(item.get("shards")) or 1
+        self._shard_counts[key] = found
+        return found
 
-    def _holding(self, run_id: str, wants: Sequence[SlotWant], rank: int, placed: bool = True) -> None:
+    def _take_all(
+        self, run_id: str, wants: Sequence[SlotWant], settings: dict[str, str], again: bool = False
+    ) -> dict[str, int] | SlotWant:
+        """Take a slot of every key, or none (what was taken is given back): the shard taken
+        of each key, or the first key without room."""
+        taken: dict[str, int] = {}
+        for w in wants:
+            got = self._take(run_id, w, self._limit(w, settings), again)
+            if got is None:
+                for key, i in taken.items():
+                    self._give(run_id, key, i)
+                return w
+            taken[w.key] = got
+        return taken
+
+    def _holding(
+        self, run_id: str, wants: Sequence[SlotWant], rank: int, taken: dict[str, int], placed: bool = True
+    ) -> None:
         if placed:  # its places in line go
             for w in wants:
                 self._delete(SLOT_PK + w.key, _waiter_sk(rank, run_id))
         self._db.update_item(
             TableName=self.table,
             Key={"pk": s(self._run_pk(run_id)), "sk": s(FLOW_SK)},
-            UpdateExpression="SET holding = :t",
-            ExpressionAttributeValues={":t": {"BOOL": True}},
+            UpdateExpression="SET holding = :t, shard_of = :m",
+            ExpressionAttributeValues={
+                ":t": {"BOOL": True},
+                ":m": {"M": {k: n(i) for k, i in taken.items()}},
+            },
         )
 
     def _slot(self, key: str) -> tuple[set[str], int, str]:
+        """The key's holders (of every shard), its declared limit and its setting's name."""
         item = self._get(SLOT_PK + key, "K") or {}
+        shards = whole(item.get("shards")) or 1
+        self._shard_counts[key] = shards
         holders = set(item.get("holders", {}).get("SS", []))
+        if shards > 1:
+            holders = set().union(*self._shard_holders(key, shards))
         return holders, whole(item.get("declared")) or 1, text(item.get("lname")) or key
 
     def _place(self, key: str, rank: int, run_id: str) -> int:
@@ -213,8 +305,9 @@ class DynamoFlow:
         else:
             rank = whole(item.get("rank"))
         settings = self.settings()
-        if self._take_all(run_id, wants, settings) is None:
-            self._holding(run_id, wants, rank, placed=item is not None)
+        taken = self._take_all(run_id, wants, settings, again=item is not None)
+        if isinstance(taken, dict):
+            self._holding(run_id, wants, rank, taken, placed=item is not None)
             return Admission(True)
         for w in wants:
             self._db.put_item(
@@ -223,8 +316,8 @@ class DynamoFlow:
             )
         # Placed in line: try once more, so a slot freed since the first try is not missed.
         blocked = self._take_all(run_id, wants, settings)
-        if blocked is None:
-            self._holding(run_id, wants, rank)
+        if isinstance(blocked, dict):
+            self._holding(run_id, wants, rank, blocked)
             return Admission(True)
         holders, _, _ = self._slot(blocked.key)
         return Admission(
@@ -271,8 +364,8 @@ class DynamoFlow:
                     continue
                 wants = self._wants(item)
                 blocked = self._take_all(run_id, wants, settings)
-                if blocked is None:
-                    self._holding(run_id, wants, whole(item.get("rank")))
+                if isinstance(blocked, dict):
+                    self._holding(run_id, wants, whole(item.get("rank")), blocked)
                     self._wake(run_id)
                     admitted.append(run_id)
                 elif blocked.key == key:
@@ -418,8 +511,9 @@ class DynamoFlow:
             return []
         wants, rank = self._wants(item), whole(item.get("rank"))
         holding = bool(item.get("holding", {}).get("BOOL"))
+        shard_of = {k: whole(v) for k, v in item.get("shard_of", {}).get("M", {}).items()}
         for w in wants:
-            self._give(run_id, w.key)
+            self._give(run_id, w.key, shard_of.get(w.key))
             if not holding:  # it ended in line (cancelled): its places go
                 self._delete(SLOT_PK + w.key, _waiter_sk(rank, run_id))
         self._delete(self._run_pk(run_id), FLOW_SK)

@@ -60,3 +60,28 @@ def test_the_reconciler_frees_a_slot_whose_release_died_with_its_worker(p: AwsPl
     p.signal("h2", "go")
     assert p.get("h2").status == Status.COMPLETED
     assert p.slots() == []
+
+
+def test_a_wide_limit_spreads_its_slots_over_items_and_still_holds_exactly(p: AwsPlatform) -> None:
+    """No hot key: a limit of 50 is two items of 25 slots on DynamoDB, each run trying its
+    own first, so the key's takes and gives spread; the limit still holds over both."""
+    for i in range(54):
+        p.platform.start("wide", {"n": i}, id=f"w{i:02d}")
+    p.settle()
+    waiting = sorted(r.id for r in p.runs(workflow="wide") if r.current_step == "a slot of wide")
+    assert len(waiting) == 4
+    shards = [
+        p.clients.dynamodb.get_item(
+            TableName=p.config.table, Key={"pk": {"S": f"#SHARD#{i:02d}#wide"}, "sk": {"S": "K"}}
+        )["Item"]["holders"]["SS"]
+        for i in range(2)
+    ]
+    assert [len(h) for h in shards] == [25, 25] and not set(shards[0]) & set(shards[1])
+    (row,) = p.slots()
+    assert (row.in_use, row.limit, row.waiting) == (50, 50, 4)
+    holders = sorted(set(shards[0]) | set(shards[1]))
+    for run_id in holders[:3]:
+        p.signal(run_id, "go")
+    assert len([r for r in p.runs(workflow="wide") if r.current_step == "a slot of wide"]) == 1
+    (row,) = p.slots()
+    assert (row.in_use, row.waiting) == (50, 1)

@@ -71,6 +71,12 @@ workflow "digest" { batch = { size = 3, window = "10s", key = "user" } } (functi
     return wf:step("send", function() return input end)
 end)
 
+-- A wide limit: on DynamoDB its 50 slots are spread over two items (one per 25).
+workflow "wide" { concurrency = { limit = 50 } } (function(wf, input)
+    wf:await("go")
+    return input.n
+end)
+
 -- For the crash test under lunaflow dev: start and signal runs over HTTP.
 on "fetch" (function(req)
     local body = json.parse(req.body)
