@@ -156,3 +156,19 @@ class Html(HTMLParser):
         found = [f for f in self.forms if f.button.strip() == button]
         assert len(found) == 1, (button, self.forms)
         return found[0]
+
+    def table_rows(self, table_class: str) -> dict[str, list[str]]:
+        """The rows of the table of class ``table_class``, by their first cell, cell by cell
+        (each cell's text with its white space collapsed)."""
+        rows: dict[str, list[str]] = {}
+        inside, current = False, None
+        for tag in self.tags:
+            if tag.name == "table":
+                inside = table_class in tag.attrs.get("class", "")
+            elif inside and tag.name == "tr":
+                current = []
+            elif inside and tag.name == "td" and current is not None:
+                current.append(" ".join(tag.text.split()))
+                if len(current) == 1:
+                    rows[current[0]] = current
+        return rows

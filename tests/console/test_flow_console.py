@@ -43,19 +43,9 @@ def page(p: Any, run_id: str | None = None) -> Html:
     return Html(answer.body)
 
 
-def limit_rows(html: Html) -> dict[str, list[str]]:
-    rows: dict[str, list[str]] = {}
-    inside, current = False, None
-    for tag in html.tags:
-        if tag.name == "table":
-            inside = "limits" in tag.attrs.get("class", "")
-        elif inside and tag.name == "tr":
-            current = []
-        elif inside and tag.name == "td" and current is not None:
-            current.append(" ".join(tag.text.split()))
-            if len(current) == 1:
-                rows[current[0]] = current
-    return rows
+def limit_rows(page: Html) -> dict[str, list[str]]:
+    """The flow control table's rows by key, cell by cell."""
+    return page.table_rows("limits")
 
 
 def test_the_console_shows_who_holds_and_who_waits_for_each_key(p: Any) -> None:

@@ -79,18 +79,7 @@ def p(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
 
 def schedule_rows(page: Html) -> dict[str, list[str]]:
     """The schedules table's rows by schedule name, cell by cell."""
-    rows: dict[str, list[str]] = {}
-    inside, current = False, None
-    for tag in page.tags:
-        if tag.name == "table":
-            inside = "schedules" in tag.attrs.get("class", "")
-        elif inside and tag.name == "tr":
-            current = []
-        elif inside and tag.name == "td" and current is not None:
-            current.append(" ".join(tag.text.split()))
-            if len(current) == 1:
-                rows[current[0]] = current
-    return rows
+    return page.table_rows("schedules")
 
 
 def test_the_runs_list_shows_every_schedule_with_its_next_tick_and_last_run(p: Any) -> None:
