@@ -269,10 +269,13 @@ def _start(cluster: Path, settings: dict[str, str] | None = None) -> Server:
         running = _running_pid(cluster)
         if running is not None:
             # Started by another lunaflow process on this data folder (a CLI command beside
-            # `lunaflow dev`): use it; its watcher stops it with its owner.
+            # `lunaflow dev`): use it; its watcher stops it with its owner. A server whose
+            # owner was just SIGKILLed is shutting down (its watcher stops it): once it is
+            # gone, start one of our own.
             server = Server(cluster=cluster, socket_dir=socket_dir)
-            _wait_ready(server, None)
-            return server
+            if _owned(running) and _wait_ready(server, None, running):
+                return server
+            _gone(cluster)
         if user is not None:
             # Again at every start: something may have closed a parent since the cluster was
             # made (pytest makes its temporary root 0700 again at each session's start).
@@ -351,15 +354,19 @@ def _launch(
         log.close()
 
 
-def _wait_ready(server: Server, watcher: subprocess.Popen[bytes] | None) -> None:
+def _wait_ready(server: Server, watcher: subprocess.Popen[bytes] | None, pid: int | None = None) -> bool:
+    """Wait until the server answers (True). ``pid``: a server another process started;
+    False once that process is gone without answering (it was shutting down)."""
     import psycopg
 
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         try:
             psycopg.connect(server.conninfo("postgres", admin=True), connect_timeout=5).close()
-            return
+            return True
         except psycopg.OperationalError as e:
+            if pid is not None and server.cluster is not None and _running_pid(server.cluster) != pid:
+                return False
             if watcher is not None and watcher.poll() is not None or time.monotonic() > deadline:
                 log = server.cluster / "server.log" if server.cluster else None
                 tail = log.read_text(errors="replace")[-2000:] if log and log.is_file() else ""
@@ -367,6 +374,39 @@ def _wait_ready(server: Server, watcher: subprocess.Popen[bytes] | None) -> None
                     f"the PostgreSQL server for {server.cluster} did not start: {e}\n{tail}".rstrip()
                 ) from e
             time.sleep(0.02)
+
+
+def _ppid(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])  # after the command's name, which may hold spaces
+
+
+def _owned(pid: int) -> bool:
+    """Whether the server ``pid`` still has the lunaflow process that started it: its watcher
+    (``pgwatch``, its parent) was given the owner's pid and stops the server once its own
+    parent is no longer that owner. False: it is shutting down or about to."""
+    try:
+        watcher = _ppid(pid)
+        argv = Path(f"/proc/{watcher}/cmdline").read_bytes().split(b"\0")
+        if b"runtime.services.pgwatch" not in argv:
+            return True  # not started by a watcher: not ours to judge
+        owner = int(argv[argv.index(b"runtime.services.pgwatch") + 1])
+        return _ppid(watcher) == owner
+    except (OSError, ValueError, IndexError):
+        return False  # gone while we looked
+
+
+def _gone(cluster: Path) -> None:
+    """Wait for a server shutting down to be gone (its watcher gives it 20 s, then stops it
+    outright)."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while _running_pid(cluster) is not None:
+        if time.monotonic() > deadline:
+            raise ServiceError(
+                f"the PostgreSQL server for {cluster} is still shutting down after {START_TIMEOUT_S:g} s "
+                "(its lunaflow process ended); stop it, or wait and start again"
+            )
+        time.sleep(0.05)
 
 
 def _running_pid(cluster: Path) -> int | None:

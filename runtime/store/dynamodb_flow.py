@@ -142,6 +142,11 @@ class DynamoFlow:
         limit its code declared), kept on the key's item and remembered here."""
         known = self._shard_counts.get(want.key)
         if known is None:
+            kept = self._get(SLOT_PK + want.key, "K", "shards")
+            if kept is not None and "shards" in kept:  # a read, not a write, per container and key
+                known = whole(kept["shards"])
+                self._shard_counts[want.key] = known
+                return known
             got = self._db.update_item(
                 TableName=self.table,
                 Key={"pk": s(SLOT_PK + want.key), "sk": s("K")},
@@ -164,17 +169,24 @@ class DynamoFlow:
         pk = SLOT_PK + key if shards == 1 else f"{SHARD_PK}{shard:02d}#{key}"
         return {"pk": s(pk), "sk": s("K")}
 
-    def _add(self, run_id: str, key: dict[str, Any], cap: int) -> bool:
+    def _add(self, run_id: str, key: dict[str, Any], cap: int, want: SlotWant | None = None) -> bool:
+        """Add the run to a slot item's holders if it has room. ``want``: the item is the
+        key's own, which keeps the limit the code declares (in the same write)."""
+        values: dict[str, Any] = {":r": {"SS": [run_id]}, ":run": s(run_id), ":lim": n(cap)}
+        update = "ADD holders :r"
+        if want is not None:
+            update += " SET declared = :d, lname = :name"
+            values.update({":d": n(want.limit), ":name": s(want.name)})
         return bool(
             conditional(
                 self._db.update_item,
                 TableName=self.table,
                 Key=key,
-                UpdateExpression="ADD holders :r",
+                UpdateExpression=update,
                 ConditionExpression=(
                     "attribute_not_exists(holders) OR size(holders) < :lim OR contains(holders, :run)"
                 ),
-                ExpressionAttributeValues={":r": {"SS": [run_id]}, ":run": s(run_id), ":lim": n(cap)},
+                ExpressionAttributeValues=values,
             )
         )
 
@@ -184,7 +196,7 @@ class DynamoFlow:
         already, from an admission a crash cut short, finds it first)."""
         shards = self._shards(want)
         if shards == 1:
-            return 0 if self._add(run_id, self._shard_key(want.key, 0, 1), limit) else None
+            return 0 if self._add(run_id, self._shard_key(want.key, 0, 1), limit, want) else None
         if again:
             held = self._held_in(run_id, want.key, shards)
             if held is not None:

@@ -158,6 +158,48 @@ def test_a_sigkilled_owner_leaves_no_server_and_the_next_start_keeps_what_was_co
     assert wait_for(lambda: not postgres_pids(data / "pg"))
 
 
+def test_a_start_right_after_a_sigkill_does_not_take_the_dying_server(tmp_path: Path) -> None:
+    """The killed owner's server is stopped by its watcher a moment later: a new owner
+    starting meanwhile must not use it (it would vanish under it) but wait for it to go and
+    start its own. (A `lunaflow dev` restarted straight after a SIGKILL on a busy machine
+    took the dying server, found it gone and printed no address for 30 s.) The moment is
+    held open: the old watcher is stopped (SIGSTOP) across the owner's death and the new
+    start, then let go."""
+    data = tmp_path / "data"
+    first = start_owner(data, 1)
+    old_pid = min(postgres_pids(data / "pg"))
+    watcher = int(Path(f"/proc/{old_pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    os.kill(watcher, signal.SIGSTOP)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    again = subprocess.Popen(
+        [sys.executable, "-c", OWNER, str(data), "2"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        time.sleep(2.0)  # the new owner is starting while the old server is up, its owner dead
+        os.kill(watcher, signal.SIGCONT)  # the watcher stops the old server now
+        assert again.stdout is not None
+        assert again.stdout.readline().strip() == "ready"
+        time.sleep(1.0)
+        assert old_pid not in postgres_pids(data / "pg")
+        with psycopg.connect(pgserver.Server(data / "pg", socket_dir=_socket(data)).conninfo("shop")) as conn:
+            assert conn.execute("SELECT x FROM t ORDER BY x").fetchall() == [(1,), (2,)]
+    finally:
+        if _alive(watcher):
+            os.kill(watcher, signal.SIGCONT)
+        again.send_signal(signal.SIGKILL)
+        again.wait()
+    assert wait_for(lambda: not postgres_pids(data / "pg"))
+
+
+def _alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()
+
+
 def _socket(data: Path) -> Path:
     return pgserver._socket_dir((data / "pg").resolve(), pgserver._system_user())
 
