@@ -542,7 +542,10 @@ class Executor:
                 replay.park_on(lambda: Admit(gate))
                 return Park(Status.SLEEPING, go_at, f"the start rate of {gate.rate.key}")
         if gate.slots:
-            admission = self.store.admit(s.run.id, gate.slots, flow.rank(now, gate.priority))
+            # Ranked by its start, not by when its first activation reached the gate: runs started
+            # together may reach it in any order on several workers.
+            started_ms = round(s.run.created_at * 1000) or now
+            admission = self.store.admit(s.run.id, gate.slots, flow.rank(started_ms, gate.priority))
             if not admission.admitted:
                 replay.park_on(lambda: Admit(gate))
                 key = admission.key or gate.slots[0].key

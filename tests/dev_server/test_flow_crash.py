@@ -28,9 +28,10 @@ def test_no_slot_is_leaked_by_a_sigkill_after_a_holders_end_or_while_it_holds(tm
     servers = Servers(tmp_path)
     try:
         first = servers.start(PROJECT, data, ["--no-reload"], env={KILL_AFTER_END: "h1"})
-        for i in (1, 2, 3):
+        start(first, "h1", 1)  # through its gate first: the server's four workers race otherwise
+        wait_for("h1 past its gate", lambda: first.run("h1")["current_step"] == "await 'go'", 15)
+        for i in (2, 3):
             start(first, f"h{i}", i)
-        assert first.wait_status("h1", {"awaiting"})["current_step"] == "await 'go'"
         for run_id in ("h2", "h3"):
             assert first.wait_status(run_id, {"awaiting"})["current_step"] == "a slot of one"
         first.post_json("/signal", {"workflow": "one", "id": "h1", "name": "go"})
