@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from runtime.errors import InvalidInput
 
-# A run of priority p waits as if it had queued p * PRIORITY_STEP_MS earlier: urgent work
-# goes first, and nothing waits behind work that queued more than (p' - p) minutes after it
+# A run of priority p ranks as if it had started p * PRIORITY_STEP_MS earlier: urgent work
+# goes first, and nothing waits behind work started more than (p' - p) minutes after it
 # (the starvation bound, docs/reference.md "Flow control").
 PRIORITY_STEP_MS = 60_000
 MIN_PRIORITY, MAX_PRIORITY = -100, 100
@@ -90,9 +90,9 @@ class SlotView:
     waiting: list[str] = field(default_factory=list)  # the first few in line, in order
 
 
-def rank(queued_ms: int, priority: int) -> int:
+def rank(started_ms: int, priority: int) -> int:
     """The order of a run waiting for a slot: lower goes first."""
-    return queued_ms - priority * PRIORITY_STEP_MS
+    return started_ms - priority * PRIORITY_STEP_MS
 
 
 def parse_rate(value: object, what: str) -> tuple[int, int]:
