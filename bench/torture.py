@@ -22,6 +22,9 @@ a fetch handler that fills its state and keeps the hoard (and starts carrying a 
 body), steps that time out in host calls (HTTP to a slow loopback server, a long database
 query), and a step whose first attempt asks the ledger to SIGKILL the server running it,
 every time (the fourth start must record it as interrupted and go on to attempt 2).
+
+The plans, the ledger and the driving this shares with the AWS mode (``--aws``,
+bench/torture_aws.py) live in bench/torture_common.py.
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ import contextlib
 import json
 import queue
 import random
-import select
 import shutil
 import signal
 import sqlite3
@@ -41,7 +43,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -50,137 +52,27 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.torture_check import STORE_FILE, Report, check, install_audit, open_ledger  # noqa: E402
+from bench.torture_check import STORE_FILE, Report, check, install_audit  # noqa: E402
+from bench.torture_common import (  # noqa: E402
+    BASE_MIX,
+    LIMITS_MIX,
+    PROJECT,
+    Ledger,
+    Plan,
+    RunStates,
+    State,
+    drive_all,
+    has_ended,
+    make_plans,
+    record_plans,
+    send_signals,
+)
 from tests.support.devserver import DevServer  # noqa: E402
 
-PROJECT = ROOT / "tests" / "projects" / "torture"
-
 CALL_S = 180.0  # bound on one driver call getting an answer, restarts included
-GEN_HEADER = "x-lunaflow-gen"  # the AWS mode's worker processes send their generation
-ENDED_OR_FAILED = ("completed", "failed", "cancelled")
 
 
-# --- the effects ledger ----------------------------------------------------------------
-
-
-class Ledger:
-    """The SQLite file outside lunaflow and the loopback HTTP server step bodies post to."""
-
-    def __init__(self, path: Path, effect_ms: float = 0.0) -> None:
-        self.path = path
-        self.effect_ms = effect_ms
-        self.rng = random.Random(2)
-        self.db = open_ledger(path)
-        self.lock = threading.Lock()
-        self.gen = 0
-        self.answers_lost = 0  # effects done whose poster died before reading the answer
-        self._inflight = 0
-        self._inflight_lock = threading.Lock()
-        self.on_kill: Callable[[int], None] | None = None  # a body asked to end its server
-        self._ended: dict[int, threading.Event] = {}
-        ledger = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                # The generation: the header's (AWS mode: each worker process names its own), else
-                # the dev server's of the moment (the requests of a dead one are all handled
-                # before it moves).
-                gen = int(self.headers.get(GEN_HEADER) or ledger.gen)
-                length = int(self.headers.get("content-length") or 0)
-                body = self.rfile.read(length) if length else b""
-                if self.path not in ("/effect", "/effect/kill") or not body or len(body) != length:
-                    self._answer(400, "want POST /effect with the step id as the body")
-                    return
-                ledger.effect(body.decode("utf-8"), gen)
-                if self.path == "/effect/kill" and ledger.on_kill is not None:
-                    # The body asks to be killed: no answer until its server is dead.
-                    ledger.on_kill(gen)
-                    ledger.ended(gen).wait(timeout=60)
-                if ledger.effect_ms:  # the effect is done; its answer takes a while, as over a network
-                    time.sleep(ledger.rng.uniform(0, 2 * ledger.effect_ms) / 1000)
-                self._answer(200, "ok")
-
-            def _answer(self, status: int, text: str) -> None:
-                payload = text.encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("content-type", "text/plain")
-                    self.send_header("content-length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
-                except OSError:  # the dev server was killed while it waited for the answer
-                    ledger.answers_lost += 1
-
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-            request_queue_size = 256
-
-            def process_request(self, request: Any, client_address: Any) -> None:
-                with ledger._inflight_lock:
-                    ledger._inflight += 1
-                try:
-                    super().process_request(request, client_address)
-                except BaseException:
-                    ledger._done()
-                    raise
-
-            def handle_error(self, request: Any, client_address: Any) -> None:
-                if not isinstance(sys.exc_info()[1], OSError):  # a dead client is expected here
-                    super().handle_error(request, client_address)
-
-            def process_request_thread(self, request: Any, client_address: Any) -> None:
-                try:
-                    super().process_request_thread(request, client_address)
-                finally:
-                    ledger._done()
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, name="ledger", daemon=True)
-        self.thread.start()
-
-    def _done(self) -> None:
-        with self._inflight_lock:
-            self._inflight -= 1
-
-    def ended(self, gen: int) -> threading.Event:
-        """Set once generation ``gen``'s servers are dead."""
-        with self._inflight_lock:
-            return self._ended.setdefault(gen, threading.Event())
-
-    @property
-    def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def write(self, sql: str, args: tuple[Any, ...]) -> None:
-        with self.lock:
-            self.db.execute(sql, args)
-
-    def effect(self, step_id: str, gen: int) -> None:
-        self.write("INSERT INTO effects (step_id, gen, at) VALUES (?,?,?)", (step_id, gen, time.time()))
-
-    def quiesce(self, timeout: float = 30.0) -> None:
-        """Return once no request is being handled or waiting to be accepted (three looks
-        in a row): after a SIGKILL, every effect the dead process posted is in."""
-        deadline = time.monotonic() + timeout
-        quiet = 0
-        while quiet < 3:
-            pending, _, _ = select.select([self.server.socket], [], [], 0)
-            with self._inflight_lock:
-                busy = self._inflight
-            quiet = 0 if (busy or pending) else quiet + 1
-            if time.monotonic() > deadline:
-                raise RuntimeError("the ledger did not go quiet")
-            time.sleep(0.01)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        with self.lock:
-            self.db.close()
+# --- a slow upstream --------------------------------------------------------------------
 
 
 class SlowServer:
@@ -318,156 +210,29 @@ class Fleet:
                     server.proc.wait(timeout=20)
 
 
-# --- what the driver plans ------------------------------------------------------------------
-
-
-@dataclass
-class Sig:
-    name: str
-    value: int
-    nonce: str
-    copies: int
-    wait: str | None  # send once the run waits here (its current step); None: at once
-
-
-@dataclass
-class Plan:
-    run_id: str
-    workflow: str
-    input: dict[str, Any]
-    expected: Any
-    signals: list[Sig] = field(default_factory=list)
-    children: list[tuple[str, str, Any]] = field(default_factory=list)  # (id, workflow, expected)
-
-
-BASE_MIX = {"chain": 40, "waits": 35, "parent": 25}
-LIMITS_MIX = {"hungry": 3, "slowcalls": 3, "doomed": 1}
-
-
-def make_plans(
-    n: int,
-    rng: random.Random,
-    ledger_url: str,
-    dup: float,
-    mix: dict[str, int] | None = None,
-    slow_url: str = "",
-) -> list[Plan]:
-    mix = mix or BASE_MIX
-    plans = []
-    nonces = 0
-    expected: dict[str, Any]
-
-    def sig(name: str, wait: str | None) -> Sig:
-        nonlocal nonces
-        nonces += 1
-        copies = 2 if rng.random() < dup else 1
-        return Sig(name, rng.randint(1, 100), f"s{nonces}", copies, wait)
-
-    def timing(wait: str) -> str | None:
-        return wait if rng.random() < 0.5 else None
-
-    for i in range(1, n + 1):
-        kind = rng.choices(list(mix), weights=list(mix.values()))[0]
-        run_id = f"{kind}-{i:04d}"
-        k = rng.randint(1, 9)
-        if kind in LIMITS_MIX:
-            # Each fails in its first attempt only (out of memory, timed out in a host call,
-            # its process killed three times), so the result is the input's.
-            inp = {"ledger": ledger_url, "k": k, "slow": slow_url}
-            expected = {
-                "hungry": {"eaten": k},
-                "slowcalls": {"status": 200, "n": k},
-                "doomed": {"survived": True, "k": k},
-            }[kind]
-            plans.append(Plan(run_id, kind, inp, expected))
-        elif kind == "chain":
-            steps, fails = rng.randint(2, 5), rng.choice([0, 0, 1, 2])
-            nap = rng.choice(["100ms", "250ms", "400ms"])
-            total = k * steps * (steps + 1) // 2
-            expected = {"total": total, "flaky": fails + 1, "ticks": 2, "last": total + fails + 1 + 2}
-            inp = {"ledger": ledger_url, "n": steps, "k": k, "fails": fails, "nap": nap}
-            plans.append(Plan(run_id, "chain", inp, expected))
-        elif kind == "waits":
-            go = sig("go", timing("await 'go'"))
-            first_name = rng.choice(["left", "right"])
-            second_name = "right" if first_name == "left" else "left"
-            first = sig(first_name, timing("race ('left', 'right')"))
-            second = sig(second_name, timing(f"await '{second_name}'"))
-            x = sig("x", timing("all 'x'"))
-            y = sig("y", timing("all 'y'"))
-            if rng.random() < 0.5:
-                xy = [x, y]
-            else:
-                y.wait = None  # sent before x, so it cannot wait for its own turn
-                xy = [y, x]
-            expected = {
-                "go": go.value,
-                "winner": first_name,
-                "first": first.value,
-                "second": second.value,
-                "x": x.value,
-                "y": y.value,
-                "timed_out": True,
-                "sum": k + go.value + first.value + second.value + x.value + y.value,
-            }
-            inp = {"ledger": ledger_url, "k": k}
-            plans.append(Plan(run_id, "waits", inp, expected, [go, first, second, *xy]))
-        else:
-            s = 6 * k
-            expected = {"child": f"{run_id}-c", "v": s, "doubled": 2 * s}
-            inp = {"ledger": ledger_url, "k": k}
-            plans.append(Plan(run_id, "parent", inp, expected, children=[(f"{run_id}-c", "child", {"s": s})]))
-    return plans
-
-
 # --- watching the store ---------------------------------------------------------------------
 
 
-class Watch:
+class Watch(RunStates):
     """Every run's status and current step, read from the store file every 100 ms."""
 
     def __init__(self, store: Path) -> None:
         self.store = store
-        self.cond = threading.Condition()
-        self.state: dict[str, tuple[str, str | None]] = {}
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._loop, name="watch", daemon=True)
-        self.thread.start()
+        self.db: sqlite3.Connection | None = None  # the watching thread's
+        super().__init__()
 
-    def _loop(self) -> None:
-        db = sqlite3.connect(str(self.store), timeout=30.0)
+    def _read(self) -> dict[str, State] | None:
+        if self.db is None:
+            self.db = sqlite3.connect(str(self.store), timeout=30.0)
         try:
-            while not self.stopping.is_set():
-                try:
-                    rows = db.execute("SELECT id, status, current_step FROM runs").fetchall()
-                except sqlite3.Error:
-                    rows = None
-                if rows is not None:
-                    with self.cond:
-                        self.state = {r[0]: (r[1], r[2]) for r in rows}
-                        self.cond.notify_all()
-                self.stopping.wait(0.1)
-        finally:
-            db.close()
+            rows = self.db.execute("SELECT id, status, current_step FROM runs").fetchall()
+        except sqlite3.Error:
+            return None
+        return {r[0]: (r[1], r[2]) for r in rows}
 
-    def wait(
-        self, run_id: str, pred: Callable[[tuple[str, str | None] | None], bool], timeout: float
-    ) -> bool:
-        with self.cond:
-            return self.cond.wait_for(lambda: pred(self.state.get(run_id)), timeout=timeout)
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.thread.join(timeout=10)
-
-
-def at_wait(wait: str) -> Callable[[tuple[str, str | None] | None], bool]:
-    """The run waits at ``wait`` (its current step), or can no longer reach it."""
-
-    def reached(st: tuple[str, str | None] | None) -> bool:
-        return st is not None and (st == ("awaiting", wait) or st[0] in ENDED_OR_FAILED)
-
-    return reached
+    def _close(self) -> None:
+        if self.db is not None:
+            self.db.close()
 
 
 # --- the driver -------------------------------------------------------------------------------
@@ -485,71 +250,42 @@ class Driver:
         with self.lock:
             self.stats[what] += n
 
-    def call(self, method: str, path: str, value: Any) -> Any:
+    def post(self, path: str, value: Any) -> Any:
         """POST JSON to the dev server of the moment until it answers (below 500)."""
         body = json.dumps(value)
         deadline = time.monotonic() + CALL_S
         while True:
             server = self.fleet.current()
             reply = server.try_request(
-                method, path, body, headers={"content-type": "application/json"}, timeout=30.0
+                "POST", path, body, headers={"content-type": "application/json"}, timeout=30.0
             )
             if reply is not None and reply.status < 500:
                 if reply.status != 200:
-                    raise RuntimeError(f"{method} {path} {body}: {reply.status} {reply.body[:300]}")
+                    raise RuntimeError(f"POST {path} {body}: {reply.status} {reply.body[:300]}")
                 return reply.json()
             self.count("calls retried (server killed or 5xx)")
             if reply is not None:
                 self.count("5xx answers")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{method} {path} got no answer within {CALL_S}s")
+                raise RuntimeError(f"POST {path} got no answer within {CALL_S}s")
             time.sleep(0.02)
 
     def drive(self, plan: Plan) -> None:
         start: dict[str, Any] = {"workflow": plan.workflow, "id": plan.run_id, "input": plan.input}
         if plan.workflow == "hungry":
             # A handler fills a request state to its limit; the next big request meets it.
-            self.call("POST", "/t/hoard", {})
+            self.post("/t/hoard", {})
             self.count("memory-hungry requests")
             start["pad"] = "p" * 200_000
-        self.call("POST", "/t/start", start)
+        self.post("/t/start", start)
         self.count("runs started")
-        for s in plan.signals:
-            if s.wait is not None:
-                reached = self.watch.wait(plan.run_id, at_wait(s.wait), self.wait_s)
-                self.count("signals sent after the run waited" if reached else "waits not reached in time")
-            self.ledger.write(
-                "INSERT INTO logical_signals VALUES (?,?,?,?)", (s.nonce, plan.run_id, s.name, s.copies)
-            )
-            for copy in range(s.copies):
-                payload = {"v": s.value, "n": s.nonce, "c": copy + 1}
-                answer = self.call(
-                    "POST",
-                    "/t/signal",
-                    {"workflow": plan.workflow, "id": plan.run_id, "name": s.name, "payload": payload},
-                )
-                self.ledger.write(
-                    "INSERT INTO acks (nonce, live, at) VALUES (?,?,?)",
-                    (s.nonce, 1 if answer.get("live") else 0, time.time()),
-                )
-                self.count("signal copies acknowledged")
-        ended = self.watch.wait(
-            plan.run_id, lambda st: st is not None and st[0] in ENDED_OR_FAILED, self.wait_s
-        )
+        send_signals(plan, self.ledger, self.watch, self.wait_s, self.post, self.count)
+        ended = self.watch.wait(plan.run_id, has_ended, self.wait_s)
         self.count("runs ended" if ended else "runs not ended in time")
 
-    def worker(self, plans: queue.Queue[Plan], pace: Callable[[], None]) -> None:
-        while True:
-            try:
-                plan = plans.get_nowait()
-            except queue.Empty:
-                return
-            pace()
-            try:
-                self.drive(plan)
-            except Exception as e:  # the checker will count the run; keep driving the others
-                with self.lock:
-                    self.errors.append(f"{plan.run_id}: {e}")
+    def failed(self, error: str) -> None:
+        with self.lock:
+            self.errors.append(error)
 
 
 @dataclass
@@ -602,10 +338,7 @@ def run(settings: Settings, out: Callable[[str], None] = print) -> Outcome:
         if not settings.kills:
             del mix["doomed"]  # no kills means none, asked for or not
     plans = make_plans(settings.runs, rng, ledger.url, settings.dup, mix, slow.url)
-    for p in plans:
-        ledger.write("INSERT INTO plans VALUES (?,?,?)", (p.run_id, p.workflow, json.dumps(p.expected)))
-        for child_id, wf, expected in p.children:
-            ledger.write("INSERT INTO plans VALUES (?,?,?)", (child_id, wf, json.dumps(expected)))
+    record_plans(ledger, plans)
     began = time.monotonic()
     watch: Watch | None = None
     stop_killing = threading.Event()
@@ -633,28 +366,7 @@ def run(settings: Settings, out: Callable[[str], None] = print) -> Outcome:
         killer = threading.Thread(target=kill_loop, name="killer", daemon=True)
         if settings.kills:
             killer.start()
-        todo: queue.Queue[Plan] = queue.Queue()
-        for p in plans:
-            todo.put(p)
-        slots = iter(range(len(plans)))
-        slot_lock = threading.Lock()
-        first = time.monotonic()
-
-        def pace() -> None:
-            with slot_lock:
-                slot = next(slots)
-            delay = first + slot / settings.rate - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-
-        clients = [
-            threading.Thread(target=driver.worker, args=(todo, pace), name=f"client-{i}", daemon=True)
-            for i in range(settings.clients)
-        ]
-        for c in clients:
-            c.start()
-        for c in clients:
-            c.join()
+        drive_all(plans, settings.clients, settings.rate, driver.drive, driver.failed)
         stop_killing.set()
         if killer.is_alive():
             killer.join(timeout=60)
@@ -662,11 +374,7 @@ def run(settings: Settings, out: Callable[[str], None] = print) -> Outcome:
         all_ids = [p.run_id for p in plans] + [c[0] for p in plans for c in p.children]
         settle_by = time.monotonic() + settings.settle_s
         for run_id in all_ids:
-            watch.wait(
-                run_id,
-                lambda st: st is not None and st[0] in ENDED_OR_FAILED,
-                max(0.0, settle_by - time.monotonic()),
-            )
+            watch.wait(run_id, has_ended, max(0.0, settle_by - time.monotonic()))
         fleet.stop()
     finally:
         stop_killing.set()

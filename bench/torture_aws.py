@@ -15,7 +15,8 @@ server process (``AwsPlatform``'s deployment, the real clock), while:
 - the reconcile rule runs every second, with its thresholds cut to seconds (a lost wake
   heals in about two), and leases last 5 s (a killed worker's run is free within 5 s).
 
-Every step body posts its step id to the effects ledger (bench/torture.py's), with its
+The plans, the effects ledger and the driving are the dev server's torture's
+(bench/torture_common.py): every step body posts its step id to the ledger, with its
 worker's generation. At the end the deployment's runs, journals and signals are exported to
 a SQLite store and bench/torture_check.py counts, as for the dev server; on top, an effect
 recorded after its step's outcome was journaled is a bad repeat (generations overlap here,
@@ -28,7 +29,6 @@ import argparse
 import contextlib
 import json
 import os
-import queue
 import random
 import shutil
 import signal
@@ -48,8 +48,20 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.torture import ENDED_OR_FAILED, GEN_HEADER, PROJECT, Ledger, Plan, make_plans  # noqa: E402
 from bench.torture_check import Report, check  # noqa: E402
+from bench.torture_common import (  # noqa: E402
+    GEN_HEADER,
+    PROJECT,
+    Ledger,
+    Plan,
+    RunStates,
+    State,
+    drive_all,
+    has_ended,
+    make_plans,
+    record_plans,
+    send_signals,
+)
 
 LEASE_MS = 5_000
 RENEW_S = 1.5
@@ -284,17 +296,16 @@ class Workers:
 # --- the driver --------------------------------------------------------------------------------
 
 
-class Front:
+class Front(RunStates):
     """The fetch function: one container per driver thread, and the runs' states."""
+
+    interval_s = 0.25
 
     def __init__(self, platform: Any) -> None:
         self.p = platform
         self.local = threading.local()
-        self.states: dict[str, tuple[str, str | None]] = {}
-        self.cond = threading.Condition()
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._watch, name="watch", daemon=True)
-        self.thread.start()
+        self.store: Any = None  # the watching thread's container's
+        super().__init__()
 
     def call(self, path: str, value: Any) -> Any:
         from runtime.aws.contract import FETCH_TIMEOUT_S, Handler
@@ -311,53 +322,23 @@ class Front:
             raise RuntimeError(f"POST {path} {value}: {answer['statusCode']} {answer.get('body', '')[:300]}")
         return json.loads(answer["body"])
 
-    def _watch(self) -> None:
-        store = self.p.container(self.p.project).store
-        while not self.stopping.is_set():
-            try:
-                runs = store.list_runs(limit=10_000_000)
-            except Exception:
-                runs = None
-            if runs is not None:
-                with self.cond:
-                    self.states = {r.id: (r.status, r.current_step) for r in runs}
-                    self.cond.notify_all()
-            self.stopping.wait(0.25)
-
-    def wait(
-        self, run_id: str, pred: Callable[[tuple[str, str | None] | None], bool], timeout: float
-    ) -> bool:
-        with self.cond:
-            return self.cond.wait_for(lambda: pred(self.states.get(run_id)), timeout=timeout)
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.thread.join(timeout=10)
+    def _read(self) -> dict[str, State] | None:
+        if self.store is None:
+            self.store = self.p.container(self.p.project).store
+        try:
+            runs = self.store.list_runs(limit=10_000_000)
+        except Exception:
+            return None
+        return {r.id: (r.status, r.current_step) for r in runs}
 
 
 def drive(front: Front, ledger: Ledger, plan: Plan, wait_s: float, stats: Counter[str]) -> None:
+    def count(what: str) -> None:
+        stats[what] += 1
+
     front.call("/t/start", {"workflow": plan.workflow, "id": plan.run_id, "input": plan.input})
-    stats["runs started"] += 1
-    for s in plan.signals:
-        if s.wait is not None:
-            reached = front.wait(
-                plan.run_id,
-                lambda st, w=s.wait: st is not None and (st == ("awaiting", w) or st[0] in ENDED_OR_FAILED),
-                wait_s,
-            )
-            stats["signals sent after the run waited" if reached else "waits not reached in time"] += 1
-        ledger.write("INSERT INTO logical_signals VALUES (?,?,?,?)", (s.nonce, plan.run_id, s.name, s.copies))
-        for copy in range(s.copies):
-            payload = {"v": s.value, "n": s.nonce, "c": copy + 1}
-            answer = front.call(
-                "/t/signal",
-                {"workflow": plan.workflow, "id": plan.run_id, "name": s.name, "payload": payload},
-            )
-            ledger.write(
-                "INSERT INTO acks (nonce, live, at) VALUES (?,?,?)",
-                (s.nonce, 1 if answer.get("live") else 0, time.time()),
-            )
-            stats["signal copies acknowledged"] += 1
+    count("runs started")
+    send_signals(plan, ledger, front, wait_s, front.call, count)
 
 
 # --- export and the check by time ---------------------------------------------------------------
@@ -546,10 +527,7 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
     deployment = work / "deployment"
     ledger = Ledger(work / "ledger.sqlite", settings.effect_ms)
     plans = make_plans(settings.runs, rng, ledger.url, settings.dup)
-    for p in plans:
-        ledger.write("INSERT INTO plans VALUES (?,?,?)", (p.run_id, p.workflow, json.dumps(p.expected)))
-        for child_id, wf, expected in p.children:
-            ledger.write("INSERT INTO plans VALUES (?,?,?)", (child_id, wf, json.dumps(expected)))
+    record_plans(ledger, plans)
     platform = AwsPlatform(
         PROJECT, data_dir=deployment, endpoint_url=server.endpoint, clock=SystemClock(), strict=False
     )
@@ -586,34 +564,13 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
             threads.append(threading.Thread(target=kill_loop, name="killer", daemon=True))
         for t in threads:
             t.start()
-        todo: queue.Queue[Plan] = queue.Queue()
-        for p in plans:
-            todo.put(p)
-        first, slots, slot_lock = time.monotonic(), iter(range(len(plans))), threading.Lock()
-
-        def client() -> None:
-            while True:
-                try:
-                    plan = todo.get_nowait()
-                except queue.Empty:
-                    return
-                with slot_lock:
-                    slot = next(slots)
-                delay = first + slot / settings.rate - time.monotonic()
-                if delay > 0:
-                    time.sleep(delay)
-                try:
-                    drive(front, ledger, plan, settings.wait_s, stats)
-                except Exception as e:
-                    errors.append(f"{plan.run_id}: {e}")
-
-        clients = [
-            threading.Thread(target=client, name=f"client-{i}", daemon=True) for i in range(settings.clients)
-        ]
-        for c in clients:
-            c.start()
-        for c in clients:
-            c.join()
+        drive_all(
+            plans,
+            settings.clients,
+            settings.rate,
+            lambda plan: drive(front, ledger, plan, settings.wait_s, stats),
+            errors.append,
+        )
         # Every run is driven: the kills stop, so the runs left finish however slow the
         # machine is (a kill rate a loaded machine cannot outpace would decide the verdict).
         calm.set()
@@ -622,8 +579,8 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
         child_of = {parent: child for child, parent in children.items()}
         settle_by = time.monotonic() + settings.settle_s
 
-        def settled(run_id: str, st: tuple[str, str | None] | None) -> bool:
-            if st is not None and st[0] in ENDED_OR_FAILED:
+        def settled(run_id: str, st: State | None) -> bool:
+            if has_ended(st):
                 return True
             # A parent awaiting a child that failed will never hear from it: settled too
             # (the checker judges whether the child's failure was the rule's).

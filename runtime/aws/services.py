@@ -165,6 +165,14 @@ class DynamoObjects:
             ) from e
         return results
 
+    def state(self, cls: str, key: str) -> Any:
+        """The key's state as the last call saved it (None before any), read consistently:
+        what tests look at, as ``runtime.services.objects.Objects.state`` on a data folder."""
+        item = self._db.get_item(
+            TableName=self.table, Key={"pk": s(f"OBJ#{cls}"), "sk": s(key)}, ConsistentRead=True
+        ).get("Item")
+        return None if item is None or "state" not in item else json.loads(item["state"]["S"])
+
     def _renew(self, key: dict[str, Any], me: str, done: threading.Event) -> None:
         while not done.wait(OBJECT_RENEW_S):
             with contextlib.suppress(ClientError):  # a missed renewal only shortens the lock

@@ -6,23 +6,101 @@ One scenario (tests/projects/race_dup, workflow "order") is played once with eve
 delivered once, then again with one kind of duplicate injected at every chance; the run's
 record, its journal (entries, times included) and the effects ledger (how often each step
 body ran, kept outside the journal) must be identical.
+
+The deployment is ``AwsPlatform``'s, on its moto server, whose SQS runs on the fake clock
+each request carries; the test hands the wakes to the worker itself (``Postman``), so it
+can hand them over twice.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from runtime.core.clock import FakeClock, now_ms
-from tests.support.moto_server import PROJECTS, Delivery, Postman, World, aws_world, deliver, journal_dicts
+from runtime.aws.contract import WORKER_TIMEOUT_S, Handler
+from runtime.aws.events import sqs_event
+from runtime.aws.runtime import AwsRuntime
+from runtime.core.clock import FakeClock
+from runtime.testing import AwsPlatform
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
-PROJECT = PROJECTS / "race_dup"
+PROJECT = Path(__file__).resolve().parents[1] / "projects" / "race_dup"
 RUN = "order-1"
+WAKE_COUNTS = [
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesDelayed",
+    "ApproximateNumberOfMessagesNotVisible",
+]
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A wake message as the worker is handed it (its ReceiveMessage form)."""
+
+    message: dict[str, Any]
+
+    @property
+    def body(self) -> str:
+        return str(self.message["Body"])
+
+    @property
+    def run_id(self) -> str:
+        return str(json.loads(self.body)["run_id"])
+
+    @property
+    def due_ms(self) -> int | None:
+        due = json.loads(self.body).get("due_ms")
+        return None if due is None else int(due)
+
+
+class Postman:
+    """SQS and EventBridge Scheduler handing wakes over at the fake clock's time, driven by
+    hand: ``due()`` fires the one-time schedules whose time has come into the wake queue (as
+    Scheduler does) and takes every wake message visible now out of the queue (a delayed one
+    shows once the clock reaches its delay: the moto server runs SQS on the clock the
+    harness's requests carry)."""
+
+    def __init__(self, p: AwsPlatform) -> None:
+        self.p = p
+        self.sent: list[Delivery] = []  # everything handed over, for assertions
+
+    def due(self) -> list[Delivery]:
+        self.p.fire_due_schedules()
+        sqs, url = self.p.clients.sqs, self.p.config.wake_queue_url
+        found: list[Delivery] = []
+        while got := sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"], WaitTimeSeconds=0
+        ).get("Messages", []):
+            for m in got:
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+            found += [Delivery(m) for m in got]
+        self.sent += found
+        return found
+
+    def waiting(self) -> int:
+        """Wake messages still in the queue: held back by a delay, or in flight."""
+        sqs, url = self.p.clients.sqs, self.p.config.wake_queue_url
+        counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=WAKE_COUNTS)["Attributes"]
+        return sum(int(counts.get(name, 0)) for name in WAKE_COUNTS)
+
+
+def deliver(p: AwsPlatform, rt: AwsRuntime, deliveries: list[Delivery], receive_count: int = 1) -> Any:
+    """Call the worker Lambda's handler with these SQS records, with ``rt`` as its container."""
+    messages = [
+        {
+            **d.message,
+            "Attributes": {**d.message.get("Attributes", {}), "ApproximateReceiveCount": str(receive_count)},
+        }
+        for d in deliveries
+    ]
+    event = sqs_event(messages, p.config.wake_queue_arn, p.region)
+    return p.invoke(Handler.WORKER, event, WORKER_TIMEOUT_S, rt)
 
 
 @dataclass
@@ -38,27 +116,27 @@ class Player:
     """Plays the scenario; ``dup`` names the duplicate to inject ("sqs", "start", "signal",
     "timer") or is None for the single-delivery baseline."""
 
-    def __init__(self, world: World, dup: str | None) -> None:
-        self.world, self.dup = world, dup
-        self.clock = FakeClock()
+    def __init__(self, p: AwsPlatform, clock: FakeClock, dup: str | None) -> None:
+        self.p, self.clock, self.dup = p, clock, dup
         # Two worker containers: redeliveries go to the other one, so they also replay cold.
-        self.workers = [
-            world.runtime(self.clock, owner="worker-1"),
-            world.runtime(self.clock, owner="worker-2"),
-        ]
-        self.front = world.runtime(self.clock, owner="front")  # starts and signals (the API side)
-        self.postman = Postman(world)
+        self.workers = [self.container("worker-1"), self.container("worker-2")]
+        self.front = self.container("front")  # starts and signals (the API side)
+        self.postman = Postman(p)
         self.timer_copies: list[Delivery] = []
         self.delivered = 0
 
+    def container(self, owner: str) -> AwsRuntime:
+        """A Lambda container of the deployment: its own clients, Lua state and coroutine cache."""
+        return AwsRuntime(self.p.config, self.p.new_clients(), clock=self.clock, owner=owner)
+
     def send(self, batch: list[Delivery], worker: int = 0, receive_count: int = 1) -> None:
-        result = deliver(self.world, self.workers[worker], batch, receive_count)
+        result = deliver(self.p, self.workers[worker], batch, receive_count)
         assert result == {"batchItemFailures": []}, result
         self.delivered += len(batch)
 
     def settle(self) -> None:
         for _ in range(50):
-            batch = self.postman.due(now_ms(self.clock))
+            batch = self.postman.due()
             if not batch:
                 return
             timers = [d for d in batch if d.due_ms is not None]
@@ -119,10 +197,10 @@ class Player:
         store = self.front.store
         run = store.get_run(RUN)
         assert run is not None
-        state = self.world.object_state("Ledger", RUN) or {}
+        state = self.p.runtime.aws_services.objects.state("Ledger", RUN) or {}
         return Outcome(
             run=run.__dict__,
-            journal=journal_dicts(store.journal(RUN)),
+            journal=[e.as_dict() for e in store.journal(RUN)],
             ledger=dict(state.get("runs", {})),
             signals=[(s.name, s.payload, s.state) for s in store.signals(RUN)],
             deliveries=self.delivered,
@@ -130,8 +208,9 @@ class Player:
 
 
 def play(dup: str | None) -> Outcome:
-    with aws_world(PROJECT) as world:
-        return Player(world, dup).play()
+    clock = FakeClock()
+    with AwsPlatform(PROJECT, clock=clock) as p:
+        return Player(p, clock, dup).play()
 
 
 @pytest.fixture(scope="module")
@@ -185,32 +264,31 @@ def test_a_timer_firing_twice_changes_nothing(baseline: Outcome) -> None:
 
 
 @pytest.fixture
-def world() -> Iterator[World]:
-    with aws_world(PROJECT) as w:
-        yield w
+def player() -> Iterator[Player]:
+    clock = FakeClock()
+    with AwsPlatform(PROJECT, clock=clock) as p:
+        yield Player(p, clock, None)
 
 
-def test_a_duplicate_start_sends_a_new_wake_only_while_the_run_has_not_begun(world: World) -> None:
+def test_a_duplicate_start_sends_a_new_wake_only_while_the_run_has_not_begun(player: Player) -> None:
     """A retried start prompts the run again only if the first prompt may have been lost
     (the run has not begun); once it has, a duplicate start sends nothing."""
-    player = Player(world, None)
     player.front.platform.start("order", {"qty": 2}, id=RUN)
     player.front.platform.start("order", {"qty": 2}, id=RUN)
-    first = player.postman.due(now_ms(player.clock))
+    first = player.postman.due()
     assert [d.run_id for d in first] == [RUN, RUN]
     player.send(first)
     assert player.front.store.get_run(RUN).status == "sleeping"  # type: ignore[union-attr]
     player.front.platform.start("order", {"qty": 2}, id=RUN)
-    assert player.postman.due(now_ms(player.clock)) == []
+    assert player.postman.due() == []
 
 
-def test_duplicate_deliveries_after_the_end_die_out(world: World) -> None:
+def test_duplicate_deliveries_after_the_end_die_out(player: Player) -> None:
     """Duplicates of a finished run's wake are dropped: none of them sends another wake."""
-    player = Player(world, None)
     outcome = player.play()
     assert outcome.run["status"] == "completed"
     last = player.postman.sent[-1]
     player.send([last], worker=0, receive_count=2)
     player.send([last], worker=1, receive_count=3)
-    player.postman.collect(now_ms(player.clock))
-    assert [d.body for d in player.postman.held] == []
+    assert [d.body for d in player.postman.due()] == []
+    assert player.postman.waiting() == 0

@@ -1,5 +1,6 @@
-"""Two workers racing on the same runs, on moto's HTTP server (ThreadedMotoServer with one
-lock around its app, since moto's own conditional writes are not atomic under concurrency).
+"""Two workers racing on the same runs, on a moto server process of its own
+(``runtime.aws.motoserver``: one request at a time, since moto's own conditional writes are
+not atomic under concurrency), in a deployment ``AwsPlatform`` makes.
 
 Each step body counts its run in the Ledger object (tests/projects/race_ledger), outside
 the journal; every successful journal write is recorded from both workers' DynamoDB
@@ -14,19 +15,22 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from runtime.aws.motoserver import MotoServer
 from runtime.aws.runtime import AwsRuntime
+from runtime.core.clock import SystemClock
 from runtime.core.journal import Entry, Kind
 from runtime.errors import JournalConflict
 from runtime.store.base import RunUpdate
-from tests.support.moto_server import PROJECTS, World, moto_server
+from runtime.testing import AwsPlatform
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
-PROJECT = PROJECTS / "race_ledger"
+PROJECT = Path(__file__).resolve().parents[1] / "projects" / "race_ledger"
 RUNS = 3
 STEPS = 3
 BUDGET_S = 30.0  # a bound on a hung race, far above the few seconds it takes
@@ -34,13 +38,17 @@ BUDGET_S = 30.0  # a bound on a hung race, far above the few seconds it takes
 
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
-    with moto_server() as url:
-        yield url
+    server = MotoServer()
+    try:
+        yield server.endpoint
+    finally:
+        server.close()
 
 
 @pytest.fixture
-def world(endpoint: str) -> World:
-    return World(PROJECT, endpoint=endpoint)
+def p(endpoint: str) -> Iterator[AwsPlatform]:
+    with AwsPlatform(PROJECT, endpoint_url=endpoint, clock=SystemClock()) as p:
+        yield p
 
 
 class JournalWrites:
@@ -81,19 +89,20 @@ class JournalWrites:
         return {int(sk[2:]): n for (pk, sk), n in self.slots.items() if pk == prefix}
 
 
-def worker(world: World, owner: str, writes: JournalWrites) -> AwsRuntime:
-    clients = world.clients()
+def worker(p: AwsPlatform, owner: str, writes: JournalWrites) -> AwsRuntime:
+    """A Lambda container of the deployment with clients of its own, its writes watched."""
+    clients = p.new_clients()
     writes.watch(clients.dynamodb)
-    return AwsRuntime(world.config, clients, owner=owner)
+    return AwsRuntime(p.config, clients, owner=owner)
 
 
 def race(
-    world: World, advance: Callable[[AwsRuntime, str], Any], writes: JournalWrites
+    p: AwsPlatform, advance: Callable[[AwsRuntime, str], Any], writes: JournalWrites
 ) -> tuple[list[str], float]:
     """Start the runs, then two workers advance all of them over and over (from two threads)
     while a third sends each run its "go" signal, until every run has ended."""
-    workers = [worker(world, "worker-a", writes), worker(world, "worker-b", writes)]
-    front = worker(world, "front", writes)  # the API side: starts and signals
+    workers = [worker(p, "worker-a", writes), worker(p, "worker-b", writes)]
+    front = worker(p, "front", writes)  # the API side: starts and signals
     run_ids = [f"race-{i}" for i in range(RUNS)]
     for run_id in run_ids:
         front.platform.start("chain", {"n": STEPS}, id=run_id)
@@ -136,13 +145,13 @@ def race(
     return run_ids, time.monotonic() - t0
 
 
-def ledger(world: World, run_id: str) -> dict[str, int]:
-    return dict(world.object_state("Ledger", run_id) or {}).get("runs", {})
+def ledger(p: AwsPlatform, run_id: str) -> dict[str, int]:
+    return dict(p.runtime.aws_services.objects.state("Ledger", run_id) or {}).get("runs", {})
 
 
-def check_runs(world: World, writes: JournalWrites, run_ids: list[str]) -> dict[str, Counter[str]]:
+def check_runs(p: AwsPlatform, writes: JournalWrites, run_ids: list[str]) -> dict[str, Counter[str]]:
     """The checks both races share; returns each run's body runs per step id."""
-    store = world.runtime().store
+    store = p.runtime.store
     body_runs: dict[str, Counter[str]] = {}
     for run_id in run_ids:
         run = store.get_run(run_id)
@@ -164,7 +173,7 @@ def check_runs(world: World, writes: JournalWrites, run_ids: list[str]) -> dict[
         assert len(intents) == STEPS + 3  # the adds, flaky's two attempts, last
         outcomes = [e for e in journal if e.kind in (Kind.STEP_RESULT, Kind.STEP_FAILED)]
         assert len(outcomes) == len(intents)
-        runs = Counter(ledger(world, run_id))
+        runs = Counter(ledger(p, run_id))
         # No body ran for an attempt the journal does not hold, and every recorded
         # attempt's body ran.
         assert set(runs) == set(intents), (run_id, runs, intents)
@@ -172,18 +181,18 @@ def check_runs(world: World, writes: JournalWrites, run_ids: list[str]) -> dict[
     return body_runs
 
 
-def test_two_leased_workers_never_write_a_slot_twice_nor_run_a_body_twice(world: World) -> None:
+def test_two_leased_workers_never_write_a_slot_twice_nor_run_a_body_twice(p: AwsPlatform) -> None:
     """Two workers racing on one run never write two journal entries at one position and
     never run a step body twice for one recorded attempt."""
     writes = JournalWrites()
-    run_ids, took = race(world, lambda rt, run_id: rt.advance(run_id), writes)
-    body_runs = check_runs(world, writes, run_ids)
+    run_ids, took = race(p, lambda rt, run_id: rt.advance(run_id), writes)
+    body_runs = check_runs(p, writes, run_ids)
     for run_id, runs in body_runs.items():
         assert set(runs.values()) == {1}, f"{run_id}: a body ran twice under the lease: {runs}"
     assert took < BUDGET_S
 
 
-def test_two_workers_without_the_lease_still_never_write_a_slot_twice(world: World) -> None:
+def test_two_workers_without_the_lease_still_never_write_a_slot_twice(p: AwsPlatform) -> None:
     """The journal's conditional append on its own (the lease bypassed): losers of a race
     get a conflict, so no position is written twice and every run still completes with the
     right result. A body may repeat only in the crash window: a worker that finds an intent
@@ -195,18 +204,18 @@ def test_two_workers_without_the_lease_still_never_write_a_slot_twice(world: Wor
         w = rt.platform.worker
         return w.executor.advance(run_id, w.code)
 
-    run_ids, took = race(world, bypass, writes)
-    body_runs = check_runs(world, writes, run_ids)
+    run_ids, took = race(p, bypass, writes)
+    body_runs = check_runs(p, writes, run_ids)
     repeats = {r: {s: n for s, n in c.items() if n > 1} for r, c in body_runs.items()}
     print(f"race without the lease took {took:.2f}s; repeated bodies (crash window): {repeats}")
     assert took < BUDGET_S
 
 
-def test_concurrent_appends_at_one_length_let_exactly_one_writer_win(world: World) -> None:
+def test_concurrent_appends_at_one_length_let_exactly_one_writer_win(p: AwsPlatform) -> None:
     """The rule "the journal is still N entries long", raced head-on by two threads."""
     writes = JournalWrites()
-    stores = [worker(world, f"w{i}", writes).store for i in range(2)]
-    front = worker(world, "front", writes)
+    stores = [worker(p, f"w{i}", writes).store for i in range(2)]
+    front = worker(p, "front", writes)
     front.platform.start("chain", {"n": 1}, id="slots")
     length = 1
     for trial in range(25):

@@ -21,8 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.torture import PROJECT, Outcome, Settings, run  # noqa: E402
+from bench.torture import Outcome, Settings, run  # noqa: E402
 from bench.torture_check import STORE_FILE, Report, check  # noqa: E402
+from bench.torture_common import PROJECT  # noqa: E402
 
 SMALL = Settings(
     runs=48,
