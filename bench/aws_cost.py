@@ -39,14 +39,16 @@ read). Cold: a fresh container per wake, which reads the whole journal each time
 Prices: the DynamoDB-only tables use --wru-price/--rru-price (default: the on-demand
 us-east-1 prices since November 2024, $0.625 and $0.125 per million). The last part,
 "all in" (alone with --all-in-only), prices every service a run uses from the dated table
-in bench/prices.py (override any line with --price name=value): DynamoDB reads, writes,
-index writes, storage and PITR; SQS (ours and the trigger's receive and delete); Lambda
-requests and arm64 GB-seconds (a model: round trips x 8 ms + 15 ms per invocation);
-Scheduler; API Gateway; CloudWatch logs; S3; and the fixed monthly part (the reconciler,
-custom metrics). Three workloads: the N-step run, the auction, and a fan-out of --fanout
-parked runs each woken by a signal, each beside Lambda durable functions and Step
-Functions Standard by their published models (bench/prices.py PEER_MODELS). Target: at
-most a fifth of durable functions on every workload.
+in bench/prices.py (override any line with --price name=value) for three workloads: the
+N-step run, the auction, and a fan-out of --fanout parked runs each woken by a signal. Each
+is printed line by line beside the floor (the least any design with lunaflow's guarantees
+pays), next to Lambda durable functions by its metering rules (idiomatic: a callback per
+signal name awaited; minimal: one per wait) and Step Functions Standard, with the same
+application work and HTTP ingress on every side; the rules and the floor's arithmetic are
+bench/cost_models.py's docstring. Issue 31's targets: lunaflow at most 0.12 of durable
+functions on the steps, 0.25 on the auction and on the fan-out. A timer's wake is delivered
+as production delivers it (its message, so ``fire_timer`` runs), and Scheduler is charged
+per fire, with the fire's SQS delivery.
 
 Targets (on the engine's requests in the N-step run, whole run included):
 - at most one DynamoDB round trip per step on average;
@@ -85,6 +87,9 @@ SFN_STANDARD = 25.0  # $ per million state transitions
 LAMBDA_DURABLE = 8.0  # $ per million durable operations
 TARGET_TRIPS_PER_STEP = 1.0
 TARGET_SHARE_OF_DURABLE = 1 / 5
+# Issue 31's targets on the fair comparison, all in, per workload unit.
+TARGETS = {"steps": 0.12, "auctions": 0.25, "runs": 0.25}
+TARGET_WITH_URLS = 0.20  # every workload, both sides on Function URLs
 # Steps per auction phase: notify | charge, sign, tell-sale, settle | notify, void (checked
 # against the journals).
 AUCTION_STEPS = {"open a sale": 1, "pay it": 4, "a sale that times out": 2}
@@ -401,7 +406,8 @@ class Deployment:
         self.meter = Meter(self.admin, self.table, INDEXES)
         self.front = self.container()
         self.worker = self.container()
-        self.held: list[tuple[int, str]] = []  # (deliver at ms, run id)
+        self.held: list[tuple[int, dict[str, Any]]] = []  # (deliver at ms, the wake's message)
+        self.fired: Counter[str] = Counter()  # Scheduler entries that fired, per phase
         self.delivered: Counter[str] = Counter()  # wakes delivered to the worker, per phase
         self.api_calls: Counter[str] = Counter()  # requests through the API (fetch Lambda), per phase
 
@@ -431,7 +437,7 @@ class Deployment:
         for m in messages:
             body = json.loads(m.body)
             delay = max(0, int(m.delayed_until) - int(m.sent_timestamp or 0)) if m.delayed_until else 0
-            self.held.append((int(body.get("due_ms", now + delay)), body["run_id"]))
+            self.held.append((int(body.get("due_ms", now + delay)), body))
         scheduler = self.boto3.client("scheduler", region_name=REGION)
         for s in scheduler.list_schedules(GroupName=self.group)["Schedules"]:
             full = scheduler.get_schedule(Name=s["Name"], GroupName=self.group)
@@ -439,11 +445,15 @@ class Deployment:
             fires = int(datetime.fromisoformat(at).replace(tzinfo=UTC).timestamp() * 1000)
             if fires <= now:
                 scheduler.delete_schedule(Name=s["Name"], GroupName=self.group)  # ActionAfterCompletion
-                self.held.append((fires, json.loads(full["Target"]["Input"])["run_id"]))
+                # A fire is a Scheduler invocation and, its target being the wake queue, one
+                # SQS SendMessage billed to the account, before the trigger's receive and delete.
+                self.fired[self.meter.phase] += 1
+                self.held.append((fires, json.loads(full["Target"]["Input"])))
 
     def settle(self, cold: bool = False) -> int:
         """Deliver every wake due by the fake clock to the worker (a fresh container per wake
-        when ``cold``); returns how many were delivered."""
+        when ``cold``), with its message as the worker's handler passes it (a timer's wake
+        fires the timer first, as in production); returns how many were delivered."""
         from runtime.core.clock import now_ms
 
         n = 0
@@ -454,9 +464,15 @@ class Deployment:
             if not due:
                 return n
             self.held = [h for h in self.held if h[0] > now]
-            for _, run_id in due:
+            for _, body in due:
                 worker = self.container() if cold else self.worker
-                worker.advance(run_id, remaining_ms=900_000)
+                worker.advance(
+                    body["run_id"],
+                    remaining_ms=900_000,
+                    reason=str(body.get("reason", "wake")),
+                    due_ms=body.get("due_ms"),
+                    tries=body.get("tries") or 0,
+                )
                 self.delivered[self.meter.phase] += 1
                 n += 1
         raise SystemExit("wakes kept coming: the workload does not settle")
@@ -567,96 +583,7 @@ def auction() -> Deployment:
 # --- all in: every service a run uses, priced (issue 16.3) ------------------------------------
 
 
-@dataclass
-class Usage:
-    """What a workload used, measured on moto (DynamoDB, S3, SQS, Scheduler requests; wakes
-    delivered; API requests) and what the peers would count for the same workflow."""
-
-    label: str
-    per: str  # the unit the $ are given per million of
-    units: int
-    db: Sums
-    other: Counter[str]
-    wakes: int
-    api: int
-    stored_bytes: int
-    steps: int
-    waits: int
-    runs: int
-    journal_bytes: int
-
-    def lines(self, prices: dict[str, float]) -> dict[str, float]:
-        """$ per workload, by line."""
-        import prices as p
-
-        sqs_ours = sum(k for name, k in self.other.items() if name.startswith("sqs "))
-        # The SQS trigger (event source mapping) receives and deletes each wake: 2 requests.
-        sqs = sqs_ours + 2 * self.wakes
-        schedules = self.other.get("scheduler CreateSchedule", 0)
-        invocations = self.wakes + self.api
-        trips = self.db.requests + sum(self.other.values())
-        gb_s = (invocations * p.HANDLER_MS + trips * p.ROUND_TRIP_MS) / 1000 * p.MEMORY_MB / 1024
-        m = 1e-6
-        return {
-            "DynamoDB writes": self.db.wru * prices["dynamodb_wru_per_million"] * m,
-            "DynamoDB index writes": self.db.gsi_wru * prices["dynamodb_wru_per_million"] * m,
-            "DynamoDB reads": self.db.rru * prices["dynamodb_rru_per_million"] * m,
-            "DynamoDB storage + PITR, 1 month": self.stored_bytes
-            / 2**30
-            * (prices["dynamodb_storage_gb_month"] + prices["dynamodb_pitr_gb_month"]),
-            "SQS requests": sqs * prices["sqs_requests_per_million"] * m,
-            "Lambda requests": invocations * prices["lambda_requests_per_million"] * m,
-            "Lambda GB-seconds (arm64, model)": gb_s * prices["lambda_arm_gb_second"],
-            "Scheduler": schedules * prices["scheduler_invocations_per_million"] * m,
-            "API Gateway": self.api * prices["http_api_requests_per_million"] * m,
-            "CloudWatch logs": invocations
-            * p.LOG_BYTES_PER_INVOCATION
-            / 2**30
-            * prices["cloudwatch_logs_gb"],
-            "S3 requests": self.other.get("s3 PutObject", 0) * prices["s3_put_per_thousand"] / 1000
-            + self.other.get("s3 GetObject", 0) * prices["s3_get_per_thousand"] / 1000,
-        }
-
-    def durable(self, prices: dict[str, float]) -> float:
-        """The same workflow on Lambda durable functions, $ per workload."""
-        import prices as p
-
-        operations = self.steps + self.waits + self.runs
-        invocations = self.runs + self.waits  # the start, and a resume after each wait
-        gb_s = (invocations * p.HANDLER_MS + self.steps * p.ROUND_TRIP_MS) / 1000 * p.MEMORY_MB / 1024
-        return (
-            operations * prices["durable_operations_per_million"] * 1e-6
-            + self.journal_bytes / 2**30 * prices["durable_data_written_gb"]
-            + invocations * prices["lambda_requests_per_million"] * 1e-6
-            + gb_s * prices["lambda_arm_gb_second"]
-            + self.ingress(prices)
-        )
-
-    def ingress(self, prices: dict[str, float]) -> float:
-        """What any of the three pays to take the workload's HTTP requests (a start, a
-        signal): API Gateway and one Lambda invocation each, at the handler's model."""
-        import prices as p
-
-        gb_s = self.api * (p.HANDLER_MS + p.ROUND_TRIP_MS) / 1000 * p.MEMORY_MB / 1024
-        return (
-            self.api
-            * (prices["http_api_requests_per_million"] + prices["lambda_requests_per_million"])
-            * 1e-6
-            + gb_s * prices["lambda_arm_gb_second"]
-        )
-
-    def step_functions(self, prices: dict[str, float]) -> float:
-        """The same workflow on Step Functions Standard (steps as Lambda tasks), $ per workload."""
-        import prices as p
-
-        transitions = self.steps + self.waits + 2 * self.runs
-        gb_s = self.steps * p.HANDLER_MS / 1000 * p.MEMORY_MB / 1024
-        return (
-            transitions * prices["stepfunctions_transitions_per_million"] * 1e-6
-            + self.steps * prices["lambda_requests_per_million"] * 1e-6
-            + gb_s * prices["lambda_arm_gb_second"]
-            + self.ingress(prices)
-        )
+from cost_models import Usage  # noqa: E402
 
 
 def _usage(
@@ -664,15 +591,16 @@ def _usage(
 ) -> Usage:
     from runtime.core.journal import Kind
 
-    db, other = Sums(), Counter()
+    def wanted(phase: str) -> bool:
+        return phases is None or phase in phases
+
+    db, app, other = Sums(), Sums(), Counter()
     for c in d.meter.calls:
-        if phases is None or c.phase in phases:
-            db.add(c)
+        if wanted(c.phase):
+            (db if c.side == "engine" else app).add(c)
     for (phase, service, op), k in d.meter.other.items():
-        if phases is None or phase in phases:
+        if wanted(phase):
             other[f"{service} {op}"] += k
-    wakes = sum(k for ph, k in d.delivered.items() if phases is None or ph in phases)
-    api = sum(k for ph, k in d.api_calls.items() if phases is None or ph in phases)
     stored = 0
     for page in d.admin.get_paginator("scan").paginate(TableName=d.table):
         for item in page["Items"]:
@@ -680,13 +608,44 @@ def _usage(
                 # 100 bytes of overhead per item, and per index entry (keys only) its keys.
                 stored += item_size(item) + 100
                 stored += sum(100 + 60 for pk, sk in d.meter.indexes.values() if pk in item and sk in item)
-    steps = waits = journal_bytes = 0
+    counts: Counter[str] = Counter()
+    journal_bytes = 0
     for run_id in run_ids:
-        journal = d.front.store.journal(run_id)
-        steps += sum(1 for e in journal if e.kind == Kind.STEP_INTENT)
-        waits += sum(1 for e in journal if e.kind == Kind.WAIT_DONE)
-        journal_bytes += sum(len(json.dumps(e.data)) for e in journal)
-    return Usage(label, per, units, db, other, wakes, api, stored, steps, waits, len(run_ids), journal_bytes)
+        for e in d.front.store.journal(run_id):
+            journal_bytes += len(json.dumps(e.data))
+            if e.kind == Kind.STEP_INTENT:
+                counts["steps"] += 1
+            elif e.kind == Kind.WAIT and e.data.get("names"):
+                counts["awaits"] += 1
+                counts["names"] += len(e.data["names"])
+            elif e.kind == Kind.WAIT:
+                counts["sleeps"] += 1
+            if e.kind == Kind.WAIT_DONE and e.data.get("by") in ("timer", "timeout"):
+                counts["timer_fires"] += 1
+            if e.kind == Kind.WAIT_DONE and e.data.get("by") == "signal":
+                counts["signals"] += 1  # every signal these workloads send is consumed
+    locks = sum(c.wru for c in d.meter.calls if wanted(c.phase) and c.what == "object: lock")
+    return Usage(
+        lock_wru=locks,
+        label=label,
+        per=per,
+        units=units,
+        db=db,
+        app=app,
+        other=dict(other),
+        wakes=sum(k for ph, k in d.delivered.items() if wanted(ph)),
+        fired=sum(k for ph, k in d.fired.items() if wanted(ph)),
+        api=sum(k for ph, k in d.api_calls.items() if wanted(ph)),
+        stored_bytes=stored,
+        journal_bytes=journal_bytes,
+        runs=len(run_ids),
+        steps=counts["steps"],
+        sleeps=counts["sleeps"],
+        awaits=counts["awaits"],
+        names=counts["names"],
+        signals=counts["signals"],
+        timer_fires=counts["timer_fires"],
+    )
 
 
 def all_in_steps(n: int) -> Usage:
@@ -745,36 +704,56 @@ def all_in_fanout(n: int) -> Usage:
         return _usage(d, f"fan-out: {n} parked runs, each woken by a signal", "runs", n, ["fan"], ids)
 
 
-def print_all_in(usages: list[Usage], prices: dict[str, float]) -> None:
+def print_all_in(usages: list[Usage], prices: dict[str, float], batch: int = 10, url: bool = False) -> None:
     import prices as p
 
-    print(f"\nall in, at prices of {p.PRICES_DATE} (bench/prices.py; override with --price name=value)")
-    target = 1 / 5
     for u in usages:
-        lines = u.lines(prices)
-        total = sum(lines.values())
+        u.url = url
+
+    print(f"\nall in, at prices of {p.PRICES_DATE} (bench/prices.py; override with --price name=value)")
+    print("(the rules of each column: bench/cost_models.py)")
+    if url:
+        print("HTTP through Lambda Function URLs on every side (--ingress url): no API Gateway line")
+    for u in usages:
+        lines, floor = u.lines(prices), u.floor_lines(prices)
         scale = 1e6 / u.units
         print(f"\n{u.label}: $ per million {u.per}")
         print(
             f"  measured: {u.db.requests} DynamoDB requests, {u.db.wru:.0f} WRU, "
-            f"{u.db.gsi_wru:.0f} index WRU, {u.db.rru:.1f} RRU, {u.wakes} wakes, {u.api} API requests, "
-            f"{u.stored_bytes} bytes stored; {u.steps} steps, {u.waits} waits, {u.runs} runs"
+            f"{u.db.gsi_wru:.0f} index WRU, {u.db.rru:.1f} RRU (and {u.app.requests} of the project's own), "
+            f"{u.wakes} wakes, "
+            f"{u.fired} Scheduler fires, {u.api} API requests, {u.stored_bytes} bytes stored; "
+            f"{u.runs} runs, {u.steps} steps, {u.awaits} signal waits over {u.names} names, "
+            f"{u.sleeps} sleeps, {u.signals} signals, {u.timer_fires} timer fires"
         )
+        print(f"  {'':<36} {'lunaflow':>9} {'floor':>9}")
         for name, dollars in lines.items():
-            print(f"  {name:<36} ${dollars * scale:>9.2f}")
-        durable, sfn = u.durable(prices) * scale, u.step_functions(prices) * scale
-        ours = total * scale
-        print(f"  {'lunaflow, all in':<36} ${ours:>9.2f}")
-        print(f"  {'Lambda durable functions':<36} ${durable:>9.2f}")
-        print(f"  {'Step Functions Standard':<36} ${sfn:>9.2f}")
-        ok = ours <= durable * target
-        verdict = "PASS" if ok else "FAIL"
-        print(f"  lunaflow / durable functions: {ours / durable:.2f} (target <= {target:.2f}): {verdict}")
-        base = u.ingress(prices) * scale
+            print(f"  {name:<36} ${dollars * scale:>8.2f} ${floor.get(name, 0.0) * scale:>8.2f}")
+        ours, least = sum(lines.values()) * scale, sum(floor.values()) * scale
+        u.batch = batch
+        loaded = sum(u.lines(prices).values()) * scale
+        u.batch = 1
+        durable, minimal = u.durable(prices) * scale, u.durable(prices, idiomatic=False) * scale
+        sfn = u.step_functions(prices) * scale
+        print(f"  {'total':<36} ${ours:>8.2f} ${least:>8.2f}")
+        print(f"  {f'lunaflow, {batch} wakes an invocation':<36} ${loaded:>8.2f}   (under load)")
         print(
-            f"  without the HTTP ingress all three pay (${base:.2f}): lunaflow ${ours - base:.2f}, "
-            f"durable functions ${durable - base:.2f} ({(ours - base) / (durable - base):.2f})"
+            f"  {'Lambda durable functions, idiomatic':<36} ${durable:>8.2f}   "
+            f"({u.durable_operations(True)} operations)"
         )
+        print(
+            f"  {'Lambda durable functions, minimal':<36} ${minimal:>8.2f}   "
+            f"({u.durable_operations(False)} operations)"
+        )
+        print(f"  {'Step Functions Standard':<36} ${sfn:>8.2f}")
+        print(
+            f"  lunaflow / durable functions: {ours / durable:.2f} idiomatic, {ours / minimal:.2f} minimal; "
+            f"the floor: {least / durable:.2f} and {least / minimal:.2f}; lunaflow / floor {ours / least:.2f}"
+        )
+        target = TARGET_WITH_URLS if url else TARGETS.get(u.per)
+        if target is not None:
+            verdict = "PASS" if ours <= durable * target else "FAIL"
+            print(f"  target: lunaflow <= {target:.2f} of durable functions (idiomatic): {verdict}")
     # The fixed part: the reconcile rule every minute, its lists over every index shard.
     from runtime.store import dynamodb
 
@@ -782,7 +761,8 @@ def print_all_in(usages: list[Usage], prices: dict[str, float]) -> None:
     per_month = 43_200  # one reconcile a minute
     queries = 3 * shards  # wake-ups, running runs, due timers, each over every shard
     reconcile = per_month * (
-        prices["lambda_requests_per_million"] * 1e-6
+        prices["xray_sampled_share"] * prices["xray_traces_per_million"] * 1e-6
+        + prices["lambda_requests_per_million"] * 1e-6
         + (p.HANDLER_MS + queries * p.ROUND_TRIP_MS)
         / 1000
         * p.MEMORY_MB
@@ -796,7 +776,6 @@ def print_all_in(usages: list[Usage], prices: dict[str, float]) -> None:
         f"\nfixed, per month whatever runs: the reconciler ${reconcile:.2f} (43,200 invocations, {queries} "
         f"index queries each), CloudWatch custom metrics ${metrics:.2f} (8 metrics)"
     )
-    print("peers' pricing models:\n" + p.PEER_MODELS)
 
 
 # --- printing ---------------------------------------------------------------------------------
@@ -840,6 +819,15 @@ def main() -> None:
     parser.add_argument("--fanout", type=int, default=1000, help="parked runs in the fan-out workload")
     parser.add_argument("--price", action="append", default=[], help="override a price: name=value")
     parser.add_argument("--all-in-only", action="store_true", help="only the all-in prices")
+    parser.add_argument(
+        "--ingress",
+        choices=("api", "url"),
+        default="api",
+        help="HTTP through API Gateway (default) or Function URLs, on every side",
+    )
+    parser.add_argument(
+        "--batch", type=int, default=10, help="wakes per worker invocation under load (default 10)"
+    )
     args = parser.parse_args()
     n = args.steps
     import prices as price_table
@@ -849,7 +837,12 @@ def main() -> None:
         import warnings
 
         warnings.simplefilter("ignore")
-        print_all_in([all_in_steps(n), all_in_auction(), all_in_fanout(args.fanout)], table)
+        print_all_in(
+            [all_in_steps(n), all_in_auction(), all_in_fanout(args.fanout)],
+            table,
+            args.batch,
+            args.ingress == "url",
+        )
         return
 
     import warnings
@@ -963,7 +956,12 @@ def main() -> None:
             f"  not in the target: {per_step.gsi_wru:.2f} GSI WRU per step, because the run item "
             "changes on every append and projects ALL attributes into every index it is in."
         )
-    print_all_in([all_in_steps(n), all_in_auction(), all_in_fanout(args.fanout)], table)
+    print_all_in(
+        [all_in_steps(n), all_in_auction(), all_in_fanout(args.fanout)],
+        table,
+        args.batch,
+        args.ingress == "url",
+    )
 
 
 if __name__ == "__main__":

@@ -21,8 +21,11 @@ PRICES: dict[str, float] = {
     "lambda_arm_gb_second": 0.0000133334,
     # SQS standard queue, per 64 KB chunk of a request (aws.amazon.com/sqs/pricing/)
     "sqs_requests_per_million": 0.40,
-    # EventBridge Scheduler, invocations (aws.amazon.com/eventbridge/pricing/)
+    # EventBridge Scheduler, invocations: a schedule that fires (creating and deleting one is
+    # an API call, not billed) (aws.amazon.com/eventbridge/pricing/)
     "scheduler_invocations_per_million": 1.00,
+    # X-Ray, traces recorded (aws.amazon.com/xray/pricing/): the functions trace actively
+    "xray_traces_per_million": 5.00,
     # API Gateway HTTP API, first 300 million a month (aws.amazon.com/api-gateway/pricing/)
     "http_api_requests_per_million": 1.00,
     # CloudWatch (aws.amazon.com/cloudwatch/pricing/): logs ingested, custom metrics
@@ -35,6 +38,17 @@ PRICES: dict[str, float] = {
     "durable_operations_per_million": 8.00,  # Lambda durable functions, per durable operation
     "durable_data_written_gb": 0.25,  # Lambda durable functions, checkpoint data written
     "stepfunctions_transitions_per_million": 25.00,  # Step Functions Standard
+    "durable_retained_gb_month": 0.15,  # Lambda durable functions, data retained (14 days by default)
+    # Models, not prices (overridable the same way): the share of invocations that start a
+    # new container (INIT is billed on managed runtimes since 2025-08-01), each INIT's length
+    # for lunaflow's bundle (bench/cold_start.py: import and first activation, with bytecode)
+    # and for a durable function's Python handler (its SDK and boto3), and the share of
+    # invocations X-Ray's default sampling rule records (one a second, then 5 %).
+    "cold_start_share": 0.01,
+    "lunaflow_init_ms": 1200.0,
+    "durable_init_ms": 400.0,
+    "xray_sampled_share": 0.05,
+    "durable_retention_days": 14.0,
 }
 
 # The engine's Lambda model: a function's billed duration is its round trips to AWS services
@@ -43,19 +57,12 @@ PRICES: dict[str, float] = {
 ROUND_TRIP_MS = 8.0
 HANDLER_MS = 15.0
 MEMORY_MB = 1024  # infra/constants.py MEMORY_MB
-# Log lines per invocation: Lambda's START/END/REPORT (~350 bytes) and the runtime's own
-# structured lines (~2 per activation, ~400 bytes each).
-LOG_BYTES_PER_INVOCATION = 350 + 2 * 400
-
-PEER_MODELS = """\
-Lambda durable functions: $8 per million durable operations (a step, a wait, a callback,
-  the execution's start each one), $0.25 per GB of checkpoint data written, plus the
-  function's own Lambda requests (one per invocation: the start and every resume after a
-  wait) and GB-seconds (counted at the engine's model, the same work). Retention storage
-  ($0.15 per GB-month) is left out: a lower bound.
-Step Functions Standard: $25 per million state transitions (one per step, per wait state,
-  per callback task, plus the start and the end), plus the Lambda requests and GB-seconds
-  of the steps' task functions (one invocation per step). A lower bound as well."""
+# Log lines per invocation: Lambda's START/END/REPORT (~350 bytes, text format), which
+# lunaflow's functions no longer write (JSON log format, system log level WARN), and the
+# runtime's own line when a metric moved (one EMF line, ~400 bytes).
+PLATFORM_LOG_BYTES = 350
+OWN_LOG_BYTES = 400
+LOG_BYTES_PER_INVOCATION = OWN_LOG_BYTES  # lunaflow's, since issue 31
 
 
 def apply(overrides: list[str]) -> dict[str, float]:
