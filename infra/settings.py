@@ -13,6 +13,10 @@ defaults and checks. Each is documented in docs/operations.md.
   a final snapshot when the stack is destroyed.
 - ``stuckAfterMinutes``: a run woken this long ago and still not moving counts in the
   ``StuckRuns`` metric, which an alarm watches (default 15; 2 to 1,440).
+- ``ingress``: ``api`` (default) puts the fetch function behind an API Gateway HTTP API, with
+  its throttling and access logs; ``url`` behind a Lambda Function URL instead, with no
+  per-request charge of its own, no throttle but the fetch function's reserved concurrency,
+  and no access log (docs/operations.md weighs the two).
 - ``force``: ``true`` lets the deploy gate pass code that would make in-flight runs diverge;
   the stack output ``DeployGateReport`` then names the runs it breaks. Off by default.
 """
@@ -33,6 +37,7 @@ QUEUE_MAX_CONCURRENCY = 10
 # The reconciler re-sends a lost wake after a minute, then after pauses that double; a run
 # still not moving a quarter of an hour later needs a person.
 STUCK_AFTER_MINUTES = 15
+INGRESSES = ("api", "url")
 MIN_EVENT_SOURCE_CONCURRENCY = 2  # SQS event source maximum concurrency: 2 to 1,000
 MAX_EVENT_SOURCE_CONCURRENCY = 1000
 
@@ -50,6 +55,7 @@ class Settings:
     database_deletion_protection: bool
     force: bool = False
     stuck_after_minutes: int = STUCK_AFTER_MINUTES
+    ingress: str = "api"
 
     @classmethod
     def from_context(cls, node: Node) -> Settings:
@@ -96,7 +102,14 @@ class Settings:
                 f"-c stuckAfterMinutes={stuck} is outside 2 to 1440: the reconciler looks every minute "
                 "and re-sends a lost wake after one, so fewer than 2 would count runs it is still healing"
             )
+        ingress = get("ingress") or "api"
+        if ingress not in INGRESSES:
+            raise SettingsError(
+                f"-c ingress={ingress!r} is not a way in: the fetch function takes HTTP through an API "
+                "Gateway HTTP API (api, the default) or a Lambda Function URL (url); pass one of them"
+            )
         return cls(
+            ingress=ingress,
             force=force in (True, "true"),
             stuck_after_minutes=stuck,
             alarm_email=email,

@@ -12,7 +12,7 @@ from constructs import Construct
 from infra import constants
 from infra.bundling import digest
 from infra.capabilities.alarms import Alarms
-from infra.capabilities.api import HttpApi
+from infra.capabilities.api import FunctionUrlIngress, HttpApi
 from infra.capabilities.console import Console
 from infra.capabilities.database import Database
 from infra.capabilities.functions import Functions
@@ -85,7 +85,12 @@ class LunaflowStack(Stack):
             version=needs.version,
             force=self.settings.force,
         )
-        self.api = HttpApi(self, "Http", self.functions.live["Fetch"])
+        fetch = self.functions.live["Fetch"]
+        self.api: HttpApi | FunctionUrlIngress = (
+            FunctionUrlIngress(self, "Url", fetch)
+            if self.settings.ingress == "url"
+            else HttpApi(self, "Http", fetch)
+        )
         events.Rule(
             self,
             "Reconcile",
@@ -111,7 +116,7 @@ class LunaflowStack(Stack):
             indexes=list(INDEXES),
             email=self.settings.alarm_email,
         )
-        CfnOutput(self, Output.API_URL, value=self.api.url, description="The project's HTTP API")
+        CfnOutput(self, Output.API_URL, value=self.api.url, description="The project's HTTP endpoint")
         CfnOutput(
             self, Output.TABLE_NAME, value=self.journal.table.table_name, description="Runs and journals"
         )

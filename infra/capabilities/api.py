@@ -1,4 +1,6 @@
-"""The HTTP API: every route to the fetch function, with throttling and access logs."""
+"""The way HTTP reaches the fetch function: an API Gateway HTTP API (every route, with
+throttling and access logs), or with ``-c ingress=url`` a Lambda Function URL (no charge per
+request of its own; no throttle but the function's reserved concurrency; no access log)."""
 
 from __future__ import annotations
 
@@ -40,3 +42,19 @@ class HttpApi(Construct):
     @property
     def url(self) -> str:
         return str(self.api.api_endpoint)
+
+
+class FunctionUrlIngress(Construct):
+    """A public Function URL on the fetch function's live alias. Like the HTTP API it asks no
+    credentials (the project's fetch handler decides who may do what); it carries the same
+    payload (format 2.0), so the handler is the same."""
+
+    def __init__(self, scope: Construct, id: str, fetch: lambda_.IFunction) -> None:
+        super().__init__(scope, id)
+        self.function_url = lambda_.FunctionUrl(
+            self, "Url", function=fetch, auth_type=lambda_.FunctionUrlAuthType.NONE
+        )
+
+    @property
+    def url(self) -> str:
+        return str(self.function_url.url)

@@ -13,7 +13,7 @@ import pytest
 from aws_cdk import App, Stack
 from aws_cdk.assertions import Template
 
-from conftest import QUEUE_SETTINGS, Synth, as_list
+from conftest import QUEUE_SETTINGS, TINY_REQUIREMENTS, Synth, _synth, as_list, render
 from infra.capabilities.alarms import WAKE_AGE_ALARM_S
 from infra.capabilities.database import Database
 from infra.settings import CONCURRENCY, QUEUE_MAX_CONCURRENCY, WAKE_MAX_CONCURRENCY, Settings, SettingsError
@@ -149,6 +149,51 @@ def test_functions_have_the_default_reserved_concurrency(auction: Synth) -> None
         assert auction.props(fn)["ReservedConcurrentExecutions"] == CONCURRENCY[name], name
 
 
+def test_every_function_logs_json_without_lambdas_own_info_lines(auction: Synth) -> None:
+    """Issue 31: Lambda's START/END/REPORT lines are INFO system lines, ~350 bytes of log
+    ingestion per invocation; at system level WARN they are not written, application lines
+    still are (and the deploy gate's function follows the same rule)."""
+    functions = auction.of_type("AWS::Lambda::Function")
+    ours = [props for props in functions.values() if "lunaflow" in str(props.get("Description", ""))]
+    assert len(ours) >= 4  # fetch, worker, console and the deploy gate at least
+    for props in ours:
+        assert props["LoggingConfig"] == {
+            "LogFormat": "JSON",
+            "SystemLogLevel": "WARN",
+            "ApplicationLogLevel": "INFO",
+            "LogGroup": props["LoggingConfig"]["LogGroup"],
+        }, props["Description"]
+
+
+def test_ingress_url_puts_a_function_url_on_fetch_instead_of_the_http_api(tmp_path: Any) -> None:
+    """Issue 31: -c ingress=url. The fetch function's live alias answers on a Function URL
+    (public like the HTTP API; the project's handler decides), the stack output names it,
+    no API Gateway resource is made, and cdk-nag still passes."""
+    synth = _synth(
+        tmp_path,
+        {"project": "tests/projects/infra_schedules", "stack": "lunaflow-url", "ingress": "url"},
+        TINY_REQUIREMENTS,
+    )
+    assert synth.error is None, synth.error
+    assert not synth.of_type("AWS::ApiGatewayV2::Api")
+    [(url_id, url)] = synth.of_type("AWS::Lambda::Url").items()
+    assert url["AuthType"] == "NONE"
+    # the live alias, which the deploy gate moves only once in-flight runs replay on the new code
+    assert url["TargetFunctionArn"] == f"<GetAtt:{synth.id(synth.stack.functions.fetch)}.Arn>"
+    assert url["Qualifier"] == "live"
+    # Since October 2025 a public URL needs both grants; the second only through the URL
+    grants = {
+        props["Action"]: props
+        for props in synth.of_type("AWS::Lambda::Permission").values()
+        if props.get("FunctionUrlAuthType") == "NONE" or props.get("InvokedViaFunctionUrl")
+    }
+    assert set(grants) == {"lambda:InvokeFunctionUrl", "lambda:InvokeFunction"}
+    assert grants["lambda:InvokeFunction"]["InvokedViaFunctionUrl"] is True
+    outputs = synth.template["Outputs"]
+    [api_url] = [o for name, o in outputs.items() if name.startswith("ApiUrl")]
+    assert render(api_url["Value"]) == f"<GetAtt:{url_id}.FunctionUrl>"
+
+
 def test_the_wake_event_source_stays_within_the_workers_reserved_concurrency(auction: Synth) -> None:
     [mapping] = [
         m
@@ -250,6 +295,7 @@ def test_database_deletion_protection_is_a_context_setting() -> None:
         ({"alarmEmail": "nobody"}, "not an email address"),
         ({"databaseDeletionProtection": "yes"}, "use true or false"),
         ({"force": "yes"}, "use true"),
+        ({"ingress": "http"}, "is not a way in"),
     ],
 )
 def test_a_bad_setting_is_refused_at_synth_with_the_fix(context: dict[str, str], says: str) -> None:
