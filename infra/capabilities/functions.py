@@ -57,11 +57,9 @@ LIVE_ALIAS = "live"
 # ingestion and say nothing the metrics and traces do not: the system level is WARN, so only
 # its timeouts and crashes are written. Application lines keep INFO (Powertools writes JSON
 # whatever the format, and reads AWS_LAMBDA_LOG_LEVEL, which this level sets).
-LOGGING = {
-    "logging_format": lambda_.LoggingFormat.JSON,
-    "system_log_level_v2": lambda_.SystemLogLevel.WARN,
-    "application_log_level_v2": lambda_.ApplicationLogLevel.INFO,
-}
+LOG_FORMAT = lambda_.LoggingFormat.JSON
+SYSTEM_LOG_LEVEL = lambda_.SystemLogLevel.WARN
+APPLICATION_LOG_LEVEL = lambda_.ApplicationLogLevel.INFO
 CONSOLE = Role("Console", Handler.CONSOLE, constants.CONSOLE_TIMEOUT_S, "CloudWatch console widgets")
 
 
@@ -139,7 +137,9 @@ class Functions(Construct):
                 else environment,
                 description=f"lunaflow: {role.description}",
                 tracing=lambda_.Tracing.ACTIVE,
-                **LOGGING,
+                logging_format=LOG_FORMAT,
+                system_log_level_v2=SYSTEM_LOG_LEVEL,
+                application_log_level_v2=APPLICATION_LOG_LEVEL,
                 reserved_concurrent_executions=settings.concurrency[role.name],
                 log_group=logs.LogGroup(
                     self,

@@ -19,7 +19,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra import constants
-from infra.capabilities.functions import LOGGING, Functions
+from infra.capabilities.functions import APPLICATION_LOG_LEVEL, LOG_FORMAT, SYSTEM_LOG_LEVEL, Functions
 from infra.capabilities.journal import JournalTable
 from infra.capabilities.values import ValuesBucket
 from runtime.aws.contract import CODE_PREFIX, GATE_SERVICE_TIMEOUT_S, GATE_TIMEOUT_S, Env, Handler
@@ -56,7 +56,9 @@ class DeployGate(Construct):
             environment={**functions.environment, Env.CODE_DIGEST: digest},
             description="lunaflow: the deploy gate (replays in-flight runs on the new code)",
             tracing=lambda_.Tracing.ACTIVE,
-            **LOGGING,
+            logging_format=LOG_FORMAT,
+            system_log_level_v2=SYSTEM_LOG_LEVEL,
+            application_log_level_v2=APPLICATION_LOG_LEVEL,
             log_group=logs.LogGroup(self, "Logs", retention=constants.log_retention()),
         )
         table = journal.table.table_arn
