@@ -1,0 +1,424 @@
+"""Creating a run and appending to its journal on the DynamoDB table: the run item, the
+journal's chunks, the run item's summary, and the writes and transactions that keep them in
+step (the rules are in ``runtime.store.dynamodb``'s docstring and docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from runtime.core import published
+from runtime.core.journal import ENDED, Entry, Status
+from runtime.core.values import compact
+from runtime.errors import EngineBug, JournalConflict, LunaflowError
+from runtime.store.base import FirstSignal, RunRecord, RunUpdate, TimerSet, checked_update
+from runtime.store.dynamodb_flow import AlsoRefused, DynamoFlow
+from runtime.store.dynamodb_layout import (
+    ALL_RUNS,
+    INLINE_CHUNK_BYTES,
+    INLINE_TEXT_BYTES,
+    REF,
+    TAIL_BYTES,
+    TIMER_PK,
+    WAKE_PK,
+    WRITE_ID,
+    _consumed,
+    _created_sk,
+    _elided,
+    _intervals,
+    _journal_sk,
+    _mine,
+    _write_id,
+    run_key,
+    run_pk,
+    sharded,
+)
+from runtime.store.dynamodb_reads import Reads
+from runtime.store.items import Lost, conditional, error_code, n, s, whole
+
+
+class Appends(Reads):
+    """Creating runs and appending to their journals: a part of ``DynamoDBStore``."""
+
+    _flow: DynamoFlow
+
+    if TYPE_CHECKING:  # other parts' (runtime.store.dynamodb_signals, _index, _timers)
+
+        def _signal_item(
+            self,
+            run_id: str,
+            signal_id: int,
+            name: str,
+            payload: Any,
+            at: float,
+            live: bool,
+            written: list[str],
+        ) -> dict[str, Any]: ...
+
+        def _value_items(self, run_id: str, sets: dict[str, Any]) -> list[Any]: ...
+
+        def _wake_item(self, run_id: str) -> dict[str, Any]: ...
+
+    # --- creating and appending --------------------------------------------------------
+
+    def _run_item(self, run: RunRecord) -> dict[str, Any]:
+        created = _created_sk(run.created_at, run.id)
+        item: dict[str, Any] = {
+            **run_key(run.id),
+            "id": s(run.id),
+            "workflow": s(run.workflow),
+            "status": s(run.status),
+            "created_at": n(run.created_at),
+            "updated_at": n(run.updated_at),
+            "signal_seq": n(0),
+            "summary_at": n(1),
+            "created_sk": s(created),
+            "status_pk": s(sharded(f"STATUS#{run.status}", run.id)),
+            "workflow_pk": s(sharded(f"WF#{run.workflow}", run.id)),
+            "all_pk": s(sharded(ALL_RUNS, run.id)),
+            "wake_pk": s(sharded(WAKE_PK, run.id)),
+            "wake_sk": s(f"{run.created_at:020.6f}"),
+            "wake_token": n(1),
+        }
+        if run.parent_id is not None:
+            item["parent_id"] = s(run.parent_id)
+            item["parent_pk"] = s(f"PARENT#{run.parent_id}")
+        return item
+
+    def _chunk_put(self, run_id: str, entries: Sequence[Entry], written: list[str]) -> dict[str, Any]:
+        rows = compact([_elided(e) for e in entries])
+        where, value = self._spill(run_id, f"chunk-{entries[0].seq}", rows, INLINE_CHUNK_BYTES, written)
+        item = {
+            "pk": s(run_pk(run_id)),
+            "sk": s(_journal_sk(entries[0].seq)),
+            "last": n(entries[-1].seq),
+            "entries" + where: s(value),
+            WRITE_ID: s(_write_id()),
+        }
+        tail = compact([entries[-1].kind, entries[-1].name])
+        if len(tail.encode("utf-8")) <= TAIL_BYTES:
+            item["tail"] = s(tail)
+        # The rule: a journal slot is written once. Every writer starts its chunk right after
+        # the last chunk it read, so two writers with the same view claim the same key.
+        return {
+            "TableName": self.table,
+            "Item": item,
+            "ConditionExpression": "attribute_not_exists(pk)",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+
+    def _transact(self, items: list[Any], run_id: str, seq: int, token: str, written: list[str]) -> None:
+        """Write the items in one transaction; the last one is the summary carrying
+        ``token``. A retry that finds that summary committed is the commit."""
+        try:
+            self._db.transact_write_items(TransactItems=items)
+        except ClientError as e:
+            if error_code(e) == "TransactionCanceledException":
+                reasons: list[Any] = list(e.response.get("CancellationReasons", []))
+                codes = [r.get("Code") for r in reasons]
+                if "ConditionalCheckFailed" in codes:
+                    old = reasons[-1].get("Item") if reasons else None
+                    if codes[:-1] == ["None"] * (len(codes) - 1) and _mine(Lost(old), token):
+                        return
+                    self._drop(written, old)
+                    raise JournalConflict(run_id, seq) from e
+            raise LunaflowError(f"the journal of run '{run_id}' could not be written: {e}") from e
+
+    def create_run(
+        self,
+        run: RunRecord,
+        started: Entry,
+        signal: FirstSignal | None = None,
+        also: Sequence[dict[str, Any]] = (),
+    ) -> tuple[RunRecord, bool]:
+        """``also``: puts written in the run's transaction (a collection's items), each with
+        its own condition; one that fails raises ``AlsoRefused`` and nothing is written."""
+        # The run item is journal entry 1 as well (it carries run.started's data, the input
+        # included), so a start is one write; chunks begin at entry 2.
+        item = self._run_item(run)
+        written: list[str] = []
+        text_ = compact({"workflow": started.name, "data": started.data, "at": started.at})
+        where, value = self._spill(run.id, "started", text_, INLINE_TEXT_BYTES, written)
+        item["started" + where] = s(value)
+        token = _write_id()
+        item[WRITE_ID] = s(token)
+        put = {
+            "TableName": self.table,
+            "Item": item,
+            "ConditionExpression": "attribute_not_exists(pk)",  # the id is free
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        if signal is None and not also:
+            created = conditional(self._db.put_item, **put)
+        elif signal is None:
+            created = self._create_signalled(put, None, token, also)
+        else:
+            item["signal_seq"] = n(1)  # the signal is number 1, as its first add_signal would be
+            first = self._signal_item(run.id, 1, signal.name, signal.payload, signal.at, True, written)
+            created = self._create_signalled(put, first, token, also)
+        if not created and not _mine(created, token):
+            self._drop(written, created.item)
+            existing = self.get_run(run.id)
+            if existing is None:
+                raise EngineBug(f"run '{run.id}' was refused as existing but cannot be read")
+            return existing, False
+        return RunRecord(**{**run.__dict__, "journal_len": 1}), True
+
+    def _create_signalled(
+        self,
+        put: dict[str, Any],
+        first: dict[str, Any] | None,
+        token: str,
+        also: Sequence[dict[str, Any]] = (),
+    ) -> Any:
+        """Signal-with-start: the run item and its first signal item in one transaction, so
+        no crash leaves the run without its signal. The signal item needs no condition of its
+        own: it is written only if the run item's holds (the id was free). ``True``, or
+        ``Lost`` with the run item as it is (a retry that finds its own ``wid`` committed).
+        ``ClientRequestToken`` makes a retry of a committed transaction succeed on AWS."""
+        try:
+            items: list[Any] = [{"Put": put}]
+            if first is not None:
+                items.append({"Put": {"TableName": self.table, "Item": first}})
+            items += [{"Put": {"TableName": self.table, **a}} for a in also]
+            self._db.transact_write_items(TransactItems=items, ClientRequestToken=token)
+            return True
+        except ClientError as e:
+            if error_code(e) == "TransactionCanceledException":
+                reasons: list[Any] = list(e.response.get("CancellationReasons", []))
+                if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                    return Lost(reasons[0].get("Item"))
+                if any(r.get("Code") == "ConditionalCheckFailed" for r in reasons[1:]):
+                    raise AlsoRefused() from e
+            raise
+
+    def _put_chunk(self, run_id: str, chunk: dict[str, Any], sets: dict[str, Any]) -> Any:
+        """The chunk's conditional put; with values published, in one transaction with their
+        items (at most ``MAX_PUBLISHED_KEYS`` + 1 items, under DynamoDB's 100), so the latest
+        values never disagree with the journal. True, or ``Lost`` with the slot's item."""
+        if not sets:
+            return conditional(self._db.put_item, **chunk)
+        token = chunk["Item"][WRITE_ID]["S"]
+        try:
+            items: list[Any] = [{"Put": chunk}, *self._value_items(run_id, sets)]
+            self._db.transact_write_items(TransactItems=items, ClientRequestToken=token)
+            return True
+        except ClientError as e:
+            if error_code(e) == "TransactionCanceledException":
+                reasons: list[Any] = list(e.response.get("CancellationReasons", []))
+                if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                    return Lost(reasons[0].get("Item"))
+            raise LunaflowError(f"the journal of run '{run_id}' could not be written: {e}") from e
+
+    def append(
+        self,
+        run_id: str,
+        expected_len: int,
+        entries: Sequence[Entry],
+        *,
+        update: RunUpdate | None = None,
+        timer: TimerSet | None = None,
+    ) -> None:
+        self._append(run_id, expected_len, entries, update=update, timer=timer)
+        if update is not None and (update.status in ENDED or update.status == Status.FAILED):
+            # After the end, not in its write (a transaction costs twice): a crash between
+            # the two leaves slots the reconciler's sweep frees.
+            self._flow.release(run_id)
+
+    def _append(
+        self,
+        run_id: str,
+        expected_len: int,
+        entries: Sequence[Entry],
+        *,
+        update: RunUpdate | None = None,
+        timer: TimerSet | None = None,
+    ) -> None:
+        """A step's commit is one conditional write: the chunk of entries, its key free. A
+        status change or a timer then writes the run item's summary, conditional on the
+        journal position it summarizes: it holds only while no summary of a later position
+        was written (and the run has not ended), so a cancel that lands between the two
+        writes wins and the summary never contradicts the journal. With no entries, the
+        summary goes in a transaction with a check that the next slot is still free. If the
+        process dies between the chunk and the summary, the summary stays behind the journal
+        ("running"): the reconciler wakes the run and its replay writes the summary again."""
+        update = checked_update(run_id, expected_len, entries, update)
+        slot = expected_len + 1
+        if entries:
+            chunk_written: list[str] = []
+            chunk = self._chunk_put(run_id, entries, chunk_written)
+            put = self._put_chunk(run_id, chunk, published.latest(entries))
+            if not put and not _mine(put, chunk["Item"][WRITE_ID]["S"]):
+                self._drop(chunk_written, put.item)
+                raise JournalConflict(run_id, slot)
+            if run_id in self._done:
+                self._done[run_id] |= set(_consumed(entries))
+        if update is None and timer is None:
+            return
+        written: list[str] = []
+        position = entries[-1].seq if entries else expected_len
+        token = _write_id()
+        summary = self._summary(run_id, position, entries, update, timer, written, token)
+        # A child's end wakes its parent in the same transaction (twice the write units,
+        # for child runs' ends only): no crash between the two can lose the parent's wake.
+        woken = [] if update is None or update.wake is None else [{"Update": self._wake_item(update.wake)}]
+        if entries and woken:
+            update_ = {**summary, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+            self._transact([*woken, {"Update": update_}], run_id, position + 1, token, written)
+            return
+        if entries:
+            saved = conditional(
+                self._db.update_item, **summary, ReturnValuesOnConditionCheckFailure="ALL_OLD"
+            )
+            if not saved and not _mine(saved, token):
+                self._drop(written, saved.item)
+                raise JournalConflict(run_id, position + 1)
+            return
+        check = {
+            "TableName": self.table,
+            "Key": {"pk": s(run_pk(run_id)), "sk": s(_journal_sk(slot))},
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+        update_ = {**summary, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+        self._transact([{"ConditionCheck": check}, *woken, {"Update": update_}], run_id, slot, token, written)
+
+    def _summary(
+        self,
+        run_id: str,
+        position: int,
+        entries: Sequence[Entry],
+        update: RunUpdate | None,
+        timer: TimerSet | None,
+        written: list[str],
+        token: str,
+    ) -> dict[str, Any]:
+        """The run item's update: status, current step, error and result (each text inline
+        or in S3), timer, lease and wake-up as the new status implies."""
+        names: dict[str, str] = {"#st": "status"}
+        values: dict[str, Any] = {
+            ":completed": s(Status.COMPLETED),
+            ":cancelled": s(Status.CANCELLED),
+            ":at": n(position),
+            ":wid": s(token),
+        }
+        sets: list[str] = ["summary_at = :at", f"{WRITE_ID} = :wid"]
+        removes: list[str] = []
+        ended = update is not None and update.status in ENDED
+        if update is not None:
+            sets += ["#st = :st", "status_pk = :stpk"]
+            values[":st"] = s(update.status)
+            values[":stpk"] = s(sharded(f"STATUS#{update.status}", run_id))
+            for attr, value in (("current_step", update.current_step), ("error", update.error)):
+                placeholder = "#" + attr
+                names[placeholder] = attr
+                names[placeholder + "_ref"] = attr + REF
+                if value is None:
+                    removes += [placeholder, placeholder + "_ref"]
+                    continue
+                where, stored = self._spill(run_id, attr, value, INLINE_TEXT_BYTES, written)
+                other = "_ref" if where == "" else ""
+                sets.append(f"{placeholder}{'_ref' if where else ''} = :{attr}")
+                values[f":{attr}"] = s(stored)
+                removes.append(placeholder + other)
+            if update.status != Status.RUNNING:
+                # A lease is held only while a run is running: parking or ending releases it.
+                removes += ["lease_owner", "lease_until"]
+            if update.status == Status.COMPLETED:
+                # The result lives in the run.completed entry: point at its chunk.
+                result_sk = _journal_sk(entries[0].seq) if entries else self._last_chunk_sk(run_id)
+                if result_sk is not None:
+                    sets.append("result_sk = :rsk")
+                    values[":rsk"] = s(result_sk)
+        changed = max(
+            [e.at for e in entries[-1:]] + ([update.at] if update and update.at is not None else []),
+            default=None,
+        )
+        if changed is not None:  # the last entry's time, or a change no entry records (a failure)
+            sets.append("updated_at = :upd")
+            values[":upd"] = n(changed)
+        if not ended and self._done.get(run_id):
+            # Journal-confirmed only: a signal named here is consumed, so the next load
+            # leaves it out of its reads.
+            sets.append("sig_done = :done")
+            values[":done"] = s(compact(_intervals(self._done[run_id])))
+        condition = (
+            "attribute_exists(pk) AND NOT (#st IN (:completed, :cancelled)) AND "
+            f"(attribute_not_exists(summary_at) OR summary_at {'<' if entries else '<='} :at)"
+        )
+        served = self._tokens.get(run_id)
+        if ended:
+            removes += ["wake_pk", "wake_sk", "wake_resends"]
+        elif update is not None and update.status != Status.RUNNING and served is not None:
+            # A park by the lease holder also drops the wake-up it served, unless a newer
+            # wake arrived meanwhile: then the park loses, and the run replays for it.
+            removes += ["wake_pk", "wake_sk", "wake_resends"]
+            condition += " AND wake_token = :served"
+            values[":served"] = n(served)
+        if ended or (timer is not None and timer.due_ms is None):
+            removes += ["timer_due", "timer_pk", "timer_sk"]
+        elif timer is not None and timer.due_ms is not None:
+            sets += ["timer_due = :due", "timer_pk = :tpk", "timer_sk = :tsk"]
+            values[":due"] = n(timer.due_ms)
+            values[":tpk"] = s(sharded(TIMER_PK, run_id))
+            values[":tsk"] = s(f"{timer.due_ms:015d}#{run_id}")
+        expression = " ".join(
+            part
+            for part in (
+                "SET " + ", ".join(sets) if sets else "",
+                "REMOVE " + ", ".join(removes) if removes else "",
+            )
+            if part
+        )
+        return {
+            "TableName": self.table,
+            "Key": run_key(run_id),
+            "UpdateExpression": expression,
+            # The rules: the run exists, has not ended, and no summary of a later journal
+            # position was written (an equal one: a re-park with no new entries).
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+
+    def _last_chunk_sk(self, run_id: str) -> str | None:
+        items = self._db.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :j AND :k",
+            ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":j": s("J#"), ":k": s("J$")},
+            ScanIndexForward=False,
+            Limit=1,
+            ConsistentRead=True,
+            ProjectionExpression="sk",
+        ).get("Items", [])
+        return str(items[0]["sk"]["S"]) if items else None
+
+    def drop_entries(self, run_id: str, before: int) -> None:
+        """Chunks wholly from seq 2 up to ``before`` are deleted (each with its S3 object, if
+        it spilled); a chunk reaching ``before`` stays whole (the executor writes a
+        generation's first entry as a chunk of its own, so generations end at chunks')."""
+        if before <= 2:
+            return
+        chunks = self._db.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :from AND :to",
+            ExpressionAttributeValues={
+                ":pk": s(run_pk(run_id)),
+                ":from": s(_journal_sk(2)),
+                ":to": s(_journal_sk(before - 1)),
+            },
+            ConsistentRead=True,
+            ProjectionExpression="sk, #last, entries_ref",
+            ExpressionAttributeNames={"#last": "last"},
+        ).get("Items", [])
+        refs: list[str] = []
+        for chunk in chunks:
+            if whole(chunk.get("last")) >= before:
+                continue
+            self._db.delete_item(TableName=self.table, Key={"pk": s(run_pk(run_id)), "sk": chunk["sk"]})
+            if "entries_ref" in chunk:
+                refs.append(str(chunk["entries_ref"]["S"]))
+        if refs and self.blobs is not None:
+            self.blobs.delete(refs)

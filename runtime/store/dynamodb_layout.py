@@ -1,0 +1,229 @@
+"""The DynamoDB store's table (``runtime.store.dynamodb``): its keys and sort keys, the
+index shards, the indexes and the CreateTable request, and how items encode what they hold
+(journal rows, consumed signals, write ids). Constants and pure functions only;
+``runtime.store.dynamodb`` re-exports the names other code imports from it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+from runtime.core.journal import Entry, Kind
+from runtime.errors import EngineBug
+from runtime.store.base import RunRecord, SignalRecord
+from runtime.store.items import Item, s, text
+
+# Sort keys within a run's partition: journal chunks "J#<first seq>" < the run item "K" <
+# secret pins "P#..." < signals "S#...". So "sk >= J#<n+1>" reads what was appended after
+# entry n, the run and its signals in one Query.
+RUN_SK = "K"
+# A value the run published: sk `#V#<key>`, before every other item of the run's partition,
+# so no read of its journal, run item or signals (`sk >= J#...`, `BETWEEN J# AND K`) meets it.
+VALUE_SK = "#V#"
+OWNER_PK = "#OWNER"  # a lease owner's heartbeat: pk OWNER_PK, sk the owner
+WAKE_PK = "#WAKE"  # a run asked to advance carries wake_pk/wake_sk (a sparse index)
+TIMER_PK = "#TIMER"
+CANCEL_PK = "#CANCEL"  # a cancel's intent until its cascade is done: pk CANCEL_PK, sk the run
+ALL_RUNS = "#RUNS"
+# The index partitions every run shares (all runs, a status, a workflow, the timers, the
+# wake-ups) are split in SHARDS, the run's by a hash of its id: one index partition takes
+# about 1,000 writes a second, and time-ordered sort keys keep DynamoDB from splitting it.
+# A list reads every shard and merges them in order (``_gathered``).
+SHARDS = 16
+TTL_ATTRIBUTE = "expires_at"  # the table's time-to-live attribute (kv entries, owner beats)
+
+# What an item holds inline; a larger text goes to S3 and the item holds its key (under the
+# attribute's name + REF). An item is at most 400 KB with its attribute names: the run item
+# carries up to three texts (started, error, current step), a signal item a payload
+# of up to 256 KiB and its name. DynamoDB bills writes by the KB and S3 by the request, so
+# past a few KB S3 is the cheaper home too; 64 KiB keeps the values most runs use inline.
+INLINE_CHUNK_BYTES = 64 * 1024
+INLINE_TEXT_BYTES = 32 * 1024
+INLINE_SIGNAL_BYTES = 320 * 1024
+REF = "_ref"
+# A chunk's last entry (kind and name) is kept beside it while short, so reading a run's
+# current step never fetches a chunk from S3.
+TAIL_BYTES = 1024
+# Where a journal entry's value lives when its chunk does not hold it.
+IN_SIGNAL = "signal"  # wait.done's payload: the signal item it consumed
+# The id of the last conditional write to an item (its start, a chunk, a summary). A write
+# whose answer was lost is sent again by botocore, and that retry fails its own condition
+# ("the slot is free", "no later summary"): the item as it is (ReturnValuesOnCondition-
+# CheckFailure) carrying the write's own id says the write committed, not that another
+# writer won (docs/architecture.md, "Retried writes").
+WRITE_ID = "wid"
+
+
+def _write_id() -> str:
+    return secrets.token_hex(8)
+
+
+def _mine(lost: Any, token: str) -> bool:
+    """Whether a conditional write that failed its condition finds its own committed write."""
+    item = getattr(lost, "item", None)
+    return item is not None and text(item.get(WRITE_ID)) == token
+
+
+def shard(run_id: str) -> int:
+    """The index shard of a run (stable: a hash of its id)."""
+    return int(hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:8], 16) % SHARDS
+
+
+def sharded(key: str, run_id: str) -> str:
+    """An index partition key as a run writes it: ``<key>#<shard, 2 digits>``."""
+    return f"{key}#{shard(run_id):02d}"
+
+
+# GSIs: name -> (partition key attribute, sort key attribute)
+INDEXES = {
+    "by_status": ("status_pk", "created_sk"),
+    "by_workflow": ("workflow_pk", "created_sk"),
+    "by_parent": ("parent_pk", "created_sk"),
+    "all_runs": ("all_pk", "created_sk"),
+    "timers": ("timer_pk", "timer_sk"),
+    "wakes": ("wake_pk", "wake_sk"),
+    # Values runs publish (wf:set): one item per run and key, `VAL#<key>#<shard>`, sorted by
+    # the value's order-preserving text then the run's created time (runtime.core.published).
+    "by_value": ("value_pk", "value_sk"),
+}
+
+
+# What each index carries besides the keys: what its queries read and nothing else. An
+# index entry is written again whenever an attribute it carries changes (and twice when its
+# key moves), so the indexes carry keys only (the run id is the table key's) and the lists
+# read run items themselves; the status index carries updated_at, which the reconciler
+# filters running runs by and which changes with the status anyway.
+PROJECTIONS: dict[str, list[str]] = {
+    "by_status": ["updated_at"],
+    "by_workflow": [],
+    "by_parent": [],
+    "all_runs": [],
+    "timers": [],
+    "wakes": [],
+    "by_value": ["value"],  # a search checks the value itself (a string may hold '#')
+}
+
+
+def _projection(index: str) -> dict[str, Any]:
+    attrs = PROJECTIONS[index]
+    if not attrs:
+        return {"ProjectionType": "KEYS_ONLY"}
+    return {"ProjectionType": "INCLUDE", "NonKeyAttributes": attrs}
+
+
+def table_definition(name: str) -> dict[str, Any]:
+    """The CreateTable request for the store's table (tests, and the CDK stack mirrors it)."""
+    attrs = {"pk", "sk"} | {a for pair in INDEXES.values() for a in pair}
+    return {
+        "TableName": name,
+        "BillingMode": "PAY_PER_REQUEST",
+        "KeySchema": [
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+        "AttributeDefinitions": [{"AttributeName": a, "AttributeType": "S"} for a in sorted(attrs)],
+        "GlobalSecondaryIndexes": [
+            {
+                "IndexName": index,
+                "KeySchema": [
+                    {"AttributeName": pk, "KeyType": "HASH"},
+                    {"AttributeName": sk, "KeyType": "RANGE"},
+                ],
+                "Projection": _projection(index),
+            }
+            for index, (pk, sk) in INDEXES.items()
+        ],
+    }
+
+
+def run_pk(run_id: str) -> str:
+    return f"RUN#{run_id}"
+
+
+def _id_of(item: dict[str, Any]) -> str:
+    """The run id of an index entry (its table key: indexes carry no other attribute)."""
+    return str(item["pk"]["S"]).removeprefix("RUN#")
+
+
+def run_key(run_id: str) -> Item:
+    """The run item's key."""
+    return {"pk": s(run_pk(run_id)), "sk": s(RUN_SK)}
+
+
+def _created_sk(at: float, run_id: str) -> str:
+    return f"{at:020.6f}#{run_id}"
+
+
+def _journal_sk(seq: int) -> str:
+    return f"J#{seq:010d}"
+
+
+def _signal_sk(signal_id: int) -> str:
+    return f"S#{signal_id:010d}"
+
+
+def _elided(entry: Entry) -> list[Any]:
+    """An entry as its chunk stores it: ``[seq, kind, name, data, at]``, and a sixth element
+    naming where a value the chunk leaves out lives (``{"payload": "signal"}``)."""
+    row: list[Any] = [entry.seq, entry.kind, entry.name, entry.data, entry.at]
+    if entry.kind == Kind.WAIT_DONE and entry.data.get("signal_id") is not None:
+        row[3] = {k: v for k, v in entry.data.items() if k != "payload"}
+        row.append({"payload": IN_SIGNAL})
+    return row
+
+
+def _filled(row: list[Any], run: RunRecord, signals: dict[int, SignalRecord]) -> Entry:
+    """A stored entry with the value its chunk left out put back from where it lives."""
+    data = row[3]
+    if len(row) > 5:
+        data = dict(data)
+        for field, where in row[5].items():
+            if where == IN_SIGNAL:
+                found = signals.get(int(data["signal_id"]))
+                if found is None:
+                    raise EngineBug(
+                        f"run '{run.id}' entry {row[0]} consumed signal {data['signal_id']}, which is missing"
+                    )
+                data[field] = found.payload
+    return Entry(int(row[0]), Kind(row[1]), row[2], data, float(row[4]))
+
+
+def _result_of(rows: list[list[Any]]) -> Any:
+    """The result in a chunk's run.completed entry (None without one)."""
+    ends = [row for row in rows if row[1] == Kind.COMPLETED]
+    return ends[-1][3].get("result") if ends else None
+
+
+def _armed_from(item: dict[str, Any]) -> tuple[int, str] | None:
+    if "armed" not in item:
+        return None
+    due, how = json.loads(item["armed"]["S"])
+    return int(due), str(how)
+
+
+def _intervals(ids: set[int]) -> list[list[int]]:
+    """Signal ids as sorted ``[first, last]`` runs: what the run item keeps of its consumed
+    signals (``sig_done``), a few numbers however many were consumed in order."""
+    out: list[list[int]] = []
+    for i in sorted(ids):
+        if out and out[-1][1] == i - 1:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
+    return out
+
+
+def _ids(intervals: list[list[int]]) -> set[int]:
+    return {i for first, last in intervals for i in range(first, last + 1)}
+
+
+def _consumed(entries: Sequence[Entry]) -> dict[int, int]:
+    return {
+        int(e.data["signal_id"]): e.seq
+        for e in entries
+        if e.kind == Kind.WAIT_DONE and e.data.get("signal_id") is not None
+    }

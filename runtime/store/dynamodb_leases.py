@@ -1,0 +1,149 @@
+"""Leases on the DynamoDB table: one worker advances a run at a time. A lease is attributes
+of the run item; owners beat their hearts in items of their own (pk ``OWNER_PK``), so a dead
+owner's leases are free before they expire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from runtime.store.base import OWNER_DEAD_AFTER_MS, Lease
+from runtime.store.dynamodb_layout import OWNER_PK, TTL_ATTRIBUTE, run_key
+from runtime.store.dynamodb_reads import Reads
+from runtime.store.items import conditional, n, s, text, whole
+
+
+class Leases(Reads):
+    """Leases and owners' heartbeats: a part of ``DynamoDBStore``."""
+
+    if TYPE_CHECKING:  # another part's (runtime.store.dynamodb_timers)
+
+        def wake_token(self, run_id: str) -> int | None: ...
+
+    # --- leases: one worker advances a run at a time ------------------------------------
+
+    def heartbeat(self, owner: str, now_ms: int) -> None:
+        self._db.put_item(
+            TableName=self.table,
+            Item={
+                "pk": s(OWNER_PK),
+                "sk": s(owner),
+                "beat_ms": n(now_ms),
+                # Gone a day after the owner stopped (the table's TTL attribute).
+                TTL_ATTRIBUTE: n(now_ms // 1000 + 86_400),
+            },
+        )
+
+    def _beats(self, owners: Sequence[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        unique = list(dict.fromkeys(owners))
+        for start in range(0, len(unique), 100):
+            keys: list[Any] = [{"pk": s(OWNER_PK), "sk": s(o)} for o in unique[start : start + 100]]
+            while keys:
+                got: Any = self._db.batch_get_item(
+                    RequestItems={self.table: {"Keys": keys, "ConsistentRead": True}}
+                )
+                for item in got.get("Responses", {}).get(self.table, []):
+                    found[item["sk"]["S"]] = whole(item["beat_ms"])
+                keys = got.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+        return found
+
+    def _owner_dead(self, owner: str, now_ms: int) -> bool:
+        beat = self._beats([owner]).get(owner)
+        return beat is not None and beat < now_ms - OWNER_DEAD_AFTER_MS
+
+    def leased(self, run_ids: Sequence[str], now_ms: int) -> set[str]:
+        """The runs among ``run_ids`` whose lease is live at ``now_ms``: unexpired, and its
+        owner beating (an owner that never beat keeps its lease until it expires)."""
+        holders = {
+            run_id: (item["lease_owner"]["S"], whole(item["lease_until"]))
+            for run_id, item in self._items(run_ids, "id, lease_owner, lease_until").items()
+            if "lease_until" in item and whole(item["lease_until"]) >= now_ms
+        }
+        beats = self._beats([owner for owner, _ in holders.values()])
+        return {
+            run_id
+            for run_id, (owner, _) in holders.items()
+            if beats.get(owner) is None or beats[owner] >= now_ms - OWNER_DEAD_AFTER_MS
+        }
+
+    def _lease_free(self, run_id: str, now_ms: int) -> bool:
+        return run_id not in self.leased([run_id], now_ms)
+
+    def acquire_lease(self, run_id: str, owner: str, now_ms: int, lease_ms: int) -> Lease:
+        """Take the run's lease. The wake-up that asked for the work stays until the work is
+        done: the wake token the lease was taken at is kept (``lease_token``), for releasing
+        the wake-up with it afterwards (``release_wake``), so an activation that fails leaves
+        it for the reconciler."""
+        request = {
+            "TableName": self.table,
+            "Key": run_key(run_id),
+            # The token comes back with the write (no read of its own).
+            "UpdateExpression": "SET lease_owner = :me, lease_until = :until, "
+            "lease_token = if_not_exists(wake_token, :zero)",
+            "ReturnValues": "UPDATED_NEW",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        values = {":me": s(owner), ":until": n(now_ms + lease_ms), ":zero": n(0)}
+        taken = conditional(
+            self._db.update_item,
+            **request,
+            ConditionExpression="attribute_exists(pk) AND "
+            "(attribute_not_exists(lease_until) OR lease_until < :now OR lease_owner = :me)",
+            ExpressionAttributeValues={**values, ":now": n(now_ms)},
+        )
+        if taken:
+            self._tokens = {run_id: self._token_of(run_id, taken)}
+            return Lease.OK
+        old = taken.item
+        if old is None:
+            return Lease.MISSING
+        holder = text(old.get("lease_owner"))
+        if holder is None or not self._owner_dead(holder, now_ms):
+            return Lease.BUSY
+        # The holder stopped beating: take its lease, unless someone moved it meanwhile.
+        stolen = conditional(
+            self._db.update_item,
+            **request,
+            ConditionExpression="lease_owner = :holder AND lease_until = :held",
+            ExpressionAttributeValues={**values, ":holder": s(holder), ":held": old["lease_until"]},
+        )
+        if not stolen:
+            return Lease.BUSY
+        self._tokens = {run_id: self._token_of(run_id, stolen)}
+        return Lease.OK
+
+    def _token_of(self, run_id: str, taken: Any) -> int:
+        """The token a lease write returned; moto leaves out an attribute it set to the value
+        it had (a lease taken again by its owner), which only a read then tells."""
+        found = taken.get("Attributes", {}).get("lease_token")
+        return whole(found) if found is not None else self.wake_token(run_id) or 0
+
+    def lease_token(self, run_id: str) -> int | None:
+        """The wake token this store's last lease on the run was taken at (once)."""
+        return self._tokens.pop(run_id, None)
+
+    def renew_lease(self, run_id: str, owner: str, now_ms: int, lease_ms: int) -> bool:
+        """Extend ``owner``'s lease to ``now_ms + lease_ms``; False when it is no longer its
+        own (it expired and another owner took it)."""
+        return bool(
+            conditional(
+                self._db.update_item,
+                TableName=self.table,
+                Key=run_key(run_id),
+                UpdateExpression="SET lease_until = :until",
+                ConditionExpression="lease_owner = :me",
+                ExpressionAttributeValues={":me": s(owner), ":until": n(now_ms + lease_ms)},
+            )
+        )
+
+    def release_lease(self, run_id: str, owner: str) -> None:
+        conditional(
+            self._db.update_item,
+            TableName=self.table,
+            Key=run_key(run_id),
+            UpdateExpression="REMOVE lease_owner, lease_until",
+            ConditionExpression="lease_owner = :me",
+            ExpressionAttributeValues={":me": s(owner)},
+        )

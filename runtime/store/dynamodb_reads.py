@@ -1,0 +1,262 @@
+"""Reading the DynamoDB store's items: the state every part of ``DynamoDBStore`` shares
+(``runtime.store.dynamodb``, whose constructor sets it), the Queries and batch reads, a run
+item as a record, and a run with its journal and signals (``get_run``, ``load``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from runtime.core.clock import Clock
+from runtime.core.journal import ENDED, Entry, Kind, Signal, Status
+from runtime.store.base import RunRecord, SignalRecord, Snapshot, current_step
+from runtime.store.dynamodb_layout import (
+    RUN_SK,
+    _armed_from,
+    _filled,
+    _ids,
+    _journal_sk,
+    _result_of,
+    _signal_sk,
+    run_key,
+    run_pk,
+)
+from runtime.store.dynamodb_spill import Spill
+from runtime.store.items import num, s, text, whole
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
+
+
+def _with_current_step(run: RunRecord, last: Entry) -> RunRecord:
+    current = current_step(run.status, run.current_step, last)
+    return run if current == run.current_step else RunRecord(**{**run.__dict__, "current_step": current})
+
+
+class Reads(Spill):
+    """The base of every part of ``DynamoDBStore``: its state, and reading items and runs."""
+
+    _db: DynamoDBClient
+    table: str
+    clock: Clock
+    _tokens: dict[str, int]
+    _armed: dict[str, tuple[int, str] | None]
+    _done: dict[str, set[int]]
+
+    if TYPE_CHECKING:  # another part's (runtime.store.dynamodb_signals)
+
+        def _signal_from(
+            self, item: dict[str, Any], consumed: dict[int, int], ended: bool
+        ) -> SignalRecord: ...
+
+    # --- reading items -----------------------------------------------------------------
+
+    def _query(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        kwargs.setdefault("TableName", self.table)
+        while True:
+            page = self._db.query(**kwargs)
+            yield from page.get("Items", [])
+            if "LastEvaluatedKey" not in page:
+                return
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _partition(self, run_id: str, prefix: str) -> Iterator[dict[str, Any]]:
+        return self._query(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":prefix": s(prefix)},
+            ConsistentRead=True,
+        )
+
+    def _started(self, item: dict[str, Any]) -> Entry:
+        """Journal entry 1, kept on the run item: the run's input lives here only."""
+        started = json.loads(self._text(item, "started") or "{}")
+        return Entry(1, Kind.STARTED, started["workflow"], started["data"], float(started["at"]))
+
+    def _run_from(self, item: dict[str, Any], journal_len: int = 0, result: Any = None) -> RunRecord:
+        """The run item as a record; ``result`` comes from the run's ``run.completed``
+        entry (the item only points at its chunk)."""
+        return RunRecord(
+            id=item["id"]["S"],
+            workflow=item["workflow"]["S"],
+            status=Status(item["status"]["S"]),
+            input=self._started(item).data.get("input"),
+            result=result,
+            error=self._text(item, "error"),
+            parent_id=text(item.get("parent_id")),
+            current_step=self._text(item, "current_step"),
+            created_at=num(item.get("created_at")),
+            updated_at=num(item.get("updated_at")),
+            journal_len=journal_len,
+        )
+
+    def _rows(self, chunk: dict[str, Any]) -> list[list[Any]]:
+        """A chunk's entries as stored: ``[[seq, kind, name, data, at(, where)], ...]``."""
+        rows: list[list[Any]] = json.loads(self._text(chunk, "entries") or "[]")
+        return rows
+
+    def _tail(self, chunk: dict[str, Any]) -> tuple[Kind, str | None]:
+        """The kind and name of a chunk's last entry, without reading S3 when it is kept."""
+        if "tail" in chunk:
+            kind, name = json.loads(chunk["tail"]["S"])
+            return Kind(kind), name
+        last = self._rows(chunk)[-1]
+        return Kind(last[1]), last[2]
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        # Newest first between the journal and the run item: the run, then its last chunk.
+        items = self._db.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :j AND :k",
+            ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":j": s("J#"), ":k": s(RUN_SK)},
+            ScanIndexForward=False,
+            Limit=2,
+            ConsistentRead=True,
+        ).get("Items", [])
+        run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
+        if run_item is None:
+            return None
+        chunk = next((i for i in items if i["sk"]["S"].startswith("J#")), None)
+        if chunk is None:
+            return self._run_from(run_item, 1)
+        # A completed run's last chunk holds its run.completed entry, and so its result.
+        done = run_item["status"]["S"] == Status.COMPLETED
+        result = _result_of(self._rows(chunk)) if done else None
+        run = self._run_from(run_item, whole(chunk["last"]), result)
+        kind, name = self._tail(chunk)
+        return _with_current_step(run, Entry(run.journal_len, kind, name))
+
+    def load(self, run_id: str, *, after: int | None = None) -> Snapshot | None:
+        if not after:
+            # The whole run: its journal, and every signal (a wait.done's payload lives in
+            # the signal it consumed).
+            items = list(
+                self._query(
+                    KeyConditionExpression="pk = :pk AND sk >= :from",
+                    ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":from": s(_journal_sk(1))},
+                    ConsistentRead=True,
+                )
+            )
+        else:
+            items = self._load_after(run_id, after)
+        run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
+        if run_item is None:
+            return None
+        self._armed = {run_id: _armed_from(run_item)}  # one run's: an activation's
+        rows = [row for i in items if i["sk"]["S"].startswith("J#") for row in self._rows(i)]
+        run = self._run_from(run_item)
+        signal_items = [i for i in items if i["sk"]["S"].startswith("S#")]
+        consumed = {
+            int(row[3]["signal_id"]): int(row[0])
+            for row in rows
+            if row[1] == Kind.WAIT_DONE and row[3].get("signal_id") is not None
+        }
+        signals = {
+            x.id: x for x in (self._signal_from(i, consumed, run.status in ENDED) for i in signal_items)
+        }
+        known = set(consumed) | _ids(json.loads(run_item.get("sig_done", {}).get("S", "[]")))
+        if after:
+            known |= self._done.get(run_id, set())
+        self._done = {run_id: known}  # one run's: an activation's
+        entries = [_filled(row, run, signals) for row in rows]
+        if not after:
+            entries.insert(0, self._started(run_item))
+        length = entries[-1].seq if entries else after or 0
+        result = None
+        if run.status == Status.COMPLETED:
+            ends = [e for e in entries if e.kind == Kind.COMPLETED]
+            result = ends[-1].data.get("result") if ends else self._stored_result(run_id, run_item)
+        run = RunRecord(**{**run.__dict__, "journal_len": length, "result": result})
+        if entries:
+            run = _with_current_step(run, entries[-1])
+        pending = [Signal(x.id, x.name, x.payload, x.at) for x in signals.values() if x.state == "pending"]
+        return Snapshot(run, sorted(pending, key=lambda x: x.id), entries)
+
+    def _load_after(self, run_id: str, after: int) -> list[dict[str, Any]]:
+        """What an activation with the journal up to ``after`` cached reads: the entries
+        appended since, the run item, and the signals still pending. Consumed signals stay
+        out of the range (the run item's ``sig_done`` names them), so a signal costs the
+        same reads however many came before; a wait.done among the new entries brings the
+        signal it consumed by key."""
+        pk = s(run_pk(run_id))
+        items = list(
+            self._query(
+                KeyConditionExpression="pk = :pk AND sk BETWEEN :from AND :run",
+                ExpressionAttributeValues={":pk": pk, ":from": s(_journal_sk(after + 1)), ":run": s(RUN_SK)},
+                ConsistentRead=True,
+            )
+        )
+        run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
+        if run_item is None:
+            return items
+        done = _ids(json.loads(run_item.get("sig_done", {}).get("S", "[]"))) | self._done.get(run_id, set())
+        sent = whole(run_item.get("signal_seq"))
+        pending = [i for i in range(1, sent + 1) if i not in done]
+        cited = {
+            int(row[3]["signal_id"])
+            for chunk in items
+            if chunk["sk"]["S"].startswith("J#")
+            for row in self._rows(chunk)
+            if row[1] == Kind.WAIT_DONE and row[3].get("signal_id") is not None
+        }
+        if pending and len(pending) == sent - pending[0] + 1:
+            # Pending ones are the newest (signals consumed in order): one range.
+            items += self._query(
+                KeyConditionExpression="pk = :pk AND sk >= :from",
+                ExpressionAttributeValues={":pk": pk, ":from": s(_signal_sk(pending[0]))},
+                ConsistentRead=True,
+            )
+            wanted = sorted(cited - set(pending))
+        else:
+            wanted = sorted(cited | set(pending))
+        items += self._by_key([{"pk": pk, "sk": s(_signal_sk(i))} for i in wanted])
+        return items
+
+    def _by_key(self, keys: list[Any]) -> list[dict[str, Any]]:
+        """Items by key, consistently, 100 at a time."""
+        out: list[dict[str, Any]] = []
+        for start in range(0, len(keys), 100):
+            batch = keys[start : start + 100]
+            while batch:
+                got: Any = self._db.batch_get_item(
+                    RequestItems={self.table: {"Keys": batch, "ConsistentRead": True}}
+                )
+                out += got.get("Responses", {}).get(self.table, [])
+                batch = got.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+        return out
+
+    def journal(self, run_id: str) -> list[Entry]:
+        snap = self.load(run_id)
+        return [] if snap is None else snap.journal
+
+    def _stored_result(self, run_id: str, run_item: dict[str, Any]) -> Any:
+        if "result_sk" not in run_item:
+            return None
+        chunk = self._db.get_item(
+            TableName=self.table,
+            Key={"pk": s(run_pk(run_id)), "sk": run_item["result_sk"]},
+            ConsistentRead=True,
+        ).get("Item")
+        return None if chunk is None else _result_of(self._rows(chunk))
+
+    def _items(
+        self, run_ids: Sequence[str], projection: str, names: dict[str, str] | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """Run items (some attributes), consistently, 100 at a time."""
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(run_ids), 100):
+            keys: list[Any] = [run_key(run_id) for run_id in dict.fromkeys(run_ids[start : start + 100])]
+            while keys:
+                request: Any = {
+                    "Keys": keys,
+                    "ConsistentRead": True,
+                    "ProjectionExpression": projection,
+                }
+                if names:
+                    request["ExpressionAttributeNames"] = names
+                got: Any = self._db.batch_get_item(RequestItems={self.table: request})
+                for item in got.get("Responses", {}).get(self.table, []):
+                    found[item["id"]["S"]] = item
+                keys = got.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+        return found

@@ -1,0 +1,176 @@
+"""Signals on the DynamoDB table: numbered on the run item (the backlog bound a condition of
+that same write), an item each in the run's partition (a large one's name and payload in
+S3), their state read from the journal rather than stored.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from runtime.core.bounds import MAX_SIGNAL_BACKLOG
+from runtime.core.journal import ENDED, Signal
+from runtime.core.values import compact
+from runtime.errors import EngineBug, NoSuchRun, SignalBacklogFull
+from runtime.store.base import SignalRecord
+from runtime.store.dynamodb_layout import (
+    INLINE_SIGNAL_BYTES,
+    WAKE_PK,
+    _consumed,
+    _signal_sk,
+    _write_id,
+    run_key,
+    run_pk,
+    sharded,
+)
+from runtime.store.dynamodb_reads import Reads
+from runtime.store.items import conditional, n, num, s, text, whole
+
+
+class Signals(Reads):
+    """Signals: a part of ``DynamoDBStore``."""
+
+    # --- signals -----------------------------------------------------------------------
+
+    def _signal_from(self, item: dict[str, Any], consumed: dict[int, int], ended: bool) -> SignalRecord:
+        """A signal's state is read from the journal, not stored: consumed if a wait.done names
+        it, set aside if the run has ended (or had when it arrived), pending otherwise."""
+        signal_id = whole(item["signal_id"])
+        seq = consumed.get(signal_id)
+        if seq is not None:
+            state = "consumed"
+        elif ended or item.get("state", {}).get("S") == "set_aside":
+            state = "set_aside"
+        else:
+            state = "pending"
+        if "body_ref" in item:
+            name, payload = json.loads(self._text(item, "body") or "[]")
+        else:
+            name, payload = item["name"]["S"], json.loads(item["payload"]["S"])
+        return SignalRecord(
+            id=signal_id,
+            run_id=item["run_id"]["S"],
+            name=name,
+            payload=payload,
+            at=num(item["at"]),
+            state=state,
+            consumed_seq=seq,
+        )
+
+    def add_signal(
+        self,
+        run_id: str,
+        name: str,
+        payload: Any,
+        at: float,
+        max_backlog: int | None = None,
+        *,
+        workflow: str | None = None,
+    ) -> tuple[int, bool]:
+        # Numbering comes from the run item, so arrival order is exact across senders. The
+        # backlog bound is a condition of the same write: the backlog is the signals ever
+        # sent less those consumed, and consumed ones only grow, so "fewer sent than the
+        # consumed ones counted + the bound" holds at the write whoever else sends. Below
+        # the bound in signals ever sent nothing is read; past it, the journal's count.
+        bound, consumed = max_backlog, 0
+        # The numbering carries this send's id (``sig_wid``), and holds only while the item
+        # does not carry it: botocore's retry of a numbering that committed finds its own id
+        # and reads its number from the item, instead of taking a second one.
+        token = _write_id()
+        while True:
+            numbered = conditional(
+                self._db.update_item,
+                TableName=self.table,
+                Key=run_key(run_id),
+                # Numbering and the wake-up in one write; an ended run's wake-up is dropped by
+                # the worker that finds it ended.
+                UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at), sig_wid = :wid "
+                "ADD signal_seq :one, wake_token :one",
+                # The run's existence and workflow are conditions too: a sender reads nothing
+                # before this write (a missing run, or a handle of another workflow, is refused
+                # by it, and nothing is written).
+                ConditionExpression="attribute_exists(pk) AND "
+                "(attribute_not_exists(sig_wid) OR sig_wid <> :wid)"
+                + ("" if workflow is None else " AND workflow = :wf")
+                + ("" if bound is None else " AND signal_seq < :cap"),
+                ExpressionAttributeValues={
+                    ":one": n(1),
+                    ":w": s(sharded(WAKE_PK, run_id)),
+                    ":at": s(f"{at:020.6f}"),
+                    ":wid": s(token),
+                    **({} if workflow is None else {":wf": s(workflow)}),
+                    **({} if bound is None else {":cap": n(consumed + bound)}),
+                },
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            if numbered:
+                break
+            if numbered.item is not None and text(numbered.item.get("sig_wid")) == token:
+                numbered = {"Attributes": numbered.item}  # our own numbering, committed
+                break
+            if numbered.item is None or (
+                workflow is not None and text(numbered.item.get("workflow")) != workflow
+            ):
+                raise NoSuchRun(run_id, workflow)
+            snap = self.load(run_id)
+            if snap is None:
+                raise EngineBug(f"signal for missing run '{run_id}'")
+            if bound is None or snap.run.status in ENDED:
+                bound = None  # an ended run's signals are set aside, not kept waiting
+                continue
+            counted = len(_consumed(snap.journal or []))
+            if counted <= consumed:
+                raise SignalBacklogFull(run_id, bound)
+            consumed = counted
+        item = numbered["Attributes"]
+        signal_id = whole(item["signal_seq"])
+        live = item["status"]["S"] not in ENDED
+        record = self._signal_item(run_id, signal_id, name, payload, at, live, [])
+        self._db.put_item(TableName=self.table, Item=record)
+        return signal_id, live
+
+    def _signal_item(
+        self, run_id: str, signal_id: int, name: str, payload: Any, at: float, live: bool, written: list[str]
+    ) -> dict[str, Any]:
+        """A signal's item: name and payload inline, or in S3 when large (``written``)."""
+        record: dict[str, Any] = {
+            "pk": s(run_pk(run_id)),
+            "sk": s(_signal_sk(signal_id)),
+            "signal_id": n(signal_id),
+            "run_id": s(run_id),
+            "at": n(at),
+            "state": s("pending" if live else "set_aside"),
+        }
+        encoded = compact(payload)
+        if len(name.encode("utf-8")) + len(encoded.encode("utf-8")) <= INLINE_SIGNAL_BYTES:
+            record.update({"name": s(name), "payload": s(encoded)})
+        else:
+            _, key = self._spill(run_id, f"signal-{signal_id}", compact([name, payload]), 0, written)
+            record["body_ref"] = s(key)
+        return record
+
+    def signals(self, run_id: str) -> list[SignalRecord]:
+        snap = self.load(run_id)
+        if snap is None:
+            return []
+        consumed = _consumed(snap.journal or [])
+        ended = snap.run.status in ENDED
+        return [self._signal_from(i, consumed, ended) for i in self._partition(run_id, "S#")]
+
+    def signal_backlog(self, run_id: str) -> int:
+        # Signals ever sent bound the backlog; only near the limit is it counted exactly.
+        item = self._db.get_item(
+            TableName=self.table,
+            Key=run_key(run_id),
+            ProjectionExpression="signal_seq",
+            ConsistentRead=True,
+        ).get("Item", {})
+        sent = whole(item.get("signal_seq"))
+        if sent < MAX_SIGNAL_BACKLOG:
+            return sent
+        return len(self.pending_signals(run_id))
+
+    def pending_signals(self, run_id: str) -> list[Signal]:
+        snap = self.load(run_id)
+        return [] if snap is None else snap.signals

@@ -1,0 +1,227 @@
+"""Timers and wake-ups on the DynamoDB table: a run's timer and its wake-up are attributes of
+its run item, found through the sharded ``timers`` and ``wakes`` indexes; a wake token says
+which wake-up an activation served. And the timer transport AwsWaker armed for a run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from runtime.core.values import compact
+from runtime.store.base import Progress
+from runtime.store.dynamodb_layout import TIMER_PK, WAKE_PK, _armed_from, _id_of, run_key, sharded
+from runtime.store.dynamodb_reads import Reads
+from runtime.store.items import conditional, n, s, whole
+
+
+def _fired(write: Any, **request: Any) -> bool:
+    """Turn a due timer into a wake-up. A retry of a firing that committed finds no timer
+    and the wake-up it set: fired all the same (whoever fired it, the wake-up is there)."""
+    done = conditional(write, **request, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+    if done:
+        return True
+    old = done.item or {}
+    return "timer_due" not in old and "wake_pk" in old and "pk" in old
+
+
+class Timers(Reads):
+    """Timers and wake-ups: a part of ``DynamoDBStore``."""
+
+    if TYPE_CHECKING:  # another part's (runtime.store.dynamodb_index)
+
+        def _gathered(
+            self,
+            index: str,
+            base: str,
+            *,
+            newest_first: bool = False,
+            below: str | None = None,
+            page: int | None = None,
+        ) -> Iterator[dict[str, Any]]: ...
+
+    # --- timers and wake-ups -----------------------------------------------------------
+
+    def _due(self, now_ms: int | None, limit: int | None = None) -> list[tuple[int, str]]:
+        """Runs with a timer (due by ``now_ms``), earliest first, at most ``limit``:
+        ``(due_ms, run id)``, read from the timer index's sort key."""
+        below = None if now_ms is None else f"{now_ms + 1:015d}#"
+        found: list[tuple[int, str]] = []
+        for item in self._gathered("timers", TIMER_PK, below=below, page=limit):
+            found.append((int(item["timer_sk"]["S"].split("#", 1)[0]), _id_of(item)))
+            if limit is not None and len(found) >= limit:
+                break
+        return found
+
+    def fire_due_timers(self, now_ms: int, limit: int | None = None) -> list[str]:
+        fired = []
+        for due, run_id in self._due(now_ms, limit):
+            if _fired(
+                self._db.update_item,
+                TableName=self.table,
+                Key=run_key(run_id),
+                UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at) "
+                "ADD wake_token :one REMOVE timer_due, timer_pk, timer_sk",
+                ConditionExpression="timer_due = :due",  # still this timer (else moved or fired)
+                ExpressionAttributeValues={
+                    ":due": n(due),
+                    ":w": s(sharded(WAKE_PK, run_id)),
+                    ":at": s(f"{now_ms / 1000:020.6f}"),
+                    ":one": n(1),
+                },
+            ):
+                fired.append(run_id)
+        return fired
+
+    def next_due(self) -> int | None:
+        return min((due for due, _ in self._due(None, 1)), default=None)
+
+    def timer(self, run_id: str) -> int | None:
+        item = self._db.get_item(
+            TableName=self.table,
+            Key=run_key(run_id),
+            ConsistentRead=True,
+            ProjectionExpression="timer_due",
+        ).get("Item")
+        return None if not item or "timer_due" not in item else whole(item["timer_due"])
+
+    def add_wakeup(self, run_id: str) -> None:
+        conditional(self._db.update_item, **self._wake_item(run_id))
+
+    def _wake_item(self, run_id: str) -> dict[str, Any]:
+        """The update recording a wake-up on the run's item (alone, or in a child's end)."""
+        return {
+            "TableName": self.table,
+            "Key": run_key(run_id),
+            # The time is only set by the first wake: a wake-up waiting on is as old as its first ask.
+            "UpdateExpression": "SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at) ADD wake_token :one",
+            "ConditionExpression": "attribute_exists(pk)",  # a missing run is ignored
+            "ExpressionAttributeValues": {
+                ":w": s(sharded(WAKE_PK, run_id)),
+                ":at": s(f"{self.clock.now():020.6f}"),
+                ":one": n(1),
+            },
+        }
+
+    def wakeups(self) -> list[tuple[str, int]]:
+        ids = [_id_of(i) for i in self._gathered("wakes", WAKE_PK)]
+        tokens = self._items(ids, "id, wake_token, wake_pk")
+        return [(r, whole(tokens[r].get("wake_token"))) for r in ids if "wake_pk" in tokens.get(r, {})]
+
+    def wakeups_older_than(self, at: float, limit: int | None = None) -> list[str]:
+        """Wake-ups whose next check is due: first asked (or last re-sent by the reconciler,
+        which moves them back, ``defer_wake``) before ``at``, oldest first."""
+        ids: list[str] = []
+        for item in self._gathered("wakes", WAKE_PK, below=f"{at:020.6f}", page=limit):
+            ids.append(_id_of(item))
+            if limit is not None and len(ids) >= limit:
+                break
+        return ids
+
+    def clear_wakeup(self, run_id: str, token: int) -> None:
+        self.release_wake(run_id, token)
+
+    def progress(self, run_id: str) -> Progress:
+        item = self._db.get_item(
+            TableName=self.table,
+            Key=run_key(run_id),
+            ConsistentRead=True,
+            ProjectionExpression="wake_pk, wake_sk, wake_resends, lease_owner, lease_until",
+        ).get("Item")
+        if not item:
+            return Progress()
+        waiting = "wake_pk" in item and "wake_sk" in item
+        return Progress(
+            wakeup_at=float(item["wake_sk"]["S"]) if waiting else None,
+            wake_resends=whole(item.get("wake_resends")) if waiting else 0,
+            lease_owner=item["lease_owner"]["S"] if "lease_owner" in item else None,
+            lease_until_ms=whole(item["lease_until"]) if "lease_until" in item else None,
+        )
+
+    # --- serving a wake on AWS: read its token, work, release it ------------------------
+
+    def wake_token(self, run_id: str) -> int | None:
+        """The run's wake token now (None: no such run). An activation reads it before it
+        starts and releases the wake-up with it when done (``release_wake``): a wake-up is
+        cleared only by work that finished, never by work that only began."""
+        item = self._db.get_item(
+            TableName=self.table, Key=run_key(run_id), ProjectionExpression="wake_token", ConsistentRead=True
+        ).get("Item")
+        return None if item is None else whole(item.get("wake_token"))
+
+    def release_wake(self, run_id: str, token: int) -> bool:
+        """Drop the wake-up unless a newer wake arrived since ``token``; False when one did
+        (it still waits, and needs a prompt)."""
+        return bool(
+            conditional(
+                self._db.update_item,
+                TableName=self.table,
+                Key=run_key(run_id),
+                UpdateExpression="REMOVE wake_pk, wake_sk, wake_resends",
+                ConditionExpression="wake_token = :token",  # no newer wake arrived
+                ExpressionAttributeValues={":token": n(token)},
+            )
+        )
+
+    def fire_timer(self, run_id: str, now_ms: int) -> bool:
+        """The run's timer, if due by ``now_ms``, becomes a wake-up (as ``fire_due_timers``
+        does for every run): a run woken by its timer carries no stale timer while it runs,
+        and if the activation fails, the wake-up is still there for the reconciler."""
+        return _fired(
+            self._db.update_item,
+            TableName=self.table,
+            Key=run_key(run_id),
+            UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at) "
+            "ADD wake_token :one REMOVE timer_due, timer_pk, timer_sk",
+            ConditionExpression="timer_due <= :now",
+            ExpressionAttributeValues={
+                ":now": n(now_ms),
+                ":w": s(sharded(WAKE_PK, run_id)),
+                ":at": s(f"{now_ms / 1000:020.6f}"),
+                ":one": n(1),
+            },
+        )
+
+    def defer_wake(self, run_id: str, until: float, *, resent: bool = True) -> None:
+        """The reconciler looked at this wake-up: look at it again at ``until`` (epoch
+        seconds), not at every reconcile, and count the re-send if it made one."""
+        conditional(
+            self._db.update_item,
+            TableName=self.table,
+            Key=run_key(run_id),
+            UpdateExpression="SET wake_sk = :until" + (" ADD wake_resends :one" if resent else ""),
+            ConditionExpression="attribute_exists(wake_pk)",  # still waiting
+            ExpressionAttributeValues={":until": s(f"{until:020.6f}"), **({":one": n(1)} if resent else {})},
+        )
+
+    def waiting(self, run_ids: Sequence[str]) -> set[str]:
+        """The runs among ``run_ids`` with a wake-up waiting."""
+        return {run_id for run_id, item in self._items(run_ids, "id, wake_pk").items() if "wake_pk" in item}
+
+    def resends(self, run_ids: Sequence[str]) -> dict[str, int]:
+        """How often the reconciler has re-sent each run's waiting wake."""
+        return {
+            run_id: whole(item.get("wake_resends"))
+            for run_id, item in self._items(run_ids, "id, wake_resends").items()
+        }
+
+    # --- a run's timer transport (AwsWaker's ledger) ------------------------------------
+
+    def armed_timer(self, run_id: str) -> tuple[int, str] | None:
+        """The timer transport armed for the run: ``(due_ms, "sqs" | "schedule")``, as the
+        activation's load read it (only the waker changes it), else read now."""
+        if run_id in self._armed:
+            return self._armed.pop(run_id)
+        item = self._db.get_item(
+            TableName=self.table, Key=run_key(run_id), ProjectionExpression="armed", ConsistentRead=True
+        ).get("Item")
+        return None if item is None else _armed_from(item)
+
+    def arm_timer(self, run_id: str, armed: tuple[int, str] | None) -> None:
+        request: dict[str, Any] = {"TableName": self.table, "Key": run_key(run_id)}
+        if armed is None:
+            request["UpdateExpression"] = "REMOVE armed"
+        else:
+            request["UpdateExpression"] = "SET armed = :armed"
+            request["ExpressionAttributeValues"] = {":armed": s(compact(list(armed)))}
+        conditional(self._db.update_item, **request, ConditionExpression="attribute_exists(pk)")
