@@ -39,7 +39,6 @@ from runtime.errors import (
     JournalConflict,
     NoSuchRun,
     RunIdTaken,
-    SignalBacklogFull,
 )
 from runtime.platform.flow import waiting_line
 from runtime.platform.why import STUCK_AFTER_S, Why
@@ -243,17 +242,15 @@ class Runs:
     def signal(self, run_id: str, name: str, payload: Any = None, *, workflow: str | None = None) -> bool:
         run_id = check_run_id(run_id)
         self._check_signal_name(name)
-        self.get(run_id, workflow)
         encoded = values.encode(payload, f"the payload of signal '{name}' for run '{run_id}'")
-        return self._deliver(run_id, name, values.decode(encoded))
+        return self._deliver(run_id, name, values.decode(encoded), workflow)
 
-    def _deliver(self, run_id: str, name: str, payload: Any) -> bool:
-        """Write a checked signal to an existing run; whether a live run got it."""
-        if self.store.signal_backlog(run_id) >= MAX_SIGNAL_BACKLOG:  # refused early, cheaply
-            raise SignalBacklogFull(run_id, MAX_SIGNAL_BACKLOG)
-        # The store counts again inside the write, where concurrent senders cannot overshoot.
+    def _deliver(self, run_id: str, name: str, payload: Any, workflow: str | None = None) -> bool:
+        """Write a checked signal to a run; whether a live run got it. Nothing is read first:
+        the store's write refuses a missing run, a run of another workflow and a full backlog
+        (counted inside the write, where concurrent senders cannot overshoot), writing nothing."""
         _, live = self.store.add_signal(
-            run_id, name, payload, self.clock.now(), max_backlog=MAX_SIGNAL_BACKLOG
+            run_id, name, payload, self.clock.now(), max_backlog=MAX_SIGNAL_BACKLOG, workflow=workflow
         )
         if live:
             self.wakes.prompt(run_id)

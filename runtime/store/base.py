@@ -229,10 +229,19 @@ class Store(Protocol):
         """
 
     def add_signal(
-        self, run_id: str, name: str, payload: Any, at: float, max_backlog: int | None = None
+        self,
+        run_id: str,
+        name: str,
+        payload: Any,
+        at: float,
+        max_backlog: int | None = None,
+        *,
+        workflow: str | None = None,
     ) -> tuple[int, bool]:
         """Record a signal. Returns ``(id, live)``; for an ended run it is set aside and
-        ``live`` is False. The run must exist.
+        ``live`` is False. Raises ``NoSuchRun`` (recording nothing) when there is no such run,
+        or, with ``workflow``, when the run is of another workflow: the write is its own
+        check, so a sender reads nothing first.
 
         With ``max_backlog``, raises ``SignalBacklogFull`` (recording nothing) when the live
         run already holds that many unconsumed signals, counted as part of the write, so

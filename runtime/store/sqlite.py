@@ -38,7 +38,13 @@ from runtime.core.flow import Admission, Collect, Rate, SlotView, SlotWant
 from runtime.core.journal import ENDED, Entry, Kind, Signal, Status
 from runtime.core.published import Where
 from runtime.core.values import compact
-from runtime.errors import EngineBug, JournalConflict, LunaflowError, SignalBacklogFull, StoreUnreadable
+from runtime.errors import (
+    JournalConflict,
+    LunaflowError,
+    NoSuchRun,
+    SignalBacklogFull,
+    StoreUnreadable,
+)
 from runtime.store import sqlite_flow
 from runtime.store.base import (
     OWNER_DEAD_AFTER_MS,
@@ -834,12 +840,19 @@ class SQLiteStore:
     # --- signals -----------------------------------------------------------------------
 
     def add_signal(
-        self, run_id: str, name: str, payload: Any, at: float, max_backlog: int | None = None
+        self,
+        run_id: str,
+        name: str,
+        payload: Any,
+        at: float,
+        max_backlog: int | None = None,
+        *,
+        workflow: str | None = None,
     ) -> tuple[int, bool]:
         with self._write() as db:
-            row = db.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()
-            if row is None:
-                raise EngineBug(f"signal for missing run '{run_id}'")
+            row = db.execute("SELECT status, workflow FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None or (workflow is not None and row[1] != workflow):
+                raise NoSuchRun(run_id, workflow)
             live = row[0] not in ENDED
             if live and max_backlog is not None:
                 # Counted inside this BEGIN IMMEDIATE: no sender, in this process or another,

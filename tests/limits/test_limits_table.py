@@ -14,6 +14,7 @@ import inspect
 import json
 import re
 import socket
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -181,7 +182,14 @@ def journal_entries() -> str:
 def signal_backlog() -> str:
     with LocalPlatform(VALUES) as p:
         p.start("echo", 1, id="r")
-        p.platform.store.signal_backlog = lambda run_id: limits.MAX_SIGNAL_BACKLOG  # type: ignore[method-assign]
+        # A full backlog, written straight into the store's file in one transaction (ten
+        # thousand sends one by one would be slow): the store's own write refuses the next.
+        with sqlite3.connect(p.platform.store.path) as db:
+            db.executemany(
+                "INSERT INTO signals (run_id, name, payload, at, state) "
+                "VALUES ('r', 'go', '1', 0, 'pending')",
+                [()] * limits.MAX_SIGNAL_BACKLOG,
+            )
         return _refusal(lambda: p.signal("r", "go", 1))
 
 
