@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 from runtime.core.clock import Clock
@@ -48,7 +49,11 @@ class Reads(Spill):
     if TYPE_CHECKING:  # another part's (runtime.store.dynamodb_signals)
 
         def _signal_from(
-            self, item: dict[str, Any], consumed: dict[int, int], ended: bool
+            self,
+            item: dict[str, Any],
+            consumed: dict[int, int],
+            ended: bool,
+            dropped: AbstractSet[int] = frozenset(),
         ) -> SignalRecord: ...
 
     # --- reading items -----------------------------------------------------------------
@@ -152,10 +157,14 @@ class Reads(Spill):
             for row in rows
             if row[1] == Kind.WAIT_DONE and row[3].get("signal_id") is not None
         }
-        signals = {
-            x.id: x for x in (self._signal_from(i, consumed, run.status in ENDED) for i in signal_items)
-        }
         known = set(consumed) | _ids(json.loads(run_item.get("sig_done", {}).get("S", "[]")))
+        # A signal the run item names consumed whose wait.done is not among the entries read
+        # was consumed in a generation ``continue_as_new`` dropped: consumed still.
+        dropped = known - set(consumed) if not after else set()
+        signals = {
+            x.id: x
+            for x in (self._signal_from(i, consumed, run.status in ENDED, dropped) for i in signal_items)
+        }
         if after:
             known |= self._done.get(run_id, set())
         self._done = {run_id: known}  # one run's: an activation's

@@ -6,6 +6,7 @@ S3), their state read from the journal rather than stored.
 from __future__ import annotations
 
 import json
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from runtime.core.bounds import MAX_SIGNAL_BACKLOG
@@ -32,12 +33,20 @@ class Signals(Reads):
 
     # --- signals -----------------------------------------------------------------------
 
-    def _signal_from(self, item: dict[str, Any], consumed: dict[int, int], ended: bool) -> SignalRecord:
+    def _signal_from(
+        self,
+        item: dict[str, Any],
+        consumed: dict[int, int],
+        ended: bool,
+        dropped: AbstractSet[int] = frozenset(),
+    ) -> SignalRecord:
         """A signal's state is read from the journal, not stored: consumed if a wait.done names
-        it, set aside if the run has ended (or had when it arrived), pending otherwise."""
+        it (or named it in a generation since dropped: ``dropped``, from the run item's
+        ``sig_done``), set aside if the run has ended (or had when it arrived), pending
+        otherwise."""
         signal_id = whole(item["signal_id"])
         seq = consumed.get(signal_id)
-        if seq is not None:
+        if seq is not None or signal_id in dropped:
             state = "consumed"
         elif ended or item.get("state", {}).get("S") == "set_aside":
             state = "set_aside"
@@ -119,7 +128,9 @@ class Signals(Reads):
             if bound is None or snap.run.status in ENDED:
                 bound = None  # an ended run's signals are set aside, not kept waiting
                 continue
-            counted = len(_consumed(snap.journal or []))
+            # Consumed: what the journal's wait.dones name and what the run item's sig_done
+            # names (generations continue_as_new dropped took their wait.dones with them).
+            counted = len(self._done.get(run_id, set()) | set(_consumed(snap.journal or [])))
             if counted <= consumed:
                 raise SignalBacklogFull(run_id, bound)
             consumed = counted
@@ -155,8 +166,9 @@ class Signals(Reads):
         if snap is None:
             return []
         consumed = _consumed(snap.journal or [])
+        dropped = self._done.get(run_id, set()) - set(consumed)  # what the load found in sig_done
         ended = snap.run.status in ENDED
-        return [self._signal_from(i, consumed, ended) for i in self._partition(run_id, "S#")]
+        return [self._signal_from(i, consumed, ended, dropped) for i in self._partition(run_id, "S#")]
 
     def signal_backlog(self, run_id: str) -> int:
         # Signals ever sent bound the backlog; only near the limit is it counted exactly.

@@ -19,6 +19,7 @@ import pytest
 from moto import mock_aws
 
 from runtime.core.journal import Entry, Kind, Status
+from runtime.errors import SignalBacklogFull
 from runtime.store.base import RunRecord, RunUpdate
 from runtime.store.dynamodb import DynamoDBStore, table_definition
 
@@ -137,3 +138,29 @@ def test_a_wait_done_written_elsewhere_brings_its_signal_by_key(db: Any) -> None
         {"i": i} for i in (1, 2, 3)
     ]
     assert snap.signals == []
+
+
+def test_signals_consumed_in_dropped_generations_stay_consumed(db: Any) -> None:
+    """``wf:continue_as_new`` drops the chunks of generations past the kept ones, and with them
+    the wait.done entries that consumed their signals. A fresh container's full load took
+    those signals for pending again (the next wait would have been handed an old one), and the
+    backlog bound counted them as unconsumed; the run item's ``sig_done`` names them."""
+    store = DynamoDBStore(db, TABLE)
+    length = start(store)
+    for i in (1, 2):
+        store.add_signal("r1", "go", {"i": i}, 2.0)
+        length, payload = consume(store, "r1", length, "go")
+        assert payload == {"i": i}
+    store.drop_entries("r1", length + 1)  # every chunk after entry 1: both wait.dones gone
+    cold = DynamoDBStore(db, TABLE)
+    snap = cold.load("r1")
+    assert snap is not None
+    assert not any(e.kind == Kind.WAIT_DONE for e in snap.journal)
+    assert snap.signals == []
+    assert cold.pending_signals("r1") == []
+    assert [x.state for x in cold.signals("r1")] == ["consumed", "consumed"]
+    # Two signals ever sent, none pending: a bound of one still takes the next.
+    signal_id, live = cold.add_signal("r1", "go", {"i": 3}, 3.0, max_backlog=1)
+    assert (signal_id, live) == (3, True)
+    with pytest.raises(SignalBacklogFull):
+        cold.add_signal("r1", "go", {"i": 4}, 3.0, max_backlog=1)
