@@ -84,7 +84,7 @@ def compile_bytecode(out: Path) -> bool:
     if python is None:
         print(
             f"lunaflow bundling: the Lambda bundle ships source only, without bytecode, so every "
-            f"cold start compiles its modules (about twice as slow to start): no CPython "
+            f"cold start compiles its modules (more than twice as slow to start): no CPython "
             f"{constants.PYTHON_VERSION} found ({why}). Install CPython {constants.PYTHON_VERSION} "
             f"or set {PYTHON_VARIABLE} to one.",
             file=sys.stderr,

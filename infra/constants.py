@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 
 from runtime.aws.contract import (
@@ -23,7 +24,7 @@ from runtime.aws.contract import (
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PROJECT = "examples/auction"
 
-PYTHON_VERSION = "3.12"
+PYTHON_VERSION = "3.12"  # the functions' runtime (LAMBDA_RUNTIME) and the bundle's bytecode
 PIP_PLATFORM = "manylinux2014_aarch64"
 
 
@@ -83,3 +84,10 @@ __all__ = [
 def log_retention() -> logs.RetentionDays:
     """Every log group keeps the runtime's stated retention (``LOG_RETENTION_DAYS``)."""
     return _RETENTION[LOG_RETENTION_DAYS]
+
+
+def lambda_runtime() -> lambda_.Runtime:
+    """The Lambda runtime of PYTHON_VERSION: the bundle's wheels and bytecode are for it, so the
+    functions must run it and nothing else."""
+    runtime: lambda_.Runtime = getattr(lambda_.Runtime, f"PYTHON_{PYTHON_VERSION.replace('.', '_')}")
+    return runtime

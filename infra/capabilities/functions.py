@@ -121,7 +121,7 @@ class Functions(Construct):
             fn = lambda_.Function(
                 self,
                 role.name,
-                runtime=lambda_.Runtime.PYTHON_3_12,
+                runtime=constants.lambda_runtime(),
                 architecture=lambda_.Architecture.ARM_64,
                 code=code,
                 handler=role.handler,

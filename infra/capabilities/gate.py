@@ -47,7 +47,7 @@ class DeployGate(Construct):
         self.function = lambda_.Function(
             self,
             "Function",
-            runtime=lambda_.Runtime.PYTHON_3_12,
+            runtime=constants.lambda_runtime(),
             architecture=lambda_.Architecture.ARM_64,
             code=functions.code,
             handler=Handler.GATE,
