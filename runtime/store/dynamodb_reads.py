@@ -133,18 +133,10 @@ class Reads(Spill):
         return _with_current_step(run, Entry(run.journal_len, kind, name))
 
     def load(self, run_id: str, *, after: int | None = None) -> Snapshot | None:
-        if not after:
-            # The whole run: its journal, and every signal (a wait.done's payload lives in
-            # the signal it consumed).
-            items = list(
-                self._query(
-                    KeyConditionExpression="pk = :pk AND sk >= :from",
-                    ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":from": s(_journal_sk(1))},
-                    ConsistentRead=True,
-                )
-            )
-        else:
-            items = self._load_after(run_id, after)
+        # The whole run (``after`` 0): its journal, the signals its wait.dones consumed (a
+        # wait.done's payload lives in its signal's item) and the pending ones, not every
+        # signal ever sent: those consumed in generations continue_as_new dropped stay unread.
+        items = self._load_after(run_id, after or 0)
         run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
         if run_item is None:
             return None

@@ -164,3 +164,22 @@ def test_signals_consumed_in_dropped_generations_stay_consumed(db: Any) -> None:
     assert (signal_id, live) == (3, True)
     with pytest.raises(SignalBacklogFull):
         cold.add_signal("r1", "go", {"i": 4}, 3.0, max_backlog=1)
+
+
+def test_a_cold_load_reads_no_signal_of_a_dropped_generation(db: Any) -> None:
+    """A long-lived run (continue_as_new) that consumed many signals: a fresh container's load
+    read every signal item ever sent (the partition from J#1 on); it reads the kept journal,
+    the run item and the pending signals."""
+    store = DynamoDBStore(db, TABLE)
+    reads = Reads(db)
+    length = start(store)
+    for i in range(1, 51):
+        store.add_signal("r1", "go", {"i": i}, 2.0)
+        length, _ = consume(store, "r1", length, "go")
+    store.drop_entries("r1", length + 1)
+    store.add_signal("r1", "go", {"i": 51}, 2.0)
+    before = reads.items
+    snap = DynamoDBStore(db, TABLE).load("r1")
+    assert snap is not None
+    assert [(x.id, x.payload) for x in snap.signals] == [(51, {"i": 51})]
+    assert reads.items - before <= 3, reads.items - before  # the run item, the chunk left, signal 51
