@@ -22,7 +22,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from runtime.core import children, flow, values
@@ -89,6 +89,10 @@ class Session:
     deadline_ms: int | None = None  # the start's timeout falls then (run.started's deadline_at)
     # The run was cancelled and runs its cancel handler (deadline_ms: its budget's end).
     cleaning: bool = False
+    # The session passed the workflow's gate or collection (runtime.core.flow): its end
+    # gives slots or a collection back. A session starts at the top of the function, where
+    # the prelude gates and collects, so False means the workflow has neither.
+    flow: bool = False
 
 
 @dataclass(frozen=True)
@@ -531,6 +535,7 @@ class Executor:
         """A run's gate (runtime.core.flow): its start's rate, then a slot of each key. A run
         that must wait parks holding nothing: a timer for its rate, or a place in line that a
         freed slot wakes."""
+        s.flow = True
         now = now_ms(self.clock)
         replay = s.replay
         if gate.rate is not None and replay.generation == 1 and not replay.replaying:
@@ -556,6 +561,7 @@ class Executor:
         """A run of a workflow with debounce or batch waits, parked, until its collection
         closes; then the inputs it collected are journaled (``run.collected``) and handed to
         its function."""
+        s.flow = True
         replay = s.replay
         if replay.replaying:
             return Resume({})  # started before the workflow collected: its input stands
@@ -734,6 +740,8 @@ class Executor:
     def _save(self, s: Session, update: RunUpdate | None, timer: TimerSet | None = None) -> None:
         entries = s.replay.take_unsaved()
         update = child_runs.waking_parent(s.run, update)
+        if update is not None and (update.status in ENDED or update.status == Status.FAILED):
+            update = replace(update, flow=s.flow)
         self.store.append(s.run.id, s.saved_len, entries, update=update, timer=timer)
         child_runs.prompt_parent(self.wakes, update)
         s.saved_len += len(entries)

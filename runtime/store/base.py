@@ -90,6 +90,11 @@ class RunUpdate:
     # (wf:child's c:result() waits on it). Recorded with the end, so no crash between the
     # child's end and its parent's wake can lose the wake.
     wake: str | None = None
+    # Whether the run may hold flow-control items (slots, a place in line, a collection): an
+    # activation knows (its session passed the workflow's gate or collection, or not); None
+    # when the writer does not (a cancel from outside, which runs no code). On an end, a
+    # backend may skip looking for items to give back when this is False.
+    flow: bool | None = None
 
 
 def current_step(status: Status, stored: str | None, last: Entry) -> str | None:

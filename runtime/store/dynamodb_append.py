@@ -223,9 +223,11 @@ class Appends(Reads):
         timer: TimerSet | None = None,
     ) -> None:
         self._append(run_id, expected_len, entries, update=update, timer=timer)
-        if update is not None and (update.status in ENDED or update.status == Status.FAILED):
-            # After the end, not in its write (a transaction costs twice): a crash between
-            # the two leaves slots the reconciler's sweep frees.
+        ended = update is not None and (update.status in ENDED or update.status == Status.FAILED)
+        # After the end, not in its write (a transaction costs twice): a crash between the two
+        # leaves slots the reconciler's sweep frees. A run that passed no gate (its activation
+        # says so) has nothing to give back: no read.
+        if ended and update is not None and update.flow is not False:
             self._flow.release(run_id)
 
     def _append(

@@ -85,3 +85,24 @@ def test_a_wide_limit_spreads_its_slots_over_items_and_still_holds_exactly(p: Aw
     assert len([r for r in p.runs(workflow="wide") if r.current_step == "a slot of wide"]) == 1
     (row,) = p.slots()
     assert (row.in_use, row.waiting) == (50, 1)
+
+
+def test_only_a_gated_runs_end_looks_for_slots_to_give_back(p: AwsPlatform) -> None:
+    """Issue 31: every run's end used to read its partition's flow items (a consistent Query)
+    to give slots back, gated or not; an activation now says whether its run passed a gate,
+    and an ungated run's end reads nothing more."""
+    releases: list[str] = []
+
+    def hook(params: dict[str, Any], **_: Any) -> None:
+        if "BETWEEN :c AND :f" in str(params.get("KeyConditionExpression", "")):
+            releases.append(params["ExpressionAttributeValues"][":p"]["S"])
+
+    p.clients.dynamodb.meta.events.register("provide-client-params.dynamodb.Query", hook)
+    p.start("caller", {"calls": 0}, id="plain")
+    assert p.get("plain").status == Status.COMPLETED
+    assert releases == []
+    p.start("one", {"n": 1}, id="gated")
+    assert p.get("gated").status == Status.COMPLETED
+    assert releases == ["RUN#gated"]
+    (row,) = p.slots() or [None]
+    assert row is None or row.in_use == 0, row
