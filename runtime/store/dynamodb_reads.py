@@ -150,12 +150,10 @@ class Reads(Spill):
             if row[1] == Kind.WAIT_DONE and row[3].get("signal_id") is not None
         }
         known = set(consumed) | _ids(json.loads(run_item.get("sig_done", {}).get("S", "[]")))
-        # A signal the run item names consumed whose wait.done is not among the entries read
-        # was consumed in a generation ``continue_as_new`` dropped: consumed still.
-        dropped = known - set(consumed) if not after else set()
+        # Only pending signals and those the entries read cite are read (``_load_after``): a
+        # signal consumed in a generation continue_as_new dropped is in neither.
         signals = {
-            x.id: x
-            for x in (self._signal_from(i, consumed, run.status in ENDED, dropped) for i in signal_items)
+            x.id: x for x in (self._signal_from(i, consumed, run.status in ENDED) for i in signal_items)
         }
         if after:
             known |= self._done.get(run_id, set())

@@ -128,9 +128,10 @@ class Signals(Reads):
             if bound is None or snap.run.status in ENDED:
                 bound = None  # an ended run's signals are set aside, not kept waiting
                 continue
-            # Consumed: what the journal's wait.dones name and what the run item's sig_done
-            # names (generations continue_as_new dropped took their wait.dones with them).
-            counted = len(self._done.get(run_id, set()) | set(_consumed(snap.journal or [])))
+            # Consumed: the load leaves in ``_done`` what the journal's wait.dones name and what
+            # the run item's sig_done names (generations continue_as_new dropped took their
+            # wait.dones with them).
+            counted = len(self._done.get(run_id, set()))
             if counted <= consumed:
                 raise SignalBacklogFull(run_id, bound)
             consumed = counted
