@@ -68,7 +68,7 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -583,7 +583,7 @@ def auction() -> Deployment:
 # --- all in: every service a run uses, priced (issue 16.3) ------------------------------------
 
 
-from cost_models import Usage  # noqa: E402
+from cost_models import Usage, gb_seconds  # noqa: E402
 
 
 def _usage(
@@ -707,8 +707,7 @@ def all_in_fanout(n: int) -> Usage:
 def print_all_in(usages: list[Usage], prices: dict[str, float], batch: int = 10, url: bool = False) -> None:
     import prices as p
 
-    for u in usages:
-        u.url = url
+    usages = [replace(u, url=url) for u in usages]
 
     print(f"\nall in, at prices of {p.PRICES_DATE} (bench/prices.py; override with --price name=value)")
     print("(the rules of each column: bench/cost_models.py)")
@@ -730,9 +729,7 @@ def print_all_in(usages: list[Usage], prices: dict[str, float], batch: int = 10,
         for name, dollars in lines.items():
             print(f"  {name:<36} ${dollars * scale:>8.2f} ${floor.get(name, 0.0) * scale:>8.2f}")
         ours, least = sum(lines.values()) * scale, sum(floor.values()) * scale
-        u.batch = batch
-        loaded = sum(u.lines(prices).values()) * scale
-        u.batch = 1
+        loaded = sum(replace(u, batch=batch).lines(prices).values()) * scale
         durable, minimal = u.durable(prices) * scale, u.durable(prices, idiomatic=False) * scale
         sfn = u.step_functions(prices) * scale
         print(f"  {'total':<36} ${ours:>8.2f} ${least:>8.2f}")
@@ -763,11 +760,7 @@ def print_all_in(usages: list[Usage], prices: dict[str, float], batch: int = 10,
     reconcile = per_month * (
         prices["xray_sampled_share"] * prices["xray_traces_per_million"] * 1e-6
         + prices["lambda_requests_per_million"] * 1e-6
-        + (p.HANDLER_MS + queries * p.ROUND_TRIP_MS)
-        / 1000
-        * p.MEMORY_MB
-        / 1024
-        * prices["lambda_arm_gb_second"]
+        + gb_seconds(p.HANDLER_MS + queries * p.ROUND_TRIP_MS) * prices["lambda_arm_gb_second"]
         + queries * 0.5 * prices["dynamodb_rru_per_million"] * 1e-6
         + p.LOG_BYTES_PER_INVOCATION / 2**30 * prices["cloudwatch_logs_gb"]
     )

@@ -100,7 +100,7 @@ class Usage:
         sqs = sqs_ours + self.fired + 2 * self.worker_invocations()
         invocations = self.worker_invocations() + self.api
         trips = self.db.requests + self.app.requests + sum(self.other.values())
-        gb_s = (invocations * p.HANDLER_MS + trips * p.ROUND_TRIP_MS) / 1000 * p.MEMORY_MB / 1024
+        gb_s = gb_seconds(invocations * p.HANDLER_MS + trips * p.ROUND_TRIP_MS)
         return {
             "DynamoDB writes": self.db.wru * prices["dynamodb_wru_per_million"] * M,
             "DynamoDB index writes": self.db.gsi_wru * prices["dynamodb_wru_per_million"] * M,
@@ -139,7 +139,7 @@ class Usage:
     def ingress(self, prices: dict[str, float], log_bytes: float = p.PLATFORM_LOG_BYTES) -> float:
         """What any of them pays to take the workload's HTTP requests (a start, a signal): API
         Gateway and one Lambda invocation each, at the handler's model, its log lines."""
-        gb_s = self.api * (p.HANDLER_MS + p.ROUND_TRIP_MS) / 1000 * p.MEMORY_MB / 1024
+        gb_s = gb_seconds(self.api * (p.HANDLER_MS + p.ROUND_TRIP_MS))
         return (
             self.api_gateway(prices)
             + self.api * prices["lambda_requests_per_million"] * M
@@ -156,12 +156,7 @@ class Usage:
         invocations = self.runs + self.sleeps + self.awaits  # the start, a resume after each wait
         checkpoints = self.steps + self.sleeps + self.awaits + self.awaits  # + the callback id's write
         sender_trips = 2 * self.signals  # look the callback id up, send to it
-        gb_s = (
-            (invocations * p.HANDLER_MS + (checkpoints + sender_trips) * p.ROUND_TRIP_MS)
-            / 1000
-            * p.MEMORY_MB
-            / 1024
-        )
+        gb_s = gb_seconds(invocations * p.HANDLER_MS + (checkpoints + sender_trips) * p.ROUND_TRIP_MS)
         retained = (
             self.journal_bytes
             / GB
@@ -190,7 +185,7 @@ class Usage:
         """The same workflow on Step Functions Standard (steps as Lambda tasks; a signal as a
         task token, looked up and sent like a durable callback), $ per workload."""
         transitions = self.steps + self.sleeps + self.awaits + 2 * self.runs
-        gb_s = self.steps * p.HANDLER_MS / 1000 * p.MEMORY_MB / 1024
+        gb_s = gb_seconds(self.steps * p.HANDLER_MS)
         return (
             transitions * prices["stepfunctions_transitions_per_million"] * M
             + self.steps * prices["lambda_requests_per_million"] * M
@@ -213,7 +208,7 @@ class Usage:
         index_writes = self.runs + 2 * (self.awaits + self.sleeps)
         reads = self.signals + self.timer_fires
         invocations = self.api + self.timer_fires
-        gb_s = (invocations * p.HANDLER_MS + (writes + reads) * p.ROUND_TRIP_MS) / 1000 * p.MEMORY_MB / 1024
+        gb_s = gb_seconds(invocations * p.HANDLER_MS + (writes + reads) * p.ROUND_TRIP_MS)
         items = self.runs + self.steps + self.signals
         stored = self.journal_bytes + 100 * items
         return {
@@ -235,5 +230,9 @@ class Usage:
 
 def init(invocations: float, init_ms: float, prices: dict[str, float]) -> float:
     """INIT billed for the share of invocations that start a container."""
-    gb_s = invocations * prices["cold_start_share"] * init_ms / 1000 * p.MEMORY_MB / 1024
-    return gb_s * prices["lambda_arm_gb_second"]
+    return gb_seconds(invocations * prices["cold_start_share"] * init_ms) * prices["lambda_arm_gb_second"]
+
+
+def gb_seconds(ms: float) -> float:
+    """Lambda's billed GB-seconds for ``ms`` of duration at the functions' memory."""
+    return ms / 1000 * p.MEMORY_MB / 1024
