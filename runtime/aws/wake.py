@@ -7,7 +7,10 @@ back with the delay it still has, so a run never wakes before its timer.
 A run's schedule, when it has one, is noted on its run item (``TimerLedger``): a re-park at
 the same time schedules nothing new, a switch to an SQS delay deletes the schedule, and a
 run's end deletes a schedule only if there is one. An SQS delay needs no note: a message
-that outlives its purpose only makes the worker replay and re-park.
+that outlives its purpose only makes the worker replay and re-park. The note rides in the
+write that parks or ends the run (``arm`` decides before it, creating a schedule first, so
+a crash between the two leaves only an early wake; ``timer`` finishes after it); a change
+of timer outside an activation (a cancel) notes it with a write of its own.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from runtime.core.clock import Clock, now_ms
+from runtime.engine.wake import TimerPlan
+from runtime.store.base import UNCHANGED, Unchanged
 from runtime.store.items import error_code
 
 MAX_SQS_DELAY_S = 900
@@ -119,24 +124,31 @@ class AwsWaker:
                     QueueUrl=self.queue_url, MessageBody=wake_message(batch[int(failed["Id"])], "wake")
                 )
 
-    def timer(self, run_id: str, due_ms: int | None) -> None:
+    def arm(self, run_id: str, due_ms: int | None) -> TimerPlan:
+        """Decide the timer's transport before the write that parks or ends the run, and
+        create a schedule now if one is needed (a crash before that write leaves only an
+        early wake); the write records the note the plan carries."""
         armed = self._ledger.armed_timer(run_id)
-        if due_ms is None:
-            if armed is not None:
-                self._delete(schedule_name(run_id))
-                self._ledger.arm_timer(run_id, None)
-            return
-        wait_s = self._seconds_until(due_ms)
-        if wait_s <= MAX_SQS_DELAY_S:
-            self.send(wake_message(run_id, "timer", due_ms), wait_s)
-            if armed is not None:
-                self._delete(schedule_name(run_id))  # a longer timer's schedule, no longer needed
-                self._ledger.arm_timer(run_id, None)
-            return
+        if due_ms is None or self._seconds_until(due_ms) <= MAX_SQS_DELAY_S:
+            how = "none" if due_ms is None else "sqs"
+            return TimerPlan(due_ms, how, armed, None if armed is not None else UNCHANGED)
         if armed is not None and armed[0] == due_ms:
-            return  # parked again at the same time: the schedule still fires
+            return TimerPlan(due_ms, "kept", armed)  # parked again at the same time: it still fires
         self._schedule(run_id, due_ms)
-        self._ledger.arm_timer(run_id, (due_ms, SCHEDULE))
+        return TimerPlan(due_ms, "schedule", armed, (due_ms, SCHEDULE))
+
+    def timer(self, run_id: str, due_ms: int | None, plan: TimerPlan | None = None) -> None:
+        """After the write: the rest of ``plan`` (an SQS delay sent, a schedule no longer
+        needed deleted); without a plan, decided now and noted with a write of its own."""
+        if plan is None:
+            plan = self.arm(run_id, due_ms)
+            if not isinstance(plan.note, Unchanged):
+                self._ledger.arm_timer(run_id, plan.note)
+        if plan.how == "sqs" and due_ms is not None:
+            self.send(wake_message(run_id, "timer", due_ms), self._seconds_until(due_ms))
+        if plan.how in ("none", "sqs") and plan.armed_before is not None:
+            # A longer timer's schedule, no longer needed (one that fired deleted itself).
+            self._delete(schedule_name(run_id))
 
     def early(self, run_id: str, due_ms: int) -> None:
         """A timer's wake came before its time: send it again for the time it still has."""

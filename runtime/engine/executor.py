@@ -508,8 +508,7 @@ class Executor:
             due = decision.due_ms
             if s.deadline_ms is not None and (due is None or due > s.deadline_ms):
                 due = s.deadline_ms  # the run's own bound falls first: wake it then
-            self._save(s, RunUpdate(decision.status, decision.current), TimerSet(due))
-            self.wakes.timer(s.run.id, due)
+            self._save_timed(s, RunUpdate(decision.status, decision.current), due)
             self._remember(s)
             return decision.status
         if isinstance(decision, Fail | Diverged) and replay.cleanup is not None:
@@ -520,13 +519,11 @@ class Executor:
             failed = RunUpdate(
                 Status.FAILED, replay.current, error=decision.error, at=now_ms(self.clock) / 1000
             )
-            self._save(s, failed, TimerSet(None))
-            self.wakes.timer(s.run.id, None)
+            self._save_timed(s, failed, None)
             self.observer.ended(s.run.id, s.run.workflow, Status.FAILED, error=decision.error)
             return Status.FAILED
         if isinstance(decision, Complete):
-            self._save(s, RunUpdate(Status.COMPLETED, None, result=decision.result))
-            self.wakes.timer(s.run.id, None)
+            self._save_timed(s, RunUpdate(Status.COMPLETED, None, result=decision.result), None)
             self.observer.ended(s.run.id, s.run.workflow, Status.COMPLETED)
             return Status.COMPLETED
         raise AssertionError(decision)
@@ -589,9 +586,8 @@ class Executor:
     def _end_cancelled(self, s: Session, end: EndCancelled) -> Status:
         """Save the end of a cleanup; then the cancel's cascade reaches the runs this run
         started (the cancel's intent, kept while the cleanup ran, makes that durable)."""
-        self._save(s, RunUpdate(Status.CANCELLED, None, error=end.error), TimerSet(None))
+        self._save_timed(s, RunUpdate(Status.CANCELLED, None, error=end.error), None)
         self.forget(s.run.id)
-        self.wakes.timer(s.run.id, None)
         self.observer.cancelled(s.run.id, s.run.workflow)
         self._cascade(s.run.id)
         return Status.CANCELLED
@@ -669,8 +665,7 @@ class Executor:
         # Like every other way a run stops, the failure clears its timer (and its schedule):
         # a failed run woken later would only cost an invocation.
         failed = RunUpdate(Status.FAILED, s.replay.current, error=message, at=now_ms(self.clock) / 1000)
-        self._save(s, failed, TimerSet(None))
-        self.wakes.timer(s.run.id, None)
+        self._save_timed(s, failed, None)
         self.observer.ended(s.run.id, s.run.workflow, Status.FAILED, error=message, traceback=traceback)
         return Status.FAILED
 
@@ -749,6 +744,13 @@ class Executor:
             s.status = update.status
             if update.status != Status.RUNNING:
                 self.parked_or_ended = True
+
+    def _save_timed(self, s: Session, update: RunUpdate, due: int | None) -> None:
+        """Save a park until ``due`` or an end (``due`` None): the waker arms the timer's
+        transport before the write, which records its note, and finishes after it."""
+        plan = self.wakes.arm(s.run.id, due)
+        self._save(s, update, plan.timer)
+        self.wakes.timer(s.run.id, due, plan)
 
     def _remember(self, s: Session) -> None:
         self._cache[s.run.id] = s

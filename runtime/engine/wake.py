@@ -10,9 +10,29 @@ so no caller does it by hand.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
-from runtime.store.base import Store
+from runtime.store.base import UNCHANGED, Store, TimerSet, Unchanged
+
+
+@dataclass(frozen=True)
+class TimerPlan:
+    """What a waker decided for a run's timer before the write that parks or ends the run:
+    ``timer`` is what that write records (the timer and the note of its transport, so the
+    note costs no write of its own); the waker's ``timer`` call after the write does the
+    rest of ``how`` (``none``, ``sqs``, ``schedule``: created before the write, so a crash
+    between the two leaves only an early wake, which the worker sends back; ``kept``: the
+    one armed already fires then). ``armed_before`` is the note the write replaces."""
+
+    due_ms: int | None
+    how: str = "none"
+    armed_before: tuple[int, str] | None = None
+    note: tuple[int, str] | None | Unchanged = UNCHANGED
+
+    @property
+    def timer(self) -> TimerSet:
+        return TimerSet(self.due_ms, self.note)
 
 
 class Waker(Protocol):
@@ -21,8 +41,14 @@ class Waker(Protocol):
     def prompt(self, run_id: str, delay_s: int = 0) -> None:
         """Bring the run to a worker soon (after ``delay_s``); the store already says why."""
 
-    def timer(self, run_id: str, due_ms: int | None) -> None:
-        """The run is parked until ``due_ms`` (epoch milliseconds), or has no timer (None)."""
+    def arm(self, run_id: str, due_ms: int | None) -> TimerPlan:
+        """Before the write that parks the run until ``due_ms`` or clears its timer (None):
+        what that write must record, and what ``timer`` does after it."""
+
+    def timer(self, run_id: str, due_ms: int | None, plan: TimerPlan | None = None) -> None:
+        """The run is parked until ``due_ms`` (epoch milliseconds), or has no timer (None);
+        ``plan``: what ``arm`` decided before the write (without one, the waker decides now
+        and notes its transport with a write of its own)."""
 
 
 class StoreOnly:
@@ -31,7 +57,10 @@ class StoreOnly:
     def prompt(self, run_id: str, delay_s: int = 0) -> None:
         pass
 
-    def timer(self, run_id: str, due_ms: int | None) -> None:
+    def arm(self, run_id: str, due_ms: int | None) -> TimerPlan:
+        return TimerPlan(due_ms)
+
+    def timer(self, run_id: str, due_ms: int | None, plan: TimerPlan | None = None) -> None:
         pass
 
 
@@ -55,5 +84,8 @@ class Wakes:
         wake-up in the same transaction: only the prompt is left."""
         self.waker.prompt(run_id, delay_s)
 
-    def timer(self, run_id: str, due_ms: int | None) -> None:
-        self.waker.timer(run_id, due_ms)
+    def arm(self, run_id: str, due_ms: int | None) -> TimerPlan:
+        return self.waker.arm(run_id, due_ms)
+
+    def timer(self, run_id: str, due_ms: int | None, plan: TimerPlan | None = None) -> None:
+        self.waker.timer(run_id, due_ms, plan)

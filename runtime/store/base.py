@@ -123,11 +123,25 @@ def checked_update(
     return update
 
 
+class Unchanged:
+    """``TimerSet.armed``'s default: the write leaves the note as it is."""
+
+    def __repr__(self) -> str:
+        return "UNCHANGED"
+
+
+UNCHANGED = Unchanged()
+
+
 @dataclass(frozen=True)
 class TimerSet:
     """Set the run's timer to ``due_ms`` (or clear it with ``due_ms=None``)."""
 
     due_ms: int | None
+    # The note of the timer transport the waker armed for the run (on AWS, an EventBridge
+    # Scheduler entry: ``(due_ms, "schedule")``), recorded by the same write, or cleared
+    # (None): a note of its own would cost a write. Backends without one ignore it.
+    armed: tuple[int, str] | None | Unchanged = UNCHANGED
 
 
 @dataclass(frozen=True)

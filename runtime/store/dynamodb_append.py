@@ -14,7 +14,7 @@ from runtime.core import published
 from runtime.core.journal import ENDED, Entry, Status
 from runtime.core.values import compact
 from runtime.errors import EngineBug, JournalConflict, LunaflowError
-from runtime.store.base import FirstSignal, RunRecord, RunUpdate, TimerSet, checked_update
+from runtime.store.base import FirstSignal, RunRecord, RunUpdate, TimerSet, Unchanged, checked_update
 from runtime.store.dynamodb_flow import AlsoRefused, DynamoFlow
 from runtime.store.dynamodb_layout import (
     ALL_RUNS,
@@ -366,6 +366,12 @@ class Appends(Reads):
             values[":due"] = n(timer.due_ms)
             values[":tpk"] = s(sharded(TIMER_PK, run_id))
             values[":tsk"] = s(f"{timer.due_ms:015d}#{run_id}")
+        if timer is not None and not isinstance(timer.armed, Unchanged):
+            if timer.armed is None:
+                removes.append("armed")
+            else:
+                sets.append("armed = :armed")
+                values[":armed"] = s(compact(list(timer.armed)))
         expression = " ".join(
             part
             for part in (
