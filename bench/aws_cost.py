@@ -538,6 +538,22 @@ def timers_run(n: int, every_s: int, cold: bool) -> Sums:
         return d.sums("run")
 
 
+def padded_fanout_run(pad: int, n: int = 5) -> Sums:
+    """``n`` runs of the fan-out (started, parked on a signal, signalled, one step, ended)
+    whose input carries ``pad`` bytes more: what a larger input costs a run. Every write to
+    the run item is billed by its size, so the input must not live there (issue 31)."""
+    with deployment(STEPS_PROJECT) as d:
+        ids = [f"fan-{i}" for i in range(n)]
+        with d.meter.measuring("fan"):
+            for rid in ids:
+                d.front.platform.start("signals", {"n": 1, "pad": "x" * pad}, id=rid)
+            d.settle()
+            for i, rid in enumerate(ids):
+                d.front.platform.signal(rid, "go", {"i": i})
+            d.settle()
+        return d.sums("fan").per(n)
+
+
 def auction() -> Deployment:
     from runtime.platform.fetch import make_request
 
@@ -873,6 +889,11 @@ def main() -> None:
             temp = "cold" if cold else "warm"
             tim = timers_run(n, every, cold).minus(timers_run(0, every, cold)).per(n)
             print(row(f"timer {every}s, {how} ({temp})", tim, args))
+
+    print("\na fan-out run (start, park on a signal, signal, one step, end) by the size of its input")
+    print(HEADER)
+    for pad in (0, 4_000, 16_000):
+        print(row(f"input of {pad:,} bytes more, per run", padded_fanout_run(pad), args))
 
     d = auction()
     print("\nauction (examples/auction, its database as kv): per phase, engine | project's own requests")

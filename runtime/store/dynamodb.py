@@ -6,10 +6,11 @@ journal slot is free"; a park or an end writes the slot and the run item's summa
 transaction, the summary conditional on "the run has not ended". Conditional-check failures
 become ``JournalConflict``; nothing else leaks boto3.
 
-Every value is stored once: an input in the run item's ``started`` (journal entry 1), a
-step's values in its chunk, a signal's payload in its signal item (a ``wait.done`` that
-consumed it points there), a run's result in its ``run.completed`` entry (the run item
-points at that chunk). A text too large for an item goes to S3 (``runtime.store.blobs``) and the
+Every value is stored once: an input in journal entry 1 (the run item's ``started`` while
+small, else the run's first chunk, so run-item writes stay cheap), a step's values in its
+chunk, a signal's payload in its signal item (a ``wait.done`` that consumed it points
+there), a run's result in its ``run.completed`` entry (the run item points at that chunk).
+A text too large for an item goes to S3 (``runtime.store.blobs``) and the
 item holds its key.
 
 The store is one class, ``DynamoDBStore``, made of parts by concern, each a module of its own:
@@ -126,6 +127,7 @@ class DynamoDBStore(Appends, Index, Signals, Timers, Leases):
         # summary, so the next activation reads only the signals still pending.
         self._done: dict[str, set[int]] = {}
         self._created: dict[str, str] = {}  # runs' created_sk, which value items sort by
+        self._firsts: dict[str, Entry] = {}  # inputs read from runs' first chunks (never change)
         self._flow = DynamoFlow(client, table, run_pk, self._wake_admitted)
 
     # --- cancel intents: one small partition (cancels are rare, and each is short-lived) --

@@ -21,6 +21,7 @@ from runtime.store.dynamodb_layout import (
     INLINE_CHUNK_BYTES,
     INLINE_TEXT_BYTES,
     REF,
+    STARTED_INLINE_BYTES,
     TAIL_BYTES,
     TIMER_PK,
     WAKE_PK,
@@ -136,13 +137,18 @@ class Appends(Reads):
     ) -> tuple[RunRecord, bool]:
         """``also``: puts written in the run's transaction (a collection's items), each with
         its own condition; one that fails raises ``AlsoRefused`` and nothing is written."""
-        # The run item is journal entry 1 as well (it carries run.started's data, the input
-        # included), so a start is one write; chunks begin at entry 2.
+        # The run item is journal entry 1 as well while it is small (it carries
+        # run.started's data, the input included), so a start is one write and chunks begin
+        # at entry 2. A larger one is the first chunk, written in the run item's transaction
+        # (each item's units twice, once) so every later write of the run item stays cheap.
         item = self._run_item(run)
         written: list[str] = []
         text_ = compact({"workflow": started.name, "data": started.data, "at": started.at})
-        where, value = self._spill(run.id, "started", text_, INLINE_TEXT_BYTES, written)
-        item["started" + where] = s(value)
+        if len(text_.encode("utf-8")) <= STARTED_INLINE_BYTES:
+            item["started"] = s(text_)
+        else:
+            # Only with the run item: the transaction's first put holds the condition.
+            also = [*also, {"Item": self._chunk_put(run.id, [started], written)["Item"]}]
         token = _write_id()
         item[WRITE_ID] = s(token)
         put = {

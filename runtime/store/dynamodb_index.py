@@ -20,10 +20,12 @@ from runtime.store.base import UNREADABLE_RUN, RunRecord
 from runtime.store.dynamodb_layout import (
     ALL_RUNS,
     INDEXES,
+    REF,
     SHARDS,
     VALUE_SK,
     _created_sk,
     _id_of,
+    _journal_sk,
     _result_of,
     run_key,
     run_pk,
@@ -133,16 +135,27 @@ class Index(Reads):
                     found[item["id"]["S"]] = item
                 keys = got.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
         results = self._results([item for item in found.values() if "result_sk" in item])
-        return [self._listed(found[r], results.get(r)) for r in ids if r in found]
+        # Inputs too large for their run items are their first chunks: read them together.
+        firsts = {
+            chunk["pk"]["S"].removeprefix("RUN#"): chunk
+            for chunk in self._by_key(
+                [
+                    {"pk": item["pk"], "sk": s(_journal_sk(1))}
+                    for run_id, item in found.items()
+                    if "started" not in item and "started" + REF not in item and run_id not in self._firsts
+                ]
+            )
+        }
+        return [self._listed(found[r], results.get(r), firsts.get(r)) for r in ids if r in found]
 
-    def _listed(self, item: dict[str, Any], result: Any) -> RunRecord:
+    def _listed(self, item: dict[str, Any], result: Any, first: dict[str, Any] | None = None) -> RunRecord:
         """A run as a list shows it. One whose value cannot be read (an object missing from
         the bucket) is listed with what its item holds and the reason as its error, so one
         broken run never hides the others."""
         try:
             if isinstance(result, _Unreadable):
                 raise LunaflowError(result.reason)
-            return self._run_from(item, result=result)
+            return self._run_from(item, result=result, first=first)
         except LunaflowError as e:
             return RunRecord(
                 id=item["id"]["S"],

@@ -43,6 +43,12 @@ TTL_ATTRIBUTE = "expires_at"  # the table's time-to-live attribute (kv entries, 
 # past a few KB S3 is the cheaper home too; 64 KiB keeps the values most runs use inline.
 INLINE_CHUNK_BYTES = 64 * 1024
 INLINE_TEXT_BYTES = 32 * 1024
+# Journal entry 1 (run.started, the input with it) lives on the run item while its text is
+# at most this; a larger one is the run's first chunk (``J#0000000001``), written with the
+# run item. Every write to the run item (its lease, each summary, a signal's number, a
+# wake-up) costs the item's size in KB: an input of a few KB on it would make each of them
+# cost several write units, so the run item keeps to about 1 KB.
+STARTED_INLINE_BYTES = 400
 INLINE_SIGNAL_BYTES = 320 * 1024
 REF = "_ref"
 # A chunk's last entry (kind and name) is kept beside it while short, so reading a run's

@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.core.clock import Clock
 from runtime.core.journal import ENDED, Entry, Kind, Signal, Status
+from runtime.errors import LunaflowError
 from runtime.store.base import RunRecord, SignalRecord, Snapshot, current_step
 from runtime.store.dynamodb_layout import (
+    REF,
     RUN_SK,
     _armed_from,
     _filled,
@@ -30,6 +32,8 @@ from runtime.store.items import num, s, text, whole
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
 
+FIRSTS_KEPT = 256  # first entries (inputs) read from first chunks, kept per store
+
 
 def _with_current_step(run: RunRecord, last: Entry) -> RunRecord:
     current = current_step(run.status, run.current_step, last)
@@ -45,6 +49,7 @@ class Reads(Spill):
     _tokens: dict[str, int]
     _armed: dict[str, tuple[int, str] | None]
     _done: dict[str, set[int]]
+    _firsts: dict[str, Entry]  # journal entries 1 read from first chunks (they never change)
 
     if TYPE_CHECKING:  # another part's (runtime.store.dynamodb_signals)
 
@@ -74,19 +79,46 @@ class Reads(Spill):
             ConsistentRead=True,
         )
 
-    def _started(self, item: dict[str, Any]) -> Entry:
-        """Journal entry 1, kept on the run item: the run's input lives here only."""
-        started = json.loads(self._text(item, "started") or "{}")
-        return Entry(1, Kind.STARTED, started["workflow"], started["data"], float(started["at"]))
+    def _started(self, item: dict[str, Any], first: dict[str, Any] | None = None) -> Entry:
+        """Journal entry 1, where the run's input lives: on the run item while small, else
+        the run's first chunk (``first`` when the caller read it, else read by key once)."""
+        if "started" in item or "started" + REF in item:
+            started = json.loads(self._text(item, "started") or "{}")
+            return Entry(1, Kind.STARTED, started["workflow"], started["data"], float(started["at"]))
+        run_id = str(item["id"]["S"])
+        known = self._firsts.get(run_id)
+        if known is not None:
+            return known
+        if first is None:
+            key = {"pk": s(run_pk(run_id)), "sk": s(_journal_sk(1))}
+            first = self._db.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
+            if first is None:
+                raise LunaflowError(
+                    f"run '{run_id}' has lost its first journal entry (its input): the item "
+                    f"{run_pk(run_id)} / {_journal_sk(1)} is missing from table {self.table}"
+                )
+        row = self._rows(first)[0]
+        entry = Entry(1, Kind.STARTED, row[2], row[3], float(row[4]))
+        if len(self._firsts) >= FIRSTS_KEPT:
+            self._firsts.clear()  # a bound, not a policy: a miss costs one read
+        self._firsts[run_id] = entry
+        return entry
 
-    def _run_from(self, item: dict[str, Any], journal_len: int = 0, result: Any = None) -> RunRecord:
+    def _run_from(
+        self,
+        item: dict[str, Any],
+        journal_len: int = 0,
+        result: Any = None,
+        first: dict[str, Any] | None = None,
+    ) -> RunRecord:
         """The run item as a record; ``result`` comes from the run's ``run.completed``
-        entry (the item only points at its chunk)."""
+        entry (the item only points at its chunk), the input from journal entry 1 (on the
+        item, or ``first``, the run's first chunk, when it holds it)."""
         return RunRecord(
             id=item["id"]["S"],
             workflow=item["workflow"]["S"],
             status=Status(item["status"]["S"]),
-            input=self._started(item).data.get("input"),
+            input=self._started(item, first).data.get("input"),
             result=result,
             error=self._text(item, "error"),
             parent_id=text(item.get("parent_id")),
@@ -128,7 +160,8 @@ class Reads(Spill):
         # A completed run's last chunk holds its run.completed entry, and so its result.
         done = run_item["status"]["S"] == Status.COMPLETED
         result = _result_of(self._rows(chunk)) if done else None
-        run = self._run_from(run_item, whole(chunk["last"]), result)
+        first = chunk if chunk["sk"]["S"] == _journal_sk(1) else None
+        run = self._run_from(run_item, whole(chunk["last"]), result, first)
         kind, name = self._tail(chunk)
         return _with_current_step(run, Entry(run.journal_len, kind, name))
 
@@ -142,7 +175,8 @@ class Reads(Spill):
             return None
         self._armed = {run_id: _armed_from(run_item)}  # one run's: an activation's
         rows = [row for i in items if i["sk"]["S"].startswith("J#") for row in self._rows(i)]
-        run = self._run_from(run_item)
+        first = next((i for i in items if i["sk"]["S"] == _journal_sk(1)), None)
+        run = self._run_from(run_item, first=first)
         signal_items = [i for i in items if i["sk"]["S"].startswith("S#")]
         consumed = {
             int(row[3]["signal_id"]): int(row[0])
@@ -159,8 +193,8 @@ class Reads(Spill):
             known |= self._done.get(run_id, set())
         self._done = {run_id: known}  # one run's: an activation's
         entries = [_filled(row, run, signals) for row in rows]
-        if not after:
-            entries.insert(0, self._started(run_item))
+        if not after and first is None:
+            entries.insert(0, self._started(run_item))  # kept on the run item
         length = entries[-1].seq if entries else after or 0
         result = None
         if run.status == Status.COMPLETED:

@@ -27,6 +27,7 @@ from runtime.aws.contract import CONSOLE_TIMEOUT_S, Handler
 from runtime.aws.services import OBJECT_WAIT_S, DynamoObjects
 from runtime.aws.wake import schedule_name
 from runtime.core.clock import FakeClock
+from runtime.store.blobs import run_prefix
 from runtime.store.dynamodb import RUN_SK, run_pk, table_definition
 from runtime.store.items import whole
 from runtime.testing import AwsPlatform
@@ -73,11 +74,12 @@ def test_a_retried_chunk_put_over_64_kib_keeps_its_object(p: AwsPlatform, lost: 
     assert (run.status, run.result) == ("completed", n)
 
 
-def test_a_retried_start_with_an_input_over_32_kib_starts_once(p: AwsPlatform, lost: LostAnswers) -> None:
+def test_a_retried_start_with_an_input_over_64_kib_starts_once(p: AwsPlatform, lost: LostAnswers) -> None:
     """Measured on main: the start answered an error and the run could never be read (its
-    input's object was deleted)."""
-    lost.lose(writes("PutItem", "started_ref"))
-    blob = "i" * (40 * KIB)
+    input's object was deleted). An input this large is the run's first chunk, its text in
+    S3, written in one transaction with the run item (issue 31: the run item stays small)."""
+    lost.lose(writes("TransactWriteItems", "entries_ref"))
+    blob = "i" * (70 * KIB)
     run = p.start("echo", blob, id="input-1")
     assert lost.lost, "the start's put was not retried"
     assert (run.status, run.input, run.result) == ("completed", blob, blob)
@@ -87,9 +89,10 @@ def test_a_retried_start_with_an_input_over_32_kib_starts_once(p: AwsPlatform, l
 def test_a_retried_signal_with_start_starts_once_with_one_signal(p: AwsPlatform, lost: LostAnswers) -> None:
     """Issue 28.4: the run item and its first signal go in one TransactWriteItems; its
     retry after the commit fails the run item's condition, finds its own write id, and the
-    start counts as done: one run, one signal, the input's object (over 32 KiB) kept."""
-    lost.lose(writes("TransactWriteItems", "started_ref"))
-    blob = "i" * (40 * KIB)
+    start counts as done: one run, one signal, the input's object (over 64 KiB, the first
+    chunk's) kept."""
+    lost.lose(writes("TransactWriteItems", "entries_ref"))
+    blob = "i" * (70 * KIB)
     run = p.start("paid-echo", blob, id="sws-1", signal="paid", payload={"by": "ada"})
     assert lost.lost, "the signal-with-start transaction was not retried"
     assert (run.status, run.result) == ("completed", {"input": blob, "by": "ada"})
@@ -116,9 +119,10 @@ def test_a_run_whose_value_is_missing_is_listed_and_marked(
 ) -> None:
     """Measured on main: one run's missing object made every listing raise."""
     p.start("echo", "small", id="fine-1")
-    p.start("echo", "b" * (40 * KIB), id="broken-1")
-    [key] = [k for k in objects(p) if "started" in k]
-    p.platform.store.blobs.delete([key])  # lost from the bucket (and this container's cache)
+    p.start("echo", "b" * (70 * KIB), id="broken-1")
+    [key] = [k for k in objects(p) if k.startswith(run_prefix("broken-1") + "chunk-1-")]  # its input
+    p.platform.store.blobs.delete([key])  # lost from the bucket
+    p.restart()  # a container that never read it
     runs = {r.id: r for r in p.runs()}
     assert set(runs) == {"fine-1", "broken-1"}
     assert runs["fine-1"].result == "small"
