@@ -124,16 +124,7 @@ class Index(Reads):
 
     def _hydrate(self, ids: list[str]) -> list[RunRecord]:
         """The run items themselves, in the order given (the indexes carry no values)."""
-        found: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(ids), 100):
-            keys: list[Any] = [run_key(run_id) for run_id in ids[start : start + 100]]
-            while keys:
-                got: Any = self._db.batch_get_item(
-                    RequestItems={self.table: {"Keys": keys, "ConsistentRead": True}}
-                )
-                for item in got.get("Responses", {}).get(self.table, []):
-                    found[item["id"]["S"]] = item
-                keys = got.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+        found = {item["id"]["S"]: item for item in self._by_key([run_key(run_id) for run_id in ids])}
         results = self._results([item for item in found.values() if "result_sk" in item])
         # Inputs too large for their run items are their first chunks: read them together.
         firsts = {
@@ -170,21 +161,13 @@ class Index(Reads):
 
     def _results(self, run_items: list[dict[str, Any]]) -> dict[str, Any]:
         """Completed runs' results, from the chunks their run items point at."""
-        keys: list[Any] = [{"pk": i["pk"], "sk": i["result_sk"]} for i in run_items]
         out: dict[str, Any] = {}
-        for start in range(0, len(keys), 100):
-            batch = keys[start : start + 100]
-            while batch:
-                got: Any = self._db.batch_get_item(
-                    RequestItems={self.table: {"Keys": batch, "ConsistentRead": True}}
-                )
-                for chunk in got.get("Responses", {}).get(self.table, []):
-                    run_id = chunk["pk"]["S"].removeprefix("RUN#")
-                    try:
-                        out[run_id] = _result_of(self._rows(chunk))
-                    except LunaflowError as e:
-                        out[run_id] = _Unreadable(str(e))  # its chunk is missing from the bucket
-                batch = got.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+        for chunk in self._by_key([{"pk": i["pk"], "sk": i["result_sk"]} for i in run_items]):
+            run_id = chunk["pk"]["S"].removeprefix("RUN#")
+            try:
+                out[run_id] = _result_of(self._rows(chunk))
+            except LunaflowError as e:
+                out[run_id] = _Unreadable(str(e))  # its chunk is missing from the bucket
         return out
 
     def children(self, run_id: str) -> list[str]:

@@ -36,18 +36,8 @@ class Leases(Reads):
         )
 
     def _beats(self, owners: Sequence[str]) -> dict[str, int]:
-        found: dict[str, int] = {}
-        unique = list(dict.fromkeys(owners))
-        for start in range(0, len(unique), 100):
-            keys: list[Any] = [{"pk": s(OWNER_PK), "sk": s(o)} for o in unique[start : start + 100]]
-            while keys:
-                got: Any = self._db.batch_get_item(
-                    RequestItems={self.table: {"Keys": keys, "ConsistentRead": True}}
-                )
-                for item in got.get("Responses", {}).get(self.table, []):
-                    found[item["sk"]["S"]] = whole(item["beat_ms"])
-                keys = got.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
-        return found
+        keys = [{"pk": s(OWNER_PK), "sk": s(o)} for o in dict.fromkeys(owners)]
+        return {item["sk"]["S"]: whole(item["beat_ms"]) for item in self._by_key(keys)}
 
     def _owner_dead(self, owner: str, now_ms: int) -> bool:
         beat = self._beats([owner]).get(owner)

@@ -246,17 +246,22 @@ class Reads(Spill):
         items += self._by_key([{"pk": pk, "sk": s(_signal_sk(i))} for i in wanted])
         return items
 
-    def _by_key(self, keys: list[Any]) -> list[dict[str, Any]]:
-        """Items by key, consistently, 100 at a time."""
+    def _by_key(
+        self, keys: Sequence[Any], projection: str | None = None, names: dict[str, str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Items by key (``projection``: some attributes), consistently, 100 at a time (a
+        ``BatchGetItem``'s most), each batch until DynamoDB has answered every key."""
         out: list[dict[str, Any]] = []
         for start in range(0, len(keys), 100):
-            batch = keys[start : start + 100]
-            while batch:
-                got: Any = self._db.batch_get_item(
-                    RequestItems={self.table: {"Keys": batch, "ConsistentRead": True}}
-                )
+            request: Any = {"Keys": list(keys[start : start + 100]), "ConsistentRead": True}
+            if projection is not None:
+                request["ProjectionExpression"] = projection
+            if names:
+                request["ExpressionAttributeNames"] = names
+            while request["Keys"]:
+                got: Any = self._db.batch_get_item(RequestItems={self.table: request})
                 out += got.get("Responses", {}).get(self.table, [])
-                batch = got.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+                request["Keys"] = got.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
         return out
 
     def journal(self, run_id: str) -> list[Entry]:
@@ -276,20 +281,6 @@ class Reads(Spill):
     def _items(
         self, run_ids: Sequence[str], projection: str, names: dict[str, str] | None = None
     ) -> dict[str, dict[str, Any]]:
-        """Run items (some attributes), consistently, 100 at a time."""
-        found: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(run_ids), 100):
-            keys: list[Any] = [run_key(run_id) for run_id in dict.fromkeys(run_ids[start : start + 100])]
-            while keys:
-                request: Any = {
-                    "Keys": keys,
-                    "ConsistentRead": True,
-                    "ProjectionExpression": projection,
-                }
-                if names:
-                    request["ExpressionAttributeNames"] = names
-                got: Any = self._db.batch_get_item(RequestItems={self.table: request})
-                for item in got.get("Responses", {}).get(self.table, []):
-                    found[item["id"]["S"]] = item
-                keys = got.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
-        return found
+        """Run items (some attributes), consistently, by run id."""
+        keys = [run_key(run_id) for run_id in dict.fromkeys(run_ids)]
+        return {item["id"]["S"]: item for item in self._by_key(keys, projection, names)}
