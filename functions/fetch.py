@@ -18,7 +18,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         request = request_from_event(event)
     except BadRequest as e:
         return response_to_event(e.response)
-    response, failure = runtime().fetch(request)
+    response, failure = runtime().fetch(request, context.get_remaining_time_in_millis())
     if failure is not None:
         logger.error(
             "fetch handler failed",

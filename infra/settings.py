@@ -17,6 +17,9 @@ defaults and checks. Each is documented in docs/operations.md.
   its throttling and access logs; ``url`` behind a Lambda Function URL instead, with no
   per-request charge of its own, no throttle but the fetch function's reserved concurrency,
   and no access log (docs/operations.md weighs the two).
+- ``eagerMs``: how long the fetch function advances the runs a request started or signalled,
+  as far as a park or an end with no step between, before it answers (default 1000; 0 to
+  10,000; 0 hands every start and signal to the worker, as before issue 31).
 - ``force``: ``true`` lets the deploy gate pass code that would make in-flight runs diverge;
   the stack output ``DeployGateReport`` then names the runs it breaks. Off by default.
 """
@@ -37,6 +40,8 @@ QUEUE_MAX_CONCURRENCY = 10
 # The reconciler re-sends a lost wake after a minute, then after pauses that double; a run
 # still not moving a quarter of an hour later needs a person.
 STUCK_AFTER_MINUTES = 15
+EAGER_MS = 1000
+MAX_EAGER_MS = 10_000
 INGRESSES = ("api", "url")
 MIN_EVENT_SOURCE_CONCURRENCY = 2  # SQS event source maximum concurrency: 2 to 1,000
 MAX_EVENT_SOURCE_CONCURRENCY = 1000
@@ -56,6 +61,7 @@ class Settings:
     force: bool = False
     stuck_after_minutes: int = STUCK_AFTER_MINUTES
     ingress: str = "api"
+    eager_ms: int = EAGER_MS
 
     @classmethod
     def from_context(cls, node: Node) -> Settings:
@@ -108,7 +114,14 @@ class Settings:
                 f"-c ingress={ingress!r} is not a way in: the fetch function takes HTTP through an API "
                 "Gateway HTTP API (api, the default) or a Lambda Function URL (url); pass one of them"
             )
+        eager = _whole("eagerMs", get("eagerMs"), EAGER_MS)
+        if not 0 <= eager <= MAX_EAGER_MS:
+            raise SettingsError(
+                f"-c eagerMs={eager} is outside 0 to {MAX_EAGER_MS}: a request waits for its runs' "
+                "activations that long before it answers; 0 hands every start and signal to the worker"
+            )
         return cls(
+            eager_ms=eager,
             ingress=ingress,
             force=force in (True, "true"),
             stuck_after_minutes=stuck,

@@ -77,6 +77,21 @@ DATA_API_ACTIONS = [
 ]
 
 
+def _environment(role: Role, shared: dict[str, str], settings: Settings) -> dict[str, str]:
+    """What each function is told beyond what they all share: the worker how many wakes of a
+    batch it advances at once and when the reconciler counts a run stuck; fetch how long a
+    request advances the runs it started or signalled."""
+    if role is WORKER:
+        return {
+            **shared,
+            Env.WAKE_THREADS: str(DEFAULT_WAKE_THREADS),
+            Env.STUCK_AFTER_S: str(settings.stuck_after_minutes * 60),
+        }
+    if role is FETCH:
+        return {**shared, Env.EAGER_MS: str(settings.eager_ms)}
+    return shared
+
+
 class Functions(Construct):
     def __init__(
         self,
@@ -128,13 +143,7 @@ class Functions(Construct):
                 memory_size=constants.MEMORY_MB,
                 timeout=Duration.seconds(role.timeout_s),
                 # The worker advances a batch's wakes at once (runs woken together: branches).
-                environment={
-                    **environment,
-                    Env.WAKE_THREADS: str(DEFAULT_WAKE_THREADS),
-                    Env.STUCK_AFTER_S: str(settings.stuck_after_minutes * 60),
-                }
-                if role is WORKER
-                else environment,
+                environment=_environment(role, environment, settings),
                 description=f"lunaflow: {role.description}",
                 tracing=lambda_.Tracing.ACTIVE,
                 logging_format=LOG_FORMAT,

@@ -27,6 +27,9 @@ class AwsConfig:
     database_name: str | None = None
     wake_threads: int = 1  # the worker: wakes of one batch advanced at once (the stack sets 10)
     stuck_after_s: float = 900.0  # the reconciler counts runs woken this long ago as stuck
+    # The fetch function advances the runs a request started or signalled for at most this
+    # long (``AwsRuntime.fetch``); 0 hands every one to the worker.
+    eager_ms: int = 1_000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> AwsConfig:
@@ -57,6 +60,7 @@ class AwsConfig:
             database_name=env.get(Env.DATABASE_NAME) or None,
             wake_threads=_threads(env.get(Env.WAKE_THREADS)),
             stuck_after_s=_stuck_after(env.get(Env.STUCK_AFTER_S)),
+            eager_ms=_eager_ms(env.get(Env.EAGER_MS)),
         )
 
 
@@ -80,3 +84,18 @@ def _stuck_after(text: str | None) -> float:
             "least 60; the lunaflow CDK stack sets it from -c stuckAfterMinutes"
         )
     return float(text)
+
+
+MAX_EAGER_MS = 10_000  # a request waits for its runs' activations at most this long
+
+
+def _eager_ms(text: str | None) -> int:
+    if not text:
+        return 1_000
+    if not text.isdigit() or int(text) > MAX_EAGER_MS:
+        raise LunaflowError(
+            f"environment variable {Env.EAGER_MS}={text!r} is not a whole number of milliseconds from 0 "
+            f"to {MAX_EAGER_MS}; the lunaflow CDK stack sets it from -c eagerMs (0 hands every start and "
+            "signal to the worker)"
+        )
+    return int(text)

@@ -30,6 +30,7 @@ class Env(StrEnum):
     CODE_DIGEST = "LUNAFLOW_CODE_DIGEST"  # the deploy gate's: which code its bundle holds
     WAKE_THREADS = "LUNAFLOW_WAKE_THREADS"  # the worker: wakes of one batch advanced at once
     STUCK_AFTER_S = "LUNAFLOW_STUCK_AFTER_S"  # the reconciler: a run woken this long ago is stuck
+    EAGER_MS = "LUNAFLOW_EAGER_MS"  # the fetch function: how long a request advances its runs
 
 
 class Output(StrEnum):

@@ -48,6 +48,9 @@ RECONCILE_LIMIT = 100  # wake-ups one reconcile re-sends at most
 RECONCILE_AFTER_S = 60.0  # a wake-up waiting this long is taken for lost
 STALE_RUNNING_S = 300.0  # a run left running this long, with no live lease, is woken
 RESEND_MAX_PAUSES = 15  # a re-sent wake-up is looked at again after 1, 2, 4... minutes, at most 15
+# A request's starts and signals are advanced where the request landed (``AwsRuntime.fetch``,
+# for at most ``AwsConfig.eager_ms`` in all) only while the request has this long left.
+EAGER_SPARE_MS = 5_000
 
 
 def busy_delay_s(tries: int) -> int:
@@ -113,6 +116,7 @@ class AwsRuntime:
         # The lease and reconcile timings (a bench shortens them to heal within seconds).
         self.lease_ms, self.renew_s = LEASE_MS, RENEW_S
         self.reconcile_after_s, self.stale_running_s = RECONCILE_AFTER_S, STALE_RUNNING_S
+        self.eager_ms = config.eager_ms  # 0: every start and signal goes to the worker
         secrets = SecretsManagerSecrets(
             clients.secretsmanager, clients.dynamodb, config.table, prefix=config.secrets_prefix
         )
@@ -328,11 +332,61 @@ class AwsRuntime:
 
     # --- requests and user queues ------------------------------------------------------
 
-    def fetch(self, request: dict[str, Any]) -> tuple[Response, Failure | None]:
-        response, failure = self.platform.fetch(request)
+    def fetch(
+        self, request: dict[str, Any], remaining_ms: int | None = None
+    ) -> tuple[Response, Failure | None]:
+        """Serve a request; then advance the runs it started or signalled right here (the
+        wake message to the worker, its invocation and its lease spared) as far as a park
+        or an end with no effect between, and prompt the worker for the rest."""
+        held: list[str] = []
+        try:
+            with self.waker.holding() as held:
+                response, failure = self.platform.fetch(request)
+        finally:
+            self._eager(held, remaining_ms)
         if failure is not None:
             self.log_error(failure.message, failure.traceback, request_id=failure.request_id)
         return response, failure
+
+    def _eager(self, run_ids: list[str], remaining_ms: int | None) -> None:
+        started = time.monotonic()
+        left_ms = 30_000 if remaining_ms is None else remaining_ms
+        for run_id in dict.fromkeys(run_ids):
+            spent_ms = int((time.monotonic() - started) * 1000)
+            budget_ms = min(self.eager_ms - spent_ms, left_ms - spent_ms - EAGER_SPARE_MS)
+            done = False
+            if budget_ms > 0:
+                try:
+                    done = self.eager(run_id, budget_ms)
+                except Exception as e:  # the worker does it, as it would have
+                    self.log_error(
+                        f"advancing run '{run_id}' eagerly failed: {e}", traceback.format_exc(), run=run_id
+                    )
+            if not done:
+                self.waker.prompt(run_id)
+
+    def eager(self, run_id: str, budget_ms: int) -> bool:
+        """Advance the run with no lease, writing only a park or an end reached with no effect
+        between (``ActivationDeadline.eager``); False when it is left to a worker (its
+        wake-up, recorded with the start or the signal, still waits for one). A worker that
+        takes the run meanwhile is safe: whichever writes a journal slot first wins it, and
+        the park holds only while no newer wake-up came (the token this load read)."""
+        deadline = ActivationDeadline(
+            at=time.monotonic() + budget_ms / 1000,
+            steps_until=0.0,
+            longest_step_ms=LONGEST_STEP_MS,
+            eager=True,
+        )
+        prompts = self.waker.prompts
+        self.store.serving_loaded = True
+        try:
+            outcome = self.platform.advance(run_id, deadline=deadline)
+        finally:
+            self.store.serving_loaded = False
+            self.store.lease_token(run_id)  # this activation's, not a later one's
+        executor = self.platform.used_worker().executor
+        # Parked or ended; or moved under it, and woken by it (a conflict); else the worker's.
+        return outcome == Lease.OK and (executor.parked_or_ended or self.waker.prompts != prompts)
 
     def log_error(self, message: str, tb: str | None, *, run: str | None = None, **more: Any) -> None:
         """Keep an error in the platform's log, as ``lunaflow dev`` and the harness show them

@@ -18,7 +18,8 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -95,7 +96,24 @@ class AwsWaker:
         self._sent.n = self.prompts + n
 
     def prompt(self, run_id: str, delay_s: int = 0) -> None:
+        held: list[str] | None = getattr(self._sent, "held", None)
+        if held is not None and delay_s == 0:
+            held.append(run_id)
+            return
         self.send(wake_message(run_id, "wake"), delay_s)
+
+    @contextmanager
+    def holding(self) -> Iterator[list[str]]:
+        """Inside the block, the runs this thread prompts at once are collected instead of
+        sent (a request's starts and signals, which ``AwsRuntime.fetch`` advances eagerly
+        afterwards, prompting those it does not finish). Their wake-ups are recorded
+        already, so a crash before they are sent leaves only the reconciler's re-send."""
+        held: list[str] = []
+        self._sent.held = held
+        try:
+            yield held
+        finally:
+            self._sent.held = None
 
     def send(self, body: str, delay_s: int = 0) -> None:
         self._count(1)

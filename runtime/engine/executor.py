@@ -73,6 +73,9 @@ from runtime.store.base import RunRecord, RunUpdate, Store, TimerSet
 log = logging.getLogger("lunaflow.executor")
 
 MAX_CHECKED_COMMANDS = 1_000_000  # commands one replay-only check answers before giving up
+# What an eager activation does itself: record a value, read a child, park, end. Anything
+# else (a step body, a child's start, a gate, a rate, a cancel's cleanup) is a worker's.
+EAGER_DECISIONS = (NeedValue, ReadChild, Park, Complete, Fail, Diverged)
 
 
 @dataclass
@@ -121,6 +124,10 @@ class ActivationDeadline:
     at: float
     steps_until: float
     longest_step_ms: int | None = None
+    # An eager activation (a start's or a signal's, run in the request that made it, with no
+    # lease): it writes only a park or an end reached without effects between, else hands
+    # the run off untouched (``Executor.handed_off``) for a worker to advance as usual.
+    eager: bool = False
 
     def step_ms(self) -> int:
         """The time a step starting now may have."""
@@ -166,6 +173,9 @@ class Executor:
         self.current_step: str | None = None
         # Whether the last advance wrote a park or an end (which also drops a lease).
         self.parked_or_ended = False
+        # Whether the last (eager) advance left the run untouched for a worker.
+        self.handed_off = False
+        self._resumed: list[tuple[Session, Resume]] = []  # an eager activation's, reported once saved
 
     def _orphan(self, run: RunRecord) -> bool:
         """Cancel a run, before its first step, whose parent is cancelled. The start that
@@ -223,6 +233,8 @@ class Executor:
         starts it fails as interrupted and retries apply."""
         session = self._cache.pop(run_id, None)
         self.parked_or_ended = False
+        self.handed_off = False
+        self._resumed = []
         # A cached session reads only what was appended after it (normally nothing).
         snap = self.store.load(run_id, after=None if session is None else session.saved_len)
         if snap is None or snap.run.status in ENDED or snap.run.status == Status.FAILED:
@@ -258,6 +270,8 @@ class Executor:
                 due = request.data.get("due_at")
                 session.deadline_ms = None if due is None else int(due)
         if session.deadline_ms is not None and now >= session.deadline_ms:
+            if deadline is not None and deadline.eager:
+                return self._hand_off(session)
             if session.cleaning:
                 return self._cleanup_cut(session)
             return self._timed_out(session)
@@ -385,7 +399,7 @@ class Executor:
         while True:
             if decision is None:
                 if live and deadline is not None and time.monotonic() >= deadline.at:
-                    return self._out_of_time(s, None)
+                    return self._hand_off(s) if deadline.eager else self._out_of_time(s, None)
                 with self._running(s.run.id):
                     out = code.drive(s.lua, reply)
                 if isinstance(out, Returned):
@@ -408,7 +422,9 @@ class Executor:
                         return _Stopped(out)
                     decision = self._decide(s, out)
             if isinstance(decision, Resume):
-                if live:
+                if live and deadline is not None and deadline.eager:
+                    self._resumed.append((s, decision))  # reported if the activation saves
+                elif live:
                     self._note_signal(s, decision)
                 reply = code.reply(decision.value)
                 decision = None
@@ -441,6 +457,8 @@ class Executor:
             if isinstance(decision, ContinueAsNew):
                 if not live:
                     return _Stopped(decision)
+                if deadline is not None and deadline.eager:
+                    return self._hand_off(s)
                 s = self._continue(s, decision)
                 replay = s.replay
                 reply = None
@@ -448,10 +466,21 @@ class Executor:
                 continue
             if not live:
                 return _Stopped(decision)
+            if deadline is not None and deadline.eager and not isinstance(decision, EAGER_DECISIONS):
+                return self._hand_off(s)
             outcome = self._act(s, decision, deadline)
             if isinstance(outcome, Status):
                 return outcome
             decision = outcome
+
+    def _hand_off(self, s: Session) -> Status:
+        """An eager activation reached work that is not its to do (a step body, a child's
+        start, a gate, its time's end): it writes nothing and leaves the run, its wake-up
+        still recorded, to a worker; what it replayed is dropped with its session."""
+        self.forget(s.run.id)
+        self.handed_off = True
+        self._resumed = []
+        return s.status
 
     def _out_of_time(self, s: Session, withdrawn: Execute | None) -> Status:
         """Save what is recorded and wake the run for a fresh activation. The coroutine waits
@@ -723,10 +752,11 @@ class Executor:
             )
         return decision
 
-    def _note_signal(self, s: Session, decision: Resume) -> None:
-        """Report signal-to-resume latency when this activation consumed a signal."""
+    def _note_signal(self, s: Session, decision: Resume, *, saved: bool = False) -> None:
+        """Report signal-to-resume latency when this activation consumed a signal (an eager
+        one's once the consumption is saved: ``saved``)."""
         value = decision.value
-        if not (isinstance(value, dict) and value.get("by") == "signal" and s.replay.unsaved):
+        if not (isinstance(value, dict) and value.get("by") == "signal" and (saved or s.replay.unsaved)):
             return
         arrived = next((sig.at for sig in s.replay.signals if sig.id == value.get("signal_id")), None)
         if arrived is not None:
@@ -739,6 +769,9 @@ class Executor:
             update = replace(update, flow=s.flow)
         self.store.append(s.run.id, s.saved_len, entries, update=update, timer=timer)
         child_runs.prompt_parent(self.wakes, update)
+        for session, resumed in self._resumed:
+            self._note_signal(session, resumed, saved=True)
+        self._resumed = []
         s.saved_len += len(entries)
         if update is not None:
             s.status = update.status

@@ -233,7 +233,8 @@ class Platform(Runs):
 
         ``worker`` is one the caller already made current (a pool's); by default the
         platform's own. ``deadline`` bounds the activation by a Lambda's end (see
-        ``Executor.advance``); ``token`` is the wake-up being served, cleared when done."""
+        ``Executor.advance``); an eager one leaves a run pinned to other code to a worker
+        (``BUSY``). ``token`` is the wake-up being served, cleared when done."""
         if lease is not None:
             taken = self.store.acquire_lease(run_id, lease.owner, now_ms(self.clock), lease.lease_ms)
             if taken == Lease.BUSY:
@@ -246,6 +247,8 @@ class Platform(Runs):
         keeping = self.versions is not None and self.source.pin_runs
         version = self.versions.pinned(run_id) if keeping and self.versions is not None else None
         if version is not None and self.versions is not None and version != self.source.digest:
+            if deadline is not None and deadline.eager:
+                return Lease.BUSY  # its code is a worker's to fetch: not a request's work
             with self.versions.lend(version) as old:
                 if old is not None:
                     status = self._advance_on(old, run_id, lease, deadline)

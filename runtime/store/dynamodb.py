@@ -128,6 +128,7 @@ class DynamoDBStore(Appends, Index, Signals, Timers, Leases):
         self._done: dict[str, set[int]] = {}
         self._created: dict[str, str] = {}  # runs' created_sk, which value items sort by
         self._firsts: dict[str, Entry] = {}  # inputs read from runs' first chunks (never change)
+        self.serving_loaded = False
         self._flow = DynamoFlow(client, table, run_pk, self._wake_admitted)
 
     # --- cancel intents: one small partition (cancels are rare, and each is short-lived) --

@@ -50,6 +50,9 @@ class Reads(Spill):
     _armed: dict[str, tuple[int, str] | None]
     _done: dict[str, set[int]]
     _firsts: dict[str, Entry]  # journal entries 1 read from first chunks (they never change)
+    # While set (an eager activation, ``AwsRuntime.eager``), a load takes the wake token it
+    # read as the one its park serves, as a lease takes it otherwise.
+    serving_loaded: bool
 
     if TYPE_CHECKING:  # another part's (runtime.store.dynamodb_signals)
 
@@ -174,6 +177,9 @@ class Reads(Spill):
         if run_item is None:
             return None
         self._armed = {run_id: _armed_from(run_item)}  # one run's: an activation's
+        if self.serving_loaded:
+            # An eager activation takes no lease: the wake-up it serves is the one it read.
+            self._tokens = {run_id: whole(run_item.get("wake_token"))}
         rows = [row for i in items if i["sk"]["S"].startswith("J#") for row in self._rows(i)]
         first = next((i for i in items if i["sk"]["S"] == _journal_sk(1)), None)
         run = self._run_from(run_item, first=first)

@@ -68,6 +68,7 @@ def test_every_setting_is_read_from_its_variable() -> None:
 
 def test_optional_settings_have_defaults() -> None:
     config = AwsConfig.from_env({k: FULL[k] for k in REQUIRED})
+    assert config.eager_ms == 1000
     assert config.queue_urls == {}
     assert config.secrets_prefix == ""
     assert config.database_resource_arn is None and config.database_secret_arn is None
@@ -164,3 +165,14 @@ def test_runtime_built_from_the_environment_reaches_moto(
     rt.platform.start("nap", {"sleep": "1h"}, id="cfg-1")
     item = aws.dynamodb.get_item(TableName=aws.table, Key={"pk": {"S": "RUN#cfg-1"}, "sk": {"S": RUN_SK}})
     assert item["Item"]["workflow"]["S"] == "nap"
+
+
+@pytest.mark.parametrize("value", ["-1", "20000", "1s"])
+def test_a_bad_eager_time_is_refused_naming_the_variable_and_the_setting(value: str) -> None:
+    with pytest.raises(LunaflowError, match="LUNAFLOW_EAGER_MS.*-c eagerMs"):
+        AwsConfig.from_env({**FULL, "LUNAFLOW_EAGER_MS": value})
+
+
+def test_the_eager_time_is_read_from_its_variable() -> None:
+    assert AwsConfig.from_env({**FULL, "LUNAFLOW_EAGER_MS": "0"}).eager_ms == 0
+    assert AwsConfig.from_env({**FULL, "LUNAFLOW_EAGER_MS": "2500"}).eager_ms == 2500

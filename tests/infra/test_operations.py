@@ -149,6 +149,22 @@ def test_functions_have_the_default_reserved_concurrency(auction: Synth) -> None
         assert auction.props(fn)["ReservedConcurrentExecutions"] == CONCURRENCY[name], name
 
 
+def test_only_the_fetch_function_is_told_how_long_a_request_advances_its_runs(auction: Synth) -> None:
+    """Issue 31: -c eagerMs (default 1000) reaches the fetch function as LUNAFLOW_EAGER_MS,
+    which AwsConfig reads (tests/aws/test_eager.py: what a request then advances)."""
+    told = {
+        name: auction.props(fn)["Environment"]["Variables"].get("LUNAFLOW_EAGER_MS")
+        for name, fn in auction.functions().items()
+    }
+    assert told.pop("Fetch") == "1000"
+    assert set(told.values()) == {None}, told
+
+
+def test_eager_ms_is_a_context_setting_from_0_to_10000() -> None:
+    assert Settings.from_context(App().node).eager_ms == 1000
+    assert Settings.from_context(App(context={"eagerMs": "0"}).node).eager_ms == 0
+
+
 def test_every_function_logs_json_without_lambdas_own_info_lines(auction: Synth) -> None:
     """Issue 31: Lambda's START/END/REPORT lines are INFO system lines, ~350 bytes of log
     ingestion per invocation; at system level WARN they are not written, application lines
@@ -296,6 +312,8 @@ def test_database_deletion_protection_is_a_context_setting() -> None:
         ({"databaseDeletionProtection": "yes"}, "use true or false"),
         ({"force": "yes"}, "use true"),
         ({"ingress": "http"}, "is not a way in"),
+        ({"eagerMs": "20000"}, "outside 0 to 10000"),
+        ({"eagerMs": "soon"}, "not a whole number"),
     ],
 )
 def test_a_bad_setting_is_refused_at_synth_with_the_fix(context: dict[str, str], says: str) -> None:

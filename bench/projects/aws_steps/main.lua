@@ -35,3 +35,23 @@ workflow "limited" { concurrency = { limit = 10 } } (function(wf, input)
     end
     return { total = total }
 end)
+
+-- Starts and signals arrive over HTTP, as in production (bench/aws_cost.py's all-in
+-- workloads): POST /start/<workflow>/<id> with the input, POST /signal/<workflow>/<id>/<name>
+-- with the payload.
+local function reply(status, value)
+    return { status_code = status, headers = { ["content-type"] = "application/json" }, body = json.encode(value) }
+end
+
+on "fetch" (function(request)
+    local workflow, id = request.path:match("^/start/([%w]+)/([%w%-]+)$")
+    if request.method == "POST" and workflow then
+        local run = workflows(workflow):start(json.parse(request.body), { id = id })
+        return reply(201, { run = run.id })
+    end
+    local to, run_id, name = request.path:match("^/signal/([%w]+)/([%w%-]+)/([%w]+)$")
+    if request.method == "POST" and to then
+        return reply(202, { live = workflows(to):get(run_id):signal(name, json.parse(request.body)) })
+    end
+    return reply(404, { error = "no route " .. request.path })
+end)
