@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
-from runtime.core.clock import Clock
+from runtime.core.clock import Clock, now_ms
 from runtime.core.journal import ENDED, Entry, Kind, Signal, Status
 from runtime.errors import LunaflowError
 from runtime.store.base import RunRecord, SignalRecord, Snapshot, current_step
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
 
 FIRSTS_KEPT = 256  # first entries (inputs) read from first chunks, kept per store
+UNSEEN_SIGNAL_MS = 60_000  # a numbered signal without its item is taken for abandoned after this
 
 
 def _with_current_step(run: RunRecord, last: Entry) -> RunRecord:
@@ -198,6 +199,16 @@ class Reads(Spill):
         if after:
             known |= self._done.get(run_id, set())
         self._done = {run_id: known}  # one run's: an activation's
+        if len(known | set(signals)) < whole(run_item.get("signal_seq")) and (
+            now_ms(self.clock) - whole(run_item.get("sig_at")) < UNSEEN_SIGNAL_MS
+        ):
+            # A signal is numbered (its wake-up recorded) but its item is not written yet:
+            # its sender is between its two writes. This activation has not seen it, so its
+            # park must leave that wake-up, as if it had come after the load: else a lost
+            # prompt would leave the signal pending with nothing to wake the run. A number
+            # whose item never came (a sender that died between them and was not retried)
+            # stops holding wake-ups back after UNSEEN_SIGNAL_MS.
+            self._tokens.pop(run_id, None)
         entries = [_filled(row, run, signals) for row in rows]
         if not after and first is None:
             entries.insert(0, self._started(run_item))  # kept on the run item

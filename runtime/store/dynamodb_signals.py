@@ -93,8 +93,8 @@ class Signals(Reads):
                 Key=run_key(run_id),
                 # Numbering and the wake-up in one write; an ended run's wake-up is dropped by
                 # the worker that finds it ended.
-                UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at), sig_wid = :wid "
-                "ADD signal_seq :one, wake_token :one",
+                UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at), sig_wid = :wid, "
+                "sig_at = :sat ADD signal_seq :one, wake_token :one",
                 # The run's existence and workflow are conditions too: a sender reads nothing
                 # before this write (a missing run, or a handle of another workflow, is refused
                 # by it, and nothing is written).
@@ -107,6 +107,7 @@ class Signals(Reads):
                     ":w": s(sharded(WAKE_PK, run_id)),
                     ":at": s(f"{at:020.6f}"),
                     ":wid": s(token),
+                    ":sat": n(int(at * 1000)),
                     **({} if workflow is None else {":wf": s(workflow)}),
                     **({} if bound is None else {":cap": n(consumed + bound)}),
                 },

@@ -84,3 +84,65 @@ def test_a_signal_through_another_workflows_handle_is_refused_and_writes_nothing
     assert runs.signal("b1", "go", 2, workflow="inbox") is True
     [sig] = runs.store.signals("b1")
     assert (sig.id, sig.payload) == (1, 2)  # the refused send took no number
+
+
+# --- a park that has not seen a signal numbered before it ----------------------------------
+
+
+def test_a_park_that_has_not_seen_a_numbered_signal_leaves_its_wake_up() -> None:
+    """A signal is two writes: its number (with the run's wake-up and a new wake token) and
+    its item. An activation whose lease (or load) came after the first and whose load came
+    before the second parked as if nothing were pending, and its park dropped the wake-up:
+    had the sender's prompt then been lost, the signal stayed pending with nothing to wake
+    the run (found reading a stalled torture run, parent-0147). Now a load that finds a
+    number without its item leaves the wake-up for the reconciler."""
+    from runtime.testing import AwsPlatform
+
+    project = Path(__file__).resolve().parents[1] / "projects" / "aws_eager"
+    with AwsPlatform(project) as p:
+        p.start("inbox", {"k": 1}, id="race-1")
+        assert p.get("race-1").status == "awaiting"
+        store = p.platform.store
+        raced: list[str] = []
+
+        def between(params: dict[str, Any], **_: Any) -> None:
+            if params.get("Item", {}).get("sk", {}).get("S", "").startswith("S#") and not raced:
+                raced.append("advanced")  # a worker takes the run between the two writes
+                assert p.runtime.advance("race-1") == "done"
+
+        store._db.meta.events.register("provide-client-params.dynamodb.PutItem", between)
+        p.platform.signal("race-1", "go", {"by": "ada"})  # its prompt is sent, then lost:
+        p.clients.sqs.purge_queue(QueueUrl=p.config.wake_queue_url)
+        assert raced and p.get("race-1").status == "awaiting"
+        assert [w[0] for w in store.wakeups()] == ["race-1"]  # the wake-up is kept
+        p.advance("2m")  # the reconciler re-sends it
+        run = p.get("race-1")
+        assert (run.status, run.result) == ("completed", {"got": {"by": "ada"}, "input": {"k": 1}})
+
+
+def test_a_number_whose_item_never_came_stops_holding_the_wake_up_after_a_minute() -> None:
+    """The sender died between its two writes and its caller (told of the failure) never
+    sent again: the number has no item, ever. Parks leave the wake-up for UNSEEN_SIGNAL_MS
+    after the number was taken, then drop it, so the run is not woken every few minutes for
+    ever."""
+    from runtime.testing import AwsPlatform
+
+    project = Path(__file__).resolve().parents[1] / "projects" / "aws_eager"
+    with AwsPlatform(project) as p:
+        p.start("inbox", {}, id="hole-1")
+        store = p.platform.store
+
+        def die(params: dict[str, Any], **_: Any) -> None:
+            if params.get("Item", {}).get("sk", {}).get("S", "").startswith("S#"):
+                raise ConnectionError("the sender's process died here")
+
+        store._db.meta.events.register("provide-client-params.dynamodb.PutItem", die)
+        with pytest.raises(ConnectionError):
+            p.platform.signal("hole-1", "go", {})
+        store._db.meta.events.unregister("provide-client-params.dynamodb.PutItem", die)
+        assert [w[0] for w in store.wakeups()] == ["hole-1"]
+        p.advance("1m")  # a re-sent wake within the minute: the park keeps the wake-up
+        assert [w[0] for w in store.wakeups()] == ["hole-1"]
+        p.advance("5m")  # past it: the next park drops it, and nothing wakes the run again
+        assert store.wakeups() == []
+        assert p.get("hole-1").status == "awaiting" and p.platform.store.signals("hole-1") == []
