@@ -10,6 +10,10 @@ from dataclasses import dataclass, field
 from runtime.aws.contract import DEFAULT_WAKE_THREADS, MAX_WAKE_THREADS, Env
 from runtime.errors import LunaflowError
 
+# How long a request advances the runs it started or signalled (``AwsRuntime.fetch``), unless
+# LUNAFLOW_EAGER_MS says otherwise; docs/reliability_limits.md.
+EAGER_MS = 1_000
+
 
 @dataclass(frozen=True)
 class AwsConfig:
@@ -29,7 +33,7 @@ class AwsConfig:
     stuck_after_s: float = 900.0  # the reconciler counts runs woken this long ago as stuck
     # The fetch function advances the runs a request started or signalled for at most this
     # long (``AwsRuntime.fetch``); 0 hands every one to the worker.
-    eager_ms: int = 1_000
+    eager_ms: int = EAGER_MS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> AwsConfig:
@@ -91,7 +95,7 @@ MAX_EAGER_MS = 10_000  # a request waits for its runs' activations at most this 
 
 def _eager_ms(text: str | None) -> int:
     if not text:
-        return 1_000
+        return EAGER_MS
     if not text.isdigit() or int(text) > MAX_EAGER_MS:
         raise LunaflowError(
             f"environment variable {Env.EAGER_MS}={text!r} is not a whole number of milliseconds from 0 "

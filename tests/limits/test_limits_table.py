@@ -767,6 +767,9 @@ def test_every_row_of_the_limits_table_has_its_message_checked() -> None:
         # No message: test_a_collection_closes_at_its_bounds checks where the next run begins.
         "Starts one debounced or batched run collects",
         "Inputs one debounced or batched run collects",
+        # No message: a run not finished by then goes to the worker; tests/aws/test_eager.py
+        # checks what a request advances, and tests/aws/test_config.py the setting's bounds.
+        "Time a request spends advancing the runs it started or signalled (AWS)",
     }
     assert {r["Limit"] for r in LIMITS} == checked
 
