@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.aws.config import AwsConfig
-from runtime.aws.contract import CLIENT_SERVICES, WORKER_TIMEOUT_S
+from runtime.aws.contract import CLIENT_SERVICES, FETCH_TIMEOUT_S, WORKER_TIMEOUT_S
 from runtime.aws.database import DataApiDatabases
 from runtime.aws.invocation import LONGEST_STEP_MS, SAFETY_S, SAVE_S
 from runtime.aws.secrets import SecretsManagerSecrets
@@ -350,7 +350,7 @@ class AwsRuntime:
 
     def _eager(self, run_ids: list[str], remaining_ms: int | None) -> None:
         started = time.monotonic()
-        left_ms = 30_000 if remaining_ms is None else remaining_ms
+        left_ms = FETCH_TIMEOUT_S * 1000 if remaining_ms is None else remaining_ms
         for run_id in dict.fromkeys(run_ids):
             spent_ms = int((time.monotonic() - started) * 1000)
             budget_ms = min(self.eager_ms - spent_ms, left_ms - spent_ms - EAGER_SPARE_MS)

@@ -414,13 +414,13 @@ class Runs:
                 run.id,
                 run.journal_len,
                 [entry],
-                update=RunUpdate(Status.RUNNING, "cleanup"),
+                update=RunUpdate(Status.RUNNING, "cleanup", woken=True),
                 timer=TimerSet(None),
             )
         except JournalConflict:
             return False
         self.wakes.timer(run.id, None)
-        self.wakes.wake(run.id)
+        self.wakes.prompt(run.id)
         return True
 
     def resume(self, run_id: str, *, workflow: str | None = None) -> None:
@@ -434,10 +434,10 @@ class Runs:
             run_id,
             run.journal_len,
             [entry],
-            update=RunUpdate(Status.RUNNING, run.current_step),
+            update=RunUpdate(Status.RUNNING, run.current_step, woken=True),
             timer=TimerSet(None),
         )
-        self.wakes.wake(run_id)
+        self.wakes.prompt(run_id)
 
     def runs(
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 1000
@@ -472,8 +472,8 @@ class Runs:
             run_id,
             run.journal_len,
             [entry],
-            update=RunUpdate(Status.RUNNING, run.current_step),
+            update=RunUpdate(Status.RUNNING, run.current_step, woken=True),
             timer=TimerSet(None),
         )
         self.wakes.timer(run_id, None)
-        self.wakes.wake(run_id)
+        self.wakes.prompt(run_id)

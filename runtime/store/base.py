@@ -90,6 +90,11 @@ class RunUpdate:
     # (wf:child's c:result() waits on it). Recorded with the end, so no crash between the
     # child's end and its parent's wake can lose the wake.
     wake: str | None = None
+    # The run's own wake-up is recorded by this write: a change made from outside an
+    # activation that leaves the run running (a resume, a retry now, a cancel's cleanup)
+    # needs a worker, and a wake-up written after it could be lost to a crash between the
+    # two, leaving the run running with nothing to wake it.
+    woken: bool = False
     # Whether the run may hold flow-control items (slots, a place in line, a collection): an
     # activation knows (its session passed the workflow's gate or collection, or not); None
     # when the writer does not (a cancel from outside, which runs no code). On an end, a
@@ -199,6 +204,9 @@ class Store(Protocol):
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 1000
     ) -> list[RunRecord]:
         """Runs newest first, filtered by status and workflow."""
+
+    def in_flight_runs(self, limit: int = 1_000_000) -> list[RunRecord]:
+        """Every run not ended (running, sleeping, awaiting, failed), newest first."""
 
     def children(self, run_id: str) -> list[str]: ...
 
@@ -312,7 +320,9 @@ class Store(Protocol):
         """Runs left ``running`` with no change since before ``before`` (epoch seconds) and no
         live lease at ``now_ms``: an activation died between its journal write and its park.
         A backend may count only changes of the run's summary (DynamoDB does): a run whose
-        journal moves meanwhile is kept off the list by its lease."""
+        journal moves meanwhile is kept off the list by its lease. DynamoDB lists only items
+        older code wrote: a run it writes now keeps its wake-up while it runs (released only
+        by the work that took it, with no other lease live), which the reconciler reads."""
 
     # --- leases: one worker advances a run at a time ---------------------------------
 

@@ -23,6 +23,7 @@ from runtime.store.dynamodb_layout import (
     _journal_sk,
     _result_of,
     _signal_sk,
+    changed_at,
     run_key,
     run_pk,
 )
@@ -32,6 +33,7 @@ from runtime.store.items import num, s, text, whole
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
 
+FIRST_SK = _journal_sk(1)  # the first chunk: it holds the input when the run item does not
 FIRSTS_KEPT = 256  # first entries (inputs) read from first chunks, kept per store
 UNSEEN_SIGNAL_MS = 60_000  # a numbered signal without its item is taken for abandoned after this
 
@@ -39,6 +41,11 @@ UNSEEN_SIGNAL_MS = 60_000  # a numbered signal without its item is taken for aba
 def _with_current_step(run: RunRecord, last: Entry) -> RunRecord:
     current = current_step(run.status, run.current_step, last)
     return run if current == run.current_step else RunRecord(**{**run.__dict__, "current_step": current})
+
+
+def _first_of(items: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The run's first chunk among items of its partition, if read."""
+    return next((i for i in items if i["sk"]["S"] == FIRST_SK), None)
 
 
 class Reads(Spill):
@@ -99,7 +106,10 @@ class Reads(Spill):
             if first is None:
                 raise LunaflowError(
                     f"run '{run_id}' has lost its first journal entry (its input): the item "
-                    f"{run_pk(run_id)} / {_journal_sk(1)} is missing from table {self.table}"
+                    f"{run_pk(run_id)} / {_journal_sk(1)} is missing from table {self.table}. "
+                    "A run's journal items are written once and never deleted by lunaflow, so "
+                    "something outside it removed this one; restore the item from the table's "
+                    "point-in-time recovery (on in the stack) to read the run again"
                 )
         row = self._rows(first)[0]
         entry = Entry(1, Kind.STARTED, row[2], row[3], float(row[4]))
@@ -128,7 +138,7 @@ class Reads(Spill):
             parent_id=text(item.get("parent_id")),
             current_step=self._text(item, "current_step"),
             created_at=num(item.get("created_at")),
-            updated_at=num(item.get("updated_at")),
+            updated_at=changed_at(item),
             journal_len=journal_len,
         )
 
@@ -164,8 +174,7 @@ class Reads(Spill):
         # A completed run's last chunk holds its run.completed entry, and so its result.
         done = run_item["status"]["S"] == Status.COMPLETED
         result = _result_of(self._rows(chunk)) if done else None
-        first = chunk if chunk["sk"]["S"] == _journal_sk(1) else None
-        run = self._run_from(run_item, whole(chunk["last"]), result, first)
+        run = self._run_from(run_item, whole(chunk["last"]), result, _first_of([chunk]))
         kind, name = self._tail(chunk)
         return _with_current_step(run, Entry(run.journal_len, kind, name))
 
@@ -182,7 +191,7 @@ class Reads(Spill):
             # An eager activation takes no lease: the wake-up it serves is the one it read.
             self._tokens = {run_id: whole(run_item.get("wake_token"))}
         rows = [row for i in items if i["sk"]["S"].startswith("J#") for row in self._rows(i)]
-        first = next((i for i in items if i["sk"]["S"] == _journal_sk(1)), None)
+        first = _first_of(items)
         run = self._run_from(run_item, first=first)
         signal_items = [i for i in items if i["sk"]["S"].startswith("S#")]
         consumed = {

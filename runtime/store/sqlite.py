@@ -593,6 +593,12 @@ class SQLiteStore:
     ) -> list[RunRecord]:
         return self.search_runs(RunFilter(workflow=workflow), status=status, offset=0, limit=limit)
 
+    def in_flight_runs(self, limit: int = 1_000_000) -> list[RunRecord]:
+        runs = [
+            r for status in Status if status not in ENDED for r in self.list_runs(status=status, limit=limit)
+        ]
+        return sorted(runs, key=lambda r: r.created_at, reverse=True)[:limit]
+
     def search_runs(
         self, where: RunFilter, *, status: str | None, offset: int, limit: int
     ) -> list[RunRecord]:
@@ -772,6 +778,8 @@ class SQLiteStore:
             woken = None if update is None else update.wake
             if woken is not None and db.execute("SELECT 1 FROM runs WHERE id = ?", (woken,)).fetchone():
                 self._add_wakeup(db, woken, self.clock.now())
+            if update is not None and update.woken:
+                self._add_wakeup(db, run_id, self.clock.now())
             ended = update is not None and update.status in ENDED
             if update is not None and (ended or update.status == Status.FAILED):
                 # The end frees the run's slots in this same write: no crash can leak them.

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from runtime.errors import LunaflowError
 from runtime.store import dynamodb_append
 from runtime.store.dynamodb import RUN_SK, run_pk
 from runtime.testing import AwsPlatform
@@ -159,3 +160,18 @@ def test_runs_written_with_their_entry_in_s3_are_read_and_advanced(p: AwsPlatfor
     assert p.signal("s3-in", "paid", {"by": "cy"}) is True
     run = p.get("s3-in")
     assert (run.status, run.result) == ("completed", {"input": blob, "by": "cy"})
+
+
+def test_a_run_whose_first_chunk_was_deleted_says_so_and_how_to_restore_it(p: AwsPlatform) -> None:
+    """Only something outside lunaflow deletes a journal item: reading the run then fails
+    naming the item, the rule and the fix (the table's point-in-time recovery)."""
+    assert p.start("paid-echo", "g" * (2 * KIB), id="gone-in").status == "awaiting"
+    p.clients.dynamodb.delete_item(
+        TableName=p.config.table, Key={"pk": {"S": run_pk("gone-in")}, "sk": {"S": "J#0000000001"}}
+    )
+    p.restart()  # no entry kept from before
+    with pytest.raises(LunaflowError) as e:
+        p.get("gone-in")
+    said = str(e.value)
+    assert "run 'gone-in' has lost its first journal entry" in said
+    assert "never deleted by lunaflow" in said and "point-in-time recovery" in said

@@ -8,6 +8,7 @@ from runtime.core.clock import FakeClock
 from runtime.core.journal import Entry, Kind
 from runtime.errors import EngineBug, JournalConflict, SignalBacklogFull
 from runtime.store.base import OWNER_DEAD_AFTER_MS, Lease, Progress, RunRecord, RunUpdate, Store, TimerSet
+from tests.support.older_layout import written_by_older_code
 
 
 def new_run(
@@ -293,16 +294,31 @@ def test_a_wakeup_is_as_old_as_its_first_ask_until_it_is_cleared(store: Store, c
     assert store.wakeups_older_than(2_000.0) == []
 
 
+def test_an_append_that_wakes_the_run_records_its_wake_up_in_the_same_write(store: Store) -> None:
+    store.create_run(new_run("w"), started())
+    for run_id, token in store.wakeups():
+        store.clear_wakeup(run_id, token)
+    store.append("w", 1, [entry(2)], update=RunUpdate("failed", "x", error="boom"))
+    assert store.wakeups() == []
+    store.append("w", 2, [entry(3, Kind.RESUMED, None)], update=RunUpdate("running", "x", woken=True))
+    assert [run_id for run_id, _ in store.wakeups()] == ["w"]
+    assert store.get_run("w").status == "running"  # type: ignore[union-attr]
+
+
 def test_a_wakeup_for_a_missing_run_is_ignored(store: Store) -> None:
     store.add_wakeup("nobody")
     assert store.wakeups() == []
 
 
 def test_stale_running_runs_are_running_unchanged_and_unleased(store: Store) -> None:
-    for run_id in ("old", "leased", "parked"):
-        store.create_run(new_run(run_id), started(at=100.0))
-    store.create_run(new_run("recent", at=150.0), started(at=150.0))
-    store.append("parked", 1, [], update=RunUpdate("sleeping", "sleep"))
+    # On DynamoDB the list covers items older code wrote (by their status, STATUS#running):
+    # a run the current code writes is listed with every in-flight run, and its wake-up is
+    # its backstop (tests/aws/test_status_index.py).
+    with written_by_older_code():
+        for run_id in ("old", "leased", "parked"):
+            store.create_run(new_run(run_id), started(at=100.0))
+        store.create_run(new_run("recent", at=150.0), started(at=150.0))
+        store.append("parked", 1, [], update=RunUpdate("sleeping", "sleep"))
     now = 200_000
     assert store.acquire_lease("leased", "w", now, 60_000) == Lease.OK
     assert store.stale_running(101.0, now) == ["old"]
