@@ -727,15 +727,22 @@ def all_in_fanout(n: int) -> Usage:
         return _usage(d, f"fan-out: {n} parked runs, each woken by a signal", "runs", n, ["fan"], ids)
 
 
-def print_all_in(usages: list[Usage], prices: dict[str, float], batch: int = 10, url: bool = False) -> None:
+def print_all_in(
+    usages: list[Usage], prices: dict[str, float], batch: int = 10, url: bool = False, tracing: bool = False
+) -> None:
     import prices as p
 
-    usages = [replace(u, url=url) for u in usages]
+    usages = [replace(u, url=url, tracing=tracing) for u in usages]
 
     print(f"\nall in, at prices of {p.PRICES_DATE} (bench/prices.py; override with --price name=value)")
     print("(the rules of each column: bench/cost_models.py)")
     if url:
         print("HTTP through Lambda Function URLs on every side (--ingress url): no API Gateway line")
+    print(
+        "X-Ray: the stack traces every function (-c tracing=true, --tracing)"
+        if tracing
+        else "X-Ray: off, the stack's default (-c tracing=true, priced with --tracing, adds its traces)"
+    )
     for u in usages:
         lines, floor = u.lines(prices), u.floor_lines(prices)
         scale = 1e6 / u.units
@@ -781,8 +788,7 @@ def print_all_in(usages: list[Usage], prices: dict[str, float], batch: int = 10,
     per_month = 43_200  # one reconcile a minute
     queries = 3 * shards  # wake-ups, running runs, due timers, each over every shard
     reconcile = per_month * (
-        prices["xray_sampled_share"] * prices["xray_traces_per_million"] * 1e-6
-        + prices["lambda_requests_per_million"] * 1e-6
+        prices["lambda_requests_per_million"] * 1e-6
         + gb_seconds(p.HANDLER_MS + queries * p.ROUND_TRIP_MS) * prices["lambda_arm_gb_second"]
         + queries * 0.5 * prices["dynamodb_rru_per_million"] * 1e-6
         + p.LOG_BYTES_PER_INVOCATION / 2**30 * prices["cloudwatch_logs_gb"]
@@ -844,6 +850,9 @@ def main() -> None:
     parser.add_argument(
         "--batch", type=int, default=10, help="wakes per worker invocation under load (default 10)"
     )
+    parser.add_argument(
+        "--tracing", action="store_true", help="price X-Ray traces (a stack deployed with -c tracing=true)"
+    )
     args = parser.parse_args()
     n = args.steps
     import prices as price_table
@@ -858,6 +867,7 @@ def main() -> None:
             table,
             args.batch,
             args.ingress == "url",
+            args.tracing,
         )
         return
 

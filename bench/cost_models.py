@@ -8,7 +8,8 @@ project's own kv and object requests apart ("application work"); SQS: our sends,
 Scheduler fire's delivery to the wake queue, and the trigger's receive and delete of every
 wake; Lambda requests and GB-seconds (round trips x ROUND_TRIP_MS + HANDLER_MS per
 invocation, at MEMORY_MB), INIT for the share of invocations that start a container; X-Ray's
-recorded traces; Scheduler per fire; API Gateway per request; CloudWatch logs; S3. Under load
+recorded traces when the stack traces (``-c tracing=true``; off by default, as ``tracing``
+here); Scheduler per fire; API Gateway per request; CloudWatch logs; S3. Under load
 the wake trigger hands up to ten wakes to one invocation: ``Usage.batch`` credits that.
 
 Lambda durable functions, by its metering rules (FACTS: a step is 1 operation + retries, a
@@ -83,6 +84,7 @@ class Usage:
     lock_wru: float = 0.0  # of app's: the object calls' lock writes, which a peer's step does without
     batch: int = 1  # wakes per worker invocation (the trigger's batch, under load)
     url: bool = False  # HTTP through Lambda Function URLs (every side), not API Gateway
+    tracing: bool = False  # the stack's -c tracing (infra/settings.py; off by default)
 
     def api_gateway(self, prices: dict[str, float]) -> float:
         return 0.0 if self.url else self.api * prices["http_api_requests_per_million"] * M
@@ -113,6 +115,7 @@ class Usage:
             "Lambda GB-seconds (arm64, model)": gb_s * prices["lambda_arm_gb_second"],
             "Lambda INIT (cold share, model)": init(invocations, prices["lunaflow_init_ms"], prices),
             "X-Ray traces (sampled)": invocations
+            * self.tracing
             * prices["xray_sampled_share"]
             * prices["xray_traces_per_million"]
             * M,

@@ -76,7 +76,6 @@ def accepted(stack: LunaflowStack) -> dict[str, str]:
         "AwsSolutions::AwsSolutions-L1": PYTHON_312,
         "AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
         "AWSLambdaBasicExecutionRole]": BASIC_EXECUTION,
-        "AwsSolutions::AwsSolutions-IAM5[Resource::*]": XRAY,
         f"AwsSolutions::AwsSolutions-IAM5[Resource::<{table}.Arn>/index/*]": TABLE_INDEXES,
         f"AwsSolutions::AwsSolutions-IAM5[Resource::{schedules}]": SCHEDULES,
         "AwsSolutions::AwsSolutions-APIG4": NO_AUTHORIZER,
@@ -84,6 +83,8 @@ def accepted(stack: LunaflowStack) -> dict[str, str]:
         f"AwsSolutions::AwsSolutions-IAM5[Resource::<{bucket}.Arn>/code/*]": CODE_OBJECTS,
         "AwsSolutions::AwsSolutions-S1": VALUES_ACCESS_LOGS,
     }
+    if stack.settings.tracing:
+        rules["AwsSolutions::AwsSolutions-IAM5[Resource::*]"] = XRAY
     if stack.database is not None:
         rules["AwsSolutions::AwsSolutions-SMG4"] = NO_ROTATION
         if not stack.settings.database_deletion_protection:

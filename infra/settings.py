@@ -20,6 +20,10 @@ defaults and checks. Each is documented in docs/operations.md.
 - ``eagerMs``: how long the fetch function advances the runs a request started or signalled,
   as far as a park or an end with no step between, before it answers (default 1000; 0 to
   10,000; 0 hands every start and signal to the worker, as before issue 31).
+- ``tracing``: ``true`` turns X-Ray active tracing on for every function (the default
+  sampling rule: the first request each second, then 5 %, about $5 per million traces);
+  off by default, as Lambda's own default is, since the metrics, the logs and the console
+  already say where a run is and the traces were a tenth of a wake-heavy project's bill.
 - ``force``: ``true`` lets the deploy gate pass code that would make in-flight runs diverge;
   the stack output ``DeployGateReport`` then names the runs it breaks. Off by default.
 """
@@ -62,6 +66,7 @@ class Settings:
     stuck_after_minutes: int = STUCK_AFTER_MINUTES
     ingress: str = "api"
     eager_ms: int = EAGER_MS
+    tracing: bool = False
 
     @classmethod
     def from_context(cls, node: Node) -> Settings:
@@ -120,7 +125,14 @@ class Settings:
                 f"-c eagerMs={eager} is outside 0 to {MAX_EAGER_MS}: a request waits for its runs' "
                 "activations that long before it answers; 0 hands every start and signal to the worker"
             )
+        tracing = get("tracing")
+        if tracing not in (None, True, False, "true", "false"):
+            raise SettingsError(
+                f"-c tracing={tracing!r}: use true (X-Ray active tracing on every function) or false "
+                "(the default)"
+            )
         return cls(
+            tracing=tracing in (True, "true"),
             eager_ms=eager,
             ingress=ingress,
             force=force in (True, "true"),

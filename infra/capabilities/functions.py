@@ -77,6 +77,11 @@ DATA_API_ACTIONS = [
 ]
 
 
+def tracing(settings: Settings) -> lambda_.Tracing:
+    """X-Ray for the functions: active with ``-c tracing=true``, else none (and no grant)."""
+    return lambda_.Tracing.ACTIVE if settings.tracing else lambda_.Tracing.DISABLED
+
+
 def _environment(role: Role, shared: dict[str, str], settings: Settings) -> dict[str, str]:
     """What each function is told beyond what they all share: the worker how many wakes of a
     batch it advances at once and when the reconciler counts a run stuck; fetch how long a
@@ -123,12 +128,15 @@ class Functions(Construct):
             Env.SECRETS_PREFIX: f"{stack.stack_name}/",
             "POWERTOOLS_SERVICE_NAME": SERVICE,
             "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
+            # Powertools' Tracer sends no segment when tracing is off (none would be kept).
+            "POWERTOOLS_TRACE_DISABLED": "false" if settings.tracing else "true",
         }
         if database is not None:
             environment[Env.DATABASE_ARN] = database.cluster.cluster_arn
             environment[Env.DATABASE_SECRET_ARN] = database.cluster.secret.secret_arn  # type: ignore[union-attr]
             environment[Env.DATABASE_NAME] = database.names[0]
         self.code, self.environment = code, environment
+        self.tracing = tracing(settings)
         self.functions: dict[str, lambda_.Function] = {}
         self.live: dict[str, lambda_.Alias] = {}  # role name -> its ``live`` alias (project code only)
         roles = (FETCH, WORKER, QUEUE, CONSOLE) if handled_queues else (FETCH, WORKER, CONSOLE)
@@ -145,7 +153,7 @@ class Functions(Construct):
                 # The worker advances a batch's wakes at once (runs woken together: branches).
                 environment=_environment(role, environment, settings),
                 description=f"lunaflow: {role.description}",
-                tracing=lambda_.Tracing.ACTIVE,
+                tracing=tracing(settings),
                 logging_format=LOG_FORMAT,
                 system_log_level_v2=SYSTEM_LOG_LEVEL,
                 application_log_level_v2=APPLICATION_LOG_LEVEL,

@@ -55,7 +55,7 @@ class DeployGate(Construct):
             timeout=Duration.seconds(GATE_TIMEOUT_S),
             environment={**functions.environment, Env.CODE_DIGEST: digest},
             description="lunaflow: the deploy gate (replays in-flight runs on the new code)",
-            tracing=lambda_.Tracing.ACTIVE,
+            tracing=functions.tracing,
             logging_format=LOG_FORMAT,
             system_log_level_v2=SYSTEM_LOG_LEVEL,
             application_log_level_v2=APPLICATION_LOG_LEVEL,

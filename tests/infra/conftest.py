@@ -46,6 +46,7 @@ QUEUE_SETTINGS = {
     "queueConcurrency": "30",
     "queueMaxConcurrency": "15",
     "consoleConcurrency": "none",
+    "tracing": "true",
 }
 TINY_REQUIREMENTS = ["six==1.17.0"]  # a small pure-Python wheel: pip runs, quickly
 

@@ -91,9 +91,7 @@ def test_the_gate_reads_and_writes_only_pins_and_code_versions(auction: Synth) -
         "dynamodb:UpdateItem",
         "s3:GetObject",
         "s3:PutObject",
-        "xray:PutTraceSegments",
-        "xray:PutTelemetryRecords",
-    }
+    }  # and no X-Ray: tracing is off by default (tests/infra/test_operations.py)
     bucket = auction.id(auction.stack.values.bucket)
     for s in statements:
         if "s3:PutObject" in as_list(s["Action"]):

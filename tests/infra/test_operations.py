@@ -160,6 +160,38 @@ def test_only_the_fetch_function_is_told_how_long_a_request_advances_its_runs(au
     assert set(told.values()) == {None}, told
 
 
+def _traced(synth: Synth) -> dict[str, tuple[str | None, str, frozenset[str]]]:
+    """Each lunaflow function (the deploy gate's too): its X-Ray mode, what it tells
+    Powertools' Tracer, and the X-Ray actions its role is granted."""
+    granted: dict[str, set[str]] = {}
+    for policy in synth.of_type("AWS::IAM::Policy").values():
+        for role in policy.get("Roles", []):
+            for s in policy["PolicyDocument"]["Statement"]:
+                granted.setdefault(role, set()).update(a for a in as_list(s["Action"]) if a in XRAY)
+    out = {}
+    for logical, props in synth.of_type("AWS::Lambda::Function").items():
+        if not str(props.get("Description", "")).startswith("lunaflow"):
+            continue  # CDK's own helpers
+        role = props["Role"].removeprefix("<GetAtt:").split(".")[0]
+        out[logical] = (
+            props.get("TracingConfig", {}).get("Mode"),
+            props["Environment"]["Variables"]["POWERTOOLS_TRACE_DISABLED"],
+            frozenset(granted.get(f"<Ref:{role}>", set())),
+        )
+    return out
+
+
+def test_x_ray_tracing_is_off_unless_the_setting_turns_it_on(auction: Synth, queue_project: Synth) -> None:
+    """Issue 31: X-Ray traces were about 3 % of a wake-heavy bill; Lambda's default is no
+    tracing, and so is lunaflow's: no tracing mode, no X-Ray grant, Powertools' Tracer off.
+    -c tracing=true (the queue project's settings) traces every function, the gate too."""
+    off = _traced(auction)
+    assert len(off) >= 4 and set(off.values()) == {(None, "true", frozenset())}, off
+    on = _traced(queue_project)
+    assert len(on) >= 5 and set(on.values()) == {("Active", "false", frozenset(XRAY))}, on
+    assert Settings.from_context(App().node).tracing is False
+
+
 def test_eager_ms_is_a_context_setting_from_0_to_10000() -> None:
     assert Settings.from_context(App().node).eager_ms == 1000
     assert Settings.from_context(App(context={"eagerMs": "0"}).node).eager_ms == 0
@@ -314,6 +346,7 @@ def test_database_deletion_protection_is_a_context_setting() -> None:
         ({"ingress": "http"}, "is not a way in"),
         ({"eagerMs": "20000"}, "outside 0 to 10000"),
         ({"eagerMs": "soon"}, "not a whole number"),
+        ({"tracing": "on"}, "use true"),
     ],
 )
 def test_a_bad_setting_is_refused_at_synth_with_the_fix(context: dict[str, str], says: str) -> None:
