@@ -7,6 +7,7 @@ back (the indexes carry keys only).
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,9 @@ from runtime.store.items import num, s, text
 
 # Index entries a search by a number range reads before it orders them newest first.
 MAX_RANGE_READ = 5000
+# In-flight runs a list of one in-flight status looks through, newest first: they share one
+# index partition (``STATUS#live``), so a status few of them are in is found by reading them.
+IN_FLIGHT_SCAN = 20_000
 
 
 class _Unreadable:
@@ -114,20 +118,61 @@ class Index(Reads):
         # A shard holds about limit / SHARDS of the newest: pages of twice that (a shard that
         # runs out reads its next page) keep a list from reading SHARDS times its length.
         page = min(limit, max(25, 2 * limit // SHARDS))
+        flight = status is not None and status in IN_FLIGHT
+        if flight:
+            page = 500  # the live runs are read deeper than the list is long
         _, sk = INDEXES[index]
         entries = heapq.merge(
             *(self._gathered(index, base, newest_first=True, page=page) for base in bases if base),
             key=lambda item: (item[sk]["S"], item["pk"]["S"]),
             reverse=True,
         )
+        # The live partition holds every in-flight status: a list of one of them reads the
+        # live runs' statuses (a small projection), newest first, and keeps that status's,
+        # looking at most IN_FLIGHT_SCAN entries deep. Any other list reads `limit` entries
+        # and keeps what still holds (an index is read a moment behind the table).
+        if flight and status is not None:
+            return self._kept(entries, status, workflow, limit, scan=max(limit, IN_FLIGHT_SCAN))
+        ids = list(dict.fromkeys(_id_of(item) for item in itertools.islice(entries, limit)))
+        return [
+            r
+            for r in self._hydrate(ids)
+            if (status is None or r.status == status) and (workflow is None or r.workflow == workflow)
+        ]
 
-        # The live partition holds every in-flight status, and an index is read a moment
-        # behind the table: a list keeps the runs that hold what it asks, hydrated a batch
-        # at a time until it has ``limit`` of them.
-        def holds(r: RunRecord) -> bool:
-            return (status is None or r.status == status) and (workflow is None or r.workflow == workflow)
+    def _kept(
+        self, entries: Iterator[dict[str, Any]], status: str, workflow: str | None, limit: int, *, scan: int
+    ) -> list[RunRecord]:
+        """Runs of ``status`` (and ``workflow``) among the first ``scan`` entries, at most
+        ``limit``: each hundred's statuses read first, then the runs that match in full."""
+        out: list[RunRecord] = []
+        seen: set[str] = set()
+        batch: list[str] = []
 
-        return self._kept(entries, holds, limit, batch=max(page, 100) if status in IN_FLIGHT else limit)
+        def flush() -> None:
+            found = self._items(batch, "id, #st, #wf", {"#st": "status", "#wf": "workflow"})
+            wanted = [
+                r
+                for r in batch
+                if r in found
+                and found[r]["status"]["S"] == status
+                and (workflow is None or found[r]["workflow"]["S"] == workflow)
+            ]
+            out.extend(r for r in self._hydrate(wanted) if r.status == status)
+            batch.clear()
+
+        for item in itertools.islice(entries, scan):
+            run_id = _id_of(item)
+            if run_id in seen:  # an index a moment behind: a run met in two partitions
+                continue
+            seen.add(run_id)
+            batch.append(run_id)
+            if len(batch) >= 100:
+                flush()
+                if len(out) >= limit:
+                    break
+        flush()
+        return out[:limit]
 
     def in_flight_runs(self, limit: int = 1_000_000) -> list[RunRecord]:
         """The live partition (and what older code listed by an in-flight status) with the
@@ -139,31 +184,8 @@ class Index(Reads):
             key=lambda item: (item["created_sk"]["S"], item["pk"]["S"]),
             reverse=True,
         )
-        return self._kept(entries, lambda r: r.status not in ENDED, limit, batch=100)
-
-    def _kept(
-        self, entries: Iterator[dict[str, Any]], holds: Any, limit: int, *, batch: int
-    ) -> list[RunRecord]:
-        out: list[RunRecord] = []
-        seen: set[str] = set()
-        ids: list[str] = []
-
-        def flush() -> None:
-            out.extend(r for r in self._hydrate(ids) if holds(r))
-            ids.clear()
-
-        for item in entries:
-            run_id = _id_of(item)
-            if run_id in seen:  # an index a moment behind: a run met in two partitions
-                continue
-            seen.add(run_id)
-            ids.append(run_id)
-            if len(ids) >= batch:
-                flush()
-                if len(out) >= limit:
-                    break
-        flush()
-        return out[:limit]
+        ids = list(dict.fromkeys(_id_of(item) for item in itertools.islice(entries, limit)))
+        return [r for r in self._hydrate(ids) if r.status not in ENDED]
 
     def _hydrate(self, ids: list[str]) -> list[RunRecord]:
         """The run items themselves, in the order given (the indexes carry no values)."""

@@ -28,6 +28,7 @@ from moto import mock_aws
 
 from runtime.core.journal import Entry, Kind, Status
 from runtime.engine.wake import Wakes
+from runtime.store import dynamodb_index
 from runtime.store.base import Lease, RunRecord, RunUpdate
 from runtime.store.dynamodb import RUN_SK, DynamoDBStore, run_pk, sharded, table_definition
 from runtime.testing import AwsPlatform
@@ -230,3 +231,19 @@ def test_a_resume_records_the_run_s_wake_up_in_the_write_that_makes_it_running(
     run = p.get("b1")
     assert run.status == "failed" and "boom" in (run.error or "")
     assert [e.kind for e in p.journal("b1")].count("run.resumed") == 1
+
+
+def test_a_list_of_an_in_flight_status_looks_as_deep_as_its_bound(
+    store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The documented bound (docs/reliability_limits.md): a list of one in-flight status
+    looks through the newest IN_FLIGHT_SCAN runs in flight, however few match."""
+    for i in range(150):
+        _new(store, f"a{i:03d}", 1_000.0 + i)
+        status = Status.SLEEPING if i in (3, 70, 149) else Status.AWAITING
+        store.append(f"a{i:03d}", 1, [], update=RunUpdate(status, "wait"))
+    monkeypatch.setattr(dynamodb_index, "IN_FLIGHT_SCAN", 100)  # a050 ... a149
+    assert [r.id for r in store.list_runs(status="sleeping", limit=5)] == ["a149", "a070"]
+    # A longer list looks as deep as it is long.
+    assert [r.id for r in store.list_runs(status="sleeping", limit=150)] == ["a149", "a070", "a003"]
+    assert len(store.in_flight_runs()) == 150  # the deploy gate's list has no such bound
