@@ -18,7 +18,6 @@ from runtime.store.base import FirstSignal, RunRecord, RunUpdate, TimerSet, Unch
 from runtime.store.dynamodb_flow import AlsoRefused, DynamoFlow
 from runtime.store.dynamodb_layout import (
     ALL_RUNS,
-    CHANGED_AT,
     INLINE_CHUNK_BYTES,
     INLINE_TEXT_BYTES,
     REF,
@@ -37,7 +36,6 @@ from runtime.store.dynamodb_layout import (
     run_key,
     run_pk,
     sharded,
-    status_partition,
 )
 from runtime.store.dynamodb_reads import Reads
 from runtime.store.items import Lost, conditional, error_code, n, s, whole
@@ -79,7 +77,7 @@ class Appends(Reads):
             "signal_seq": n(0),
             "summary_at": n(1),
             "created_sk": s(created),
-            "status_pk": s(sharded(status_partition(run.status), run.id)),
+            "status_pk": s(sharded(f"STATUS#{run.status}", run.id)),
             "workflow_pk": s(sharded(f"WF#{run.workflow}", run.id)),
             "all_pk": s(sharded(ALL_RUNS, run.id)),
             "wake_pk": s(sharded(WAKE_PK, run.id)),
@@ -320,7 +318,7 @@ class Appends(Reads):
         if update is not None:
             sets += ["#st = :st", "status_pk = :stpk"]
             values[":st"] = s(update.status)
-            values[":stpk"] = s(sharded(status_partition(update.status), run_id))
+            values[":stpk"] = s(sharded(f"STATUS#{update.status}", run_id))
             for attr, value in (("current_step", update.current_step), ("error", update.error)):
                 placeholder = "#" + attr
                 names[placeholder] = attr
@@ -347,7 +345,7 @@ class Appends(Reads):
             default=None,
         )
         if changed is not None:  # the last entry's time, or a change no entry records (a failure)
-            sets.append(f"{CHANGED_AT} = :upd")
+            sets.append("updated_at = :upd")
             values[":upd"] = n(changed)
         if not ended and self._done.get(run_id):
             # Journal-confirmed only: a signal named here is consumed, so the next load

@@ -23,7 +23,6 @@ from runtime.store.dynamodb_layout import (
     _journal_sk,
     _result_of,
     _signal_sk,
-    changed_at,
     run_key,
     run_pk,
 )
@@ -138,7 +137,7 @@ class Reads(Spill):
             parent_id=text(item.get("parent_id")),
             current_step=self._text(item, "current_step"),
             created_at=num(item.get("created_at")),
-            updated_at=changed_at(item),
+            updated_at=num(item.get("updated_at")),
             journal_len=journal_len,
         )
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from runtime.core.clock import now_ms
 from runtime.core.values import compact
 from runtime.store.base import Progress
 from runtime.store.dynamodb_layout import TIMER_PK, WAKE_PK, _armed_from, _id_of, run_key, sharded
@@ -151,24 +150,16 @@ class Timers(Reads):
         return None if item is None else whole(item.get("wake_token"))
 
     def release_wake(self, run_id: str, token: int) -> bool:
-        """Drop the wake-up unless a newer wake arrived since ``token`` or another worker
-        holds a live lease on the run; False then (it still waits, and needs a prompt).
-
-        The lease rule keeps a run that is running from losing its wake-up: a worker whose
-        lease lapsed while its step ran, and which another worker then took, would otherwise
-        drop the wake-up the other is serving (the same token), and if that one died the
-        run would be left running with nothing to wake it (the reconciler finds in-flight
-        runs by their wake-ups only: ``stale_running``). The caller released its own lease
-        first, so a lease still on the item is someone else's."""
+        """Drop the wake-up unless a newer wake arrived since ``token``; False when one did
+        (it still waits, and needs a prompt)."""
         return bool(
             conditional(
                 self._db.update_item,
                 TableName=self.table,
                 Key=run_key(run_id),
                 UpdateExpression="REMOVE wake_pk, wake_sk, wake_resends",
-                ConditionExpression="wake_token = :token AND "  # no newer wake arrived
-                "(attribute_not_exists(lease_until) OR lease_until < :now)",
-                ExpressionAttributeValues={":token": n(token), ":now": n(now_ms(self.clock))},
+                ConditionExpression="wake_token = :token",  # no newer wake arrived
+                ExpressionAttributeValues={":token": n(token)},
             )
         )
 

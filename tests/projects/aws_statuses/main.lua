@@ -1,4 +1,4 @@
--- Runs at rest in every status, for the status index (tests/aws/test_status_index.py).
+-- A failed run, resumed (tests/aws/test_resume_wake.py); and runs at rest awaiting and sleeping.
 
 -- Awaiting a signal; then a step, and the end.
 workflow "wait" (function(wf, input)
