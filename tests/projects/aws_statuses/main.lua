@@ -1,17 +1,4 @@
--- A failed run, resumed (tests/aws/test_resume_wake.py); and runs at rest awaiting and sleeping.
-
--- Awaiting a signal; then a step, and the end.
-workflow "wait" (function(wf, input)
-    local got = wf:await("go")
-    local n = wf:step("count", function() return #input end)
-    return { got = got, n = n }
-end)
-
--- Sleeping an hour.
-workflow "nap" (function(wf, input)
-    wf:sleep("1h")
-    return "rested"
-end)
+-- A failed run, to resume (tests/aws/test_resume_wake.py).
 
 -- Failed (resumable) after its first step.
 workflow "boom" (function(wf, input)
