@@ -63,6 +63,7 @@ from runtime.store.dynamodb_layout import (
     table_definition,
 )
 from runtime.store.dynamodb_leases import Leases
+from runtime.store.dynamodb_reads import Activation
 from runtime.store.dynamodb_signals import Signals
 from runtime.store.dynamodb_timers import Timers
 from runtime.store.items import conditional, n, num, s, whole
@@ -118,17 +119,9 @@ class DynamoDBStore(Appends, Index, Signals, Timers, Leases):
         self._secrets = secrets
         self.clock: Clock = clock or SystemClock()
         self.blobs = blobs
-        # What this store last read or wrote of a run item, for a caller in the same
-        # activation: the wake token its lease was taken at, the timer armed when it loaded.
-        self._tokens: dict[str, int] = {}
-        self._armed: dict[str, tuple[int, str] | None] = {}
-        # The signals this store knows a run's journal consumed (its last load's run, and
-        # what it appended since): written to the run item's ``sig_done`` with the next
-        # summary, so the next activation reads only the signals still pending.
-        self._done: dict[str, set[int]] = {}
+        self._here = Activation()  # each thread's activation's (the worker runs several)
         self._created: dict[str, str] = {}  # runs' created_sk, which value items sort by
         self._firsts: dict[str, Entry] = {}  # inputs read from runs' first chunks (never change)
-        self.serving_loaded = False
         self._flow = DynamoFlow(client, table, run_pk, self._wake_admitted)
 
     # --- cancel intents: one small partition (cancels are rare, and each is short-lived) --

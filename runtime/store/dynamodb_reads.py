@@ -6,6 +6,7 @@ item as a record, and a run with its journal and signals (``get_run``, ``load``)
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
@@ -47,19 +48,65 @@ def _first_of(items: list[dict[str, Any]]) -> dict[str, Any] | None:
     return next((i for i in items if i["sk"]["S"] == FIRST_SK), None)
 
 
+class Activation(threading.local):
+    """What the store read or wrote of a run item for the activation on the calling thread:
+    the worker advances a batch's wakes at once, a thread each, on one store, and one
+    thread's lease or load must not replace another's (a park that lost its token would
+    leave its wake-up for the reconciler, and a count of consumed signals would read 0)."""
+
+    def __init__(self) -> None:
+        # The wake token its lease was taken at (or, eager, its load read), the timer armed
+        # when it loaded, and the signals its run's journal consumed (its last load's run,
+        # and what it appended since: written to ``sig_done`` with the next summary, so the
+        # next activation reads only the signals still pending).
+        self.tokens: dict[str, int] = {}
+        self.armed: dict[str, tuple[int, str] | None] = {}
+        self.done: dict[str, set[int]] = {}
+        # While set (an eager activation, ``AwsRuntime.eager``), a load takes the wake token
+        # it read as the one its park serves, as a lease takes it otherwise.
+        self.serving_loaded = False
+
+
 class Reads(Spill):
     """The base of every part of ``DynamoDBStore``: its state, and reading items and runs."""
 
     _db: DynamoDBClient
     table: str
     clock: Clock
-    _tokens: dict[str, int]
-    _armed: dict[str, tuple[int, str] | None]
-    _done: dict[str, set[int]]
+    _here: Activation
     _firsts: dict[str, Entry]  # journal entries 1 read from first chunks (they never change)
-    # While set (an eager activation, ``AwsRuntime.eager``), a load takes the wake token it
-    # read as the one its park serves, as a lease takes it otherwise.
-    serving_loaded: bool
+
+    @property
+    def _tokens(self) -> dict[str, int]:
+        return self._here.tokens
+
+    @_tokens.setter
+    def _tokens(self, value: dict[str, int]) -> None:
+        self._here.tokens = value
+
+    @property
+    def _armed(self) -> dict[str, tuple[int, str] | None]:
+        return self._here.armed
+
+    @_armed.setter
+    def _armed(self, value: dict[str, tuple[int, str] | None]) -> None:
+        self._here.armed = value
+
+    @property
+    def _done(self) -> dict[str, set[int]]:
+        return self._here.done
+
+    @_done.setter
+    def _done(self, value: dict[str, set[int]]) -> None:
+        self._here.done = value
+
+    @property
+    def serving_loaded(self) -> bool:
+        return self._here.serving_loaded
+
+    @serving_loaded.setter
+    def serving_loaded(self, value: bool) -> None:
+        self._here.serving_loaded = value
 
     if TYPE_CHECKING:  # another part's (runtime.store.dynamodb_signals)
 

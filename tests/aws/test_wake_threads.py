@@ -7,6 +7,7 @@ run's wakes stay on one thread, in order, so no two threads of a container advan
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +16,10 @@ from functions._batch import partial_response
 from functions.worker import _run_of
 from runtime.aws.config import AwsConfig
 from runtime.aws.contract import Env
+from runtime.core.clock import now_ms
 from runtime.errors import LunaflowError
+from runtime.store.base import Lease
+from runtime.testing import AwsPlatform
 
 
 def record(i: int, run_id: str) -> dict[str, Any]:
@@ -76,3 +80,32 @@ def test_the_setting_is_read_and_checked() -> None:
             LunaflowError, match=r"LUNAFLOW_WAKE_THREADS=.* is not a whole number from 1 to 10"
         ):
             AwsConfig.from_env({**BASE, Env.WAKE_THREADS: bad})
+
+
+PROJECT = Path(__file__).resolve().parents[1] / "projects" / "aws_statuses"
+
+
+def test_each_thread_of_one_store_keeps_the_wake_token_its_own_lease_was_taken_at() -> None:
+    """The threads of one worker container share its store. A lease taken on one thread
+    replaced the token another thread's lease kept, so that thread's park no longer dropped
+    the wake-up it served: the reconciler re-sent it a minute later, for a second activation
+    that found nothing to do."""
+    with AwsPlatform(PROJECT) as p:
+        for run_id in ("t1", "t2"):
+            assert p.start("boom", None, id=run_id).status == "failed"
+        store = p.runtime.store
+        tokens = {run_id: store.wake_token(run_id) for run_id in ("t1", "t2")}
+        both = threading.Barrier(2, timeout=10)  # both leases are taken before either reads
+        kept: dict[str, int | None] = {}
+
+        def serve(run_id: str) -> None:
+            assert store.acquire_lease(run_id, f"owner-{run_id}", now_ms(store.clock), 60_000) == Lease.OK
+            both.wait()
+            kept[run_id] = store.lease_token(run_id)
+
+        threads = [threading.Thread(target=serve, args=(run_id,)) for run_id in ("t1", "t2")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert kept == tokens
