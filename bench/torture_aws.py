@@ -301,10 +301,11 @@ class Front(RunStates):
 
     interval_s = 0.25
 
-    def __init__(self, platform: Any) -> None:
+    def __init__(self, platform: Any, run_ids: list[str]) -> None:
         self.p = platform
         self.local = threading.local()
         self.store: Any = None  # the watching thread's container's
+        self.run_ids = run_ids
         super().__init__()
 
     def call(self, path: str, value: Any) -> Any:
@@ -323,13 +324,25 @@ class Front(RunStates):
         return json.loads(answer["body"])
 
     def _read(self) -> dict[str, State] | None:
+        """The planned runs' run items, by key, those not ended yet: a list of every run
+        would query every shard of an index four times a second, and moto answers an index
+        query by scanning the whole table, so the watching alone would slow the workers
+        more and more as the journals grow."""
         if self.store is None:
             self.store = self.p.container(self.p.project).store
+        states = dict(self.states)
         try:
-            runs = self.store.list_runs(limit=10_000_000)
+            items = self.store._items(
+                [r for r in self.run_ids if not has_ended(states.get(r))],
+                "id, #st, current_step",
+                {"#st": "status"},
+            )
         except Exception:
             return None
-        return {r.id: (r.status, r.current_step) for r in runs}
+        for run_id, item in items.items():
+            step = item.get("current_step", {}).get("S")
+            states[run_id] = (item["status"]["S"], step)
+        return states
 
 
 def drive(front: Front, ledger: Ledger, plan: Plan, wait_s: float, stats: Counter[str]) -> None:
@@ -563,7 +576,8 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
     )
     platform.runtime.reconcile_after_s, platform.runtime.stale_running_s = RECONCILE_AFTER_S, STALE_RUNNING_S
     workers = Workers(settings, deployment, server.endpoint, ledger, work / "logs")
-    front = Front(platform)
+    children = {c[0]: p.run_id for p in plans for c in p.children}
+    front = Front(platform, list(children) + [p.run_id for p in plans])
     stop = threading.Event()
     calm = threading.Event()  # set once every run is driven: no more kills
     stats: Counter[str] = Counter()
@@ -604,8 +618,7 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
         # Every run is driven: the kills stop, so the runs left finish however slow the
         # machine is (a kill rate a loaded machine cannot outpace would decide the verdict).
         calm.set()
-        children = {c[0]: p.run_id for p in plans for c in p.children}
-        all_ids = list(children) + [p.run_id for p in plans]  # children first: parents follow them
+        all_ids = front.run_ids  # children first: parents follow them
         child_of = {parent: child for child, parent in children.items()}
         settle_by = time.monotonic() + settings.settle_s
 

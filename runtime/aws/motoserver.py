@@ -7,6 +7,14 @@ process that started it. Two things set it apart from a plain ``moto_server``:
 - **One request at a time.** moto's conditional writes are not atomic under concurrent
   requests (two writers both won in 8 of 300 trials, FACTS.md); lunaflow's races are about
   its own conditions, so the server serializes requests with one lock.
+- **Queries that read one partition.** moto 5.2.5 gathers a query's candidates from every
+  item of the table, sorted (``Table.all_items``), and sorts them again by the key it
+  queries. With Python-level comparisons that is milliseconds per query at a few thousand
+  items; the AWS torture's table grows to tens of thousands, every activation's load is a
+  query, and the server (one core) fell from 145 to 19 activations per 30 s as the journals
+  grew. Here a table query reads only its partition, and an index query the items unsorted:
+  the second sort alone orders the answer, so the answers are the same
+  (``tests/aws/test_moto_queries.py`` compares them).
 - **SQS on the caller's clock.** A request carrying ``x-lunaflow-clock-ms`` runs with SQS's
   notion of now set to that time, so ``DelaySeconds`` and visibility timeouts follow the
   harness's fake clock (moto's own clock is the machine's). Requests without the header see
@@ -28,7 +36,8 @@ import select
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -151,6 +160,47 @@ def _first_schedule(region: str, group: str | None) -> int | None:
     return min(found) if found else None
 
 
+@contextmanager
+def partition_queries() -> Iterator[None]:
+    """While inside, moto's ``Table.query`` gathers its candidates from the queried
+    partition (a table query) or from the items unsorted (an index query) instead of every
+    item sorted; the candidates are sorted by the query's own key afterwards either way."""
+    from moto.dynamodb.models.table import Table
+
+    query, every_item = Table.query, Table.all_items
+    asked = threading.local()  # the query in progress on this thread, if any
+    everything = object()  # an index query: every item, in any order
+
+    def all_items(self: Any) -> Any:
+        partition = getattr(asked, "partition", None)
+        if partition is None:  # not a query (a scan pages in this order)
+            return every_item(self)
+        if partition is everything:
+            if not self.range_key_attr:
+                return list(self.items.values())
+            return [item for items in self.items.values() for item in items.values()]
+        found = self.items.get(partition)
+        if found is None:
+            return []
+        return list(found.values()) if self.range_key_attr else [found]
+
+    def one_partition(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
+        index = kwargs.get("index_name", args[6] if len(args) > 6 else None)
+        asked.partition = everything if index else hash_key
+        try:
+            return query(self, hash_key, *args, **kwargs)
+        finally:
+            asked.partition = None
+
+    setattr(Table, "all_items", all_items)  # noqa: B010
+    setattr(Table, "query", one_partition)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(Table, "all_items", every_item)  # noqa: B010
+        setattr(Table, "query", query)  # noqa: B010
+
+
 def serve() -> None:
     """The server process: bind, print the port, serve until stdin closes."""
     import moto.sqs.models as sqs_models
@@ -192,7 +242,8 @@ def serve() -> None:
         os._exit(0)
 
     threading.Thread(target=watch_parent, daemon=True).start()
-    server.serve_forever()
+    with partition_queries():
+        server.serve_forever()
 
 
 # --- the parent side ---------------------------------------------------------------------
