@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import random
@@ -633,7 +634,7 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
         for run_id in all_ids:
             ended = front.wait(
                 run_id,
-                lambda st, r=run_id: settled(r, st),
+                functools.partial(settled, run_id),
                 max(0.0, settle_by - time.monotonic()),
             )
             stats["runs ended" if ended else "runs not ended in time"] += 1
