@@ -37,19 +37,15 @@ __all__ = [
     "in_flight",
 ]
 
-LIVE_STATUSES = ("running", "sleeping", "awaiting", "failed")  # every status but the ended ones
 DEFAULT_THREADS = 16
 DEFAULT_PASSES = 3
 SHOWN_RUNS = 10  # runs named in a one-line reason (a CloudFormation reason holds about 4 KB)
 
 
 def in_flight(store: Store) -> list[RunRecord]:
-    """Every run not ended, by status (each status is one index query on DynamoDB, where
+    """Every run not ended (on DynamoDB the status index's in-flight partitions, where
     listing every run would read the ended ones too)."""
-    runs: list[RunRecord] = []
-    for status in LIVE_STATUSES:
-        runs += store.list_runs(status=status, limit=1_000_000)
-    return [r for r in runs if r.status not in ENDED]
+    return store.in_flight_runs()
 
 
 def check_runs(worker: Worker, store: Store) -> list[Verdict]:

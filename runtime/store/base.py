@@ -205,6 +205,9 @@ class Store(Protocol):
     ) -> list[RunRecord]:
         """Runs newest first, filtered by status and workflow."""
 
+    def in_flight_runs(self, limit: int = 1_000_000) -> list[RunRecord]:
+        """Every run not ended (running, sleeping, awaiting, failed), newest first."""
+
     def children(self, run_id: str) -> list[str]: ...
 
     # --- values runs publish (wf:set) -------------------------------------------------
@@ -317,7 +320,9 @@ class Store(Protocol):
         """Runs left ``running`` with no change since before ``before`` (epoch seconds) and no
         live lease at ``now_ms``: an activation died between its journal write and its park.
         A backend may count only changes of the run's summary (DynamoDB does): a run whose
-        journal moves meanwhile is kept off the list by its lease."""
+        journal moves meanwhile is kept off the list by its lease. DynamoDB lists only items
+        older code wrote: a run it writes now keeps its wake-up while it runs (released only
+        by the work that took it, with no other lease live), which the reconciler reads."""
 
     # --- leases: one worker advances a run at a time ---------------------------------
 

@@ -18,6 +18,7 @@ from runtime.store.base import FirstSignal, RunRecord, RunUpdate, TimerSet, Unch
 from runtime.store.dynamodb_flow import AlsoRefused, DynamoFlow
 from runtime.store.dynamodb_layout import (
     ALL_RUNS,
+    CHANGED_AT,
     INLINE_CHUNK_BYTES,
     INLINE_TEXT_BYTES,
     REF,
@@ -36,6 +37,8 @@ from runtime.store.dynamodb_layout import (
     run_key,
     run_pk,
     sharded,
+    status_partition,
+    wake_up,
 )
 from runtime.store.dynamodb_reads import Reads
 from runtime.store.items import Lost, conditional, error_code, n, s, whole
@@ -77,7 +80,7 @@ class Appends(Reads):
             "signal_seq": n(0),
             "summary_at": n(1),
             "created_sk": s(created),
-            "status_pk": s(sharded(f"STATUS#{run.status}", run.id)),
+            "status_pk": s(sharded(status_partition(run.status), run.id)),
             "workflow_pk": s(sharded(f"WF#{run.workflow}", run.id)),
             "all_pk": s(sharded(ALL_RUNS, run.id)),
             "wake_pk": s(sharded(WAKE_PK, run.id)),
@@ -318,7 +321,7 @@ class Appends(Reads):
         if update is not None:
             sets += ["#st = :st", "status_pk = :stpk"]
             values[":st"] = s(update.status)
-            values[":stpk"] = s(sharded(f"STATUS#{update.status}", run_id))
+            values[":stpk"] = s(sharded(status_partition(update.status), run_id))
             for attr, value in (("current_step", update.current_step), ("error", update.error)):
                 placeholder = "#" + attr
                 names[placeholder] = attr
@@ -345,7 +348,7 @@ class Appends(Reads):
             default=None,
         )
         if changed is not None:  # the last entry's time, or a change no entry records (a failure)
-            sets.append("updated_at = :upd")
+            sets.append(f"{CHANGED_AT} = :upd")
             values[":upd"] = n(changed)
         if not ended and self._done.get(run_id):
             # Journal-confirmed only: a signal named here is consumed, so the next load
@@ -367,12 +370,11 @@ class Appends(Reads):
             values[":served"] = n(served)
         adds: list[str] = []
         if update is not None and update.woken:
-            # As add_wakeup writes it (its first ask's time kept), in this write.
-            sets += ["wake_pk = :wpk", "wake_sk = if_not_exists(wake_sk, :wat)"]
-            adds.append("wake_token :one")
-            values[":wpk"] = s(sharded(WAKE_PK, run_id))
-            values[":wat"] = s(f"{self.clock.now():020.6f}")
-            values[":one"] = n(1)
+            # As add_wakeup writes it, in this write.
+            wake_set, wake_add, wake_values = wake_up(run_id, self.clock.now())
+            sets.append(wake_set)
+            adds.append(wake_add)
+            values.update(wake_values)
         if ended or (timer is not None and timer.due_ms is None):
             removes += ["timer_due", "timer_pk", "timer_sk"]
         elif timer is not None and timer.due_ms is not None:

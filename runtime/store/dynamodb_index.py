@@ -7,18 +7,20 @@ back (the indexes carry keys only).
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from runtime.core import published
-from runtime.core.journal import Status
+from runtime.core.journal import ENDED, Status
 from runtime.core.published import Where
 from runtime.core.values import compact
 from runtime.errors import LunaflowError
 from runtime.store.base import UNREADABLE_RUN, RunRecord
 from runtime.store.dynamodb_layout import (
     ALL_RUNS,
+    IN_FLIGHT,
     INDEXES,
     REF,
     SHARDS,
@@ -27,15 +29,21 @@ from runtime.store.dynamodb_layout import (
     _id_of,
     _journal_sk,
     _result_of,
+    changed_at,
+    legacy_partition,
     run_key,
     run_pk,
     sharded,
+    status_partition,
 )
 from runtime.store.dynamodb_reads import Reads
 from runtime.store.items import num, s, text
 
 # Index entries a search by a number range reads before it orders them newest first.
 MAX_RANGE_READ = 5000
+# In-flight runs a list of one in-flight status looks through, newest first: they share one
+# index partition (``STATUS#live``), so a status few of them are in is found by reading them.
+IN_FLIGHT_SCAN = 20_000
 
 
 class _Unreadable:
@@ -101,26 +109,83 @@ class Index(Reads):
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 1000
     ) -> list[RunRecord]:
         if status is not None:
-            index, base = "by_status", f"STATUS#{status}"
+            index = "by_status"
+            bases = [status_partition(status), legacy_partition(status)]
         elif workflow is not None:
-            index, base = "by_workflow", f"WF#{workflow}"
+            index, bases = "by_workflow", [f"WF#{workflow}"]
         else:
-            index, base = "all_runs", ALL_RUNS
-        ids: list[str] = []
+            index, bases = "all_runs", [ALL_RUNS]
         # A shard holds about limit / SHARDS of the newest: pages of twice that (a shard that
         # runs out reads its next page) keep a list from reading SHARDS times its length.
         page = min(limit, max(25, 2 * limit // SHARDS))
-        for item in self._gathered(index, base, newest_first=True, page=page):
-            ids.append(_id_of(item))
-            if len(ids) >= limit:
-                break
-        runs = self._hydrate(ids)
-        # A status list is read from an index a moment behind the table: keep what still holds.
+        flight = status is not None and status in IN_FLIGHT
+        if flight:
+            page = 500  # the live runs are read deeper than the list is long
+        _, sk = INDEXES[index]
+        entries = heapq.merge(
+            *(self._gathered(index, base, newest_first=True, page=page) for base in bases if base),
+            key=lambda item: (item[sk]["S"], item["pk"]["S"]),
+            reverse=True,
+        )
+        # The live partition holds every in-flight status: a list of one of them reads the
+        # live runs' statuses (a small projection), newest first, and keeps that status's,
+        # looking at most IN_FLIGHT_SCAN entries deep. Any other list reads `limit` entries
+        # and keeps what still holds (an index is read a moment behind the table).
+        if flight and status is not None:
+            return self._kept(entries, status, workflow, limit, scan=max(limit, IN_FLIGHT_SCAN))
+        ids = list(dict.fromkeys(_id_of(item) for item in itertools.islice(entries, limit)))
         return [
             r
-            for r in runs
+            for r in self._hydrate(ids)
             if (status is None or r.status == status) and (workflow is None or r.workflow == workflow)
         ]
+
+    def _kept(
+        self, entries: Iterator[dict[str, Any]], status: str, workflow: str | None, limit: int, *, scan: int
+    ) -> list[RunRecord]:
+        """Runs of ``status`` (and ``workflow``) among the first ``scan`` entries, at most
+        ``limit``: each hundred's statuses read first, then the runs that match in full."""
+        out: list[RunRecord] = []
+        seen: set[str] = set()
+        batch: list[str] = []
+
+        def flush() -> None:
+            found = self._items(batch, "id, #st, #wf", {"#st": "status", "#wf": "workflow"})
+            wanted = [
+                r
+                for r in batch
+                if r in found
+                and found[r]["status"]["S"] == status
+                and (workflow is None or found[r]["workflow"]["S"] == workflow)
+            ]
+            out.extend(r for r in self._hydrate(wanted) if r.status == status)
+            batch.clear()
+
+        for item in itertools.islice(entries, scan):
+            run_id = _id_of(item)
+            if run_id in seen:  # an index a moment behind: a run met in two partitions
+                continue
+            seen.add(run_id)
+            batch.append(run_id)
+            if len(batch) >= 100:
+                flush()
+                if len(out) >= limit:
+                    break
+        flush()
+        return out[:limit]
+
+    def in_flight_runs(self, limit: int = 1_000_000) -> list[RunRecord]:
+        """The live partition (and what older code listed by an in-flight status) with the
+        failed runs: each in-flight run read once, not once per status."""
+        bases = [status_partition(Status.RUNNING), status_partition(Status.FAILED)]
+        bases += [base for status in sorted(IN_FLIGHT) if (base := legacy_partition(status))]
+        entries = heapq.merge(
+            *(self._gathered("by_status", base, newest_first=True, page=500) for base in bases),
+            key=lambda item: (item["created_sk"]["S"], item["pk"]["S"]),
+            reverse=True,
+        )
+        ids = list(dict.fromkeys(_id_of(item) for item in itertools.islice(entries, limit)))
+        return [r for r in self._hydrate(ids) if r.status not in ENDED]
 
     def _hydrate(self, ids: list[str]) -> list[RunRecord]:
         """The run items themselves, in the order given (the indexes carry no values)."""
@@ -156,7 +221,7 @@ class Index(Reads):
                 error=f"{UNREADABLE_RUN}: {e}",
                 parent_id=text(item.get("parent_id")),
                 created_at=num(item.get("created_at")),
-                updated_at=num(item.get("updated_at")),
+                updated_at=changed_at(item),
             )
 
     def _results(self, run_items: list[dict[str, Any]]) -> dict[str, Any]:
@@ -174,9 +239,16 @@ class Index(Reads):
         return [_id_of(i) for i in self._index("by_parent", "parent_pk", f"PARENT#{run_id}")]
 
     def running_runs(self) -> list[str]:
-        return [_id_of(i) for i in self._gathered("by_status", f"STATUS#{Status.RUNNING}")]
+        """Running runs, oldest first."""
+        return [r.id for r in reversed(self.list_runs(status=Status.RUNNING, limit=10**9))]
 
     def stale_running(self, before: float, now_ms: int, limit: int | None = None) -> list[str]:
+        """Runs left running, unchanged since ``before`` and unleased, among the items older
+        code wrote (``STATUS#running``). A run the current code writes is listed with every
+        in-flight run (``STATUS#live``), where finding the running ones would read them
+        all: it needs no such list, because a run that is running carries its wake-up until
+        the work that took it parks or ends it or releases it with no other lease held
+        (``release_wake``), so the reconciler's wake-ups cover it."""
         candidates = [
             _id_of(i)
             for i in self._gathered("by_status", f"STATUS#{Status.RUNNING}")

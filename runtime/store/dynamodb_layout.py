@@ -12,10 +12,10 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from runtime.core.journal import Entry, Kind
+from runtime.core.journal import Entry, Kind, Status
 from runtime.errors import EngineBug
 from runtime.store.base import RunRecord, SignalRecord
-from runtime.store.items import Item, s, text
+from runtime.store.items import Item, n, num, s, text
 
 # Sort keys within a run's partition: journal chunks "J#<first seq>" < the run item "K" <
 # secret pins "P#..." < signals "S#...". So "sk >= J#<n+1>" reads what was appended after
@@ -84,6 +84,52 @@ def sharded(key: str, run_id: str) -> str:
     return f"{key}#{shard(run_id):02d}"
 
 
+# The status index's partitions. A run in flight (running, sleeping, awaiting) sits in one,
+# ``STATUS#live``, from its start to its end, so moving between those statuses writes no
+# index (a key move is a delete and a put: 2 index WRU, and a fan-out run moved 3 times);
+# a failed run (it waits for a resume, often long) and an ended one sit under their status.
+# A list of one in-flight status reads the live runs and keeps that status's. Items older
+# code wrote keep ``STATUS#<status>`` for every status until their next status change moves
+# them (``LEGACY_IN_FLIGHT``: read beside the live partition, never written).
+LIVE = "live"
+IN_FLIGHT = frozenset({Status.RUNNING, Status.SLEEPING, Status.AWAITING})
+
+
+def wake_up(run_id: str, at_s: float) -> tuple[str, str, dict[str, Any]]:
+    """The parts of a run item's update that record a wake-up: the SET of its index key and
+    of the time of its first ask (a later ask keeps it, so a wake-up waiting on is as old as
+    that), the ADD of a new wake token, and their values. Every writer of a wake-up uses
+    them: a start or signal, a child's end, a fired timer, a resume's own write."""
+    return (
+        "wake_pk = :wake_pk, wake_sk = if_not_exists(wake_sk, :wake_at)",
+        "wake_token :wake_one",
+        {":wake_pk": s(sharded(WAKE_PK, run_id)), ":wake_at": s(f"{at_s:020.6f}"), ":wake_one": n(1)},
+    )
+
+
+def status_partition(status: str) -> str:
+    """The status index's partition (unsharded) a run of ``status`` is listed under."""
+    return f"STATUS#{LIVE}" if status in IN_FLIGHT else f"STATUS#{status}"
+
+
+def legacy_partition(status: str) -> str | None:
+    """Where items older code wrote list a run of ``status``, when that is not where new
+    ones do (an in-flight status)."""
+    return f"STATUS#{status}" if status in IN_FLIGHT else None
+
+
+# When a summary last changed the run: the by_status index carries ``updated_at`` (its
+# entries once read by the reconciler), so rewriting it would rewrite the run's index entry
+# (1 index WRU) with every status change. The start writes ``updated_at``; each later change
+# writes ``changed_at``, which no index carries; a reader takes the later of the two.
+CHANGED_AT = "changed_at"
+
+
+def changed_at(item: dict[str, Any]) -> float:
+    """When the run item's run last changed (epoch seconds)."""
+    return max(num(item.get("updated_at")), num(item.get(CHANGED_AT)))
+
+
 # GSIs: name -> (partition key attribute, sort key attribute)
 INDEXES = {
     "by_status": ("status_pk", "created_sk"),
@@ -101,8 +147,9 @@ INDEXES = {
 # What each index carries besides the keys: what its queries read and nothing else. An
 # index entry is written again whenever an attribute it carries changes (and twice when its
 # key moves), so the indexes carry keys only (the run id is the table key's) and the lists
-# read run items themselves; the status index carries updated_at, which the reconciler
-# filters running runs by and which changes with the status anyway.
+# read run items themselves. The status index carries updated_at, which the reconciler read
+# for items older code wrote (``STATUS#running``); a projection cannot change on a deployed
+# index, so it stays, and later changes go to CHANGED_AT.
 PROJECTIONS: dict[str, list[str]] = {
     "by_status": ["updated_at"],
     "by_workflow": [],

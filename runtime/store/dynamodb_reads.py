@@ -24,6 +24,7 @@ from runtime.store.dynamodb_layout import (
     _journal_sk,
     _result_of,
     _signal_sk,
+    changed_at,
     run_key,
     run_pk,
 )
@@ -184,7 +185,7 @@ class Reads(Spill):
             parent_id=text(item.get("parent_id")),
             current_step=self._text(item, "current_step"),
             created_at=num(item.get("created_at")),
-            updated_at=num(item.get("updated_at")),
+            updated_at=changed_at(item),
             journal_len=journal_len,
         )
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from runtime.core.clock import now_ms
 from runtime.core.values import compact
 from runtime.store.base import Progress
-from runtime.store.dynamodb_layout import TIMER_PK, WAKE_PK, _armed_from, _id_of, run_key, sharded
+from runtime.store.dynamodb_layout import TIMER_PK, WAKE_PK, _armed_from, _id_of, run_key, wake_up
 from runtime.store.dynamodb_reads import Reads
 from runtime.store.items import conditional, n, s, whole
 
@@ -56,19 +57,14 @@ class Timers(Reads):
     def fire_due_timers(self, now_ms: int, limit: int | None = None) -> list[str]:
         fired = []
         for due, run_id in self._due(now_ms, limit):
+            wake_set, wake_add, wake_values = wake_up(run_id, now_ms / 1000)
             if _fired(
                 self._db.update_item,
                 TableName=self.table,
                 Key=run_key(run_id),
-                UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at) "
-                "ADD wake_token :one REMOVE timer_due, timer_pk, timer_sk",
+                UpdateExpression=f"SET {wake_set} ADD {wake_add} REMOVE timer_due, timer_pk, timer_sk",
                 ConditionExpression="timer_due = :due",  # still this timer (else moved or fired)
-                ExpressionAttributeValues={
-                    ":due": n(due),
-                    ":w": s(sharded(WAKE_PK, run_id)),
-                    ":at": s(f"{now_ms / 1000:020.6f}"),
-                    ":one": n(1),
-                },
+                ExpressionAttributeValues={":due": n(due), **wake_values},
             ):
                 fired.append(run_id)
         return fired
@@ -90,17 +86,13 @@ class Timers(Reads):
 
     def _wake_item(self, run_id: str) -> dict[str, Any]:
         """The update recording a wake-up on the run's item (alone, or in a child's end)."""
+        wake_set, wake_add, wake_values = wake_up(run_id, self.clock.now())
         return {
             "TableName": self.table,
             "Key": run_key(run_id),
-            # The time is only set by the first wake: a wake-up waiting on is as old as its first ask.
-            "UpdateExpression": "SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at) ADD wake_token :one",
+            "UpdateExpression": f"SET {wake_set} ADD {wake_add}",
             "ConditionExpression": "attribute_exists(pk)",  # a missing run is ignored
-            "ExpressionAttributeValues": {
-                ":w": s(sharded(WAKE_PK, run_id)),
-                ":at": s(f"{self.clock.now():020.6f}"),
-                ":one": n(1),
-            },
+            "ExpressionAttributeValues": wake_values,
         }
 
     def wakeups(self) -> list[tuple[str, int]]:
@@ -150,16 +142,24 @@ class Timers(Reads):
         return None if item is None else whole(item.get("wake_token"))
 
     def release_wake(self, run_id: str, token: int) -> bool:
-        """Drop the wake-up unless a newer wake arrived since ``token``; False when one did
-        (it still waits, and needs a prompt)."""
+        """Drop the wake-up unless a newer wake arrived since ``token`` or another worker
+        holds a live lease on the run; False then (it still waits, and needs a prompt).
+
+        The lease rule keeps a run that is running from losing its wake-up: a worker whose
+        lease lapsed while its step ran, and which another worker then took, would otherwise
+        drop the wake-up the other is serving (the same token), and if that one died the
+        run would be left running with nothing to wake it (the reconciler finds in-flight
+        runs by their wake-ups only: ``stale_running``). The caller released its own lease
+        first, so a lease still on the item is someone else's."""
         return bool(
             conditional(
                 self._db.update_item,
                 TableName=self.table,
                 Key=run_key(run_id),
                 UpdateExpression="REMOVE wake_pk, wake_sk, wake_resends",
-                ConditionExpression="wake_token = :token",  # no newer wake arrived
-                ExpressionAttributeValues={":token": n(token)},
+                ConditionExpression="wake_token = :token AND "  # no newer wake arrived
+                "(attribute_not_exists(lease_until) OR lease_until < :now)",
+                ExpressionAttributeValues={":token": n(token), ":now": n(now_ms(self.clock))},
             )
         )
 
@@ -167,19 +167,14 @@ class Timers(Reads):
         """The run's timer, if due by ``now_ms``, becomes a wake-up (as ``fire_due_timers``
         does for every run): a run woken by its timer carries no stale timer while it runs,
         and if the activation fails, the wake-up is still there for the reconciler."""
+        wake_set, wake_add, wake_values = wake_up(run_id, now_ms / 1000)
         return _fired(
             self._db.update_item,
             TableName=self.table,
             Key=run_key(run_id),
-            UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at) "
-            "ADD wake_token :one REMOVE timer_due, timer_pk, timer_sk",
+            UpdateExpression=f"SET {wake_set} ADD {wake_add} REMOVE timer_due, timer_pk, timer_sk",
             ConditionExpression="timer_due <= :now",
-            ExpressionAttributeValues={
-                ":now": n(now_ms),
-                ":w": s(sharded(WAKE_PK, run_id)),
-                ":at": s(f"{now_ms / 1000:020.6f}"),
-                ":one": n(1),
-            },
+            ExpressionAttributeValues={":now": n(now_ms), **wake_values},
         )
 
     def defer_wake(self, run_id: str, until: float, *, resent: bool = True) -> None:

@@ -593,6 +593,12 @@ class SQLiteStore:
     ) -> list[RunRecord]:
         return self.search_runs(RunFilter(workflow=workflow), status=status, offset=0, limit=limit)
 
+    def in_flight_runs(self, limit: int = 1_000_000) -> list[RunRecord]:
+        runs = [
+            r for status in Status if status not in ENDED for r in self.list_runs(status=status, limit=limit)
+        ]
+        return sorted(runs, key=lambda r: r.created_at, reverse=True)[:limit]
+
     def search_runs(
         self, where: RunFilter, *, status: str | None, offset: int, limit: int
     ) -> list[RunRecord]:

@@ -24,7 +24,7 @@ def ends(params: dict[str, Any], status: str) -> bool:
 def wakes(params: dict[str, Any], run_id: str) -> bool:
     return any(
         i["Update"]["Key"]["pk"] == {"S": f"RUN#{run_id}"}
-        and ":one" in i["Update"]["ExpressionAttributeValues"]
+        and "ADD wake_token" in i["Update"]["UpdateExpression"]
         for i in params.get("TransactItems", [])
         if "Update" in i
     )

@@ -22,6 +22,7 @@ from moto import mock_aws
 from runtime.core.journal import Entry, Kind, Status
 from runtime.store.base import RunRecord, RunUpdate, TimerSet
 from runtime.store.dynamodb import SHARDS, DynamoDBStore, run_key, table_definition
+from tests.support.older_layout import written_by_older_code
 
 TABLE = "lunaflow"
 INDEX_KEYS = ("status_pk", "workflow_pk", "all_pk", "wake_pk", "timer_pk")
@@ -65,13 +66,14 @@ def test_indexes_carry_only_what_their_queries_read(db: Any) -> None:
 def test_the_reconciler_s_bounded_lists_take_the_oldest_across_shards(db: Any) -> None:
     store = DynamoDBStore(db, TABLE)
     ids = [f"w{i:02d}" for i in range(40)]
-    for i, rid in enumerate(ids):
-        store.create_run(
-            RunRecord(
-                id=rid, workflow="wf", status="running", input={}, created_at=1_000.0 + i, updated_at=1.0
-            ),
-            Entry(1, Kind.STARTED, "wf", {"input": {}}, 1_000.0 + i),
-        )
+    with written_by_older_code():  # stale_running lists what older code wrote
+        for i, rid in enumerate(ids):
+            store.create_run(
+                RunRecord(
+                    id=rid, workflow="wf", status="running", input={}, created_at=1_000.0 + i, updated_at=1.0
+                ),
+                Entry(1, Kind.STARTED, "wf", {"input": {}}, 1_000.0 + i),
+            )
     assert store.wakeups_older_than(1_100.0, limit=5) == ids[:5]
     assert store.stale_running(2.0, 0, limit=6) == ids[:6]
     for i, rid in enumerate(ids):
