@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from runtime.core.journal import Kind
 from runtime.engine.wake import Wakes
 from runtime.store.dynamodb import RUN_SK, run_pk
 from runtime.testing import AwsPlatform
@@ -50,4 +51,4 @@ def test_a_resume_records_the_run_s_wake_up_in_the_write_that_makes_it_running(
     p.advance("2m")  # the reconciler finds the wake-up a minute on: the run replays, fails again
     run = p.get("b1")
     assert run.status == "failed" and "boom" in (run.error or "")
-    assert [e.kind for e in p.journal("b1")].count("run.resumed") == 1
+    assert [e.kind for e in p.journal("b1")].count(Kind.RESUMED) == 1

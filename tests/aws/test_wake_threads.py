@@ -62,7 +62,7 @@ def test_a_tick_or_an_unreadable_message_is_a_group_of_its_own() -> None:
     assert _run_of(record(1, "x")) == "run:x"
 
 
-BASE = {
+BASE: dict[str, str] = {
     Env.TABLE: "t",
     Env.WAKE_QUEUE_URL: "u",
     Env.WAKE_QUEUE_ARN: "a",
