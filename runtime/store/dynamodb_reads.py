@@ -9,7 +9,7 @@ import json
 import threading
 from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from runtime.core.clock import Clock, now_ms
 from runtime.core.journal import ENDED, Entry, Kind, Signal, Status
@@ -49,6 +49,9 @@ def _first_of(items: list[dict[str, Any]]) -> dict[str, Any] | None:
     return next((i for i in items if i["sk"]["S"] == FIRST_SK), None)
 
 
+T = TypeVar("T")
+
+
 class Activation(threading.local):
     """What the store read or wrote of a run item for the activation on the calling thread:
     the worker advances a batch's wakes at once, a thread each, on one store, and one
@@ -68,6 +71,20 @@ class Activation(threading.local):
         self.serving_loaded = False
 
 
+class ThreadsOwn(Generic[T]):
+    """An attribute of the store that is the calling thread's (its ``Activation``'s)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, store: Reads, owner: type | None = None) -> T:
+        value: T = getattr(store._here, self.name)
+        return value
+
+    def __set__(self, store: Reads, value: T) -> None:
+        setattr(store._here, self.name, value)
+
+
 class Reads(Spill):
     """The base of every part of ``DynamoDBStore``: its state, and reading items and runs."""
 
@@ -77,37 +94,11 @@ class Reads(Spill):
     _here: Activation
     _firsts: dict[str, Entry]  # journal entries 1 read from first chunks (they never change)
 
-    @property
-    def _tokens(self) -> dict[str, int]:
-        return self._here.tokens
-
-    @_tokens.setter
-    def _tokens(self, value: dict[str, int]) -> None:
-        self._here.tokens = value
-
-    @property
-    def _armed(self) -> dict[str, tuple[int, str] | None]:
-        return self._here.armed
-
-    @_armed.setter
-    def _armed(self, value: dict[str, tuple[int, str] | None]) -> None:
-        self._here.armed = value
-
-    @property
-    def _done(self) -> dict[str, set[int]]:
-        return self._here.done
-
-    @_done.setter
-    def _done(self, value: dict[str, set[int]]) -> None:
-        self._here.done = value
-
-    @property
-    def serving_loaded(self) -> bool:
-        return self._here.serving_loaded
-
-    @serving_loaded.setter
-    def serving_loaded(self, value: bool) -> None:
-        self._here.serving_loaded = value
+    # The store's parts read and replace these as attributes; each thread sees its own.
+    _tokens = ThreadsOwn[dict[str, int]]("tokens")
+    _armed = ThreadsOwn[dict[str, tuple[int, str] | None]]("armed")
+    _done = ThreadsOwn[dict[str, set[int]]]("done")
+    serving_loaded = ThreadsOwn[bool]("serving_loaded")
 
     if TYPE_CHECKING:  # another part's (runtime.store.dynamodb_signals)
 

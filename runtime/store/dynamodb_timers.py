@@ -55,19 +55,24 @@ class Timers(Reads):
         return found
 
     def fire_due_timers(self, now_ms: int, limit: int | None = None) -> list[str]:
-        fired = []
-        for due, run_id in self._due(now_ms, limit):
-            wake_set, wake_add, wake_values = wake_up(run_id, now_ms / 1000)
-            if _fired(
-                self._db.update_item,
-                TableName=self.table,
-                Key=run_key(run_id),
-                UpdateExpression=f"SET {wake_set} ADD {wake_add} REMOVE timer_due, timer_pk, timer_sk",
-                ConditionExpression="timer_due = :due",  # still this timer (else moved or fired)
-                ExpressionAttributeValues={":due": n(due), **wake_values},
-            ):
-                fired.append(run_id)
-        return fired
+        # Each still this timer (else moved or fired since the index was read).
+        return [
+            run_id
+            for due, run_id in self._due(now_ms, limit)
+            if self._fire(run_id, now_ms, "timer_due = :due", {":due": n(due)})
+        ]
+
+    def _fire(self, run_id: str, now_ms: int, condition: str, values: dict[str, Any]) -> bool:
+        """Turn the run's timer into a wake-up, if ``condition`` holds of it."""
+        wake_set, wake_add, wake_values = wake_up(run_id, now_ms / 1000)
+        return _fired(
+            self._db.update_item,
+            TableName=self.table,
+            Key=run_key(run_id),
+            UpdateExpression=f"SET {wake_set} ADD {wake_add} REMOVE timer_due, timer_pk, timer_sk",
+            ConditionExpression=condition,
+            ExpressionAttributeValues={**values, **wake_values},
+        )
 
     def next_due(self) -> int | None:
         return min((due for due, _ in self._due(None, 1)), default=None)
@@ -167,15 +172,7 @@ class Timers(Reads):
         """The run's timer, if due by ``now_ms``, becomes a wake-up (as ``fire_due_timers``
         does for every run): a run woken by its timer carries no stale timer while it runs,
         and if the activation fails, the wake-up is still there for the reconciler."""
-        wake_set, wake_add, wake_values = wake_up(run_id, now_ms / 1000)
-        return _fired(
-            self._db.update_item,
-            TableName=self.table,
-            Key=run_key(run_id),
-            UpdateExpression=f"SET {wake_set} ADD {wake_add} REMOVE timer_due, timer_pk, timer_sk",
-            ConditionExpression="timer_due <= :now",
-            ExpressionAttributeValues={":now": n(now_ms), **wake_values},
-        )
+        return self._fire(run_id, now_ms, "timer_due <= :now", {":now": n(now_ms)})
 
     def defer_wake(self, run_id: str, until: float, *, resent: bool = True) -> None:
         """The reconciler looked at this wake-up: look at it again at ``until`` (epoch
