@@ -260,6 +260,12 @@ class Meter:
             return [(key_of(params["Item"]), True)]
         if op in ("UpdateItem", "DeleteItem"):
             return [(params["Key"], True)]
+        if op == "BatchWriteItem":
+            requests = [r for rs in params["RequestItems"].values() for r in rs]
+            return [
+                (r["DeleteRequest"]["Key"] if "DeleteRequest" in r else key_of(r["PutRequest"]["Item"]), True)
+                for r in requests
+            ]
         if op == "TransactWriteItems":
             out = []
             for i in params["TransactItems"]:
@@ -370,6 +376,7 @@ class Sums:
 @dataclass
 class Deployment:
     project: Path
+    keep: bool = False  # runs kept for ever, as with [runs] retention = "forever"
     suffix: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
     def __post_init__(self) -> None:
@@ -426,7 +433,10 @@ class Deployment:
         self.meter.attach_other(c.s3, "s3")
         self.meter.attach_other(c.sqs, "sqs")
         self.meter.attach_other(c.scheduler, "scheduler")
-        return AwsRuntime(self.config, c, clock=self.clock, owner=f"lambda-{uuid.uuid4()}")
+        rt = AwsRuntime(self.config, c, clock=self.clock, owner=f"lambda-{uuid.uuid4()}")
+        if self.keep:
+            rt.store.retention_s = None
+        return rt
 
     def _collect(self, now: int) -> None:
         from moto.sqs.models import sqs_backends
@@ -489,11 +499,11 @@ class Deployment:
 
 
 @contextmanager
-def deployment(project: Path) -> Iterator[Deployment]:
+def deployment(project: Path, keep: bool = False) -> Iterator[Deployment]:
     from moto import mock_aws
 
     with mock_aws():
-        yield Deployment(project)
+        yield Deployment(project, keep)
 
 
 # --- workloads ------------------------------------------------------------------------------
@@ -664,6 +674,32 @@ def _usage(
     )
 
 
+def _with_expiry(d: Deployment, usage: Usage) -> Usage:
+    """The runs deleted at their expiry (the project's ``[runs] retention``, 30 days by
+    default), as the reconciler does it, charged to the workload: its reads, deletes and
+    index deletes. Storage is charged for a month, about that retention."""
+    retention = d.worker.store.retention_s
+    if retention is None:
+        return usage
+    with d.meter.measuring("expiry"):
+        d.clock.advance(retention + 1)
+        while d.worker.store.expire(d.clock.now(), limit=1_000):
+            pass
+    # The sweep's list of due expiries (a Query per index shard) runs every minute whatever
+    # expires: the reconciler's fixed cost (the "fixed" line), not the workload's.
+    expired = Sums()
+    for c in d.meter.calls:
+        if c.phase == "expiry" and c.side == "engine" and c.what != "query index timers":
+            expired.add(c)
+    db = Sums(
+        usage.db.requests + expired.requests,
+        usage.db.wru + expired.wru,
+        usage.db.gsi_wru + expired.gsi_wru,
+        usage.db.rru + expired.rru,
+    )
+    return replace(usage, db=db, expired=expired)
+
+
 def _post(d: Deployment, phase: str, path: str, body: Any) -> None:
     """A request through the fetch function (the front container), as API Gateway sends it."""
     from runtime.platform.fetch import make_request
@@ -674,17 +710,17 @@ def _post(d: Deployment, phase: str, path: str, body: Any) -> None:
         raise SystemExit(f"POST {path}: {response.status_code} {response.body}")
 
 
-def all_in_steps(n: int) -> Usage:
-    with deployment(STEPS_PROJECT) as d:
+def all_in_steps(n: int, keep: bool = False) -> Usage:
+    with deployment(STEPS_PROJECT, keep) as d:
         with d.meter.measuring("run"):
             _post(d, "run", "/start/steps/steps-run", {"n": n})
             d.settle()
-        return _usage(d, f"{n}-step run", "steps", n, ["run"], ["steps-run"])
+        return _with_expiry(d, _usage(d, f"{n}-step run", "steps", n, ["run"], ["steps-run"]))
 
 
-def all_in_auction() -> Usage:
+def all_in_auction(keep: bool = False) -> Usage:
     d_usage: Usage | None = None
-    with deployment(AUCTION_PROJECT) as d:
+    with deployment(AUCTION_PROJECT, keep) as d:
         from runtime.platform.fetch import make_request
 
         phases = ["open a sale", "pay it", "a sale that times out"]
@@ -708,11 +744,12 @@ def all_in_auction() -> Usage:
             d.settle()
         runs = ["sale-lot-1", "pay-lot-1", "sale-lot-2"]
         d_usage = _usage(d, "auction (2 sales: one paid, one timed out)", "auctions", 1, phases, runs)
+        d_usage = _with_expiry(d, d_usage)
     return d_usage
 
 
-def all_in_fanout(n: int) -> Usage:
-    with deployment(STEPS_PROJECT) as d:
+def all_in_fanout(n: int, keep: bool = False) -> Usage:
+    with deployment(STEPS_PROJECT, keep) as d:
         ids = [f"fan-{i}" for i in range(n)]
         with d.meter.measuring("fan"):
             for rid in ids:
@@ -724,7 +761,18 @@ def all_in_fanout(n: int) -> Usage:
         for rid in ids[:3]:
             if d.run(rid).status != "completed":
                 raise SystemExit(f"{rid} did not complete")
-        return _usage(d, f"fan-out: {n} parked runs, each woken by a signal", "runs", n, ["fan"], ids)
+        usage = _usage(d, f"fan-out: {n} parked runs, each woken by a signal", "runs", n, ["fan"], ids)
+        return _with_expiry(d, usage)
+
+
+def all_in(n: int, fanout: int) -> list[Usage]:
+    """Each workload as deployed (its runs deleted at their expiry, ``[runs] retention``'s
+    default), with the same workload's runs kept for ever beside it (``kept``)."""
+    return [
+        replace(all_in_steps(n), kept=all_in_steps(n, keep=True)),
+        replace(all_in_auction(), kept=all_in_auction(keep=True)),
+        replace(all_in_fanout(fanout), kept=all_in_fanout(fanout, keep=True)),
+    ]
 
 
 def print_all_in(
@@ -755,6 +803,12 @@ def print_all_in(
             f"{u.runs} runs, {u.steps} steps, {u.awaits} signal waits over {u.names} names, "
             f"{u.sleeps} sleeps, {u.signals} signals, {u.timer_fires} timer fires"
         )
+        if u.expired is not None:
+            x = u.expired
+            print(
+                f"  of which deleting the runs at their expiry ([runs] retention): {x.requests} "
+                f"requests, {x.wru:.0f} WRU, {x.gsi_wru:.0f} index WRU, {x.rru:.1f} RRU"
+            )
         print(f"  {'':<36} {'lunaflow':>9} {'floor':>9}")
         for name, dollars in lines.items():
             print(f"  {name:<36} ${dollars * scale:>8.2f} ${floor.get(name, 0.0) * scale:>8.2f}")
@@ -764,6 +818,12 @@ def print_all_in(
         sfn = u.step_functions(prices) * scale
         print(f"  {'total':<36} ${ours:>8.2f} ${least:>8.2f}")
         print(f"  {f'lunaflow, {batch} wakes an invocation':<36} ${loaded:>8.2f}   (under load)")
+        if u.kept is not None:
+            kept = sum(replace(u.kept, url=url, tracing=tracing).lines(prices).values()) * scale
+            print(
+                f"  {'lunaflow, runs kept for ever':<36} ${kept:>8.2f}   "
+                '([runs] retention = "forever": nothing deleted, storage grows)'
+            )
         print(
             f"  {'Lambda durable functions, idiomatic':<36} ${durable:>8.2f}   "
             f"({u.durable_operations(True)} operations)"
@@ -786,7 +846,7 @@ def print_all_in(
 
     shards = getattr(dynamodb, "SHARDS", 1)  # 1: the unsharded indexes before issue 16
     per_month = 43_200  # one reconcile a minute
-    queries = 3 * shards  # wake-ups, running runs, due timers, each over every shard
+    queries = 4 * shards  # wake-ups, running runs, due timers, expired runs, each over every shard
     reconcile = per_month * (
         prices["lambda_requests_per_million"] * 1e-6
         + gb_seconds(p.HANDLER_MS + queries * p.ROUND_TRIP_MS) * prices["lambda_arm_gb_second"]
@@ -863,7 +923,7 @@ def main() -> None:
 
         warnings.simplefilter("ignore")
         print_all_in(
-            [all_in_steps(n), all_in_auction(), all_in_fanout(args.fanout)],
+            all_in(n, args.fanout),
             table,
             args.batch,
             args.ingress == "url",
@@ -988,7 +1048,7 @@ def main() -> None:
             "changes on every append and projects ALL attributes into every index it is in."
         )
     print_all_in(
-        [all_in_steps(n), all_in_auction(), all_in_fanout(args.fanout)],
+        all_in(n, args.fanout),
         table,
         args.batch,
         args.ingress == "url",

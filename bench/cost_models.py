@@ -85,6 +85,8 @@ class Usage:
     batch: int = 1  # wakes per worker invocation (the trigger's batch, under load)
     url: bool = False  # HTTP through Lambda Function URLs (every side), not API Gateway
     tracing: bool = False  # the stack's -c tracing (infra/settings.py; off by default)
+    expired: Any = None  # of db's: the reconciler deleting the runs at their expiry ([runs] retention)
+    kept: Any = None  # the same workload's Usage with its runs kept for ever (no expiry, no deletes)
 
     def api_gateway(self, prices: dict[str, float]) -> float:
         return 0.0 if self.url else self.api * prices["http_api_requests_per_million"] * M

@@ -110,6 +110,7 @@ class AwsRuntime:
         self.owner = owner or f"lambda-{uuid.uuid4()}"
         self.stuck: list[str] = []  # the runs the last reconcile found stuck (the StuckRuns metric)
         self.swept: list[str] = []  # the runs the last reconcile admitted to slots a crash had left held
+        self.expired: list[str] = []  # the runs the last reconcile deleted at their expiry
         self._holding: set[str] = set()  # the runs whose leases this container renews
         self._lock = threading.Lock()
         self._idle: list[Worker] = []  # Lua states lent to the wakes of a batch advanced at once
@@ -302,6 +303,7 @@ class AwsRuntime:
         now_at = now_ms(self.clock)
         after_s = self.reconcile_after_s
         self.platform.finish_cancels(before=now - after_s, limit=limit)
+        self.expired = self.platform.expire_runs(limit)
         # Slots a crash left held by runs that ended are freed, and keys with room filled
         # (the admitted runs' wake-ups are recorded and prompted as they are admitted).
         self.swept = self.store.sweep_slots()

@@ -347,12 +347,17 @@ class DevServer:
 
     def _cancel_loop(self) -> None:
         """Finish cascades that another process began and died in (start-up's ``recover``
-        finishes this server's own); in a thread of its own, as a big cascade takes a while."""
+        finishes this server's own), and delete ended runs past their retention; in a thread
+        of its own, as a big cascade takes a while."""
         while not self._stop.wait(timeout=CANCEL_CHECK_S):
             try:
                 self.platform.finish_cancels(before=time.time() - STALE_CANCEL_S)
             except Exception:  # the loop must outlive any one bad iteration
                 log.exception("finishing a cancel's cascade failed; it is tried again")
+            try:
+                self.platform.expire_runs()
+            except Exception:  # the loop must outlive any one bad iteration
+                log.exception("deleting expired runs failed; it is tried again")
 
     def _stuck_loop(self) -> None:
         """Warn of runs woken longer ago than ``stuck_after_s`` that no worker has taken

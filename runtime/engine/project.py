@@ -25,12 +25,18 @@ from runtime.engine.sandbox import (
     LuaMemoryError,
     Sandbox,
 )
-from runtime.errors import ProjectLoadError
+from runtime.errors import InvalidInput, ProjectLoadError
 from runtime.services.queues import MAX_ATTEMPTS, MAX_RETRY_DELAY_S, QueueSettings
 
 SNAPSHOT_NAME = ".lunaflow-project"  # in a code snapshot: the project's name
 # wf:version("change-id") with a literal id: runs record the ids their starting code knew.
 _VERSION = re.compile(r"""[:.]version\s*\(\s*["']([^"'\\]+)["']\s*\)""")
+# An ended run is kept this long by default, as Lambda durable functions keep an execution's
+# history 14 days and Temporal Cloud a namespace's 30 (docs/operations.md, "Retention").
+DEFAULT_RETENTION_S = 30 * 86_400.0
+# At least a day: EventBridge Scheduler retries a tick's delivery for up to 24 hours, and a
+# retried tick joins the run it started by its id only while that run is kept.
+MIN_RETENTION_S = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,9 @@ class ProjectSource:
     # [deploys] pin_runs = true: a deploy pins the runs its code would not replay to the code
     # they ran on (runtime/platform/versions.py) instead of letting them fail.
     pin_runs: bool = False
+    # [runs] retention: how long an ended run (completed or cancelled) is kept after its end
+    # before the store deletes it; None keeps it for ever (``retention = "forever"``).
+    retention_s: float | None = DEFAULT_RETENTION_S
 
     def queue_settings(self, name: str) -> QueueSettings:
         return self.queues.get(name, QueueSettings())
@@ -137,7 +146,31 @@ class ProjectSource:
                 f"lunaflow.toml in {root}: [deploys] must be a table whose pin_runs is true or false "
                 f"(got {deploys!r}); write [deploys] pin_runs = true to keep runs on the code they need"
             )
-        return cls(root, name, scripts, modules, limits, queues, changes, toml, pin_runs)
+        retention_s = _retention(root, settings.get("runs", {}))
+        return cls(root, name, scripts, modules, limits, queues, changes, toml, pin_runs, retention_s)
+
+
+def _retention(root: Path, table: Any) -> float | None:
+    """``[runs] retention``: a duration of at least a day, or ``"forever"``."""
+    where = f"lunaflow.toml in {root}: [runs] retention"
+    example = 'write, for example, retention = "30d" (or "forever" to keep ended runs)'
+    if not isinstance(table, dict):
+        raise ProjectLoadError(f"lunaflow.toml in {root}: [runs] must be a table (got {table!r}); {example}")
+    value = table.get("retention", None)
+    if value is None:
+        return DEFAULT_RETENTION_S
+    if value == "forever":
+        return None
+    try:
+        retention_s = parse_ms(value, "[runs] retention") / 1000
+    except InvalidInput as e:
+        raise ProjectLoadError(f"{where} is not a duration ({e}); {example}") from None
+    if retention_s < MIN_RETENTION_S:
+        raise ProjectLoadError(
+            f"{where} is {value!r}, under the least of 1d: a schedule's tick may be delivered again "
+            f"up to a day later, and joins the run it started only while that run is kept; {example}"
+        )
+    return retention_s
 
 
 def _queue_settings(root: Path, name: str, table: Any) -> QueueSettings:

@@ -39,6 +39,7 @@ from runtime.store.base import Lease, RunRecord, Store
 log = logging.getLogger("lunaflow")
 
 MAX_WORK_ITEMS = 1_000_000
+EXPIRE_BATCH = 100  # runs deleted per sweep (a sweep's write lock, an invocation's time)
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ class Platform(Runs):
             redactor=self.redactor,
         )
         self.source = ProjectSource.read(project)
+        store.retention_s = self.source.retention_s
         worker = self.new_worker()
         self.accept(worker)
         self.worker = worker
@@ -124,6 +126,7 @@ class Platform(Runs):
         self.accept(worker)
         pinned = self.pin_diverging(worker, self.worker, diverging)
         self.source, self.worker = worker.source, worker
+        self.store.retention_s = worker.source.retention_s
         return pinned
 
     def pin_diverging(self, new: Worker, old: Worker, diverging: list[str] | None = None) -> list[str]:
@@ -289,12 +292,18 @@ class Platform(Runs):
         if token is not None:
             self.store.clear_wakeup(run_id, token)
 
+    def expire_runs(self, limit: int = EXPIRE_BATCH) -> list[str]:
+        """Delete up to ``limit`` ended runs kept past their retention (``[runs] retention``
+        of the code that ended them); returns their ids."""
+        return [] if self.read_only else self.store.expire(self.clock.now(), limit)
+
     def run_until_idle(self, workers: int = 1) -> int:
         """Fire due timers and advance every woken run until nothing is left. Returns the
         number of activations. With ``workers`` above 1 the runs woken together advance at
         once, each on a worker of its own (as ``lunaflow dev``'s run workers and concurrent
         Lambda invocations do), so branches' effects overlap; then the next woken ones."""
         done = 0
+        self.expire_runs()
         while True:
             self.store.fire_due_timers(now_ms(self.clock))
             work = self.store.wakeups()

@@ -182,6 +182,10 @@ class Snapshot:
 class Store(Protocol):
     # Told of each run a freed slot admitted, after the write that recorded its wake-up.
     on_admit: Any
+    # How long an ended run is kept (``[runs] retention``; the platform sets it from the code
+    # it serves): the write that ends a run records when it expires, from its end and this;
+    # None records nothing, and the run is kept for ever.
+    retention_s: float | None
 
     def create_run(
         self, run: RunRecord, started: Entry, signal: FirstSignal | None = None
@@ -233,6 +237,16 @@ class Store(Protocol):
     def pending_cancels(self, before: float | None = None) -> list[str]:
         """Runs whose cancel intent, recorded before ``before`` (epoch seconds; any time when
         None), was never ended: a cascade that a crash cut short, or one still under way."""
+
+    # --- retention ------------------------------------------------------------------
+
+    def expire(self, now: float, limit: int = 100) -> list[str]:
+        """Delete, whole, up to ``limit`` runs whose expiry (``retention_s`` after their end)
+        is past at ``now``: the run, its journal, signals, values and pins; returns their ids,
+        which name no run afterwards (a start of one starts a new run). A child whose parent
+        is neither ended nor gone, and a run whose cancel's cascade is unfinished, are kept a
+        day longer instead: the parent may still read the child's result, the cascade its
+        children."""
 
     def journal(self, run_id: str) -> list[Entry]: ...
 

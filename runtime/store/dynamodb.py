@@ -35,6 +35,7 @@ from runtime.errors import EngineBug, LunaflowError
 from runtime.store.base import RunRecord
 from runtime.store.blobs import Blobs
 from runtime.store.dynamodb_append import Appends
+from runtime.store.dynamodb_expiry import Expiry
 from runtime.store.dynamodb_flow import AlsoRefused, DynamoFlow
 from runtime.store.dynamodb_index import MAX_RANGE_READ, Index
 from runtime.store.dynamodb_layout import (
@@ -100,7 +101,7 @@ __all__ = [
 ]
 
 
-class DynamoDBStore(Appends, Index, Signals, Timers, Leases):
+class DynamoDBStore(Appends, Index, Signals, Timers, Leases, Expiry):
     """``runtime.store.base.Store`` on DynamoDB. ``client`` is a boto3 DynamoDB client;
     ``secrets`` (optional) holds secret versions, e.g. ``SecretsManagerSecrets``; ``blobs``
     holds texts too large for an item (without it such a text is refused, naming the size)."""
@@ -121,7 +122,7 @@ class DynamoDBStore(Appends, Index, Signals, Timers, Leases):
         self.blobs = blobs
         self._here = Activation()  # each thread's activation's (the worker runs several)
         self._created: dict[str, str] = {}  # runs' created_sk, which value items sort by
-        self._firsts: dict[str, Entry] = {}  # inputs read from runs' first chunks (never change)
+        self._firsts: dict[tuple[str, str], Entry] = {}  # inputs read from runs' first chunks (never change)
         self._flow = DynamoFlow(client, table, run_pk, self._wake_admitted)
 
     # --- cancel intents: one small partition (cancels are rare, and each is short-lived) --

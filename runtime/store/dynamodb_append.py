@@ -15,6 +15,7 @@ from runtime.core.journal import ENDED, Entry, Status
 from runtime.core.values import compact
 from runtime.errors import EngineBug, JournalConflict, LunaflowError
 from runtime.store.base import FirstSignal, RunRecord, RunUpdate, TimerSet, Unchanged, checked_update
+from runtime.store.dynamodb_expiry import expiry_parts
 from runtime.store.dynamodb_flow import AlsoRefused, DynamoFlow
 from runtime.store.dynamodb_layout import (
     ALL_RUNS,
@@ -48,6 +49,7 @@ class Appends(Reads):
     """Creating runs and appending to their journals: a part of ``DynamoDBStore``."""
 
     _flow: DynamoFlow
+    retention_s: float | None = None
 
     if TYPE_CHECKING:  # other parts' (runtime.store.dynamodb_signals, _index, _timers)
 
@@ -375,7 +377,13 @@ class Appends(Reads):
             sets.append(wake_set)
             adds.append(wake_add)
             values.update(wake_values)
-        if ended or (timer is not None and timer.due_ms is None):
+        if ended and self.retention_s is not None:
+            # Filed to expire (runtime.store.dynamodb_expiry) in the index its timer leaves.
+            expiry, expiry_values = expiry_parts(run_id, self.clock.now() + self.retention_s)
+            sets.append(expiry)
+            values.update(expiry_values)
+            removes.append("timer_due")
+        elif ended or (timer is not None and timer.due_ms is None):
             removes += ["timer_due", "timer_pk", "timer_sk"]
         elif timer is not None and timer.due_ms is not None:
             sets += ["timer_due = :due", "timer_pk = :tpk", "timer_sk = :tsk"]

@@ -198,7 +198,9 @@ class Index(Reads):
                 [
                     {"pk": item["pk"], "sk": s(_journal_sk(1))}
                     for run_id, item in found.items()
-                    if "started" not in item and "started" + REF not in item and run_id not in self._firsts
+                    if "started" not in item
+                    and "started" + REF not in item
+                    and (run_id, str(item.get("created_sk", {}).get("S", ""))) not in self._firsts
                 ]
             )
         }

@@ -27,6 +27,7 @@ VALUE_SK = "#V#"
 OWNER_PK = "#OWNER"  # a lease owner's heartbeat: pk OWNER_PK, sk the owner
 WAKE_PK = "#WAKE"  # a run asked to advance carries wake_pk/wake_sk (a sparse index)
 TIMER_PK = "#TIMER"
+EXPIRE_PK = "#EXPIRE"  # an ended run's expiry, in the timers index beside the timers
 CANCEL_PK = "#CANCEL"  # a cancel's intent until its cascade is done: pk CANCEL_PK, sk the run
 ALL_RUNS = "#RUNS"
 # The index partitions every run shares (all runs, a status, a workflow, the timers, the

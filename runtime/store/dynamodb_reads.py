@@ -92,7 +92,7 @@ class Reads(Spill):
     table: str
     clock: Clock
     _here: Activation
-    _firsts: dict[str, Entry]  # journal entries 1 read from first chunks (they never change)
+    _firsts: dict[tuple[str, str], Entry]  # journal entries 1 read from first chunks (they never change)
 
     # The store's parts read and replace these as attributes; each thread sees its own.
     _tokens = ThreadsOwn[dict[str, int]]("tokens")
@@ -135,7 +135,10 @@ class Reads(Spill):
             started = json.loads(self._text(item, "started") or "{}")
             return Entry(1, Kind.STARTED, started["workflow"], started["data"], float(started["at"]))
         run_id = str(item["id"]["S"])
-        known = self._firsts.get(run_id)
+        # By run and start: a run deleted at its expiry and started again under its id has
+        # another first entry.
+        cached = (run_id, str(item.get("created_sk", {}).get("S", "")))
+        known = self._firsts.get(cached)
         if known is not None:
             return known
         if first is None:
@@ -145,15 +148,16 @@ class Reads(Spill):
                 raise LunaflowError(
                     f"run '{run_id}' has lost its first journal entry (its input): the item "
                     f"{run_pk(run_id)} / {_journal_sk(1)} is missing from table {self.table}. "
-                    "A run's journal items are written once and never deleted by lunaflow, so "
-                    "something outside it removed this one; restore the item from the table's "
-                    "point-in-time recovery (on in the stack) to read the run again"
+                    "A run's journal items are written once and deleted by lunaflow only with its "
+                    "run item, at the run's expiry, so something outside it removed this one; "
+                    "restore the item from the table's point-in-time recovery (on in the stack) "
+                    "to read the run again"
                 )
         row = self._rows(first)[0]
         entry = Entry(1, Kind.STARTED, row[2], row[3], float(row[4]))
         if len(self._firsts) >= FIRSTS_KEPT:
             self._firsts.clear()  # a bound, not a policy: a miss costs one read
-        self._firsts[run_id] = entry
+        self._firsts[cached] = entry
         return entry
 
     def _run_from(

@@ -9,6 +9,8 @@ import json
 from collections.abc import Set as AbstractSet
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from runtime.core.bounds import MAX_SIGNAL_BACKLOG
 from runtime.core.journal import ENDED, Signal
 from runtime.core.values import compact
@@ -25,7 +27,7 @@ from runtime.store.dynamodb_layout import (
     sharded,
 )
 from runtime.store.dynamodb_reads import Reads
-from runtime.store.items import conditional, n, num, s, text, whole
+from runtime.store.items import conditional, error_code, n, num, s, text, whole
 
 
 class Signals(Reads):
@@ -139,8 +141,32 @@ class Signals(Reads):
         item = numbered["Attributes"]
         signal_id = whole(item["signal_seq"])
         live = item["status"]["S"] not in ENDED
-        record = self._signal_item(run_id, signal_id, name, payload, at, live, [])
-        self._db.put_item(TableName=self.table, Item=record)
+        written: list[str] = []
+        record = self._signal_item(run_id, signal_id, name, payload, at, live, written)
+        if "expires_ms" not in item:
+            self._db.put_item(TableName=self.table, Item=record)
+            return signal_id, live
+        # A run filed to expire may be deleted between the numbering and this write: the item
+        # is written only with the run item still there, or it would outlive its run and be
+        # read as a signal of the next run of this id (runtime.store.dynamodb_expiry).
+        try:
+            self._db.transact_write_items(
+                TransactItems=[
+                    {
+                        "ConditionCheck": {
+                            "TableName": self.table,
+                            "Key": run_key(run_id),
+                            "ConditionExpression": "attribute_exists(pk)",
+                        }
+                    },
+                    {"Put": {"TableName": self.table, "Item": record}},
+                ]
+            )
+        except ClientError as e:
+            if error_code(e) != "TransactionCanceledException":
+                raise
+            self._drop(written, None)
+            raise NoSuchRun(run_id, workflow) from None
         return signal_id, live
 
     def _signal_item(

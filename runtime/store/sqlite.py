@@ -61,7 +61,7 @@ from runtime.store.base import (
     current_step,
 )
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # The store's file in a data folder (`lunaflow dev`, the CLI and the harness share it).
 STORE_FILE = "lunaflow.sqlite"
 
@@ -86,7 +86,9 @@ CREATE TABLE IF NOT EXISTS runs (
     created_at REAL NOT NULL,
     -- When the status last changed without a journal entry saying so (schema 5): a failure
     -- by a raise or a divergence. A run's `updated_at` is the later of this and its last entry.
-    changed_at REAL
+    -- `expires_at` (schema 8): when an ended run is deleted, its end + the retention, or NULL.
+    changed_at REAL,
+    expires_at REAL
 );
 CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status, workflow, created_at);
 CREATE INDEX IF NOT EXISTS runs_by_parent ON runs (parent_id);
@@ -218,7 +220,19 @@ _MIGRATIONS = {
     # Schema 7: the flow control tables (runtime.store.sqlite_flow; the schema script makes
     # them). No run of an older schema passed a gate.
     6: (),
+    # Schema 8: `runs.expires_at` (retention). Runs that ended before keep NULL: kept.
+    7: (("runs", "-expires_at", "ALTER TABLE runs ADD COLUMN expires_at REAL"),),
 }
+# Made after the migrations, on columns they may add: the sweep's order (only runs that
+# will expire are in it).
+_AFTER_MIGRATIONS = (
+    "CREATE INDEX IF NOT EXISTS runs_by_expiry ON runs (expires_at) WHERE expires_at IS NOT NULL;"
+)
+# A run kept past its expiry (a child whose parent still runs, an unfinished cascade) is
+# looked at again this much later.
+EXPIRY_PUT_OFF_S = 86_400.0
+# What a run keeps beside its row, keyed by its id: deleted with it at its expiry.
+_RUN_TABLES = ("journal", "signals", "timers", "wakeups", "leases", "run_values", "secret_pins")
 
 
 def _differs(db: sqlite3.Connection, table: str, column: str) -> bool:
@@ -418,6 +432,7 @@ class SQLiteStore:
                             if _differs(db, table, column):
                                 db.execute(statement)
                     db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+            self._db.executescript(_AFTER_MIGRATIONS)
 
     def _preallocate_wal(self) -> None:
         """Give a new WAL file its working size before the first commit.
@@ -750,13 +765,14 @@ class SQLiteStore:
             if update is not None:
                 db.execute(
                     "UPDATE runs SET status = ?, current_step = ?, result = ?, error = ?, "
-                    "changed_at = COALESCE(?, changed_at) WHERE id = ?",
+                    "changed_at = COALESCE(?, changed_at), expires_at = ? WHERE id = ?",
                     (
                         update.status,
                         update.current_step,
                         None if update.result is None else compact(update.result),
                         update.error,
                         update.at,
+                        self._expiry(update),
                         run_id,
                     ),
                 )
@@ -798,6 +814,41 @@ class SQLiteStore:
                     (run_id, timer.due_ms),
                 )
         self._tell_admitted(admitted)
+
+    # --- retention ----------------------------------------------------------------------
+
+    retention_s: float | None = None
+
+    def _expiry(self, update: RunUpdate) -> float | None:
+        if update.status not in ENDED or self.retention_s is None:
+            return None
+        return self.clock.now() + self.retention_s
+
+    def expire(self, now: float, limit: int = 100) -> list[str]:
+        gone: list[str] = []
+        with self._write() as db:
+            due = db.execute(
+                "SELECT id, parent_id FROM runs WHERE expires_at <= ? ORDER BY expires_at LIMIT ?",
+                (now, limit),
+            ).fetchall()
+            for run_id, parent_id in due:
+                parent = (
+                    None
+                    if parent_id is None
+                    else db.execute("SELECT status FROM runs WHERE id = ?", (parent_id,)).fetchone()
+                )
+                cascading = db.execute("SELECT 1 FROM cancels WHERE run_id = ?", (run_id,)).fetchone()
+                if (parent is not None and parent[0] not in ENDED) or cascading:
+                    db.execute(
+                        "UPDATE runs SET expires_at = ? WHERE id = ?", (now + EXPIRY_PUT_OFF_S, run_id)
+                    )
+                    continue
+                for table in _RUN_TABLES:
+                    db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+                sqlite_flow.release(db, run_id, self._wake_admitted)
+                db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+                gone.append(run_id)
+        return gone
 
     # --- flow control (runtime.store.sqlite_flow) --------------------------------------
 

@@ -174,4 +174,4 @@ def test_a_run_whose_first_chunk_was_deleted_says_so_and_how_to_restore_it(p: Aw
         p.get("gone-in")
     said = str(e.value)
     assert "run 'gone-in' has lost its first journal entry" in said
-    assert "never deleted by lunaflow" in said and "point-in-time recovery" in said
+    assert "deleted by lunaflow only with its run item" in said and "point-in-time recovery" in said

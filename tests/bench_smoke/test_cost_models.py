@@ -127,3 +127,11 @@ def test_the_bench_measures_a_small_fan_out_and_prints_the_floor_beside_it() -> 
             ours_to_floor = float(line.rsplit("lunaflow / floor", 1)[1])
             assert ours_to_floor >= 1.0, line  # nothing measured beats the floor
     assert cost_models.__doc__ and "The floor" in cost_models.__doc__
+    # Retention: each workload's runs are deleted at their expiry and charged for it, with the
+    # same workload's runs kept for ever printed beside it, cheaper by the deletes.
+    assert text.count("of which deleting the runs at their expiry ([runs] retention)") == 3
+    lines = text.splitlines()
+    kept = [float(line.split("$")[1].split()[0]) for line in lines if "runs kept for ever" in line]
+    totals = [float(line.split("$")[1].split()[0]) for line in lines if line.strip().startswith("total ")]
+    assert len(kept) == len(totals) == 3
+    assert all(k < total for k, total in zip(kept, totals, strict=True)), (kept, totals)

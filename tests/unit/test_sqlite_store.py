@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.core.journal import Entry, Kind
+from runtime.core.clock import FakeClock
+from runtime.core.journal import Entry, Kind, Status
 from runtime.errors import LunaflowError
 from runtime.store.base import RunFilter, RunRecord, RunUpdate
 from runtime.store.sqlite import SCHEMA_VERSION, SQLiteStore
@@ -306,7 +307,7 @@ def test_a_store_of_schema_5_gets_the_values_table(tmp_path: Path) -> None:
     store.close()
     db = sqlite3.connect(str(path))
     try:
-        assert db.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,) == (7,)
+        assert db.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,) == (8,)
     finally:
         db.close()
 
@@ -350,3 +351,53 @@ def test_a_search_by_value_reads_the_values_index(tmp_path: Path, where: str) ->
     assert "run_values_by_" in plan and "SCAN" not in plan.replace("SCAN TABLE", "SCAN"), plan
     assert [r.id for r in store.find_runs(parse_where("month>=3"))] == ["v-4", "v-3"]
     store.close()
+
+
+def _schema_7(path: Path) -> None:
+    """The store at ``path`` as lunaflow wrote it before retention (schema 7)."""
+    db = sqlite3.connect(str(path))
+    db.executescript(
+        "DROP INDEX runs_by_expiry; ALTER TABLE runs DROP COLUMN expires_at; "
+        "UPDATE schema_version SET version = 7;"
+    )
+    db.commit()
+    db.close()
+
+
+def test_a_store_of_schema_7_gets_expiries_its_ended_runs_kept_and_new_ends_expiring(tmp_path: Path) -> None:
+    """Schema 8 adds runs.expires_at and its index: a schema 7 store opens, its runs (those
+    that ended too) carry no expiry and are kept, and a run that ends from then on expires."""
+    path = tmp_path / "store.sqlite"
+    store = _filled(path, 6)  # r0003 is completed, r0005 cancelled
+    store.close()
+    _schema_7(path)
+    clock = FakeClock(1_000.0)
+    store = SQLiteStore(path, clock=clock)
+    store.retention_s = 86_400.0
+    store.append(
+        "r0000",
+        1,
+        [Entry(2, Kind.COMPLETED, None, {"result": 1}, 1_000.0)],
+        update=RunUpdate(Status.COMPLETED, None, result=1),
+    )
+    clock.advance(86_401)
+    assert store.expire(clock.now()) == ["r0000"]
+    assert len(store.list_runs()) == 5
+    store.close()
+    db = sqlite3.connect(str(path))
+    try:
+        assert db.execute("SELECT version FROM schema_version").fetchone() == (8,)
+        assert db.execute("SELECT name FROM sqlite_master WHERE name = 'runs_by_expiry'").fetchone()
+    finally:
+        db.close()
+
+
+def test_a_read_only_open_of_a_schema_7_store_reads_it_and_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    _filled(path, 3).close()
+    _schema_7(path)
+    before = path.read_bytes()
+    store = SQLiteStore(path, read_only=True)
+    assert len(store.list_runs()) == 3
+    store.close()
+    assert path.read_bytes() == before

@@ -1,0 +1,147 @@
+"""Retention on the DynamoDB table (runtime/store/dynamodb_expiry.py): what the contract
+suite cannot see of it. The ended run is filed in the timers index under its own partition
+(no timer fires it); its S3 objects go with it; a sweep cut short part-way is finished by the
+next; a signal numbered between the sweep's read and its delete keeps the run, and its item
+is deleted by the next sweep, so no item of the old run is left for a new one of its id."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from runtime.core.clock import FakeClock
+from runtime.core.journal import Entry, Kind, Status
+from runtime.errors import NoSuchRun
+from runtime.store.base import RunRecord, RunUpdate
+from runtime.store.blobs import Blobs, run_prefix
+from runtime.store.dynamodb import DynamoDBStore, run_key, run_pk, table_definition
+
+DAY = 86_400.0
+BUCKET = "values"
+
+
+@pytest.fixture
+def world() -> Iterator[tuple[DynamoDBStore, Any, FakeClock]]:
+    os.environ.setdefault("AWS_DEFAULT_REGION", "eu-west-1")
+    with mock_aws():
+        db = boto3.client("dynamodb", region_name="eu-west-1")
+        db.create_table(**table_definition("t"))
+        s3 = boto3.client("s3", region_name="eu-west-1")
+        s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        clock = FakeClock(1_000.0)
+        store = DynamoDBStore(db, "t", clock=clock, blobs=Blobs(s3, BUCKET))
+        store.retention_s = DAY
+        yield store, s3, clock
+
+
+def ended_run(store: DynamoDBStore, run_id: str, *, big: bool = False) -> None:
+    at = store.clock.now()
+    record = RunRecord(run_id, "wf", Status.RUNNING, {"x": 1}, created_at=at, updated_at=at)
+    store.create_run(record, Entry(1, Kind.STARTED, "wf", {"format": 1, "input": {"x": 1}}, at))
+    store.add_signal(run_id, "go", "y" * (400_000 if big else 10), at)
+    value = "x" * (100_000 if big else 10)
+    store.append(
+        run_id,
+        1,
+        [Entry(2, Kind.STEP_RESULT, "s", {"n": 1, "values": [value]}, at)],
+    )
+    store.append(
+        run_id,
+        2,
+        [Entry(3, Kind.COMPLETED, None, {"result": value}, at)],
+        update=RunUpdate(Status.COMPLETED, None, result=value),
+    )
+
+
+def partition(store: DynamoDBStore, run_id: str) -> list[str]:
+    items = store._db.query(
+        TableName="t",
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": run_pk(run_id)}},
+        ConsistentRead=True,
+    )["Items"]
+    return [i["sk"]["S"] for i in items]
+
+
+def objects(s3: Any, run_id: str) -> list[str]:
+    found = s3.list_objects_v2(Bucket=BUCKET, Prefix=run_prefix(run_id)).get("Contents", [])
+    return [o["Key"] for o in found]
+
+
+def test_an_expiring_run_is_filed_apart_from_timers_and_no_timer_sweep_fires_it(world: Any) -> None:
+    store, _, clock = world
+    ended_run(store, "r1")
+    item = store._db.get_item(TableName="t", Key=run_key("r1"))["Item"]
+    assert item["timer_pk"]["S"].startswith("#EXPIRE#") and "timer_due" not in item
+    clock.advance(2 * DAY)
+    assert store.fire_due_timers(int(clock.now() * 1000)) == []
+    assert store.next_due() is None
+    assert store.get_run("r1") is not None
+
+
+def test_the_runs_s3_objects_are_deleted_with_it(world: Any) -> None:
+    store, s3, clock = world
+    ended_run(store, "big", big=True)
+    assert len(objects(s3, "big")) >= 3  # the signal, the chunk, the result's text
+    clock.advance(DAY + 1)
+    assert store.expire(clock.now()) == ["big"]
+    assert partition(store, "big") == [] and objects(s3, "big") == []
+
+
+def test_a_sweep_cut_short_after_the_journal_is_finished_by_the_next(world: Any) -> None:
+    store, _, clock = world
+    ended_run(store, "r1")
+    clock.advance(DAY + 1)
+    for sk in partition(store, "r1"):  # what a sweep that died before the run item did
+        if sk != "K":
+            store._db.delete_item(TableName="t", Key={"pk": {"S": run_pk("r1")}, "sk": {"S": sk}})
+    assert partition(store, "r1") == ["K"]
+    assert store.expire(clock.now()) == ["r1"]
+    assert partition(store, "r1") == []
+
+
+def test_a_signal_numbered_during_the_sweep_keeps_the_run_for_the_next_sweep_which_deletes_its_item(
+    world: Any,
+) -> None:
+    """The sweep read the run before the signal was numbered: its delete of the run item
+    fails its condition, and the next sweep deletes the run and the signal's item."""
+    store, _, clock = world
+    ended_run(store, "r1")
+    clock.advance(DAY + 1)
+    read = store._db.query(
+        TableName="t",
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": run_pk("r1")}},
+    )["Items"]
+    run_item = next(i for i in read if i["sk"]["S"] == "K")
+    assert store.add_signal("r1", "late", 1, clock.now()) == (2, False)  # set aside
+    assert store._delete_run("r1", run_item, [i for i in read if i is not run_item]) is False
+    assert "K" in partition(store, "r1")
+    assert store.expire(clock.now()) == ["r1"]
+    assert partition(store, "r1") == []
+
+
+def test_a_signal_whose_run_is_deleted_between_its_number_and_its_item_leaves_no_item(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep read the run after the signal was numbered and before its item was written:
+    the run item goes, and the signal's item, written only with the run item there, is
+    refused, so nothing of the old run is left for a new run of its id."""
+    store, _, clock = world
+    ended_run(store, "r1")
+    clock.advance(DAY + 1)
+    real = store._signal_item
+
+    def numbered_then_swept(*args: Any, **kwargs: Any) -> Any:
+        assert store.expire(clock.now()) == ["r1"]  # between the numbering and the item
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(store, "_signal_item", numbered_then_swept)
+    with pytest.raises(NoSuchRun):
+        store.add_signal("r1", "late", 1, clock.now())
+    assert partition(store, "r1") == []

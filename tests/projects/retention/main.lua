@@ -1,0 +1,25 @@
+-- Workflows for tests/semantics/test_retention.py: ended runs are deleted 2 days after
+-- their end ([runs] retention in lunaflow.toml), unless a parent still needs them.
+
+-- Counts its runs in kv, so a run started again under an expired id shows it ran anew.
+workflow "greet" (function(wf, input)
+    local n = wf:step("count", function()
+        local seen = (kv "greet"):get(wf.id) or 0
+        (kv "greet"):put(wf.id, seen + 1)
+        return seen + 1
+    end)
+    return { hello = input.name, run = n }
+end)
+
+-- A parent that starts a child which ends at once, waits for a signal (days, in the
+-- tests), and only then reads the child's result.
+workflow "late-reader" (function(wf, input)
+    local c = wf:child("greet", { name = "child" }, { id = input.child_id })
+    wf:await("go")
+    return c:result()
+end)
+
+-- Waits for a signal, then ends: a signal that arrives after the end is set aside.
+workflow "waiter" (function(wf, input)
+    return wf:await("go")
+end)
