@@ -331,6 +331,7 @@ def _show(args: argparse.Namespace, runs: Runs) -> int:
                 "generation": gens[-1]["generation"] if gens else 1,
                 "generations": gens,
                 "timer_due_at": None if due is None else due / 1000,
+                "expires_at": run.expires_at,
                 "timeline": timeline.as_dicts(items),
                 "signals": timeline.signals_view(signals),
                 "journal": [e.as_dict() for e in entries],
@@ -340,6 +341,8 @@ def _show(args: argparse.Namespace, runs: Runs) -> int:
     head = Text(run.id, style="bold").append("  workflow ").append(Text(run.workflow)).append("  status ")
     out.print(head.append(_status(run.status)))
     out.print(Text(f"started {_when(run.created_at)}  updated {_when(run.updated_at)}"))
+    if run.expires_at is not None:
+        out.print(Text(f"deleted at {_when(run.expires_at)} UTC ([runs] retention in lunaflow.toml)"))
     out.print(Text("why ").append(Text(moving.text, style="red" if moving.stuck else "")))
     if code["pinned_to"]:
         out.print(

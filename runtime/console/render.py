@@ -481,6 +481,8 @@ def run_live(
         f"updated {moment(run.updated_at, zone, now)}",
         ("took " if stopped else "running for ") + e(duration(ended_at - run.created_at)),
     ]
+    if run.expires_at is not None:
+        facts.append(f"deleted {moment(run.expires_at, zone, now)} (<code>[runs] retention</code>)")
     if run.parent_id:
         facts.append("parent " + actions.run_link(run.parent_id, run.parent_id))
     if children:

@@ -46,6 +46,8 @@ class RunRecord:
     created_at: float = 0.0
     updated_at: float = 0.0
     journal_len: int = 0
+    # When an ended run is deleted ([runs] retention; epoch seconds), or None: kept.
+    expires_at: float | None = None
 
     def summary(self) -> dict[str, Any]:
         """The run as the console's JSON and the Lua test platform show it."""

@@ -182,6 +182,7 @@ class Reads(Spill):
             created_at=num(item.get("created_at")),
             updated_at=changed_at(item),
             journal_len=journal_len,
+            expires_at=num(item["expires_ms"]) / 1000 if "expires_ms" in item else None,
         )
 
     def _rows(self, chunk: dict[str, Any]) -> list[list[Any]]:

@@ -187,7 +187,7 @@ _LAST_ENTRY = (
 )
 _RUN_SELECT = (
     "SELECT r.id, r.workflow, r.status, r.input, r.result, r.error, r.parent_id, r.current_step, "
-    "r.created_at, MAX(j.at, COALESCE(r.changed_at, j.at)), j.seq, j.kind, j.name"
+    "r.created_at, MAX(j.at, COALESCE(r.changed_at, j.at)), j.seq, j.kind, j.name, r.expires_at"
 )
 # What each older schema lacks, as (table, column, statement): schema 1 kept the journal's
 # length and the last change on the run's row; schema 2's wake-ups had no time. A statement
@@ -316,6 +316,7 @@ def _run(row: sqlite3.Row) -> RunRecord:
         created_at=row[8],
         updated_at=row[9],
         journal_len=row[10],
+        expires_at=row[13],
     )
 
 

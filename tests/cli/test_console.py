@@ -389,6 +389,20 @@ def test_show_gives_the_timer_due_time_of_a_parked_run(lunaflow, data):
     assert lunaflow("show", "untimed", "--json").json()["timer_due_at"] is None
 
 
+def test_show_gives_when_an_ended_run_is_deleted_and_nothing_for_one_in_flight(lunaflow, data):
+    """[runs] retention: an ended run is deleted 30 days (the default) after its end."""
+    with platform(data) as p:
+        p.start("napper", None, id="rested")
+        p.advance("1h")
+        assert p.get("rested").status == "completed"
+        p.start("napper", None, id="napping")
+    rested = lunaflow("show", "rested")
+    assert "deleted at 2026-01-31 01:00:00 UTC ([runs] retention in lunaflow.toml)" in rested.out
+    assert lunaflow("show", "rested", "--json").json()["expires_at"] == T0 + HOUR + 30 * 24 * HOUR
+    assert "deleted at" not in lunaflow("show", "napping").out
+    assert lunaflow("show", "napping", "--json").json()["expires_at"] is None
+
+
 def test_show_names_children_and_parent(lunaflow, data):
     """SPEC 3: "Starting a workflow from inside a step of another run records the parent"."""
     with platform(data) as p:

@@ -65,3 +65,16 @@ def test_show_and_the_console_link_parent_and_child_and_name_the_awaited_child(
     assert done["waiting_for"] is None
     assert done["timeline"][2]["resolution"].startswith("child completed ")
     assert "waiting for child" not in page(data, "order-1")
+
+
+def test_the_run_page_says_when_an_ended_run_is_deleted(tmp_path: Path) -> None:
+    """[runs] retention: the run page of an ended run gives the time it is deleted; a run in
+    flight has none."""
+    data = tmp_path / "data"
+    with LocalPlatform(PROJECT, data_dir=data) as p:
+        p.start("echo", 1, id="done-1")
+        p.start("charge-card", {"amount": 1}, id="waiting-1")
+    ended = page(data, "done-1")
+    assert "deleted <time datetime='2026-01-31T00:00:00+00:00'>" in ended
+    assert "<code>[runs] retention</code>" in ended
+    assert "[runs] retention" not in page(data, "waiting-1")

@@ -37,6 +37,7 @@ def test_an_ended_run_is_deleted_whole_once_its_retention_is_over_and_its_id_the
         ],
     )
     ended(store, "r1", length=3)
+    assert store.get_run("r1").expires_at == clock.now() + 2 * DAY  # type: ignore[union-attr]
     clock.advance(2 * DAY - 1)
     assert store.expire(clock.now()) == []
     assert store.get_run("r1") is not None and len(store.journal("r1")) == 4
@@ -66,6 +67,7 @@ def test_runs_ended_without_a_retention_failed_runs_and_runs_in_flight_are_kept(
     store.append(
         "sleeping", 1, [Entry(2, Kind.WAIT, "sleep", {}, 150.0)], update=RunUpdate(Status.SLEEPING, "sleep")
     )
+    assert [store.get_run(r).expires_at for r in ("kept", "failed", "sleeping")] == [None] * 3  # type: ignore[union-attr]
     clock.advance(400 * DAY)
     assert store.expire(clock.now()) == []
     assert {r: store.get_run(r) is not None for r in ("kept", "failed", "sleeping")} == {
