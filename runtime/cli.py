@@ -118,7 +118,19 @@ def _open_runs(args: argparse.Namespace, *, read_only: bool = False) -> Runs:
             "with --data DIR (or at the project with --project PATH)"
         )
     store = SQLiteStore(data / STORE_FILE, read_only=read_only)
+    store.retention_s = _retention_of(args.project)
     return Runs(store, SystemClock(), observer=with_faults(None, os.environ))
+
+
+def _retention_of(project: str) -> float | None:
+    """The project's ``[runs] retention``, for the runs a command ends (``lunaflow cancel``);
+    None, so the ended runs are kept, when the project cannot be read."""
+    from runtime.engine.project import ProjectSource
+
+    try:
+        return ProjectSource.read(project).retention_s
+    except LunaflowError:
+        return None
 
 
 # --- commands ----------------------------------------------------------------------------

@@ -303,7 +303,11 @@ class AwsRuntime:
         now_at = now_ms(self.clock)
         after_s = self.reconcile_after_s
         self.platform.finish_cancels(before=now - after_s, limit=limit)
-        self.expired = self.platform.expire_runs(limit)
+        try:
+            self.expired = self.platform.expire_runs(limit)
+        except Exception:  # deleting expired runs must not hold back the healing below
+            log.exception("deleting expired runs failed; the next reconcile tries again")
+            self.expired = []
         # Slots a crash left held by runs that ended are freed, and keys with room filled
         # (the admitted runs' wake-ups are recorded and prompted as they are admitted).
         self.swept = self.store.sweep_slots()

@@ -237,6 +237,10 @@ class Executor:
         self._resumed = []
         # A cached session reads only what was appended after it (normally nothing).
         snap = self.store.load(run_id, after=None if session is None else session.saved_len)
+        if session is not None and snap is not None and snap.run.created_at != session.run.created_at:
+            # A later run of the id (the cached one was deleted at its expiry): read it whole.
+            session = None
+            snap = self.store.load(run_id)
         if snap is None or snap.run.status in ENDED or snap.run.status == Status.FAILED:
             self.forget(run_id)
             return None if snap is None else snap.run.status

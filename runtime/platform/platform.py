@@ -295,7 +295,12 @@ class Platform(Runs):
     def expire_runs(self, limit: int = EXPIRE_BATCH) -> list[str]:
         """Delete up to ``limit`` ended runs kept past their retention (``[runs] retention``
         of the code that ended them); returns their ids."""
-        return [] if self.read_only else self.store.expire(self.clock.now(), limit)
+        if self.read_only:
+            return []
+        gone = self.store.expire(self.clock.now(), limit)
+        if gone and self.versions is not None:
+            self.versions.unpin(*gone)  # a run of the id started later runs on the current code
+        return gone
 
     def run_until_idle(self, workers: int = 1) -> int:
         """Fire due timers and advance every woken run until nothing is left. Returns the

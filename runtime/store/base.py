@@ -245,10 +245,12 @@ class Store(Protocol):
     def expire(self, now: float, limit: int = 100) -> list[str]:
         """Delete, whole, up to ``limit`` runs whose expiry (``retention_s`` after their end)
         is past at ``now``: the run, its journal, signals, values and pins; returns their ids,
-        which name no run afterwards (a start of one starts a new run). A child whose parent
-        is neither ended nor gone, and a run whose cancel's cascade is unfinished, are kept a
-        day longer instead: the parent may still read the child's result, the cascade its
-        children."""
+        which name no run afterwards (a start of one starts a new run). A run whose children
+        are not all gone, a child whose parent is neither ended nor gone, and a run whose
+        cancel's cascade is unfinished, are kept a day longer instead: a child's end wakes
+        its parent, a parent may still read its child's result, a new run of the parent's
+        id would join the old children (their ids derive from it), and the cascade reads the
+        run's children."""
 
     def journal(self, run_id: str) -> list[Entry]: ...
 

@@ -3,23 +3,24 @@ index under ``EXPIRE_PK`` at the time it expires (its end + ``[runs] retention``
 reconciler's ``expire`` deletes a due run whole: its partition's other items (journal
 chunks, signals, values, pins) first, the run item last, then its S3 objects.
 
-The run item goes last so that a run id names either the run it named or nothing: a crash
-part-way leaves the run item and its index entry, and the next sweep finishes. Its delete is
-conditional on the expiry it read and on the signals numbered: a signal that reached the run
-meanwhile (numbered on the run item before its own item is written) keeps the run for the
-next sweep, which deletes that signal's item too. DynamoDB's own TTL is not used for runs:
-it deletes items in no order, and a run item gone before its chunks would let a new run of
-that id read the old journal.
+The run item goes last, so a run id never names a run item of one run beside items of
+another: a crash part-way leaves the run item and its index entry, and the next sweep
+finishes (until then a reader may find the run with part of its journal gone). The run
+item's delete is conditional on the expiry and the signal count it read: a signal numbered
+after the read keeps the run for the next sweep. A signal numbered before the read writes its
+item only while that same run item is there (``runtime.store.dynamodb_signals``), so once
+the run item is gone the partition is read again and what such a signal left is deleted.
+DynamoDB's own TTL is not used for runs: it deletes items in no order, and a run item gone
+before its chunks would let a new run of that id read the old journal.
 """
 
 from __future__ import annotations
 
 import itertools
-import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from runtime.core.journal import ENDED, Status
-from runtime.errors import LunaflowError
 from runtime.store.dynamodb_layout import CANCEL_PK, EXPIRE_PK, RUN_SK, _id_of, run_key, run_pk, sharded
 from runtime.store.dynamodb_reads import Reads
 from runtime.store.dynamodb_spill import _pointed
@@ -31,8 +32,7 @@ if TYPE_CHECKING:
 # A run kept past its expiry (a child whose parent still runs, an unfinished cascade) is
 # looked at again this much later.
 EXPIRY_PUT_OFF_S = 86_400.0
-BATCH_DELETES = 25  # BatchWriteItem's most requests
-BATCH_TRIES = 8
+DELETE_THREADS = 8  # deletes of one run's items at once
 
 
 def expiry_sk(run_id: str, at_s: float) -> str:
@@ -69,34 +69,44 @@ class Expiry(Reads):
             page: int | None = None,
         ) -> Iterator[dict[str, Any]]: ...
 
-        _created: dict[str, str]
+        def children(self, run_id: str) -> list[str]: ...
 
     def expire(self, now: float, limit: int = 100) -> list[str]:
         below = f"{int(now * 1000) + 1:015d}#"
         entries = self._gathered("timers", EXPIRE_PK, below=below, page=limit)
         gone: list[str] = []
+        due: list[tuple[str, dict[str, Any], list[dict[str, Any]]]] = []
         for run_id in [_id_of(entry) for entry in itertools.islice(entries, limit)]:
             # Eventually consistent: the run ended a day or more ago, and what may reach it
             # since (a signal, set aside) is guarded by the run item's delete and the signal's
             # own write, not by this read.
-            items = list(
-                self._query(
-                    KeyConditionExpression="pk = :pk",
-                    ExpressionAttributeValues={":pk": s(run_pk(run_id))},
-                )
-            )
+            items = self._partition_items(run_id, consistent=False)
             item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
             if item is None or "expires_ms" not in item or text(item.get("status")) not in ENDED:
                 continue  # gone, or moved since the index was read
-            if self._kept_for_others(item, run_id):
-                self._put_off(run_id, item, now + EXPIRY_PUT_OFF_S)
-            elif self._delete_run(run_id, item, [i for i in items if i is not item]):
-                gone.append(run_id)
+            due.append((run_id, item, [i for i in items if i is not item]))
+        # Passes until one deletes nothing: a parent due with its children goes in the pass
+        # after theirs. What is left is put off.
+        while due:
+            kept = [d for d in due if self._kept_for_others(d[1], d[0])]
+            held = {d[0] for d in kept}
+            for run_id, item, others in due:
+                if run_id not in held and self._delete_run(run_id, item, others):
+                    gone.append(run_id)
+            if len(kept) == len(due):
+                break
+            due = kept
+        for run_id, item, _ in due:
+            self._put_off(run_id, item, now + EXPIRY_PUT_OFF_S)
         return gone
 
     def _kept_for_others(self, item: dict[str, Any], run_id: str) -> bool:
-        """A parent in flight may still read this child's result; a cancelled run's
-        unfinished cascade still reads the run (it cascades only below a cancelled root)."""
+        """A run's children go first (a child's end wakes its parent, and a new run of the
+        parent's id would join them); a parent in flight may still read this child's result;
+        a cancelled run's unfinished cascade still reads the run (it cascades only below a
+        cancelled root)."""
+        if self.children(run_id):
+            return True
         parent_id = text(item.get("parent_id"))
         if parent_id is not None:
             parent = self._db.get_item(
@@ -128,12 +138,9 @@ class Expiry(Reads):
 
     def _delete_run(self, run_id: str, item: dict[str, Any], others: list[dict[str, Any]]) -> bool:
         """The partition's ``others`` items, then the run item (``item``, as read), then
-        their S3 objects. False when the run item changed since it was read."""
-        refs: set[str] = set()
-        for other in others:
-            refs |= _pointed(other)
-        self._delete_items([{"pk": other["pk"], "sk": other["sk"]} for other in others])
-        self._unlink(refs)
+        their S3 objects. False when the run item changed since it was read (a signal was
+        numbered, or the run was put off): the next sweep goes on."""
+        self._delete_items(others)
         seq = item.get("signal_seq")
         numbered = "signal_seq = :seq" if seq is not None else "attribute_not_exists(signal_seq)"
         deleted = conditional(
@@ -147,30 +154,44 @@ class Expiry(Reads):
             },
         )
         if not deleted:
-            return False  # a signal arrived, or the run was put off: the next sweep
+            return False
         self._unlink(_pointed(item))
         self._created.pop(run_id, None)
+        # A signal numbered before this sweep's read writes its item with the run item there
+        # (runtime.store.dynamodb_signals), so one that landed after the read and before the
+        # run item went is here now; none can land after. A later run of the id is no
+        # concern: its items come after its run item, and these were read with none there.
+        left = self._partition_items(run_id, consistent=True)
+        if not any(i["sk"]["S"] == RUN_SK for i in left):
+            self._delete_items(left)
         return True
 
-    def _delete_items(self, keys: list[dict[str, Any]]) -> None:
-        """Delete ``keys``, 25 to a ``BatchWriteItem`` (the same write units as one by one, a
-        round trip each 25); what DynamoDB leaves unprocessed is sent again after a pause,
-        and raises if it stays (the run item is then not deleted: the next sweep goes on)."""
-        for first in range(0, len(keys), BATCH_DELETES):
-            pending: list[Any] = [
-                {"DeleteRequest": {"Key": key}} for key in keys[first : first + BATCH_DELETES]
-            ]
-            for attempt in range(BATCH_TRIES):
-                left = self._db.batch_write_item(RequestItems={self.table: pending})
-                pending = left.get("UnprocessedItems", {}).get(self.table, [])
-                if not pending:
-                    break
-                time.sleep(min(0.05 * 2**attempt, 1.0))
-            else:
-                raise LunaflowError(
-                    f"DynamoDB left {len(pending)} deletes of an expired run unprocessed after "
-                    f"{BATCH_TRIES} tries (table {self.table} throttled); the next sweep deletes them"
-                )
+    def _partition_items(self, run_id: str, *, consistent: bool) -> list[dict[str, Any]]:
+        return list(
+            self._query(
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues={":pk": s(run_pk(run_id))},
+                ConsistentRead=consistent,
+            )
+        )
+
+    def _delete_items(self, items: list[dict[str, Any]]) -> None:
+        """Delete ``items`` (DeleteItem each: the functions are not granted BatchWriteItem),
+        a few at once, then the S3 objects they pointed to."""
+        refs: set[str] = set()
+        for i in items:
+            refs |= _pointed(i)
+
+        def delete(i: dict[str, Any]) -> None:
+            self._db.delete_item(TableName=self.table, Key={"pk": i["pk"], "sk": i["sk"]})
+
+        if len(items) <= 1:
+            for i in items:
+                delete(i)
+        else:
+            with ThreadPoolExecutor(max_workers=min(DELETE_THREADS, len(items))) as pool:
+                list(pool.map(delete, items))
+        self._unlink(refs)
 
     def _unlink(self, refs: set[str]) -> None:
         """The S3 objects of deleted items (a crash before this leaves objects nothing points

@@ -93,6 +93,7 @@ class Reads(Spill):
     clock: Clock
     _here: Activation
     _firsts: dict[tuple[str, str], Entry]  # journal entries 1 read from first chunks (they never change)
+    _created: dict[str, str]  # runs' created_sk (runtime.store.dynamodb_index), refreshed by loads
 
     # The store's parts read and replace these as attributes; each thread sees its own.
     _tokens = ThreadsOwn[dict[str, int]]("tokens")
@@ -230,6 +231,10 @@ class Reads(Spill):
         if run_item is None:
             return None
         self._armed = {run_id: _armed_from(run_item)}  # one run's: an activation's
+        if "created_sk" in run_item:
+            # The values an activation publishes sort by its run's start: the one read now,
+            # not a run of the id deleted at its expiry whose start another load kept.
+            self._created[run_id] = run_item["created_sk"]["S"]
         if self.serving_loaded:
             # An eager activation takes no lease: the wake-up it serves is the one it read.
             self._tokens = {run_id: whole(run_item.get("wake_token"))}

@@ -147,8 +147,9 @@ class Signals(Reads):
             self._db.put_item(TableName=self.table, Item=record)
             return signal_id, live
         # A run filed to expire may be deleted between the numbering and this write: the item
-        # is written only with the run item still there, or it would outlive its run and be
-        # read as a signal of the next run of this id (runtime.store.dynamodb_expiry).
+        # is written only with the run item it was numbered on still there (the same start),
+        # or it would outlive its run and be read as a signal of the next run of this id
+        # (runtime.store.dynamodb_expiry).
         try:
             self._db.transact_write_items(
                 TransactItems=[
@@ -156,14 +157,17 @@ class Signals(Reads):
                         "ConditionCheck": {
                             "TableName": self.table,
                             "Key": run_key(run_id),
-                            "ConditionExpression": "attribute_exists(pk)",
+                            "ConditionExpression": "created_sk = :c",
+                            "ExpressionAttributeValues": {":c": item["created_sk"]},
                         }
                     },
                     {"Put": {"TableName": self.table, "Item": record}},
                 ]
             )
         except ClientError as e:
-            if error_code(e) != "TransactionCanceledException":
+            reasons = e.response.get("CancellationReasons") or [{}]
+            checked = reasons[0].get("Code") == "ConditionalCheckFailed"
+            if error_code(e) != "TransactionCanceledException" or not checked:
                 raise
             self._drop(written, None)
             raise NoSuchRun(run_id, workflow) from None

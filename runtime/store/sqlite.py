@@ -827,28 +827,42 @@ class SQLiteStore:
 
     def expire(self, now: float, limit: int = 100) -> list[str]:
         gone: list[str] = []
+        admitted: list[str] = []
+
+        def kept(db: sqlite3.Connection, run_id: str, parent_id: str | None) -> bool:
+            parent = (
+                None
+                if parent_id is None
+                else db.execute("SELECT status FROM runs WHERE id = ?", (parent_id,)).fetchone()
+            )
+            return bool(
+                (parent is not None and parent[0] not in ENDED)
+                or db.execute("SELECT 1 FROM cancels WHERE run_id = ?", (run_id,)).fetchone()
+                or db.execute("SELECT 1 FROM runs WHERE parent_id = ? LIMIT 1", (run_id,)).fetchone()
+            )
+
         with self._write() as db:
             due = db.execute(
-                "SELECT id, parent_id FROM runs WHERE expires_at <= ? ORDER BY expires_at LIMIT ?",
+                "SELECT id, parent_id FROM runs WHERE expires_at <= ? ORDER BY expires_at, id LIMIT ?",
                 (now, limit),
             ).fetchall()
-            for run_id, parent_id in due:
-                parent = (
-                    None
-                    if parent_id is None
-                    else db.execute("SELECT status FROM runs WHERE id = ?", (parent_id,)).fetchone()
-                )
-                cascading = db.execute("SELECT 1 FROM cancels WHERE run_id = ?", (run_id,)).fetchone()
-                if (parent is not None and parent[0] not in ENDED) or cascading:
-                    db.execute(
-                        "UPDATE runs SET expires_at = ? WHERE id = ?", (now + EXPIRY_PUT_OFF_S, run_id)
-                    )
-                    continue
-                for table in _RUN_TABLES:
-                    db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
-                sqlite_flow.release(db, run_id, self._wake_admitted)
-                db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
-                gone.append(run_id)
+            # Passes until one deletes nothing: a parent due with its children goes in the
+            # pass after theirs. What is left is put off.
+            while due:
+                held = [(r, p) for r, p in due if kept(db, r, p)]
+                held_ids = {r for r, _ in held}
+                for run_id in [r for r, _ in due if r not in held_ids]:
+                    for table in _RUN_TABLES:
+                        db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+                    admitted += sqlite_flow.release(db, run_id, self._wake_admitted)
+                    db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+                    gone.append(run_id)
+                if len(held) == len(due):
+                    break
+                due = held
+            for run_id, _ in due:
+                db.execute("UPDATE runs SET expires_at = ? WHERE id = ?", (now + EXPIRY_PUT_OFF_S, run_id))
+        self._tell_admitted(admitted)
         return gone
 
     # --- flow control (runtime.store.sqlite_flow) --------------------------------------

@@ -12,6 +12,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from runtime.core.clock import FakeClock
@@ -145,3 +146,74 @@ def test_a_signal_whose_run_is_deleted_between_its_number_and_its_item_leaves_no
     with pytest.raises(NoSuchRun):
         store.add_signal("r1", "late", 1, clock.now())
     assert partition(store, "r1") == []
+
+
+class Paused(Exception):
+    """The sender stopped between a signal's numbering and its item's write."""
+
+
+def test_a_signal_numbered_before_the_sweeps_read_whose_item_lands_after_it_is_deleted_too(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Numbered (the run item's count moves) before the sweep reads the run, so the run item's
+    delete holds; its item written after the read, while the run item is there. The sweep
+    reads the partition again once the run item is gone and deletes it: nothing of the old
+    run is left for a new run of its id."""
+    store, _, clock = world
+    ended_run(store, "r1")
+    clock.advance(DAY + 1)
+    real_transact = store._db.transact_write_items
+    held: list[dict[str, Any]] = []
+
+    def pause(**request: Any) -> Any:
+        held.append(request)
+        raise Paused
+
+    monkeypatch.setattr(store._db, "transact_write_items", pause)
+    with pytest.raises(Paused):
+        store.add_signal("r1", "late", 1, clock.now())  # numbered; its item held back
+    monkeypatch.setattr(store._db, "transact_write_items", real_transact)
+    real_delete = store._delete_items
+    landed: list[bool] = []
+
+    def item_lands_after_the_read(items: list[dict[str, Any]]) -> None:
+        if not landed:  # the sweep has read the partition: now the held write lands
+            real_transact(**held[0])
+            landed.append(True)
+        real_delete(items)
+
+    monkeypatch.setattr(store, "_delete_items", item_lands_after_the_read)
+    assert store.expire(clock.now()) == ["r1"]
+    assert landed and partition(store, "r1") == []
+
+
+def test_a_signal_item_numbered_on_a_deleted_run_is_refused_by_a_new_run_of_its_id(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The item's write checks the run item it was numbered on (the same start), not just a
+    run item: a new run of the id started meanwhile gets no phantom signal."""
+    store, _, clock = world
+    ended_run(store, "r1")
+    clock.advance(DAY + 1)
+    real_transact = store._db.transact_write_items
+    held: list[dict[str, Any]] = []
+
+    def pause(**request: Any) -> Any:
+        held.append(request)
+        raise Paused
+
+    monkeypatch.setattr(store._db, "transact_write_items", pause)
+    with pytest.raises(Paused):
+        store.add_signal("r1", "late", 1, clock.now())
+    monkeypatch.setattr(store._db, "transact_write_items", real_transact)
+    assert store.expire(clock.now()) == ["r1"]
+    at = clock.now()
+    store.create_run(
+        RunRecord("r1", "wf", Status.RUNNING, {"x": 2}, created_at=at, updated_at=at),
+        Entry(1, Kind.STARTED, "wf", {"format": 1, "input": {"x": 2}}, at),
+    )
+    with pytest.raises(ClientError) as refused:
+        real_transact(**held[0])
+    assert refused.value.response["Error"]["Code"] == "TransactionCanceledException"
+    assert not [sk for sk in partition(store, "r1") if sk.startswith("S#")]
+    assert store.pending_signals("r1") == []

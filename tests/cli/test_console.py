@@ -21,6 +21,7 @@ State is built with LocalPlatform on a data folder (its fake clock starts at
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -555,6 +556,18 @@ def test_cancel_cascades_to_children_and_names_them(lunaflow, data):
     assert "cancelled par and the runs it started: par-child" in r.out
     assert status_of(data, "par") == "cancelled"
     assert status_of(data, "par-child") == "cancelled"
+
+
+def test_a_run_cancelled_from_the_cli_expires_by_the_projects_retention(lunaflow, data):
+    """`lunaflow cancel` ends runs outside any platform: it reads [runs] retention from the
+    project (30 days by default here) so the runs it ends expire as others do."""
+    with platform(data) as p:
+        p.start("parent", None, id="par")
+    before = time.time()
+    assert lunaflow("cancel", "par").code == 0
+    for run_id in ("par", "par-child"):
+        expires = lunaflow("show", run_id, "--json").json()["expires_at"]
+        assert expires is not None and before + 30 * 24 * HOUR <= expires <= time.time() + 30 * 24 * HOUR
 
 
 def test_cancel_cascades_to_grandchildren(lunaflow, data):

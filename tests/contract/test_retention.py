@@ -121,3 +121,21 @@ def test_a_sweep_deletes_at_most_its_limit_and_the_next_one_goes_on(store: Store
     first = store.expire(clock.now(), limit=3)
     assert len(first) == 3
     assert sorted(first + store.expire(clock.now(), limit=3)) == [f"r{i}" for i in range(5)]
+
+
+def test_a_parent_is_kept_while_it_has_children_and_deleted_after_they_are_gone(
+    store: Store, clock: FakeClock
+) -> None:
+    """A parent can end before its child (a c:result() timeout, or none at all): the child's
+    end still wakes it, and a new run of the parent's id would join the old child (child ids
+    derive from the parent's), so the parent is deleted only after its children."""
+    store.retention_s = DAY
+    store.create_run(new_run("parent"), started())
+    store.create_run(new_run("child", parent="parent"), started())
+    ended(store, "parent")
+    clock.advance(DAY + 1)
+    assert store.expire(clock.now()) == []
+    assert store.get_run("parent") is not None
+    ended(store, "child")  # its end: the parent is still there to be woken
+    clock.advance(DAY + 1)  # the child's retention and the parent's day put off are over
+    assert store.expire(clock.now()) == ["child", "parent"]  # the child first, then its parent

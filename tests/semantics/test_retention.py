@@ -72,3 +72,20 @@ def test_a_cancelled_run_is_deleted_after_its_retention_with_the_child_it_ended(
     for gone in ("reader-2", "kid-2"):
         with pytest.raises(NoSuchRun):
             p.get(gone)
+
+
+def test_a_parent_that_ended_before_its_child_is_kept_until_the_child_is_gone(p: Any) -> None:
+    """The child's end wakes its parent, and a new run of the parent's id would join the old
+    child (child ids derive from the parent's): the parent goes after its children."""
+    p.start("impatient", {"child_id": "late-kid"}, id="imp-1")
+    p.advance("2h")
+    assert p.get("imp-1").result == {"waited": False}
+    assert p.get("late-kid").status == Status.AWAITING
+    p.advance("5d")  # past the parent's retention, with its child in flight
+    assert p.get("imp-1").status == Status.COMPLETED
+    assert p.signal("late-kid", "go", 7) is True
+    assert p.get("late-kid").result == {"input": "kid", "got": 7}
+    p.advance("4d")  # the child's retention, then the parent's day put off
+    for gone in ("late-kid", "imp-1"):
+        with pytest.raises(NoSuchRun):
+            p.get(gone)

@@ -23,3 +23,16 @@ end)
 workflow "waiter" (function(wf, input)
     return wf:await("go")
 end)
+
+-- Waits for "go" and answers with its input and the signal's payload.
+workflow "echo-after" (function(wf, input)
+    local got = wf:await("go")
+    return { input = input, got = got }
+end)
+
+-- Starts a child and waits for its result an hour at most, then ends: the child outlives it.
+workflow "impatient" (function(wf, input)
+    local c = wf:child("echo-after", "kid", { id = input.child_id })
+    local ok = pcall(c.result, c, { timeout = "1h" })
+    return { waited = ok }
+end)
