@@ -118,7 +118,8 @@ def _open_runs(args: argparse.Namespace, *, read_only: bool = False) -> Runs:
             "with --data DIR (or at the project with --project PATH)"
         )
     store = SQLiteStore(data / STORE_FILE, read_only=read_only)
-    store.retention_s = _retention_of(args.project)
+    if not read_only:  # a command that may end runs (cancel) records their expiry
+        store.retention_s = _retention_of(args.project)
     return Runs(store, SystemClock(), observer=with_faults(None, os.environ))
 
 
@@ -129,7 +130,7 @@ def _retention_of(project: str) -> float | None:
 
     try:
         return ProjectSource.read(project).retention_s
-    except LunaflowError:
+    except (LunaflowError, OSError, UnicodeError):
         return None
 
 

@@ -298,8 +298,15 @@ class Platform(Runs):
         if self.read_only:
             return []
         gone = self.store.expire(self.clock.now(), limit)
-        if gone and self.versions is not None:
-            self.versions.unpin(*gone)  # a run of the id started later runs on the current code
+        if self.versions is not None:
+            # A run of the id started later runs on the current code: the pins of deleted
+            # runs go, and where pins can be listed (locally), those a crash between a sweep
+            # and its unpin left behind.
+            listed = self.versions.pins.all() or {}
+            stale = [r for r in gone if self.versions.pinned(r)]
+            stale += [r for r in listed if r not in gone and self.store.get_run(r) is None]
+            if stale:
+                self.versions.unpin(*stale)
         return gone
 
     def run_until_idle(self, workers: int = 1) -> int:

@@ -1,15 +1,15 @@
 """Retention on the DynamoDB table: the write that ends a run files it in the ``timers``
 index under ``EXPIRE_PK`` at the time it expires (its end + ``[runs] retention``), and the
-reconciler's ``expire`` deletes a due run whole: its partition's other items (journal
-chunks, signals, values, pins) first, the run item last, then its S3 objects.
+reconciler's ``expire`` deletes a due run whole.
 
+A sweep first marks the run item (``deleting``), conditional on the expiry it read: from
+then on no signal item is written for the run (a set-aside signal's item is written with a
+check on the run item of the same start and no mark, ``runtime.store.dynamodb_signals``),
+and no sweep puts it off. Then it reads the partition consistently, deletes every other item
+(journal chunks, signals, values, pins, flow items), then the run item, then the S3 objects.
 The run item goes last, so a run id never names a run item of one run beside items of
-another: a crash part-way leaves the run item and its index entry, and the next sweep
-finishes (until then a reader may find the run with part of its journal gone). The run
-item's delete is conditional on the expiry and the signal count it read: a signal numbered
-after the read keeps the run for the next sweep. A signal numbered before the read writes its
-item only while that same run item is there (``runtime.store.dynamodb_signals``), so once
-the run item is gone the partition is read again and what such a signal left is deleted.
+another: a crash after the mark leaves the marked run item and its index entry, and the next
+sweep finishes (until then a reader may find the run with part of its journal gone).
 DynamoDB's own TTL is not used for runs: it deletes items in no order, and a run item gone
 before its chunks would let a new run of that id read the old journal.
 """
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 # A run kept past its expiry (a child whose parent still runs, an unfinished cascade) is
 # looked at again this much later.
 EXPIRY_PUT_OFF_S = 86_400.0
+DELETING = "deleting"  # on a run item a sweep has begun to delete (its mark)
 DELETE_THREADS = 8  # deletes of one run's items at once
 
 
@@ -69,43 +70,44 @@ class Expiry(Reads):
             page: int | None = None,
         ) -> Iterator[dict[str, Any]]: ...
 
-        def children(self, run_id: str) -> list[str]: ...
-
     def expire(self, now: float, limit: int = 100) -> list[str]:
         below = f"{int(now * 1000) + 1:015d}#"
         entries = self._gathered("timers", EXPIRE_PK, below=below, page=limit)
         gone: list[str] = []
-        due: list[tuple[str, dict[str, Any], list[dict[str, Any]]]] = []
+        due: list[tuple[str, dict[str, Any]]] = []
         for run_id in [_id_of(entry) for entry in itertools.islice(entries, limit)]:
-            # Eventually consistent: the run ended a day or more ago, and what may reach it
-            # since (a signal, set aside) is guarded by the run item's delete and the signal's
-            # own write, not by this read.
-            items = self._partition_items(run_id, consistent=False)
-            item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
+            # Eventually consistent: what it decides is checked by the mark's condition.
+            item = self._db.get_item(TableName=self.table, Key=run_key(run_id)).get("Item")
             if item is None or "expires_ms" not in item or text(item.get("status")) not in ENDED:
                 continue  # gone, or moved since the index was read
-            due.append((run_id, item, [i for i in items if i is not item]))
-        # Passes until one deletes nothing: a parent due with its children goes in the pass
+            if DELETING in item:  # a sweep that marked it died part-way: finish it
+                self._finish(run_id)
+                gone.append(run_id)
+            else:
+                due.append((run_id, item))
+        # Passes until one deletes nothing: a parent due with its children goes in a pass
         # after theirs. What is left is put off.
         while due:
-            kept = [d for d in due if self._kept_for_others(d[1], d[0])]
-            held = {d[0] for d in kept}
-            for run_id, item, others in due:
-                if run_id not in held and self._delete_run(run_id, item, others):
+            kept = [(run_id, item) for run_id, item in due if self._kept_for_others(item, run_id)]
+            held = {run_id for run_id, _ in kept}
+            for run_id, item in due:
+                if run_id not in held and self._mark(run_id, item):
+                    self._finish(run_id)
                     gone.append(run_id)
             if len(kept) == len(due):
                 break
             due = kept
-        for run_id, item, _ in due:
+        for run_id, item in due:
             self._put_off(run_id, item, now + EXPIRY_PUT_OFF_S)
         return gone
 
     def _kept_for_others(self, item: dict[str, Any], run_id: str) -> bool:
-        """A run's children go first (a child's end wakes its parent, and a new run of the
-        parent's id would join them); a parent in flight may still read this child's result;
-        a cancelled run's unfinished cascade still reads the run (it cascades only below a
-        cancelled root)."""
-        if self.children(run_id):
+        """A run's children go first, whatever their status (a child's end wakes its parent,
+        a failed child may be resumed to its end, and a new run of the parent's id would join
+        the old children, whose ids derive from it); a parent in flight may still read this
+        child's result; a cancelled run's unfinished cascade still reads the run (it
+        cascades only below a cancelled root)."""
+        if self._has_children(run_id):
             return True
         parent_id = text(item.get("parent_id"))
         if parent_id is not None:
@@ -125,6 +127,19 @@ class Expiry(Reads):
         ).get("Item")
         return cancel is not None
 
+    def _has_children(self, run_id: str) -> bool:
+        # The index is eventually consistent: a child deleted a moment ago may still be
+        # listed (its parent then waits a day more), and none is created after its parent's
+        # end, a day and more before this.
+        found = self._db.query(
+            TableName=self.table,
+            IndexName="by_parent",
+            KeyConditionExpression="parent_pk = :p",
+            ExpressionAttributeValues={":p": s(f"PARENT#{run_id}")},
+            Limit=1,
+        )
+        return bool(found.get("Items"))
+
     def _put_off(self, run_id: str, item: dict[str, Any], at_s: float) -> None:
         expression, values = expiry_parts(run_id, at_s)
         conditional(
@@ -132,39 +147,41 @@ class Expiry(Reads):
             TableName=self.table,
             Key=run_key(run_id),
             UpdateExpression=f"SET {expression}",
-            ConditionExpression="expires_ms = :was",
+            ConditionExpression=f"expires_ms = :was AND attribute_not_exists({DELETING})",
             ExpressionAttributeValues={**values, ":was": item["expires_ms"]},
         )
 
-    def _delete_run(self, run_id: str, item: dict[str, Any], others: list[dict[str, Any]]) -> bool:
-        """The partition's ``others`` items, then the run item (``item``, as read), then
-        their S3 objects. False when the run item changed since it was read (a signal was
-        numbered, or the run was put off): the next sweep goes on."""
-        self._delete_items(others)
-        seq = item.get("signal_seq")
-        numbered = "signal_seq = :seq" if seq is not None else "attribute_not_exists(signal_seq)"
-        deleted = conditional(
-            self._db.delete_item,
-            TableName=self.table,
-            Key=run_key(run_id),
-            ConditionExpression=f"expires_ms = :was AND {numbered}",
-            ExpressionAttributeValues={
-                ":was": item["expires_ms"],
-                **({":seq": seq} if seq is not None else {}),
-            },
+    def _mark(self, run_id: str, item: dict[str, Any]) -> bool:
+        """Mark the run item as being deleted, if it is still the expiry this sweep read and
+        not put off since. From the mark on, no signal item is written for the run
+        (runtime.store.dynamodb_signals) and no sweep puts it off: what the partition holds
+        after it is all there is to delete, and a crash after it is finished by the next."""
+        return bool(
+            conditional(
+                self._db.update_item,
+                TableName=self.table,
+                Key=run_key(run_id),
+                UpdateExpression=f"SET {DELETING} = :t",
+                ConditionExpression=f"expires_ms = :was AND attribute_not_exists({DELETING})",
+                ExpressionAttributeValues={":was": item["expires_ms"], ":t": n(1)},
+            )
         )
-        if not deleted:
-            return False
-        self._unlink(_pointed(item))
+
+    def _finish(self, run_id: str) -> None:
+        """Delete a marked run: its partition's other items, then the run item, then the S3
+        objects they pointed to."""
+        items = self._partition_items(run_id, consistent=True)
+        run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
+        self._delete_items([i for i in items if i is not run_item])
+        if run_item is not None:
+            conditional(
+                self._db.delete_item,
+                TableName=self.table,
+                Key=run_key(run_id),
+                ConditionExpression=f"attribute_exists({DELETING})",
+            )
+            self._unlink(_pointed(run_item))
         self._created.pop(run_id, None)
-        # A signal numbered before this sweep's read writes its item with the run item there
-        # (runtime.store.dynamodb_signals), so one that landed after the read and before the
-        # run item went is here now; none can land after. A later run of the id is no
-        # concern: its items come after its run item, and these were read with none there.
-        left = self._partition_items(run_id, consistent=True)
-        if not any(i["sk"]["S"] == RUN_SK for i in left):
-            self._delete_items(left)
-        return True
 
     def _partition_items(self, run_id: str, *, consistent: bool) -> list[dict[str, Any]]:
         return list(

@@ -85,6 +85,9 @@ class ThreadsOwn(Generic[T]):
         setattr(store._here, self.name, value)
 
 
+CREATED_KEPT = 1024  # runs' created_sk kept by a store
+
+
 class Reads(Spill):
     """The base of every part of ``DynamoDBStore``: its state, and reading items and runs."""
 
@@ -234,6 +237,8 @@ class Reads(Spill):
         if "created_sk" in run_item:
             # The values an activation publishes sort by its run's start: the one read now,
             # not a run of the id deleted at its expiry whose start another load kept.
+            if len(self._created) > CREATED_KEPT:
+                self._created.clear()  # a bound, not a policy: a miss costs one read
             self._created[run_id] = run_item["created_sk"]["S"]
         if self.serving_loaded:
             # An eager activation takes no lease: the wake-up it serves is the one it read.

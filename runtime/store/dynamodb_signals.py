@@ -16,6 +16,7 @@ from runtime.core.journal import ENDED, Signal
 from runtime.core.values import compact
 from runtime.errors import EngineBug, NoSuchRun, SignalBacklogFull
 from runtime.store.base import SignalRecord
+from runtime.store.dynamodb_expiry import DELETING
 from runtime.store.dynamodb_layout import (
     INLINE_SIGNAL_BYTES,
     WAKE_PK,
@@ -28,6 +29,9 @@ from runtime.store.dynamodb_layout import (
 )
 from runtime.store.dynamodb_reads import Reads
 from runtime.store.items import conditional, error_code, n, num, s, text, whole
+
+# A set-aside signal's item write, sent again when another write to the run item conflicts.
+SIGNAL_ITEM_TRIES = 3
 
 
 class Signals(Reads):
@@ -147,30 +151,33 @@ class Signals(Reads):
             self._db.put_item(TableName=self.table, Item=record)
             return signal_id, live
         # A run filed to expire may be deleted between the numbering and this write: the item
-        # is written only with the run item it was numbered on still there (the same start),
-        # or it would outlive its run and be read as a signal of the next run of this id
-        # (runtime.store.dynamodb_expiry).
-        try:
-            self._db.transact_write_items(
-                TransactItems=[
-                    {
-                        "ConditionCheck": {
-                            "TableName": self.table,
-                            "Key": run_key(run_id),
-                            "ConditionExpression": "created_sk = :c",
-                            "ExpressionAttributeValues": {":c": item["created_sk"]},
-                        }
-                    },
-                    {"Put": {"TableName": self.table, "Item": record}},
-                ]
-            )
-        except ClientError as e:
-            reasons = e.response.get("CancellationReasons") or [{}]
-            checked = reasons[0].get("Code") == "ConditionalCheckFailed"
-            if error_code(e) != "TransactionCanceledException" or not checked:
-                raise
-            self._drop(written, None)
-            raise NoSuchRun(run_id, workflow) from None
+        # is written only with the run item it was numbered on still there (the same start)
+        # and not marked for deletion, or it would outlive its run and be read as a signal of
+        # the next run of this id (runtime.store.dynamodb_expiry).
+        request: list[Any] = [
+            {
+                "ConditionCheck": {
+                    "TableName": self.table,
+                    "Key": run_key(run_id),
+                    "ConditionExpression": f"created_sk = :c AND attribute_not_exists({DELETING})",
+                    "ExpressionAttributeValues": {":c": item["created_sk"]},
+                }
+            },
+            {"Put": {"TableName": self.table, "Item": record}},
+        ]
+        for attempt in range(SIGNAL_ITEM_TRIES):
+            try:
+                self._db.transact_write_items(TransactItems=request)
+                break
+            except ClientError as e:
+                reasons = e.response.get("CancellationReasons") or [{}]
+                if error_code(e) != "TransactionCanceledException":
+                    raise
+                if reasons[0].get("Code") == "ConditionalCheckFailed":
+                    self._drop(written, None)
+                    raise NoSuchRun(run_id, workflow) from None
+                if attempt == SIGNAL_ITEM_TRIES - 1:
+                    raise  # a conflict each time (the put is the same item: safe to send again)
         return signal_id, live
 
     def _signal_item(

@@ -94,35 +94,45 @@ def test_the_runs_s3_objects_are_deleted_with_it(world: Any) -> None:
     assert partition(store, "big") == [] and objects(s3, "big") == []
 
 
-def test_a_sweep_cut_short_after_the_journal_is_finished_by_the_next(world: Any) -> None:
+def test_a_sweep_that_dies_after_its_mark_is_finished_by_the_next_and_refuses_signals_meanwhile(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store, _, clock = world
     ended_run(store, "r1")
     clock.advance(DAY + 1)
-    for sk in partition(store, "r1"):  # what a sweep that died before the run item did
-        if sk != "K":
-            store._db.delete_item(TableName="t", Key={"pk": {"S": run_pk("r1")}, "sk": {"S": sk}})
-    assert partition(store, "r1") == ["K"]
+    real_delete = store._delete_items
+
+    def dies(items: list[dict[str, Any]]) -> None:
+        real_delete(items[:1])  # one item gone, then the process ends
+        raise Paused
+
+    monkeypatch.setattr(store, "_delete_items", dies)
+    with pytest.raises(Paused):
+        store.expire(clock.now())
+    monkeypatch.setattr(store, "_delete_items", real_delete)
+    assert "K" in partition(store, "r1")
+    with pytest.raises(NoSuchRun):  # marked: a signal's item is no longer written
+        store.add_signal("r1", "late", 1, clock.now())
     assert store.expire(clock.now()) == ["r1"]
     assert partition(store, "r1") == []
 
 
-def test_a_signal_numbered_during_the_sweep_keeps_the_run_for_the_next_sweep_which_deletes_its_item(
-    world: Any,
+def test_a_signal_that_lands_between_the_sweeps_read_and_its_mark_is_deleted_with_the_run(
+    world: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The sweep read the run before the signal was numbered: its delete of the run item
-    fails its condition, and the next sweep deletes the run and the signal's item."""
+    """The sweep read the run item before the signal was numbered and its item written: the
+    mark holds (it checks the expiry, not the signal count), and the partition read after
+    the mark has the signal's item, which goes with the run."""
     store, _, clock = world
     ended_run(store, "r1")
     clock.advance(DAY + 1)
-    read = store._db.query(
-        TableName="t",
-        KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": run_pk("r1")}},
-    )["Items"]
-    run_item = next(i for i in read if i["sk"]["S"] == "K")
-    assert store.add_signal("r1", "late", 1, clock.now()) == (2, False)  # set aside
-    assert store._delete_run("r1", run_item, [i for i in read if i is not run_item]) is False
-    assert "K" in partition(store, "r1")
+    real_mark = store._mark
+
+    def signalled_first(run_id: str, item: dict[str, Any]) -> bool:
+        assert store.add_signal("r1", "late", 1, clock.now()) == (2, False)  # set aside
+        return bool(real_mark(run_id, item))
+
+    monkeypatch.setattr(store, "_mark", signalled_first)
     assert store.expire(clock.now()) == ["r1"]
     assert partition(store, "r1") == []
 
@@ -149,16 +159,16 @@ def test_a_signal_whose_run_is_deleted_between_its_number_and_its_item_leaves_no
 
 
 class Paused(Exception):
-    """The sender stopped between a signal's numbering and its item's write."""
+    """The process stopped here (a sender between a signal's numbering and its item's
+    write, or a sweep part-way)."""
 
 
-def test_a_signal_numbered_before_the_sweeps_read_whose_item_lands_after_it_is_deleted_too(
+def test_a_signal_numbered_before_the_sweep_whose_item_comes_after_the_mark_is_refused(
     world: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Numbered (the run item's count moves) before the sweep reads the run, so the run item's
-    delete holds; its item written after the read, while the run item is there. The sweep
-    reads the partition again once the run item is gone and deletes it: nothing of the old
-    run is left for a new run of its id."""
+    """Numbered before the sweep reads the run; its item's write held back until the sweep
+    has marked the run: the write is refused, and nothing of the old run is left for a new
+    run of its id."""
     store, _, clock = world
     ended_run(store, "r1")
     clock.advance(DAY + 1)
@@ -174,17 +184,18 @@ def test_a_signal_numbered_before_the_sweeps_read_whose_item_lands_after_it_is_d
         store.add_signal("r1", "late", 1, clock.now())  # numbered; its item held back
     monkeypatch.setattr(store._db, "transact_write_items", real_transact)
     real_delete = store._delete_items
-    landed: list[bool] = []
+    refused: list[str] = []
 
-    def item_lands_after_the_read(items: list[dict[str, Any]]) -> None:
-        if not landed:  # the sweep has read the partition: now the held write lands
-            real_transact(**held[0])
-            landed.append(True)
+    def item_comes_after_the_mark(items: list[dict[str, Any]]) -> None:
+        if not refused:
+            with pytest.raises(ClientError) as e:
+                real_transact(**held[0])
+            refused.append(e.value.response["Error"]["Code"])
         real_delete(items)
 
-    monkeypatch.setattr(store, "_delete_items", item_lands_after_the_read)
+    monkeypatch.setattr(store, "_delete_items", item_comes_after_the_mark)
     assert store.expire(clock.now()) == ["r1"]
-    assert landed and partition(store, "r1") == []
+    assert refused == ["TransactionCanceledException"] and partition(store, "r1") == []
 
 
 def test_a_signal_item_numbered_on_a_deleted_run_is_refused_by_a_new_run_of_its_id(

@@ -144,3 +144,21 @@ def test_a_run_whose_wake_is_being_served_is_not_resent() -> None:
         worker.join(30)
         p.settle()
         assert p.get("h1").status == "awaiting"
+
+
+def test_a_failed_sweep_of_expired_runs_does_not_hold_back_the_rest_of_the_reconcile(
+    p: AwsPlatform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retention's sweep runs first in a reconcile; an error there (a throttled table, a
+    denied call) is logged and the wake-ups are still re-sent."""
+    from runtime.platform.platform import Platform
+
+    p.platform.start("approval", {}, id="lost-wake")
+    lose_every_wake(p)
+    later(p, 61)
+
+    def broken(self: Platform, limit: int = 100) -> list[str]:
+        raise RuntimeError("AccessDenied: dynamodb:DeleteItem")
+
+    monkeypatch.setattr(Platform, "expire_runs", broken)
+    assert "lost-wake" in p.reconcile()["rewoken"]

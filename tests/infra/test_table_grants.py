@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The DynamoDB store's parts, and the services on the same table.
 STORE = ROOT / "runtime" / "store"
 TABLE_CODE = [*sorted(STORE.glob("dynamodb*.py")), ROOT / "runtime" / "aws" / "services.py"]
-CALL = re.compile(r"\._db\.([a-z_]+)\(")
+CALL = re.compile(r"\._db\.([a-z_]+)\b")  # a call, or a method handed to conditional()
 # Authorized as the Put, Update, Delete and ConditionCheck of its items.
 THROUGH_ITEMS = {"TransactWriteItems"}
 

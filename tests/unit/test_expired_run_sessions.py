@@ -39,3 +39,27 @@ def test_a_worker_holding_the_deleted_runs_session_serves_the_new_run_of_its_id_
         assert run.result == {"input": "new", "got": 2}
     finally:
         store.close()
+
+
+def test_the_code_pin_of_a_deleted_run_goes_with_it_and_one_a_crash_left_goes_at_the_next_sweep(
+    tmp_path: Path,
+) -> None:
+    """A run of the id started later runs on the current code, not on the code a deleted run
+    of the id was pinned to."""
+    from runtime.platform.versions import PinFile, SnapshotFolder
+
+    clock = FakeClock(1_000.0)
+    store = SQLiteStore(tmp_path / "store.sqlite", clock=clock)
+    p = Platform(PROJECT, store, clock)
+    pins = PinFile(tmp_path)
+    p.keep_versions(pins, SnapshotFolder(tmp_path))
+    try:
+        p.start("echo-after", "x", id="R")
+        p.signal("R", "go", 1)
+        p.run_until_idle()
+        pins.set({"R": "0123456789abcdef", "crashed": "0123456789abcdef"})  # "crashed": no run
+        clock.advance(2 * DAY + 1)
+        assert p.expire_runs() == ["R"]
+        assert pins.all() == {}
+    finally:
+        store.close()
