@@ -363,6 +363,9 @@ class Sums:
         self.gsi_wru += c.gsi_wru
         self.rru += c.rru
 
+    def plus(self, o: Sums) -> Sums:
+        return Sums(self.requests + o.requests, self.wru + o.wru, self.gsi_wru + o.gsi_wru, self.rru + o.rru)
+
     def minus(self, o: Sums) -> Sums:
         return Sums(self.requests - o.requests, self.wru - o.wru, self.gsi_wru - o.gsi_wru, self.rru - o.rru)
 
@@ -691,13 +694,7 @@ def _with_expiry(d: Deployment, usage: Usage) -> Usage:
     for c in d.meter.calls:
         if c.phase == "expiry" and c.side == "engine" and c.what != "query index timers":
             expired.add(c)
-    db = Sums(
-        usage.db.requests + expired.requests,
-        usage.db.wru + expired.wru,
-        usage.db.gsi_wru + expired.gsi_wru,
-        usage.db.rru + expired.rru,
-    )
-    return replace(usage, db=db, expired=expired)
+    return replace(usage, db=usage.db.plus(expired), expired=expired)
 
 
 def _post(d: Deployment, phase: str, path: str, body: Any) -> None:

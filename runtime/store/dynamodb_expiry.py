@@ -27,7 +27,7 @@ from runtime.store.dynamodb_spill import _pointed
 from runtime.store.items import conditional, n, s, text
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    pass
 
 # A run kept past its expiry (a child whose parent still runs, an unfinished cascade) is
 # looked at again this much later.
@@ -57,18 +57,6 @@ class Expiry(Reads):
     """Deleting expired runs: a part of ``DynamoDBStore``."""
 
     retention_s: float | None = None
-
-    if TYPE_CHECKING:  # another part's (runtime.store.dynamodb_index)
-
-        def _gathered(
-            self,
-            index: str,
-            base: str,
-            *,
-            newest_first: bool = False,
-            below: str | None = None,
-            page: int | None = None,
-        ) -> Iterator[dict[str, Any]]: ...
 
     def expire(self, now: float, limit: int = 100) -> list[str]:
         below = f"{int(now * 1000) + 1:015d}#"
@@ -142,28 +130,25 @@ class Expiry(Reads):
 
     def _put_off(self, run_id: str, item: dict[str, Any], at_s: float) -> None:
         expression, values = expiry_parts(run_id, at_s)
-        conditional(
-            self._db.update_item,
-            TableName=self.table,
-            Key=run_key(run_id),
-            UpdateExpression=f"SET {expression}",
-            ConditionExpression=f"expires_ms = :was AND attribute_not_exists({DELETING})",
-            ExpressionAttributeValues={**values, ":was": item["expires_ms"]},
-        )
+        self._unmarked_update(run_id, item, expression, values)
 
     def _mark(self, run_id: str, item: dict[str, Any]) -> bool:
         """Mark the run item as being deleted, if it is still the expiry this sweep read and
         not put off since. From the mark on, no signal item is written for the run
         (runtime.store.dynamodb_signals) and no sweep puts it off: what the partition holds
         after it is all there is to delete, and a crash after it is finished by the next."""
+        return self._unmarked_update(run_id, item, f"{DELETING} = :t", {":t": n(1)})
+
+    def _unmarked_update(self, run_id: str, item: dict[str, Any], sets: str, values: dict[str, Any]) -> bool:
+        """SET ``sets`` on the run item while it has the expiry this sweep read and no mark."""
         return bool(
             conditional(
                 self._db.update_item,
                 TableName=self.table,
                 Key=run_key(run_id),
-                UpdateExpression=f"SET {DELETING} = :t",
+                UpdateExpression=f"SET {sets}",
                 ConditionExpression=f"expires_ms = :was AND attribute_not_exists({DELETING})",
-                ExpressionAttributeValues={":was": item["expires_ms"], ":t": n(1)},
+                ExpressionAttributeValues={**values, ":was": item["expires_ms"]},
             )
         )
 

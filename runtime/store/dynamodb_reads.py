@@ -98,6 +98,18 @@ class Reads(Spill):
     _firsts: dict[tuple[str, str], Entry]  # journal entries 1 read from first chunks (they never change)
     _created: dict[str, str]  # runs' created_sk (runtime.store.dynamodb_index), refreshed by loads
 
+    if TYPE_CHECKING:  # runtime.store.dynamodb_index's, which the timers and expiry parts read
+
+        def _gathered(
+            self,
+            index: str,
+            base: str,
+            *,
+            newest_first: bool = False,
+            below: str | None = None,
+            page: int | None = None,
+        ) -> Iterator[dict[str, Any]]: ...
+
     # The store's parts read and replace these as attributes; each thread sees its own.
     _tokens = ThreadsOwn[dict[str, int]]("tokens")
     _armed = ThreadsOwn[dict[str, tuple[int, str] | None]]("armed")

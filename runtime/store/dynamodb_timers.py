@@ -5,8 +5,8 @@ which wake-up an activation served. And the timer transport AwsWaker armed for a
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 from runtime.core.clock import now_ms
 from runtime.core.values import compact
@@ -28,18 +28,6 @@ def _fired(write: Any, **request: Any) -> bool:
 
 class Timers(Reads):
     """Timers and wake-ups: a part of ``DynamoDBStore``."""
-
-    if TYPE_CHECKING:  # another part's (runtime.store.dynamodb_index)
-
-        def _gathered(
-            self,
-            index: str,
-            base: str,
-            *,
-            newest_first: bool = False,
-            below: str | None = None,
-            page: int | None = None,
-        ) -> Iterator[dict[str, Any]]: ...
 
     # --- timers and wake-ups -----------------------------------------------------------
 

@@ -163,6 +163,25 @@ class Paused(Exception):
     write, or a sweep part-way)."""
 
 
+def numbered_with_its_item_held(
+    store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch, clock: FakeClock
+) -> dict[str, Any]:
+    """Send a signal to r1 whose sender stops after its numbering: returns the item's write
+    (a TransactWriteItems request), not sent."""
+    real_transact = store._db.transact_write_items
+    held: list[dict[str, Any]] = []
+
+    def pause(**request: Any) -> Any:
+        held.append(request)
+        raise Paused
+
+    monkeypatch.setattr(store._db, "transact_write_items", pause)
+    with pytest.raises(Paused):
+        store.add_signal("r1", "late", 1, clock.now())
+    monkeypatch.setattr(store._db, "transact_write_items", real_transact)
+    return held[0]
+
+
 def test_a_signal_numbered_before_the_sweep_whose_item_comes_after_the_mark_is_refused(
     world: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -173,23 +192,14 @@ def test_a_signal_numbered_before_the_sweep_whose_item_comes_after_the_mark_is_r
     ended_run(store, "r1")
     clock.advance(DAY + 1)
     real_transact = store._db.transact_write_items
-    held: list[dict[str, Any]] = []
-
-    def pause(**request: Any) -> Any:
-        held.append(request)
-        raise Paused
-
-    monkeypatch.setattr(store._db, "transact_write_items", pause)
-    with pytest.raises(Paused):
-        store.add_signal("r1", "late", 1, clock.now())  # numbered; its item held back
-    monkeypatch.setattr(store._db, "transact_write_items", real_transact)
+    held = numbered_with_its_item_held(store, monkeypatch, clock)
     real_delete = store._delete_items
     refused: list[str] = []
 
     def item_comes_after_the_mark(items: list[dict[str, Any]]) -> None:
         if not refused:
             with pytest.raises(ClientError) as e:
-                real_transact(**held[0])
+                real_transact(**held)
             refused.append(e.value.response["Error"]["Code"])
         real_delete(items)
 
@@ -207,16 +217,7 @@ def test_a_signal_item_numbered_on_a_deleted_run_is_refused_by_a_new_run_of_its_
     ended_run(store, "r1")
     clock.advance(DAY + 1)
     real_transact = store._db.transact_write_items
-    held: list[dict[str, Any]] = []
-
-    def pause(**request: Any) -> Any:
-        held.append(request)
-        raise Paused
-
-    monkeypatch.setattr(store._db, "transact_write_items", pause)
-    with pytest.raises(Paused):
-        store.add_signal("r1", "late", 1, clock.now())
-    monkeypatch.setattr(store._db, "transact_write_items", real_transact)
+    held = numbered_with_its_item_held(store, monkeypatch, clock)
     assert store.expire(clock.now()) == ["r1"]
     at = clock.now()
     store.create_run(
@@ -224,7 +225,7 @@ def test_a_signal_item_numbered_on_a_deleted_run_is_refused_by_a_new_run_of_its_
         Entry(1, Kind.STARTED, "wf", {"format": 1, "input": {"x": 2}}, at),
     )
     with pytest.raises(ClientError) as refused:
-        real_transact(**held[0])
+        real_transact(**held)
     assert refused.value.response["Error"]["Code"] == "TransactionCanceledException"
     assert not [sk for sk in partition(store, "r1") if sk.startswith("S#")]
     assert store.pending_signals("r1") == []
