@@ -199,6 +199,8 @@ def describe(op: str, params: dict[str, Any]) -> str:
         pk = params["Key"]["pk"]["S"]
         if pk.startswith("KV#"):
             return "kv get"
+        if pk.startswith("OBJ#"):
+            return "object: read"
         if params["Key"]["sk"]["S"].startswith("P#"):
             return "secret pin"
         return "get run" if not params.get("ProjectionExpression") else "get run timer"
@@ -207,7 +209,8 @@ def describe(op: str, params: dict[str, Any]) -> str:
         if pk.startswith("KV#"):
             return "kv put"
         if pk.startswith("OBJ#"):
-            return "object: state + unlock"
+            held = "lock_owner = :me" in str(params.get("ConditionExpression", ""))
+            return "object: state + unlock" if held else "object: state (no lock)"
         return "signal item" if params["Item"]["sk"]["S"].startswith("S#") else "put"
     if op == "DeleteItem":
         return "kv delete" if params["Key"]["pk"]["S"].startswith("KV#") else "delete"

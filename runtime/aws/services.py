@@ -9,6 +9,7 @@ import math
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from runtime.core.clock import Clock
 from runtime.core.durations import parse_ms
 from runtime.core.values import compact
-from runtime.services import builtins
+from runtime.services import builtins, effects
 from runtime.services.base import ObjectRunner, QueueRunner, ServiceError
 from runtime.services.keys import check_key, check_name, fits_a_key, shown, stored
 from runtime.services.kv import MAX_LIST
@@ -30,6 +31,12 @@ from runtime.store.items import condition_failed, conditional, n, s
 OBJECT_LOCK_MS = 10_000
 OBJECT_RENEW_S = 3.0
 OBJECT_WAIT_S = 15.0
+# An optimistic call that meets this many conflicts in a row takes the lock: under
+# contention, waiting in line costs less than running the method again and again.
+OPTIMISTIC_TRIES = 3
+MAX_EFFECTFUL = 10_000  # (class, method) pairs remembered as making effects
+# The lock is free: never taken, dropped, or past its time (a call cut off by its end).
+UNLOCKED = "attribute_not_exists(lock_until) OR lock_until < :now"
 MAX_HIDE_S = 12 * 60 * 60  # SQS's longest visibility timeout
 
 
@@ -108,25 +115,65 @@ class DynamoKV:
 
 
 class DynamoObjects:
-    """Object state: pk ``OBJ#<class>``, sk the key. A call takes the key's lock with a
-    conditional write, runs the method, then writes the state and drops the lock in one
-    conditional write, so calls to one key are serialized across every Lambda. Whatever stops
-    that write, the lock is dropped on its own: a key left locked would refuse every call
-    for ``OBJECT_LOCK_MS``."""
+    """Object state: pk ``OBJ#<class>``, sk the key; calls to one key are serialized across
+    every Lambda.
+
+    A call first runs its method **optimistically**: it reads the item, runs the method on
+    that state, and writes the new state on condition that the version is still the one read
+    and no call holds the key's lock; a method that changed nothing writes nothing. A
+    conflict runs the method again (it made no effect: see below), and after
+    ``OPTIMISTIC_TRIES`` conflicts the call takes the lock. Its log lines are said once the
+    attempt counts.
+
+    A method that reaches outside (``runtime/services/effects.py``) takes the key's **lock**
+    at its first such host call, on condition the state is still the one read: from there it
+    runs as a locked call does, and if the state moved, the attempt stops before the effect
+    and the call runs again under the lock. A (class, method) that once made an effect takes
+    the lock from the start in this process, as every call did before: the lock is a
+    conditional write (10 s, renewed while the call runs), and the state write drops it.
+    Whatever stops that write, the lock is dropped on its own: a key left locked would
+    refuse every call for ``OBJECT_LOCK_MS``."""
 
     def __init__(self, db: Any, table: str, clock: Clock) -> None:
         self._db, self.table, self._clock = db, table, clock
+        self._effectful: set[tuple[str, str]] = set()
 
     def call(self, runner: ObjectRunner, cls: str, key: str, method: str, args: list[Any]) -> list[Any]:
         check_name(cls, f"object '{shown(cls)}'")
         what = f"{cls}('{shown(key)}'):{method}"
         item_key = {"pk": s(f"OBJ#{cls}"), "sk": s(check_key(key, what))}
+        if (cls, method) not in self._effectful:
+            for _ in range(OPTIMISTIC_TRIES):
+                attempt = _Attempt(self, item_key, what)
+                try:
+                    outcome = attempt.run(runner, cls, key, method, args)
+                finally:
+                    if attempt.locked or attempt.stopped:
+                        self._made_effects(cls, method)
+                if outcome is not None:
+                    return outcome
+                if attempt.stopped or attempt.busy:
+                    break
+        return self._locked_call(runner, cls, key, method, args, item_key, what)
+
+    def _made_effects(self, cls: str, method: str) -> None:
+        if len(self._effectful) >= MAX_EFFECTFUL:
+            self._effectful.clear()
+        self._effectful.add((cls, method))
+
+    def _locked_call(
+        self,
+        runner: ObjectRunner,
+        cls: str,
+        key: str,
+        method: str,
+        args: list[Any],
+        item_key: dict[str, Any],
+        what: str,
+    ) -> list[Any]:
         me = str(uuid.uuid4())
         item = self._lock(item_key, me, what)
-        done = threading.Event()
-        renewer = threading.Thread(target=self._renew, args=(item_key, me, done), daemon=True)
-        renewer.start()
-        try:
+        with self._renewing(item_key, me):
             try:
                 state = json.loads(item["state"]["S"]) if "state" in item else {}
                 results, new_state = runner.call_object(cls, key, method, state, args)
@@ -134,10 +181,11 @@ class DynamoObjects:
             except BaseException:
                 self._unlock(item_key, me)
                 raise
-        finally:
-            done.set()
-            renewer.join()
-        version = int(item["version"]["N"]) if "version" in item else 0
+        return self._save_locked(item_key, me, text, _version(item), what, results)
+
+    def _save_locked(
+        self, item_key: dict[str, Any], me: str, text: str, version: int, what: str, results: list[Any]
+    ) -> list[Any]:
         try:
             self._save(item_key, me, text, version)
         except (ClientError, BotoCoreError) as e:
@@ -155,14 +203,7 @@ class DynamoObjects:
             unlocked = self._unlock(item_key, me)
             if not unlocked and _saved_by(unlocked.item, me):
                 return results
-            said = str(e)
-            if isinstance(e, ClientError):
-                error = e.response.get("Error", {})
-                said = f"DynamoDB said {error.get('Code')}: {error.get('Message')}"
-            raise ServiceError(
-                f"{what}: its new state could not be saved ({said}); the state is as it was before the "
-                "call — call it again"
-            ) from e
+            raise _unsaved(what, e) from e
         return results
 
     def state(self, cls: str, key: str) -> Any:
@@ -172,6 +213,17 @@ class DynamoObjects:
             TableName=self.table, Key={"pk": s(f"OBJ#{cls}"), "sk": s(key)}, ConsistentRead=True
         ).get("Item")
         return None if item is None or "state" not in item else json.loads(item["state"]["S"])
+
+    @contextlib.contextmanager
+    def _renewing(self, key: dict[str, Any], me: str) -> Iterator[None]:
+        done = threading.Event()
+        renewer = threading.Thread(target=self._renew, args=(key, me, done), daemon=True)
+        renewer.start()
+        try:
+            yield
+        finally:
+            done.set()
+            renewer.join()
 
     def _renew(self, key: dict[str, Any], me: str, done: threading.Event) -> None:
         while not done.wait(OBJECT_RENEW_S):
@@ -199,7 +251,7 @@ class DynamoObjects:
                 TableName=self.table,
                 Key=key,
                 UpdateExpression="SET lock_owner = :me, lock_until = :until",
-                ConditionExpression="attribute_not_exists(lock_until) OR lock_until < :now",
+                ConditionExpression=UNLOCKED,
                 ExpressionAttributeValues={":me": s(me), ":until": n(now + OBJECT_LOCK_MS), ":now": n(now)},
                 ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -216,6 +268,29 @@ class DynamoObjects:
             time.sleep(pause)
             pause = min(pause * 2, 0.5)
 
+    def _lock_at(self, key: dict[str, Any], me: str, version: int) -> bool:
+        """Take the key's lock on condition the state is still at ``version``: an optimistic
+        attempt's first effect. False when the state moved or another call holds the lock."""
+        now = int(self._clock.now() * 1000)
+        at, values = _at_version(version)
+        locked = conditional(
+            self._db.update_item,
+            TableName=self.table,
+            Key=key,
+            UpdateExpression="SET lock_owner = :me, lock_until = :until",
+            ConditionExpression=f"{at} AND ({UNLOCKED})",
+            ExpressionAttributeValues={
+                **values,
+                ":me": s(me),
+                ":until": n(now + OBJECT_LOCK_MS),
+                ":now": n(now),
+            },
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        if locked:
+            return True
+        return locked.item is not None and locked.item.get("lock_owner", {}).get("S") == me
+
     def _save(self, key: dict[str, Any], me: str, state: str, version: int) -> None:
         """Write the state (its JSON text) and drop the lock: one put of the whole item, on
         condition that the lock is still ours. The item keeps the call's id (``saved_by``):
@@ -226,6 +301,34 @@ class DynamoObjects:
             Item={**key, "state": s(state), "version": n(version + 1), "saved_by": s(me)},
             ConditionExpression="lock_owner = :me",
             ExpressionAttributeValues={":me": s(me)},
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+
+    def _put_at(self, key: dict[str, Any], me: str, state: str, version: int) -> Any:
+        """An optimistic attempt's state: one put, on condition the version is still the one
+        read and no call holds the lock; ``Lost`` with the item as found when refused."""
+        at, values = _at_version(version)
+        return conditional(
+            self._db.put_item,
+            TableName=self.table,
+            Item={**key, "state": s(state), "version": n(version + 1), "saved_by": s(me)},
+            ConditionExpression=f"{at} AND ({UNLOCKED})",
+            ExpressionAttributeValues={**values, ":now": n(int(self._clock.now() * 1000))},
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+
+    def _fence(self, key: dict[str, Any], me: str, version: int) -> Any:
+        """Settle an optimistic put of unknown outcome: move the version on, so a put still on
+        its way fails its condition; ``Lost`` with the item when the version had moved (by
+        the put itself when the item says it was saved by ``me``)."""
+        at, values = _at_version(version)
+        return conditional(
+            self._db.update_item,
+            TableName=self.table,
+            Key=key,
+            UpdateExpression="SET version = :next",
+            ConditionExpression=at,
+            ExpressionAttributeValues={**values, ":next": n(version + 1)},
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
 
@@ -243,9 +346,131 @@ class DynamoObjects:
         )
 
 
+class _Stopped(ServiceError):
+    """An optimistic attempt met an effect after the state moved: it stops there, the effect
+    not made, and the call runs again under the lock. A method that catches it (``pcall``)
+    changes nothing: the attempt's results are dropped all the same."""
+
+
+class _Attempt:
+    """One optimistic run of an object method (``DynamoObjects``): the guard its host calls
+    ask before an effect (``runtime.services.effects``)."""
+
+    def __init__(self, objects: DynamoObjects, key: dict[str, Any], what: str) -> None:
+        self.objects, self.key, self.what = objects, key, what
+        self.me = str(uuid.uuid4())
+        self.version = 0
+        self.locked = False  # the lock was taken at an effect: the call is a locked one now
+        self.stopped = False  # an effect found the state moved: run again under the lock
+        self.busy = False  # another call held the lock when the item was read
+        self._held: list[Callable[[], None]] = []
+        self._renewal: contextlib.ExitStack | None = None
+
+    def run(self, runner: ObjectRunner, cls: str, key: str, method: str, args: list[Any]) -> list[Any] | None:
+        """The call's results once its state is saved; None to run it again (a conflict, or
+        ``stopped``). A method's error, or a refused state, is raised as final."""
+        objects = self.objects
+        read = objects._db.get_item(TableName=objects.table, Key=self.key, ConsistentRead=True)
+        item: dict[str, Any] = read.get("Item") or {}
+        if _locked(item, int(objects._clock.now() * 1000)):
+            self.busy = True  # a locked call runs: wait for it in line
+            return None
+        self.version = _version(item)
+        old = item["state"]["S"] if "state" in item else None
+        with contextlib.ExitStack() as renewal:
+            self._renewal = renewal
+            try:
+                with effects.guarded(self):
+                    results, new_state = runner.call_object(
+                        cls, key, method, json.loads(old) if old is not None else {}, args
+                    )
+                if self.stopped:
+                    return None
+                text = stored({} if new_state is None else new_state, f"the state of {cls}('{shown(key)}')")
+            except BaseException:
+                if self.stopped:
+                    return None  # the method saw the stop as an error: it ran no effect
+                if self.locked:
+                    objects._unlock(self.key, self.me)
+                self._say_held()
+                raise
+        if self.locked:
+            self._say_held()
+            return objects._save_locked(self.key, self.me, text, self.version, self.what, results)
+        if text == old or (old is None and text == "{}" and not item):
+            self._say_held()
+            return results  # nothing changed: the call was a read, serialized at it
+        try:
+            put = objects._put_at(self.key, self.me, text, self.version)
+        except (ClientError, BotoCoreError) as e:
+            fenced = objects._fence(self.key, self.me, self.version)
+            if not fenced and _saved_by(fenced.item, self.me):
+                self._say_held()
+                return results
+            raise _unsaved(self.what, e) from e
+        if put or _saved_by(put.item, self.me):
+            self._say_held()
+            return results
+        return None  # another call saved first: run the method again on its state
+
+    # --- the guard -------------------------------------------------------------------------
+
+    def before_effect(self) -> None:
+        if self.locked:
+            return
+        if self.stopped:
+            raise _Stopped(f"{self.what}: the call runs again under the key's lock")
+        if self.objects._lock_at(self.key, self.me, self.version):
+            self.locked = True
+            assert self._renewal is not None
+            self._renewal.enter_context(self.objects._renewing(self.key, self.me))
+            self._say_held()  # the attempt counts from here: it will not run again
+            return
+        self.stopped = True
+        raise _Stopped(f"{self.what}: the call runs again under the key's lock")
+
+    def hold(self, say: Callable[[], None]) -> bool:
+        if self.locked:
+            return False
+        if not self.stopped:
+            self._held.append(say)
+        return True
+
+    def _say_held(self) -> None:
+        held, self._held = self._held, []
+        for line in held:
+            line()
+
+
 def _saved_by(item: Any, me: str) -> bool:
     """Whether an object's item (as a refused write found it) was saved by call ``me``."""
     return bool((item or {}).get("saved_by", {}).get("S") == me)
+
+
+def _version(item: dict[str, Any]) -> int:
+    return int(item["version"]["N"]) if "version" in item else 0
+
+
+def _locked(item: dict[str, Any], now_ms: int) -> bool:
+    return "lock_until" in item and int(item["lock_until"]["N"]) >= now_ms
+
+
+def _at_version(version: int) -> tuple[str, dict[str, Any]]:
+    """The condition that the item's state is still at ``version`` (0: never saved)."""
+    if version == 0:
+        return "attribute_not_exists(version)", {}
+    return "version = :v", {":v": n(version)}
+
+
+def _unsaved(what: str, e: Exception) -> ServiceError:
+    said = str(e)
+    if isinstance(e, ClientError):
+        error = e.response.get("Error", {})
+        said = f"DynamoDB said {error.get('Code')}: {error.get('Message')}"
+    return ServiceError(
+        f"{what}: its new state could not be saved ({said}); the state is as it was before the "
+        "call — call it again"
+    )
 
 
 class SqsQueues:

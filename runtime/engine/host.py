@@ -24,7 +24,7 @@ from runtime.engine.code import Code
 from runtime.engine.redact import Redactor
 from runtime.engine.schedules import parse_schedule
 from runtime.errors import InvalidInput, ServiceUnavailable
-from runtime.services import builtins
+from runtime.services import builtins, effects
 from runtime.services.base import Declaration, Services
 from runtime.store.base import RunRecord
 
@@ -174,11 +174,15 @@ def host_functions(
         record = {"level": level, "message": message, "fields": said, "run": worker.current_run}
         if replayed:
             record["replayed"] = True
-        logs(record)
-        if not replayed:
-            py_level = {"warn": logging.WARNING, "error": logging.ERROR}.get(level, logging.INFO)
-            shown = json.dumps(said, ensure_ascii=False, separators=(",", ":")) if said is not None else ""
-            lua_log.log(py_level, "%s %s", message, clip(shown), extra={"run": worker.current_run})
+
+        def line() -> None:
+            logs(record)
+            if not replayed:
+                py_level = {"warn": logging.WARNING, "error": logging.ERROR}.get(level, logging.INFO)
+                shown = "" if said is None else json.dumps(said, ensure_ascii=False, separators=(",", ":"))
+                lua_log.log(py_level, "%s %s", message, clip(shown), extra={"run": record["run"]})
+
+        effects.say(line)  # an object method's optimistic attempt holds it until it counts
 
     def service(kind: str, name: str, method: str, args_json: str) -> Any:
         return pack(need(f"{kind} '{name}'").call(kind, name, method, json.loads(args_json)))
@@ -207,25 +211,37 @@ def host_functions(
         redactor.add(name, value)  # handed to Lua: kept out of every text written from now on
         return value
 
+    def effect(fn: HostFn) -> HostFn:
+        # Inside an object method, what reaches outside may not run twice: the method's call
+        # takes its key's lock first (runtime/services/effects.py).
+        def guarded(*args: Any) -> Any:
+            effects.before_effect()
+            return fn(*args)
+
+        return guarded
+
     return {
         "now": lambda: int(api.clock.now()),
         "json_parse": json_parse,
         "log": log_line,
         "declare": declare,
-        "http_request": http,
+        "http_request": effect(http),
         **builtins.crypto_functions(),
         **builtins.jwt_functions(lua, pair, api.clock.now),
-        "service": service,
-        "object_call": object_call,
+        "service": effect(service),
+        "object_call": effect(object_call),
         "secret": secret,
         "run_check_id": check_run_id,
-        "run_start": start,
+        "run_start": effect(start),
         "run_status": lambda wf, rid: api.get(rid, wf).status.value,
         "run_result": lambda wf, rid: pack([api.get(rid, wf).result]),
         "run_value": lambda wf, rid, key: pack([api.values(rid, wf).get(key)]),
         "run_values": lambda wf, rid: lua(api.values(rid, wf)),
         "run_generations": lambda wf, rid: pack([api.generations(rid, wf)]),
-        "run_signal": lambda wf, rid, name, body: api.signal(rid, name, json.loads(body), workflow=wf),
-        "run_cancel": lambda wf, rid: api.cancel(rid, workflow=wf) and None,  # Lua's cancel returns nothing
-        "run_resume": lambda wf, rid: api.resume(rid, workflow=wf),
+        "run_signal": effect(
+            lambda wf, rid, name, body: api.signal(rid, name, json.loads(body), workflow=wf)
+        ),
+        # Lua's cancel returns nothing
+        "run_cancel": effect(lambda wf, rid: api.cancel(rid, workflow=wf) and None),
+        "run_resume": effect(lambda wf, rid: api.resume(rid, workflow=wf)),
     }

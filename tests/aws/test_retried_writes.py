@@ -29,6 +29,7 @@ from runtime.aws.wake import schedule_name
 from runtime.core.clock import FakeClock
 from runtime.store.blobs import run_prefix
 from runtime.store.dynamodb import RUN_SK, run_pk, table_definition
+from runtime.services import effects
 from runtime.store.items import whole
 from runtime.testing import AwsPlatform
 from tests.support.retries import CutAfterCommit, LostAnswers, writes
@@ -167,15 +168,20 @@ def test_a_run_failed_by_a_raise_keeps_no_schedule_or_timer(p: AwsPlatform) -> N
 
 
 class Counter:
-    """An object method as the Lua runner answers it: ``add(n)`` adds to ``state.n``."""
+    """An object method as the Lua runner answers it: ``add(n)`` adds to ``state.n``; with
+    ``effect``, it first makes a host call that reaches outside (as ``http.get`` would), so
+    its call takes the key's lock."""
 
-    def __init__(self) -> None:
+    def __init__(self, effect: bool = False) -> None:
         self.calls = 0
+        self.effect = effect
 
     def call_object(
         self, cls: str, key: str, method: str, state: Any, args: list[Any]
     ) -> tuple[list[Any], Any]:
         self.calls += 1
+        if self.effect:
+            effects.before_effect()
         total = int((state or {}).get("n", 0)) + int(args[0])
         return [total], {"n": total}
 
@@ -195,7 +201,7 @@ def test_a_retried_object_state_write_is_the_calls_own(table: Any) -> None:
     objects = DynamoObjects(table, "objects", FakeClock())
     lost = LostAnswers(table)
     lost.lose(writes("PutItem", "lock_owner = :me"))
-    counter = Counter()
+    counter = Counter(effect=True)
     assert objects.call(counter, "Tally", "t-1", "add", [5]) == [5]
     assert lost.lost, "the state write was not retried"
     assert objects.call(counter, "Tally", "t-1", "add", [1]) == [6]
@@ -208,7 +214,7 @@ def test_a_retried_lock_is_taken_at_once(table: Any) -> None:
     lost = LostAnswers(table)
     lost.lose(writes("UpdateItem", "SET lock_owner = :me"))
     started = time.monotonic()
-    assert objects.call(Counter(), "Tally", "t-2", "add", [2]) == [2]
+    assert objects.call(Counter(effect=True), "Tally", "t-2", "add", [2]) == [2]
     assert lost.lost, "the lock was not retried"
     assert time.monotonic() - started < OBJECT_WAIT_S  # not refused as busy after 15 s
 
@@ -243,8 +249,36 @@ def test_an_object_state_write_of_unknown_outcome_that_committed_says_so(table: 
     unlocking first, finds its own save, and returns its results (once applied)."""
     objects = DynamoObjects(table, "objects", FakeClock())
     cut = CutAfterCommit(table, "PutItem", "lock_owner = :me")
-    counter = Counter()
+    counter = Counter(effect=True)
     assert objects.call(counter, "Tally", "t-3", "add", [4]) == [4]
     assert cut.cut >= 2, "botocore did not retry the cut write"
     cut.needle = "never"
     assert objects.call(counter, "Tally", "t-3", "add", [1]) == [5]
+
+
+def test_a_retried_optimistic_state_write_is_the_calls_own(table: Any) -> None:
+    """A call that makes no effect writes its state with one put conditional on the version
+    it read; a retry of that put whose first attempt committed finds the item saved by the
+    call, and the call does not run its method again."""
+    objects = DynamoObjects(table, "objects", FakeClock())
+    lost = LostAnswers(table)
+    lost.lose(writes("PutItem", "attribute_not_exists(version)"))
+    counter = Counter()
+    assert objects.call(counter, "Tally", "t-4", "add", [5]) == [5]
+    assert lost.lost, "the state write was not retried"
+    assert counter.calls == 1
+    assert objects.call(counter, "Tally", "t-4", "add", [1]) == [6]
+
+
+def test_an_optimistic_state_write_of_unknown_outcome_that_committed_says_so(table: Any) -> None:
+    """The optimistic put committed and every answer was lost: the call moves the version on
+    (so a put still on its way could not commit later), finds its own save instead, and
+    returns its results, applied once."""
+    objects = DynamoObjects(table, "objects", FakeClock())
+    cut = CutAfterCommit(table, "PutItem", "attribute_not_exists(version)")
+    counter = Counter()
+    assert objects.call(counter, "Tally", "t-5", "add", [4]) == [4]
+    assert cut.cut >= 2, "botocore did not retry the cut write"
+    cut.needle = "never"
+    assert objects.call(counter, "Tally", "t-5", "add", [1]) == [5]
+    assert counter.calls == 2

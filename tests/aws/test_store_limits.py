@@ -29,6 +29,7 @@ from functions import fetch
 from runtime.aws.services import DynamoObjects
 from runtime.core.clock import FakeClock
 from runtime.platform.limits import MAX_KEY_BYTES, MAX_VALUE_BYTES
+from runtime.services import effects
 from runtime.services.base import ServiceError
 from runtime.testing import LocalPlatform
 from tests.support.aws_events import PROJECTS, http_event
@@ -206,17 +207,27 @@ class FailingStateWrites:
 
 
 class Runner:
+    """A method that sets ``n``; with ``effect``, after a host call that reaches outside, so
+    the call holds the key's lock when it writes its state."""
+
+    def __init__(self, effect: bool) -> None:
+        self.effect = effect
+
     def call_object(
         self, cls: str, key: str, method: str, state: Any, args: list[Any]
     ) -> tuple[list[Any], Any]:
+        if self.effect:
+            effects.before_effect()
         return [True], {"n": 1}
 
 
-def test_a_failed_state_write_on_dynamodb_releases_the_lock(aws: AwsWorld) -> None:
-    """Whatever makes the state write fail, the lock it would have dropped is dropped."""
+@pytest.mark.parametrize("effect", [True, False], ids=["locked", "optimistic"])
+def test_a_failed_state_write_on_dynamodb_releases_the_lock(aws: AwsWorld, effect: bool) -> None:
+    """Whatever makes the state write fail, the lock it would have dropped is dropped (and a
+    call that took none leaves none)."""
     objects = DynamoObjects(FailingStateWrites(aws.dynamodb), aws.table, FakeClock())
     with pytest.raises(ServiceError) as e:
-        objects.call(Runner(), "Box", "b", "count", [])
+        objects.call(Runner(effect), "Box", "b", "count", [])
     assert str(e.value) == (
         "Box('b'):count: its new state could not be saved (DynamoDB said "
         "ProvisionedThroughputExceededException: slow down); the state is as it was before the "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ import pytest
 from runtime.errors import ProjectLoadError
 from runtime.platform.fetch import make_request
 from runtime.platform.platform import Worker
-from runtime.testing import LocalPlatform
+from runtime.testing import AwsPlatform, LocalPlatform
 
 from . import call, error, loopback_server, project, value
 
@@ -82,24 +82,33 @@ def test_different_keys_have_independent_state(p: LocalPlatform) -> None:
     assert obj(p, "c", "get") == 0
 
 
-def _hammer(p: LocalPlatform, keys: list[str], calls_each: int) -> list[Any]:
+def _hammer(
+    p: LocalPlatform | AwsPlatform,
+    keys: list[str],
+    calls_each: int,
+    method: Callable[[int, int], tuple[str, list[Any]]] = lambda thread, i: ("incr", [1]),
+) -> list[Any]:
     """One thread per key in ``keys``, each with its own worker (its own Lua state, as the
-    dev server's pool has), each calling ``incr`` ``calls_each`` times through the fetch
-    handler. Returns the failures."""
+    dev server's pool has), each calling ``incr`` (or what ``method`` picks for the thread's
+    ``i``-th call) ``calls_each`` times through the fetch handler. Returns the failures."""
     workers: list[Worker] = [p.platform.new_worker() for _ in keys]
     start = threading.Barrier(len(keys))
     failures: list[Any] = []
 
-    def go(worker: Worker, key: str) -> None:
+    def go(thread: int, worker: Worker, key: str) -> None:
         start.wait()
-        for _ in range(calls_each):
-            request = make_request("POST", "/", json.dumps({"key": key, "method": "incr", "args": [1]}))
+        for i in range(calls_each):
+            name, args = method(thread, i)
+            request = make_request("POST", "/", json.dumps({"key": key, "method": name, "args": args}))
             ok, out, _ = worker.code.call_fetch(request)
             reply = json.loads(out["body"]) if ok else {"ok": False, "error": out}
             if not reply["ok"]:
                 failures.append(reply["error"])
 
-    threads = [threading.Thread(target=go, args=(w, k)) for w, k in zip(workers, keys, strict=True)]
+    threads = [
+        threading.Thread(target=go, args=(n, w, k))
+        for n, (w, k) in enumerate(zip(workers, keys, strict=True))
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -114,6 +123,40 @@ def test_concurrent_calls_to_one_key_are_serialized(p: LocalPlatform) -> None:
     failures = _hammer(p, ["shared"] * 8, 25)
     assert failures == []
     assert obj(p, "shared", "get") == 200
+
+
+@pytest.fixture(params=["local", "aws"])
+def both(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalPlatform | AwsPlatform]:
+    """The project on either harness: on AWS an object call runs optimistically and takes the
+    key's lock only at an effect (runtime/aws/services.py), so serialization is its to show."""
+    harness = LocalPlatform if request.param == "local" else AwsPlatform
+    with harness(project("svc_objects"), data_dir=tmp_path) as plat:
+        yield plat
+
+
+def test_concurrent_calls_to_one_key_are_serialized_on_both_harnesses(
+    both: LocalPlatform | AwsPlatform,
+) -> None:
+    failures = _hammer(both, ["shared"] * 6, 15)
+    assert failures == []
+    assert value(both, key="shared", method="get") == 90
+
+
+def test_calls_that_reach_outside_and_calls_that_do_not_are_serialized_together(
+    both: LocalPlatform | AwsPlatform,
+) -> None:
+    """Half the calls reach the network (``fetch``: an effect, so on AWS the call takes the
+    lock), half only count (``incr``): no increment is lost and each request is made once."""
+    with loopback_server() as server:
+
+        def mixed(thread: int, i: int) -> tuple[str, list[Any]]:
+            return ("fetch", [server.url + f"/t{thread}/{i}"]) if (thread + i) % 2 else ("incr", [1])
+
+        failures = _hammer(both, ["mixed"] * 4, 10, mixed)
+        assert failures == []
+        assert value(both, key="mixed", method="get") == 20
+        paths = sorted(seen.path for seen in server.requests)
+        assert paths == sorted(f"/t{t}/{i}" for t in range(4) for i in range(10) if (t + i) % 2)
 
 
 def test_concurrent_calls_to_different_keys_are_independent(p: LocalPlatform) -> None:
