@@ -35,6 +35,10 @@ OBJECT_WAIT_S = 15.0
 # contention, waiting in line costs less than running the method again and again.
 OPTIMISTIC_TRIES = 3
 MAX_EFFECTFUL = 10_000  # (class, method) pairs remembered as making effects
+# An object's item lists the calls that saved its last few states (``savers``), so a call
+# whose write was refused can tell "mine committed, then others saved" (a retry of its own
+# committed write) from "another saved first" as long as fewer than this many saved since.
+SAVERS_KEPT = 8
 # The lock is free: never taken, dropped, or past its time (a call cut off by its end).
 UNLOCKED = "attribute_not_exists(lock_until) OR lock_until < :now"
 MAX_HIDE_S = 12 * 60 * 60  # SQS's longest visibility timeout
@@ -125,7 +129,8 @@ class DynamoObjects:
     ``OPTIMISTIC_TRIES`` conflicts the call takes the lock. Its log lines are said once the
     attempt counts.
 
-    A method that reaches outside (``runtime/services/effects.py``) takes the key's **lock**
+    A method that reaches outside (``runtime/services/effects.py``; ``READS`` in
+    ``runtime/engine/host.py`` are the service calls that do not) takes the key's **lock**
     at its first such host call, on condition the state is still the one read: from there it
     runs as a locked call does, and if the state moved, the attempt stops before the effect
     and the call runs again under the lock. A (class, method) that once made an effect takes
@@ -171,7 +176,7 @@ class DynamoObjects:
         item_key: dict[str, Any],
         what: str,
     ) -> list[Any]:
-        me = str(uuid.uuid4())
+        me = _call_id()
         item = self._lock(item_key, me, what)
         with self._renewing(item_key, me):
             try:
@@ -181,13 +186,19 @@ class DynamoObjects:
             except BaseException:
                 self._unlock(item_key, me)
                 raise
-        return self._save_locked(item_key, me, text, _version(item), what, results)
+        return self._save_locked(item_key, me, text, item, what, results)
 
     def _save_locked(
-        self, item_key: dict[str, Any], me: str, text: str, version: int, what: str, results: list[Any]
+        self,
+        item_key: dict[str, Any],
+        me: str,
+        text: str,
+        read: dict[str, Any],
+        what: str,
+        results: list[Any],
     ) -> list[Any]:
         try:
-            self._save(item_key, me, text, version)
+            self._save(item_key, me, text, read)
         except (ClientError, BotoCoreError) as e:
             if isinstance(e, ClientError) and condition_failed(e):
                 if _saved_by(e.response.get("Item"), me):
@@ -195,7 +206,8 @@ class DynamoObjects:
                 self._unlock(item_key, me)
                 raise ServiceError(
                     f"{what}: the call held the object's lock past {OBJECT_LOCK_MS // 1000}s and another "
-                    "call took it, so this call's state change was dropped; keep object methods short"
+                    "call saved the state meanwhile, so this call's state change was dropped; keep object "
+                    "methods short"
                 ) from e
             # The outcome is unknown (the put may have committed). Dropping the lock first
             # settles it: a put still on its way fails its condition afterwards, and an unlock
@@ -291,36 +303,39 @@ class DynamoObjects:
             return True
         return locked.item is not None and locked.item.get("lock_owner", {}).get("S") == me
 
-    def _save(self, key: dict[str, Any], me: str, state: str, version: int) -> None:
+    def _save(self, key: dict[str, Any], me: str, state: str, read: dict[str, Any]) -> None:
         """Write the state (its JSON text) and drop the lock: one put of the whole item, on
-        condition that the lock is still ours. The item keeps the call's id (``saved_by``):
-        a retry of this put whose first attempt committed fails its condition, and the item
-        it finds, saved by this call, says the state holds the change."""
+        condition that the lock is still ours and the state is the one the call read (a lock
+        that lapsed while another call saved, or a settling ``_fence``, refuses it). The item
+        lists the call among its ``savers``: a retry of this put whose first attempt
+        committed fails its condition, and the item it finds says the state holds the change."""
+        at, values = _at_version(_version(read))
         self._db.put_item(
             TableName=self.table,
-            Item={**key, "state": s(state), "version": n(version + 1), "saved_by": s(me)},
-            ConditionExpression="lock_owner = :me",
-            ExpressionAttributeValues={":me": s(me)},
+            Item=_saved(key, state, read, me),
+            ConditionExpression=f"lock_owner = :me AND {at}",
+            ExpressionAttributeValues={**values, ":me": s(me)},
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
 
-    def _put_at(self, key: dict[str, Any], me: str, state: str, version: int) -> Any:
+    def _put_at(self, key: dict[str, Any], me: str, state: str, read: dict[str, Any]) -> Any:
         """An optimistic attempt's state: one put, on condition the version is still the one
         read and no call holds the lock; ``Lost`` with the item as found when refused."""
-        at, values = _at_version(version)
+        at, values = _at_version(_version(read))
         return conditional(
             self._db.put_item,
             TableName=self.table,
-            Item={**key, "state": s(state), "version": n(version + 1), "saved_by": s(me)},
+            Item=_saved(key, state, read, me),
             ConditionExpression=f"{at} AND ({UNLOCKED})",
             ExpressionAttributeValues={**values, ":now": n(int(self._clock.now() * 1000))},
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
 
-    def _fence(self, key: dict[str, Any], me: str, version: int) -> Any:
+    def _fence(self, key: dict[str, Any], version: int) -> Any:
         """Settle an optimistic put of unknown outcome: move the version on, so a put still on
-        its way fails its condition; ``Lost`` with the item when the version had moved (by
-        the put itself when the item says it was saved by ``me``)."""
+        its way fails its condition (a locked call's save, which checks the version it read,
+        fails too: it reports its change dropped rather than lose another's); ``Lost`` with
+        the item when the version had moved."""
         at, values = _at_version(version)
         return conditional(
             self._db.update_item,
@@ -358,7 +373,7 @@ class _Attempt:
 
     def __init__(self, objects: DynamoObjects, key: dict[str, Any], what: str) -> None:
         self.objects, self.key, self.what = objects, key, what
-        self.me = str(uuid.uuid4())
+        self.me = _call_id()
         self.version = 0
         self.locked = False  # the lock was taken at an effect: the call is a locked one now
         self.stopped = False  # an effect found the state moved: run again under the lock
@@ -387,31 +402,59 @@ class _Attempt:
                 if self.stopped:
                     return None
                 text = stored({} if new_state is None else new_state, f"the state of {cls}('{shown(key)}')")
-            except BaseException:
+            except Exception:
                 if self.stopped:
                     return None  # the method saw the stop as an error: it ran no effect
                 if self.locked:
                     objects._unlock(self.key, self.me)
                 self._say_held()
                 raise
+            except BaseException:
+                if self.locked:
+                    objects._unlock(self.key, self.me)
+                raise
         if self.locked:
             self._say_held()
-            return objects._save_locked(self.key, self.me, text, self.version, self.what, results)
+            return objects._save_locked(self.key, self.me, text, item, self.what, results)
         if text == old or (old is None and text == "{}" and not item):
             self._say_held()
             return results  # nothing changed: the call was a read, serialized at it
         try:
-            put = objects._put_at(self.key, self.me, text, self.version)
-        except (ClientError, BotoCoreError) as e:
-            fenced = objects._fence(self.key, self.me, self.version)
-            if not fenced and _saved_by(fenced.item, self.me):
-                self._say_held()
-                return results
-            raise _unsaved(self.what, e) from e
-        if put or _saved_by(put.item, self.me):
+            saved = self._put(text, item, results)
+        except Exception:
             self._say_held()
+            raise
+        if saved is not None:
+            self._say_held()  # the attempt counts (one run again says its own lines)
+        return saved
+
+    def _put(self, text: str, item: dict[str, Any], results: list[Any]) -> list[Any] | None:
+        try:
+            put = self.objects._put_at(self.key, self.me, text, item)
+        except (ClientError, BotoCoreError) as e:
+            return self._settle(results, e)
+        if put:
             return results
-        return None  # another call saved first: run the method again on its state
+        if _saved_by(put.item, self.me):
+            return results  # botocore's retry of this put, which had committed
+        if _version(put.item or {}) - self.version > SAVERS_KEPT:
+            raise _unknown(self.what, "its write was refused after more calls saved than it can check")
+        return None  # another call saved first (not this one: it would be listed): run again
+
+    def _settle(self, results: list[Any], e: Exception) -> list[Any]:
+        """The put's outcome is unknown: move the version on, so the put can no longer commit
+        if it has not, then look whether it had."""
+        try:
+            fenced = self.objects._fence(self.key, self.version)
+        except (ClientError, BotoCoreError) as again:
+            raise _unknown(self.what, _said(again)) from e
+        if fenced:
+            raise _unsaved(self.what, e) from e  # the put can never commit now
+        if _saved_by(fenced.item, self.me):
+            return results
+        if _version(fenced.item or {}) - self.version > SAVERS_KEPT:
+            raise _unknown(self.what, _said(e)) from e
+        raise _unsaved(self.what, e) from e  # others saved since, this call not among them
 
     # --- the guard -------------------------------------------------------------------------
 
@@ -420,7 +463,14 @@ class _Attempt:
             return
         if self.stopped:
             raise _Stopped(f"{self.what}: the call runs again under the key's lock")
-        if self.objects._lock_at(self.key, self.me, self.version):
+        try:
+            locked = self.objects._lock_at(self.key, self.me, self.version)
+        except (ClientError, BotoCoreError):
+            # Its outcome is unknown: a lock it may have taken must not stand for 10 s.
+            with contextlib.suppress(ClientError, BotoCoreError):
+                self.objects._unlock(self.key, self.me)
+            raise
+        if locked:
             self.locked = True
             assert self._renewal is not None
             self._renewal.enter_context(self.objects._renewing(self.key, self.me))
@@ -442,9 +492,33 @@ class _Attempt:
             line()
 
 
+def _call_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def _savers(item: dict[str, Any]) -> list[str]:
+    """The calls that saved the item's last states, oldest first."""
+    listed = [x["S"] for x in item.get("savers", {}).get("L", [])]
+    if not listed and "saved_by" in item:
+        listed = [item["saved_by"]["S"]]  # an item saved before the list was kept
+    return listed
+
+
+def _saved(key: dict[str, Any], state: str, read: dict[str, Any], me: str) -> dict[str, Any]:
+    """The whole item a call saves: its state, the next version, and ``me`` among the savers."""
+    savers = [*_savers(read)[-(SAVERS_KEPT - 1) :], me]
+    return {
+        **key,
+        "state": s(state),
+        "version": n(_version(read) + 1),
+        "saved_by": s(me),
+        "savers": {"L": [s(x) for x in savers]},
+    }
+
+
 def _saved_by(item: Any, me: str) -> bool:
-    """Whether an object's item (as a refused write found it) was saved by call ``me``."""
-    return bool((item or {}).get("saved_by", {}).get("S") == me)
+    """Whether an object's item (as a refused write found it) holds a save by call ``me``."""
+    return me in _savers(item or {})
 
 
 def _version(item: dict[str, Any]) -> int:
@@ -462,14 +536,24 @@ def _at_version(version: int) -> tuple[str, dict[str, Any]]:
     return "version = :v", {":v": n(version)}
 
 
-def _unsaved(what: str, e: Exception) -> ServiceError:
-    said = str(e)
+def _said(e: Exception) -> str:
     if isinstance(e, ClientError):
         error = e.response.get("Error", {})
-        said = f"DynamoDB said {error.get('Code')}: {error.get('Message')}"
+        return f"DynamoDB said {error.get('Code')}: {error.get('Message')}"
+    return str(e)
+
+
+def _unsaved(what: str, e: Exception) -> ServiceError:
     return ServiceError(
-        f"{what}: its new state could not be saved ({said}); the state is as it was before the "
+        f"{what}: its new state could not be saved ({_said(e)}); the state is as it was before the "
         "call — call it again"
+    )
+
+
+def _unknown(what: str, why: str) -> ServiceError:
+    return ServiceError(
+        f"{what}: whether its new state was saved is unknown ({why}); a call may be repeated only "
+        "when the method recognises a repeat — read the state before calling again"
     )
 
 

@@ -33,6 +33,10 @@ lua_log = logging.getLogger("lunaflow.lua")
 HostFn = Callable[..., Any]
 LogSink = Callable[[dict[str, Any]], None]
 
+# Service calls that only read: an object method making them may run again (the others are
+# effects: runtime/services/effects.py). A database query is not one of them: SQL may write.
+READS = {("kv", "get"), ("kv", "list")}
+
 MAX_LOG_CHARS = 16 * 1024  # of a log line's message, and of its fields as JSON; the rest is cut
 
 
@@ -185,6 +189,8 @@ def host_functions(
         effects.say(line)  # an object method's optimistic attempt holds it until it counts
 
     def service(kind: str, name: str, method: str, args_json: str) -> Any:
+        if (kind, method) not in READS:
+            effects.before_effect()  # see ``effect`` below
         return pack(need(f"{kind} '{name}'").call(kind, name, method, json.loads(args_json)))
 
     def object_call(cls: str, key: str, method: str, args_json: str) -> Any:
@@ -228,7 +234,7 @@ def host_functions(
         "http_request": effect(http),
         **builtins.crypto_functions(),
         **builtins.jwt_functions(lua, pair, api.clock.now),
-        "service": effect(service),
+        "service": service,
         "object_call": effect(object_call),
         "secret": secret,
         "run_check_id": check_run_id,

@@ -3,10 +3,11 @@
 On AWS an object call first runs its method on the state it read, taking no lock
 (``runtime.aws.services.DynamoObjects``): a method that only reads and writes ``self.state``
 is then one read and at most one conditional write, and a conflict runs it again. A method
-that reaches outside (HTTP, kv, a database, a queue, another object, the run API) must not
-run twice, so the host asks the call's guard at each such host call (``before_effect``): the
-guard takes the key's lock there, on condition the state is still the one read, or stops the
-attempt. Log lines said during an attempt are held until the guard knows the attempt counts.
+that reaches outside (HTTP, a kv write, a database, a queue, another object, a run's start,
+signal, cancel or resume) must not run twice, so the host asks the call's guard at each
+such host call (``before_effect``): the guard takes the key's lock there, on condition the
+state is still the one read, or stops the attempt. Log lines said during an attempt are
+held until the guard knows the attempt counts.
 
 With no guard on the stack (the local backend, a handler, a step body) both are no-ops."""
 

@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from runtime.testing import LocalPlatform
+from runtime.testing import AwsPlatform, LocalPlatform
 
 PROJECTS = Path(__file__).resolve().parents[1] / "projects"
 
@@ -34,7 +34,7 @@ def copy_project(name: str, dest: Path) -> Path:
     return dest
 
 
-def call(p: LocalPlatform, **request: Any) -> Any:
+def call(p: LocalPlatform | AwsPlatform, **request: Any) -> Any:
     """POST ``request`` as JSON to the project's fetch handler and decode the JSON reply.
 
     The svc_* projects answer ``{ ok = true, value = ... }`` or ``{ ok = false, error = "..." }``.
@@ -44,14 +44,14 @@ def call(p: LocalPlatform, **request: Any) -> Any:
     return json.loads(resp.body)
 
 
-def value(p: LocalPlatform, **request: Any) -> Any:
+def value(p: LocalPlatform | AwsPlatform, **request: Any) -> Any:
     """``call`` that must succeed; returns the value."""
     out = call(p, **request)
     assert out["ok"] is True, out
     return out.get("value")
 
 
-def error(p: LocalPlatform, **request: Any) -> str:
+def error(p: LocalPlatform | AwsPlatform, **request: Any) -> str:
     """``call`` that must fail in Lua; returns the error message."""
     out = call(p, **request)
     assert out["ok"] is False, out

@@ -1,4 +1,6 @@
--- Object service tests (tests/services/test_objects.py).
+-- Object service tests (tests/services/test_objects.py, tests/aws/test_object_calls.py).
+local notes = kv "notes"
+
 object "Counter" {
     -- Reads the count, works a while, then writes it back: two unserialized calls on one
     -- key would both read the same count and one increment would be lost.
@@ -25,6 +27,16 @@ object "Counter" {
         return r.body
     end,
     two = function(self) return "a", "b" end,
+    -- Reads kv (no effect: may run again without harm) and counts in its state.
+    peek = function(self, k)
+        self.state.peeked = (self.state.peeked or 0) + 1
+        return notes:get(k)
+    end,
+    -- Writes kv: an effect.
+    poke = function(self, k, v)
+        notes:put(k, v)
+        self.state.poked = (self.state.poked or 0) + 1
+    end,
     -- Replaces the whole state table.
     replace = function(self, v) self.state = v end,
     -- Leaves something in the state that cannot be stored.
