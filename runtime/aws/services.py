@@ -39,6 +39,7 @@ MAX_EFFECTFUL = 10_000  # (class, method) pairs remembered as making effects
 # whose write was refused can tell "mine committed, then others saved" (a retry of its own
 # committed write) from "another saved first" as long as fewer than this many saved since.
 SAVERS_KEPT = 8
+REFUSED_ON_A_RETRY = "its write was refused on a retry, after more calls saved than it can check"
 # The lock is free: never taken, dropped, or past its time (a call cut off by its end).
 UNLOCKED = "attribute_not_exists(lock_until) OR lock_until < :now"
 MAX_HIDE_S = 12 * 60 * 60  # SQS's longest visibility timeout
@@ -201,8 +202,14 @@ class DynamoObjects:
             self._save(item_key, me, text, read)
         except (ClientError, BotoCoreError) as e:
             if isinstance(e, ClientError) and condition_failed(e):
-                if _saved_by(e.response.get("Item"), me):
+                found = e.response.get("Item")
+                if _saved_by(found, me):
                     return results  # botocore's retry of our committed write: the state holds it
+                if _retried(e) and not _not_saved_by_a_listed_call(found, _version(read)):
+                    self._unlock(item_key, me)
+                    raise _unknown(
+                        what, "its write was refused on a retry, after more calls saved than it can check"
+                    ) from e
                 self._unlock(item_key, me)
                 raise ServiceError(
                     f"{what}: the call held the object's lock past {OBJECT_LOCK_MS // 1000}s and another "
@@ -215,6 +222,8 @@ class DynamoObjects:
             unlocked = self._unlock(item_key, me)
             if not unlocked and _saved_by(unlocked.item, me):
                 return results
+            if not unlocked and not _not_saved_by_a_listed_call(unlocked.item, _version(read)):
+                raise _unknown(what, _said(e)) from e
             raise _unsaved(what, e) from e
         return results
 
@@ -333,17 +342,21 @@ class DynamoObjects:
 
     def _fence(self, key: dict[str, Any], version: int) -> Any:
         """Settle an optimistic put of unknown outcome: move the version on, so a put still on
-        its way fails its condition (a locked call's save, which checks the version it read,
-        fails too: it reports its change dropped rather than lose another's); ``Lost`` with
-        the item when the version had moved."""
+        its way fails its condition; ``Lost`` with the item when the version had moved or a
+        call holds the lock (which the put, conditional on no lock, cannot pass either: the
+        settling waits for that call's save rather than void it)."""
         at, values = _at_version(version)
         return conditional(
             self._db.update_item,
             TableName=self.table,
             Key=key,
             UpdateExpression="SET version = :next",
-            ConditionExpression=at,
-            ExpressionAttributeValues={**values, ":next": n(version + 1)},
+            ConditionExpression=f"{at} AND ({UNLOCKED})",
+            ExpressionAttributeValues={
+                **values,
+                ":next": n(version + 1),
+                ":now": n(int(self._clock.now() * 1000)),
+            },
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
 
@@ -437,24 +450,36 @@ class _Attempt:
             return results
         if _saved_by(put.item, self.me):
             return results  # botocore's retry of this put, which had committed
-        if _version(put.item or {}) - self.version > SAVERS_KEPT:
-            raise _unknown(self.what, "its write was refused after more calls saved than it can check")
-        return None  # another call saved first (not this one: it would be listed): run again
+        if put.retried and not _not_saved_by_a_listed_call(put.item, self.version):
+            raise _unknown(
+                self.what, "its write was refused on a retry, after more calls saved than it can check"
+            )
+        return None  # another call saved first (one attempt, or not listed): run again
 
     def _settle(self, results: list[Any], e: Exception) -> list[Any]:
         """The put's outcome is unknown: move the version on, so the put can no longer commit
-        if it has not, then look whether it had."""
-        try:
-            fenced = self.objects._fence(self.key, self.version)
-        except (ClientError, BotoCoreError) as again:
-            raise _unknown(self.what, _said(again)) from e
-        if fenced:
-            raise _unsaved(self.what, e) from e  # the put can never commit now
-        if _saved_by(fenced.item, self.me):
-            return results
-        if _version(fenced.item or {}) - self.version > SAVERS_KEPT:
-            raise _unknown(self.what, _said(e)) from e
-        raise _unsaved(self.what, e) from e  # others saved since, this call not among them
+        if it has not, then look whether it had. While a locked call holds the key the put
+        cannot commit either, so the settling waits for that call's save."""
+        give_up = time.monotonic() + OBJECT_WAIT_S
+        pause = 0.02
+        while True:
+            try:
+                fenced = self.objects._fence(self.key, self.version)
+            except (ClientError, BotoCoreError) as again:
+                raise _unknown(self.what, _said(again)) from e
+            if fenced:
+                raise _unsaved(self.what, e) from e  # the put can never commit now
+            found = fenced.item or {}
+            if _saved_by(found, self.me):
+                return results
+            if _version(found) != self.version:
+                if _not_saved_by_a_listed_call(found, self.version):
+                    raise _unsaved(self.what, e) from e  # others saved since, this call not among them
+                raise _unknown(self.what, _said(e)) from e
+            if time.monotonic() > give_up:
+                raise _unknown(self.what, f"{_said(e)}; the key stayed locked by another call") from e
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
 
     # --- the guard -------------------------------------------------------------------------
 
@@ -519,6 +544,23 @@ def _saved(key: dict[str, Any], state: str, read: dict[str, Any], me: str) -> di
 def _saved_by(item: Any, me: str) -> bool:
     """Whether an object's item (as a refused write found it) holds a save by call ``me``."""
     return me in _savers(item or {})
+
+
+def _not_saved_by_a_listed_call(item: Any, read_version: int) -> bool:
+    """Whether an item that does not list a call shows the call's write never committed:
+    nothing saved since its read, or every save since is in the list (``savers`` keeps the
+    last SAVERS_KEPT, and each save moves the version by one). An item a call of older code
+    saved (no list) cannot say."""
+    if item is None:
+        return True  # a committed write would have made it
+    moved = _version(item) - read_version
+    if moved <= 0:
+        return True
+    return "savers" in item and moved <= SAVERS_KEPT
+
+
+def _retried(e: ClientError) -> bool:
+    return bool(e.response.get("ResponseMetadata", {}).get("RetryAttempts", 0))
 
 
 def _version(item: dict[str, Any]) -> int:

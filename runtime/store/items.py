@@ -50,8 +50,10 @@ class Lost:
     """A conditional write whose condition did not hold; ``item`` is the item as it was
     (when the request asked for it with ``ReturnValuesOnConditionCheckFailure``)."""
 
-    def __init__(self, item: Item | None) -> None:
+    def __init__(self, item: Item | None, retried: bool = False) -> None:
         self.item = item
+        # botocore sent the request more than once: an earlier attempt may have committed.
+        self.retried = retried
 
     def __bool__(self) -> bool:
         return False
@@ -65,4 +67,8 @@ def conditional(write: Callable[..., Any], **request: Any) -> Any:
         if not condition_failed(e):
             raise
         item: Item | None = e.response.get("Item")  # type: ignore[assignment]
-        return Lost(item)
+        return Lost(item, retried=_retried(e))
+
+
+def _retried(e: ClientError) -> bool:
+    return bool(e.response.get("ResponseMetadata", {}).get("RetryAttempts", 0))
