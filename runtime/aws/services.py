@@ -292,21 +292,12 @@ class DynamoObjects:
     def _lock_at(self, key: dict[str, Any], me: str, version: int) -> bool:
         """Take the key's lock on condition the state is still at ``version``: an optimistic
         attempt's first effect. False when the state moved or another call holds the lock."""
-        now = int(self._clock.now() * 1000)
-        at, values = _at_version(version)
-        locked = conditional(
-            self._db.update_item,
-            TableName=self.table,
-            Key=key,
-            UpdateExpression="SET lock_owner = :me, lock_until = :until",
-            ConditionExpression=f"{at} AND ({UNLOCKED})",
-            ExpressionAttributeValues={
-                **values,
-                ":me": s(me),
-                ":until": n(now + OBJECT_LOCK_MS),
-                ":now": n(now),
-            },
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        until = int(self._clock.now() * 1000) + OBJECT_LOCK_MS
+        locked = self._update_at(
+            key,
+            version,
+            "SET lock_owner = :me, lock_until = :until",
+            {":me": s(me), ":until": n(until)},
         )
         if locked:
             return True
@@ -345,18 +336,19 @@ class DynamoObjects:
         its way fails its condition; ``Lost`` with the item when the version had moved or a
         call holds the lock (which the put, conditional on no lock, cannot pass either: the
         settling waits for that call's save rather than void it)."""
-        at, values = _at_version(version)
+        return self._update_at(key, version, "SET version = :next", {":next": n(version + 1)})
+
+    def _update_at(self, key: dict[str, Any], version: int, update: str, values: dict[str, Any]) -> Any:
+        """An update on condition the state is still at ``version`` and no call holds the
+        lock; ``Lost`` with the item as found when refused."""
+        at, at_values = _at_version(version)
         return conditional(
             self._db.update_item,
             TableName=self.table,
             Key=key,
-            UpdateExpression="SET version = :next",
+            UpdateExpression=update,
             ConditionExpression=f"{at} AND ({UNLOCKED})",
-            ExpressionAttributeValues={
-                **values,
-                ":next": n(version + 1),
-                ":now": n(int(self._clock.now() * 1000)),
-            },
+            ExpressionAttributeValues={**at_values, **values, ":now": n(int(self._clock.now() * 1000))},
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
 

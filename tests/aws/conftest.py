@@ -4,7 +4,8 @@
 queue, the Scheduler group, one user queue (``orders``) with its dead-letter queue, and the
 ``LUNAFLOW_*`` environment ``AwsConfig.from_env`` reads. ``make_runtime(project)`` builds the
 container's ``AwsRuntime`` from that environment with a fake clock and injects it where the
-handlers find it (``functions._runtime._runtime``).
+handlers find it (``functions._runtime._runtime``). ``objects_table`` is a bare table named
+``objects`` for the object-state tests.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -135,3 +137,12 @@ def make_runtime(aws: AwsWorld, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cal
 
     yield make
     container.reset()
+
+
+@pytest.fixture
+def objects_table() -> Iterator[Any]:
+    """A DynamoDB client (in-process moto) with one store table, ``objects``."""
+    with mock_aws():
+        db = boto3.client("dynamodb", region_name=REGION)
+        db.create_table(**table_definition("objects"))
+        yield db

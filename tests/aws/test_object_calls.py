@@ -12,19 +12,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from runtime.aws.services import OBJECT_LOCK_MS, OBJECT_WAIT_S, OPTIMISTIC_TRIES, SAVERS_KEPT, DynamoObjects
 from runtime.core.clock import FakeClock
 from runtime.services import effects
 from runtime.services.base import ServiceError
-from runtime.store.dynamodb import table_definition
 from runtime.testing import AwsPlatform
 from tests.services import PROJECTS, value
 from tests.support.retries import CutAfterCommit
@@ -33,11 +31,8 @@ KEY = {"pk": {"S": "OBJ#Tally"}, "sk": {"S": "t"}}
 
 
 @pytest.fixture
-def table() -> Iterator[Any]:
-    with mock_aws():
-        db = boto3.client("dynamodb", region_name="eu-west-1")
-        db.create_table(**table_definition("objects"))
-        yield db
+def table(objects_table: Any) -> Any:
+    return objects_table
 
 
 class Requests:

@@ -17,9 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 from rich.console import Console
 
 from runtime import cli
@@ -27,9 +25,9 @@ from runtime.aws.contract import CONSOLE_TIMEOUT_S, Handler
 from runtime.aws.services import OBJECT_WAIT_S, DynamoObjects
 from runtime.aws.wake import schedule_name
 from runtime.core.clock import FakeClock
-from runtime.store.blobs import run_prefix
-from runtime.store.dynamodb import RUN_SK, run_pk, table_definition
 from runtime.services import effects
+from runtime.store.blobs import run_prefix
+from runtime.store.dynamodb import RUN_SK, run_pk
 from runtime.store.items import whole
 from runtime.testing import AwsPlatform
 from tests.support.retries import CutAfterCommit, LostAnswers, writes
@@ -187,11 +185,8 @@ class Counter:
 
 
 @pytest.fixture
-def table() -> Iterator[Any]:
-    with mock_aws():
-        db = boto3.client("dynamodb", region_name="eu-west-1")
-        db.create_table(**table_definition("objects"))
-        yield db
+def table(objects_table: Any) -> Any:
+    return objects_table
 
 
 def test_a_retried_object_state_write_is_the_calls_own(table: Any) -> None:
