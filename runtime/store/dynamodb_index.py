@@ -73,38 +73,6 @@ class Index(Reads):
             **more,
         )
 
-    def _gathered(
-        self,
-        index: str,
-        base: str,
-        *,
-        newest_first: bool = False,
-        below: str | None = None,
-        page: int | None = None,
-    ) -> Iterator[dict[str, Any]]:
-        """An index's entries under a sharded partition key, every shard's merged in sort
-        key order (ties by run): each shard is one Query, read a page at a time, as far as
-        the caller goes. ``below``: sort keys less than it only."""
-        pk, sk = INDEXES[index]
-        condition = "#k = :v" + ("" if below is None else " AND #s < :below")
-        names = {"#k": pk, **({} if below is None else {"#s": sk})}
-
-        def one(n_: int) -> Iterator[tuple[str, str, dict[str, Any]]]:
-            values = {":v": s(f"{base}#{n_:02d}"), **({} if below is None else {":below": s(below)})}
-            more: dict[str, Any] = {} if page is None else {"Limit": page}
-            for item in self._query(
-                IndexName=index,
-                KeyConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ScanIndexForward=not newest_first,
-                **more,
-            ):
-                yield item[sk]["S"], item["pk"]["S"], item
-
-        merged = heapq.merge(*(one(n_) for n_ in range(SHARDS)), reverse=newest_first)
-        return (item for _, _, item in merged)
-
     def list_runs(
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 1000
     ) -> list[RunRecord]:

@@ -5,6 +5,7 @@ item as a record, and a run with its journal and signals (``get_run``, ``load``)
 
 from __future__ import annotations
 
+import heapq
 import json
 import threading
 from collections.abc import Iterator, Sequence
@@ -16,8 +17,10 @@ from runtime.core.journal import ENDED, Entry, Kind, Signal, Status
 from runtime.errors import LunaflowError
 from runtime.store.base import RunRecord, SignalRecord, Snapshot, current_step
 from runtime.store.dynamodb_layout import (
+    INDEXES,
     REF,
     RUN_SK,
+    SHARDS,
     _armed_from,
     _filled,
     _ids,
@@ -98,18 +101,6 @@ class Reads(Spill):
     _firsts: dict[tuple[str, str], Entry]  # journal entries 1 read from first chunks (they never change)
     _created: dict[str, str]  # runs' created_sk (runtime.store.dynamodb_index), refreshed by loads
 
-    if TYPE_CHECKING:  # runtime.store.dynamodb_index's, which the timers and expiry parts read
-
-        def _gathered(
-            self,
-            index: str,
-            base: str,
-            *,
-            newest_first: bool = False,
-            below: str | None = None,
-            page: int | None = None,
-        ) -> Iterator[dict[str, Any]]: ...
-
     # The store's parts read and replace these as attributes; each thread sees its own.
     _tokens = ThreadsOwn[dict[str, int]]("tokens")
     _armed = ThreadsOwn[dict[str, tuple[int, str] | None]]("armed")
@@ -136,6 +127,38 @@ class Reads(Spill):
             if "LastEvaluatedKey" not in page:
                 return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _gathered(
+        self,
+        index: str,
+        base: str,
+        *,
+        newest_first: bool = False,
+        below: str | None = None,
+        page: int | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """An index's entries under a sharded partition key, every shard's merged in sort
+        key order (ties by run): each shard is one Query, read a page at a time, as far as
+        the caller goes. ``below``: sort keys less than it only."""
+        pk, sk = INDEXES[index]
+        condition = "#k = :v" + ("" if below is None else " AND #s < :below")
+        names = {"#k": pk, **({} if below is None else {"#s": sk})}
+
+        def one(n_: int) -> Iterator[tuple[str, str, dict[str, Any]]]:
+            values = {":v": s(f"{base}#{n_:02d}"), **({} if below is None else {":below": s(below)})}
+            more: dict[str, Any] = {} if page is None else {"Limit": page}
+            for item in self._query(
+                IndexName=index,
+                KeyConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                ScanIndexForward=not newest_first,
+                **more,
+            ):
+                yield item[sk]["S"], item["pk"]["S"], item
+
+        merged = heapq.merge(*(one(n_) for n_ in range(SHARDS)), reverse=newest_first)
+        return (item for _, _, item in merged)
 
     def _partition(self, run_id: str, prefix: str) -> Iterator[dict[str, Any]]:
         return self._query(
