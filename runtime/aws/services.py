@@ -183,7 +183,7 @@ class DynamoObjects:
             try:
                 state = json.loads(item["state"]["S"]) if "state" in item else {}
                 results, new_state = runner.call_object(cls, key, method, state, args)
-                text = stored({} if new_state is None else new_state, f"the state of {cls}('{shown(key)}')")
+                text = _state_text(cls, key, new_state)
             except BaseException:
                 self._unlock(item_key, me)
                 raise
@@ -207,9 +207,7 @@ class DynamoObjects:
                     return results  # botocore's retry of our committed write: the state holds it
                 if _retried(e) and not _not_saved_by_a_listed_call(found, _version(read)):
                     self._unlock(item_key, me)
-                    raise _unknown(
-                        what, "its write was refused on a retry, after more calls saved than it can check"
-                    ) from e
+                    raise _unknown(what, REFUSED_ON_A_RETRY) from e
                 self._unlock(item_key, me)
                 raise ServiceError(
                     f"{what}: the call held the object's lock past {OBJECT_LOCK_MS // 1000}s and another "
@@ -406,7 +404,7 @@ class _Attempt:
                     )
                 if self.stopped:
                     return None
-                text = stored({} if new_state is None else new_state, f"the state of {cls}('{shown(key)}')")
+                text = _state_text(cls, key, new_state)
             except Exception:
                 if self.stopped:
                     return None  # the method saw the stop as an error: it ran no effect
@@ -443,9 +441,7 @@ class _Attempt:
         if _saved_by(put.item, self.me):
             return results  # botocore's retry of this put, which had committed
         if put.retried and not _not_saved_by_a_listed_call(put.item, self.version):
-            raise _unknown(
-                self.what, "its write was refused on a retry, after more calls saved than it can check"
-            )
+            raise _unknown(self.what, REFUSED_ON_A_RETRY)
         return None  # another call saved first (one attempt, or not listed): run again
 
     def _settle(self, results: list[Any], e: Exception) -> list[Any]:
@@ -479,7 +475,7 @@ class _Attempt:
         if self.locked:
             return
         if self.stopped:
-            raise _Stopped(f"{self.what}: the call runs again under the key's lock")
+            raise self._stop()
         try:
             locked = self.objects._lock_at(self.key, self.me, self.version)
         except (ClientError, BotoCoreError):
@@ -494,7 +490,10 @@ class _Attempt:
             self._say_held()  # the attempt counts from here: it will not run again
             return
         self.stopped = True
-        raise _Stopped(f"{self.what}: the call runs again under the key's lock")
+        raise self._stop()
+
+    def _stop(self) -> _Stopped:
+        return _Stopped(f"{self.what}: the call runs again under the key's lock")
 
     def hold(self, say: Callable[[], None]) -> bool:
         if self.locked:
@@ -507,6 +506,11 @@ class _Attempt:
         held, self._held = self._held, []
         for line in held:
             line()
+
+
+def _state_text(cls: str, key: str, state: Any) -> str:
+    """A method's new state as the item stores it, held to the state's size limit."""
+    return stored({} if state is None else state, f"the state of {cls}('{shown(key)}')")
 
 
 def _call_id() -> str:
