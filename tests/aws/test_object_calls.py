@@ -19,7 +19,7 @@ from typing import Any
 import boto3
 import pytest
 
-from runtime.aws.services import OBJECT_LOCK_MS, OBJECT_WAIT_S, OPTIMISTIC_TRIES, SAVERS_KEPT, DynamoObjects
+from runtime.aws.services import OBJECT_LOCK_MS, OPTIMISTIC_TRIES, SAVERS_KEPT, DynamoObjects
 from runtime.core.clock import FakeClock
 from runtime.services import effects
 from runtime.services.base import ServiceError
@@ -352,10 +352,10 @@ def test_a_settling_write_waits_for_a_locked_calls_save_instead_of_voiding_it(ta
     a_db = boto3.client("dynamodb", region_name="eu-west-1")
     a = DynamoObjects(a_db, "objects", clock)
     CutAfterCommit(a_db, "PutItem", "version = :v")
-    began = time.monotonic()
-    with pytest.raises(ServiceError, match="could not be saved"):
+    # Giving up after OBJECT_WAIT_S would say "unknown ... the key stayed locked": this message
+    # says the settling saw B's save (no wall-clock bound: CI ran it in 25 s on a busy machine).
+    with pytest.raises(ServiceError, match="its new state could not be saved"):
         a.call(Method(before=a_before), "Tally", "t", "add", [1000])
-    assert time.monotonic() - began < OBJECT_WAIT_S
     tb.join(10)
     assert b_out == [[1]]
     assert base.state("Tally", "t") == {"n": 1}

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from rich.console import Console
 
 from runtime import cli
 from runtime.aws.contract import CONSOLE_TIMEOUT_S, Handler
-from runtime.aws.services import OBJECT_WAIT_S, DynamoObjects
+from runtime.aws.services import DynamoObjects
 from runtime.aws.wake import schedule_name
 from runtime.core.clock import FakeClock
 from runtime.services import effects
@@ -208,10 +207,10 @@ def test_a_retried_lock_is_taken_at_once(table: Any) -> None:
     objects = DynamoObjects(table, "objects", FakeClock())
     lost = LostAnswers(table)
     lost.lose(writes("UpdateItem", "SET lock_owner = :me"))
-    started = time.monotonic()
+    # Waiting out its own lock would end in "busy" after OBJECT_WAIT_S: the call succeeding says
+    # it did not (no wall-clock bound, which a busy machine breaks).
     assert objects.call(Counter(effect=True), "Tally", "t-2", "add", [2]) == [2]
     assert lost.lost, "the lock was not retried"
-    assert time.monotonic() - started < OBJECT_WAIT_S  # not refused as busy after 15 s
 
 
 def test_a_retried_signal_numbering_leaves_no_gap(p: AwsPlatform, lost: LostAnswers) -> None:
