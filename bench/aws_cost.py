@@ -748,15 +748,17 @@ def all_in_auction(keep: bool = False) -> Usage:
     return d_usage
 
 
-def all_in_fanout(n: int, keep: bool = False) -> Usage:
+def all_in_fanout(n: int, keep: bool = False, workflow: str = "signals") -> Usage:
+    """``workflow`` "quicksignals": its step declares a timeout that fits the request's
+    budget, so the signal's request runs it (no worker)."""
     with deployment(STEPS_PROJECT, keep) as d:
         ids = [f"fan-{i}" for i in range(n)]
         with d.meter.measuring("fan"):
             for rid in ids:
-                _post(d, "fan", f"/start/signals/{rid}", {"n": 1})
+                _post(d, "fan", f"/start/{workflow}/{rid}", {"n": 1})
             d.settle()
             for i, rid in enumerate(ids):
-                _post(d, "fan", f"/signal/signals/{rid}/go", {"i": i})
+                _post(d, "fan", f"/signal/{workflow}/{rid}/go", {"i": i})
             d.settle()
         for rid in ids[:3]:
             if d.run(rid).status != "completed":
@@ -771,7 +773,11 @@ def all_in(n: int, fanout: int) -> list[Usage]:
     return [
         replace(all_in_steps(n), kept=all_in_steps(n, keep=True)),
         replace(all_in_auction(), kept=all_in_auction(keep=True)),
-        replace(all_in_fanout(fanout), kept=all_in_fanout(fanout, keep=True)),
+        replace(
+            all_in_fanout(fanout),
+            kept=all_in_fanout(fanout, keep=True),
+            quick=all_in_fanout(fanout, workflow="quicksignals"),
+        ),
     ]
 
 
@@ -823,6 +829,12 @@ def print_all_in(
             print(
                 f"  {'lunaflow, runs kept for ever':<36} ${kept:>8.2f}   "
                 '([runs] retention = "forever": nothing deleted, storage grows)'
+            )
+        if u.quick is not None:
+            quick = sum(replace(u.quick, url=url, tracing=tracing).lines(prices).values()) * scale
+            print(
+                f"  {'lunaflow, a step that fits a request':<36} ${quick:>8.2f}   "
+                f"(its timeout fits -c eagerMs: run where the signal lands, {u.quick.wakes} wakes)"
             )
         print(
             f"  {'Lambda durable functions, idiomatic':<36} ${durable:>8.2f}   "

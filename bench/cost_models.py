@@ -87,6 +87,9 @@ class Usage:
     tracing: bool = False  # the stack's -c tracing (infra/settings.py; off by default)
     expired: Any = None  # of db's: the reconciler deleting the runs at their expiry ([runs] retention)
     kept: Any = None  # the same workload's Usage with its runs kept for ever (no expiry, no deletes)
+    # The same workload with its steps' timeouts fitting a request's budget: run where the
+    # signal lands (AwsRuntime.eager), no worker.
+    quick: Any = None
 
     def api_gateway(self, prices: dict[str, float]) -> float:
         return 0.0 if self.url else self.api * prices["http_api_requests_per_million"] * M

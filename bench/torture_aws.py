@@ -310,12 +310,16 @@ class Front(RunStates):
         super().__init__()
 
     def call(self, path: str, value: Any) -> Any:
+        from runtime.aws.config import MAX_EAGER_MS
         from runtime.aws.contract import FETCH_TIMEOUT_S, Handler
         from runtime.aws.events import http_event
 
         rt = getattr(self.local, "rt", None)
         if rt is None:
             rt = self.local.rt = self.p.container(self.p.project)
+            # The longest budget (-c eagerMs=10000): the waits' "after-go" step (8 s timeout)
+            # then runs in the signal's request, beside workers killed at random.
+            rt.eager_ms = MAX_EAGER_MS
         event = http_event(
             "POST", path, json.dumps(value), {"content-type": "application/json"}, now_s=time.time()
         )

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from runtime.aws.config import AwsConfig
 from runtime.aws.contract import CLIENT_SERVICES, FETCH_TIMEOUT_S, WORKER_TIMEOUT_S
 from runtime.aws.database import DataApiDatabases
@@ -51,6 +53,9 @@ RESEND_MAX_PAUSES = 15  # a re-sent wake-up is looked at again after 1, 2, 4... 
 # A request's starts and signals are advanced where the request landed (``AwsRuntime.fetch``,
 # for at most ``AwsConfig.eager_ms`` in all) only while the request has this long left.
 EAGER_SPARE_MS = 5_000
+# A step run where the request landed ends this long before the request's budget, so its
+# outcome is saved within it.
+EAGER_SAVE_S = 0.1
 
 
 def busy_delay_s(tries: int) -> int:
@@ -345,11 +350,14 @@ class AwsRuntime:
         wake message to the worker, its invocation and its lease spared) as far as a park
         or an end with no effect between, and prompt the worker for the rest."""
         held: list[str] = []
+        began = time.monotonic()
         try:
             with self.waker.holding() as held:
                 response, failure = self.platform.fetch(request)
         finally:
-            self._eager(held, remaining_ms)
+            # What the handler spent is gone from the invocation: the budget counts from here.
+            spent_ms = int((time.monotonic() - began) * 1000)
+            self._eager(held, None if remaining_ms is None else remaining_ms - spent_ms)
         if failure is not None:
             self.log_error(failure.message, failure.traceback, request_id=failure.request_id)
         return response, failure
@@ -363,7 +371,7 @@ class AwsRuntime:
             done = False
             if budget_ms > 0:
                 try:
-                    done = self.eager(run_id, budget_ms)
+                    done = self.eager(run_id, budget_ms, left_ms - spent_ms)
                 except Exception as e:  # the worker does it, as it would have
                     self.log_error(
                         f"advancing run '{run_id}' eagerly failed: {e}", traceback.format_exc(), run=run_id
@@ -371,28 +379,64 @@ class AwsRuntime:
             if not done:
                 self.waker.prompt(run_id)
 
-    def eager(self, run_id: str, budget_ms: int) -> bool:
+    def eager(self, run_id: str, budget_ms: int, left_ms: int = FETCH_TIMEOUT_S * 1000) -> bool:
         """Advance the run with no lease, writing only a park or an end reached with no effect
         between (``ActivationDeadline.eager``); False when it is left to a worker (its
         wake-up, recorded with the start or the signal, still waits for one). A worker that
         takes the run meanwhile is safe: whichever writes a journal slot first wins it, and
-        the park holds only while no newer wake-up came (the token this load read)."""
+        the park holds only while no newer wake-up came (the token this load read).
+
+        A step whose timeout fits the budget runs here: the lease is taken at it, only while
+        free and at the token the load read (``take_served_lease``), and the activation goes
+        on as a worker's would until a park, an end, or the budget's end (saved, the lease
+        dropped, the worker prompted). Any other step is left to the worker untouched.
+        ``left_ms``: the time the invocation has left."""
+        ends = time.monotonic() + budget_ms / 1000
+        tried: list[bool] = []
+
+        # No renewal: the lease outlasts the invocation, whose end bounds the activation
+        # whatever its steps do (a step's timeout ends it within the budget in all but a
+        # hung AWS call, docs/architecture.md), and lapses soon after it if it is killed.
+        lease_ms = max(self.lease_ms, left_ms + 1_000)
+
+        def take_lease() -> bool:
+            tried.append(True)  # before the write: one whose answer is lost may have committed
+            try:
+                return self.store.take_served_lease(run_id, self.owner, now_ms(self.clock), lease_ms)
+            except (ClientError, BotoCoreError):
+                return False  # handed off; the lease, if it was taken, is dropped below
+
         deadline = ActivationDeadline(
-            at=time.monotonic() + budget_ms / 1000,
-            steps_until=0.0,
+            at=ends,
+            steps_until=ends - EAGER_SAVE_S,  # a step's outcome is saved within the budget
             longest_step_ms=LONGEST_STEP_MS,
             eager=True,
+            take_lease=take_lease,
         )
-        prompts = self.waker.prompts
+        woken: list[str] = []
         self.store.serving_loaded = True
         try:
-            outcome = self.platform.advance(run_id, deadline=deadline)
+            # Its prompts wait until the lease is dropped: a worker woken at once finds the
+            # run free, not busy for 10 s.
+            with self.waker.holding() as woken:
+                outcome = self.platform.advance(run_id, deadline=deadline)
         finally:
             self.store.serving_loaded = False
             self.store.lease_token(run_id)  # this activation's, not a later one's
+            # A park or an end dropped the lease in its write; any other way out (its time's
+            # end after a step, a conflict, an error, a lost answer) drops it here (a no-op
+            # unless this container holds it).
+            if tried and not self.platform.used_worker().executor.parked_or_ended:
+                try:
+                    self.store.release_lease(run_id, self.owner)
+                except (ClientError, BotoCoreError):
+                    log.warning("dropping run %s's lease failed; it lapses in 30 s", run_id, exc_info=True)
+            for other in dict.fromkeys(woken):
+                self.waker.prompt(other)
         executor = self.platform.used_worker().executor
-        # Parked or ended; or moved under it, and woken by it (a conflict); else the worker's.
-        return outcome == Lease.OK and (executor.parked_or_ended or self.waker.prompts != prompts)
+        # Parked or ended; or saved and woken by it (its time's end, a conflict); else the
+        # worker's.
+        return outcome == Lease.OK and (executor.parked_or_ended or run_id in woken)
 
     def log_error(self, message: str, tb: str | None, *, run: str | None = None, **more: Any) -> None:
         """Keep an error in the platform's log, as ``lunaflow dev`` and the harness show them

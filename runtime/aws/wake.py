@@ -109,11 +109,12 @@ class AwsWaker:
         afterwards, prompting those it does not finish). Their wake-ups are recorded
         already, so a crash before they are sent leaves only the reconciler's re-send."""
         held: list[str] = []
+        outer = getattr(self._sent, "held", None)
         self._sent.held = held
         try:
             yield held
         finally:
-            self._sent.held = None
+            self._sent.held = outer
 
     def send(self, body: str, delay_s: int = 0) -> None:
         self._count(1)

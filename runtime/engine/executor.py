@@ -76,6 +76,10 @@ MAX_CHECKED_COMMANDS = 1_000_000  # commands one replay-only check answers befor
 # What an eager activation does itself: record a value, read a child, park, end. Anything
 # else (a step body, a child's start, a gate, a rate, a cancel's cleanup) is a worker's.
 EAGER_DECISIONS = (NeedValue, ReadChild, Park, Complete, Fail, Diverged)
+# A step an eager activation runs must fit with this to spare: the lease's and the intent's
+# writes come between the check and the attempt's start, and an attempt the activation's
+# end cuts short is recorded as nothing and run again by a worker.
+EAGER_HEADROOM_MS = 250
 
 
 @dataclass
@@ -128,6 +132,14 @@ class ActivationDeadline:
     # lease): it writes only a park or an end reached without effects between, else hands
     # the run off untouched (``Executor.handed_off``) for a worker to advance as usual.
     eager: bool = False
+    # Where an eager activation may run a step body: takes the run's lease, True when taken.
+    # A step whose timeout fits before ``steps_until`` then runs right there, and the
+    # activation goes on as a leased one (``Executor._promoted``); a step with no timeout,
+    # or one that does not fit, could hold the request longer than it may wait: handed off.
+    take_lease: Callable[[], bool] | None = None
+    # An eager activation that took the lease: it runs only steps whose timeout fits; at any
+    # other step it saves what it recorded and wakes the run for a worker.
+    leased_here: bool = False
 
     def step_ms(self) -> int:
         """The time a step starting now may have."""
@@ -471,11 +483,27 @@ class Executor:
             if not live:
                 return _Stopped(decision)
             if deadline is not None and deadline.eager and not isinstance(decision, EAGER_DECISIONS):
-                return self._hand_off(s)
+                promoted = self._promoted(s, decision, deadline)
+                if promoted is None:
+                    return self._hand_off(s)
+                deadline = promoted
             outcome = self._act(s, decision, deadline)
             if isinstance(outcome, Status):
                 return outcome
             decision = outcome
+
+    @staticmethod
+    def _promoted(s: Session, decision: Decision, deadline: ActivationDeadline) -> ActivationDeadline | None:
+        """The deadline an eager activation goes on under once it holds the lease, to run a
+        step whose timeout fits its time; None to hand the run off (any other work, a step
+        with no timeout or one too long, a cleanup's, or a lease not to be had)."""
+        if deadline.take_lease is None or s.cleaning or not isinstance(decision, Execute):
+            return None
+        if not _fits_here(decision, deadline):
+            return None
+        if not deadline.take_lease():
+            return None
+        return replace(deadline, eager=False, take_lease=None, leased_here=True)
 
     def _hand_off(self, s: Session) -> Status:
         """An eager activation reached work that is not its to do (a step body, a child's
@@ -528,6 +556,8 @@ class Executor:
         if isinstance(decision, ReadChild):
             return child_runs.read_child(self.store, replay, decision)
         if isinstance(decision, Execute):
+            if deadline is not None and deadline.leased_here and not _fits_here(decision, deadline):
+                return self._out_of_time(s, decision)  # it could hold the request: a worker's
             if deadline is not None and decision.timeout_ms is not None:
                 if deadline.longest_step_ms is not None and decision.timeout_ms > deadline.longest_step_ms:
                     return self._never_fits(s, decision, deadline.longest_step_ms)
@@ -863,3 +893,9 @@ def _fresh_value(call: str, clock: Clock) -> Any:
     if call == "uuid.v4":
         return str(uuid.uuid4())
     raise AssertionError(call)
+
+
+def _fits_here(decision: Execute, deadline: ActivationDeadline) -> bool:
+    """Whether an eager activation may run the step: its timeout, and the headroom for the
+    writes before it, fit in the time its steps have."""
+    return decision.timeout_ms is not None and decision.timeout_ms + EAGER_HEADROOM_MS <= deadline.step_ms()

@@ -104,6 +104,31 @@ class Leases(Reads):
         self._tokens = {run_id: self._token_of(run_id, stolen)}
         return Lease.OK
 
+    def take_served_lease(self, run_id: str, owner: str, now_ms: int, lease_ms: int) -> bool:
+        """An eager activation's lease, taken where its replay meets a step it may run: only
+        while the lease is free (or already this owner's: a retried write that committed)
+        and the run's wake token is still the one its load read (``serving_loaded``), so no
+        wake-up came that its replay did not see. The served token stays the loaded one."""
+        served = self._tokens.get(run_id)
+        if not served:
+            return False
+        return bool(
+            conditional(
+                self._db.update_item,
+                TableName=self.table,
+                Key=run_key(run_id),
+                UpdateExpression="SET lease_owner = :me, lease_until = :until, lease_token = :served",
+                ConditionExpression="attribute_exists(pk) AND wake_token = :served AND "
+                "(attribute_not_exists(lease_until) OR lease_until < :now OR lease_owner = :me)",
+                ExpressionAttributeValues={
+                    ":me": s(owner),
+                    ":until": n(now_ms + lease_ms),
+                    ":now": n(now_ms),
+                    ":served": n(served),
+                },
+            )
+        )
+
     def _token_of(self, run_id: str, taken: Any) -> int:
         """The token a lease write returned; moto leaves out an attribute it set to the value
         it had (a lease taken again by its owner), which only a read then tells."""

@@ -1,7 +1,9 @@
 """Issue 31.2 ("activations where the request lands"): a start or a signal that arrives
 through the fetch function is advanced in that invocation, as far as a park or an end with
-no effect between: no wake message, no worker invocation, no lease write. Anything else (a
-step body, a child's start, a gate) is left untouched to the worker, as before.
+no effect between: no wake message, no worker invocation, no lease write. A step whose
+timeout fits the request's budget runs there too, under the lease the request takes at it;
+anything else (a step with no timeout or one too long, a child's start, a gate) is left
+untouched to the worker, as before.
 
 Each test invokes the fetch handler alone (``AwsPlatform.invoke``, no settling), then looks
 at the wake queue and the journal before any worker has run.
@@ -10,15 +12,19 @@ at the wake queue and the journal before any worker has run.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from botocore.exceptions import ReadTimeoutError
 
+from runtime.aws.config import MAX_EAGER_MS
 from runtime.aws.contract import FETCH_TIMEOUT_S, Handler
 from runtime.aws.events import http_event
 from runtime.core.journal import Entry, Kind
+from runtime.engine.executor import Executor
 from runtime.testing import AwsPlatform
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "aws_eager"
@@ -115,3 +121,245 @@ def test_a_step_a_worker_has_begun_is_never_run_by_a_request(p: AwsPlatform) -> 
     post(p, "/signal/stepper/mid-1/go", {"n": 1})
     assert p.journal("mid-1") == before
     assert queued(p) == 2  # the start's wake and the signal's, both for the worker
+
+
+# --- a step whose timeout fits the request's budget runs where the request lands ----------
+
+
+@pytest.fixture
+def roomy(p: AwsPlatform) -> AwsPlatform:
+    """The longest budget a request may have (10 s): whether a 500 ms timeout fits must not
+    depend on how busy the machine is."""
+    p.runtime.eager_ms = MAX_EAGER_MS
+    return p
+
+
+def run_item(p: AwsPlatform, run_id: str) -> dict[str, Any]:
+    item: dict[str, Any] = p.clients.dynamodb.get_item(
+        TableName=p.config.table, Key={"pk": {"S": f"RUN#{run_id}"}, "sk": {"S": "K"}}, ConsistentRead=True
+    )["Item"]
+    return item
+
+
+def test_a_signal_whose_step_fits_the_budget_ends_the_run_in_its_own_request(roomy: AwsPlatform) -> None:
+    p = roomy
+    """Before: every step body was the worker's, so the signal's request replayed to the
+    step, left it, and sent a wake message (a second invocation, its lease and its load)."""
+    post(p, "/start/quick/q-1", {})
+    assert p.get("q-1").status == "awaiting" and queued(p) == 0
+    assert post(p, "/signal/quick/q-1/go", {"n": 4})["statusCode"] == 202
+    run = p.get("q-1")
+    assert (run.status, run.result) == ("completed", {"n": 5})
+    assert queued(p) == 0 and p.platform.store.wakeups() == []  # no worker: no wake message
+    ended = ["wait.done", "step.intent", "step.result", "run.completed"]
+    assert kinds(p, "q-1") == ["run.started", "wait", *ended]
+    assert "lease_owner" not in run_item(p, "q-1")  # the end dropped the lease it took
+
+
+def test_a_step_whose_timeout_does_not_fit_the_budget_is_left_to_the_worker(roomy: AwsPlatform) -> None:
+    p = roomy
+    post(p, "/start/slow/s-1", {})
+    post(p, "/signal/slow/s-1/go", {"n": 1})
+    assert kinds(p, "s-1") == ["run.started", "wait"]  # nothing written: the step is a worker's
+    assert queued(p) == 1 and "lease_owner" not in run_item(p, "s-1")
+    p.settle()
+    assert p.get("s-1").result == {"n": 2}
+
+
+def test_a_step_with_no_timeout_after_a_quick_one_is_left_to_the_worker(roomy: AwsPlatform) -> None:
+    p = roomy
+    """The request runs the quick step, saves it, drops its lease and prompts the worker,
+    which runs the step with no timeout (it could hold the request for as long as it takes)."""
+    post(p, "/start/mixed/m-1", {})
+    post(p, "/signal/mixed/m-1/go", {"n": 3})
+    assert kinds(p, "m-1") == ["run.started", "wait", "wait.done", "step.intent", "step.result"]
+    assert p.get("m-1").status == "running" and queued(p) == 1
+    assert "lease_owner" not in run_item(p, "m-1")  # free for the worker at once
+    p.settle()
+    run = p.get("m-1")
+    assert (run.status, run.result) == ("completed", {"a": 3, "b": 30})
+    assert [e.name for e in p.journal("m-1") if e.kind == Kind.STEP_INTENT] == ["a", "b"]  # each once
+
+
+def test_a_quick_step_that_fails_parks_its_run_for_the_backoff_in_the_request(roomy: AwsPlatform) -> None:
+    p = roomy
+    post(p, "/start/flaky/f-1", {})
+    post(p, "/signal/flaky/f-1/go", {})
+    run = p.get("f-1")
+    assert run.status == "sleeping" and p.platform.store.wakeups() == []
+    assert queued(p) == 1  # the backoff's timer (a delayed wake message), no worker prompt
+    assert "lease_owner" not in run_item(p, "f-1")
+    p.advance(60)
+    p.settle()
+    assert p.get("f-1").status == "failed"
+    assert [str(e.kind) for e in p.journal("f-1")].count("step.intent") == 2
+
+
+def test_a_quick_step_is_not_run_by_a_request_while_a_worker_holds_the_run(roomy: AwsPlatform) -> None:
+    p = roomy
+    """The lease is taken only while free: a live worker's lease leaves the step to it."""
+    post(p, "/start/quick/busy-1", {})
+    p.platform.store.acquire_lease("busy-1", "another-worker", int(p.now * 1000), 30_000)
+    before = p.journal("busy-1")
+    post(p, "/signal/quick/busy-1/go", {"n": 1})
+    assert p.journal("busy-1") == before
+    assert run_item(p, "busy-1")["lease_owner"]["S"] == "another-worker"
+    assert queued(p) == 1
+
+
+def test_a_request_takes_no_lease_after_a_wake_up_its_load_did_not_see(p: AwsPlatform) -> None:
+    """The lease's condition is the wake token the eager load read: a signal that came
+    between the load and the step moved it, so the request hands the run off."""
+    post(p, "/start/quick/tok-1", {})
+    store = p.platform.store
+    store.serving_loaded = True
+    try:
+        assert store.load("tok-1") is not None  # the token as an eager load reads it
+        store.add_signal("tok-1", "other", None, p.now, max_backlog=10)  # moves the wake token
+        assert not store.take_served_lease("tok-1", "me", int(p.now * 1000), 30_000)
+        assert "lease_owner" not in run_item(p, "tok-1")
+        assert store.load("tok-1") is not None  # read again: the token now
+        assert store.take_served_lease("tok-1", "me", int(p.now * 1000), 30_000)
+    finally:
+        store.serving_loaded = False
+        store.lease_token("tok-1")
+    assert run_item(p, "tok-1")["lease_owner"]["S"] == "me"
+
+
+def test_a_quick_step_that_never_ends_is_stopped_at_its_timeout_inside_the_request(
+    roomy: AwsPlatform,
+) -> None:
+    """A body that loops for ever holds the request only for its timeout (200 ms): the
+    attempt fails there, as in a worker, and the run fails with the seed's message."""
+    p = roomy
+    post(p, "/start/endless/e-1", {})
+    assert post(p, "/signal/endless/e-1/go", {})["statusCode"] == 202
+    run = p.get("e-1")
+    assert run.status == "failed" and queued(p) == 0
+    assert run.error == "step 'spin' failed after 1 attempts: step 'spin' timed out after 200ms"
+    assert "lease_owner" not in run_item(p, "e-1")
+
+
+# --- found by a review: a lease left held, a worker woken before the lease was dropped ---
+
+
+def test_a_lease_write_whose_answer_was_lost_is_dropped(
+    roomy: AwsPlatform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lease write committed and its answer never came (botocore gave up): the request
+    hands the run off and drops the lease it may hold, so the worker finds the run free."""
+    p = roomy
+    post(p, "/start/quick/lost-1", {})
+    store = p.runtime.store
+    original = store.take_served_lease
+
+    def committed_then_lost(run_id: str, owner: str, now: int, lease_ms: int) -> bool:
+        assert original(run_id, owner, now, lease_ms)
+        raise ReadTimeoutError(endpoint_url="dynamodb")
+
+    monkeypatch.setattr(store, "take_served_lease", committed_then_lost)
+    post(p, "/signal/quick/lost-1/go", {"n": 1})
+    assert "lease_owner" not in run_item(p, "lost-1")
+    assert kinds(p, "lost-1") == ["run.started", "wait"] and queued(p) == 1  # handed off untouched
+    p.settle()
+    assert p.get("lost-1").result == {"n": 2}
+
+
+def test_a_retried_lease_write_refused_after_its_first_try_committed_is_dropped(
+    roomy: AwsPlatform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """botocore's retry of a lease write whose first answer was lost fails its condition (a
+    signal moved the wake token between the two): refused, though the lease is this
+    container's. Before, it stayed held and the worker was told "busy" for 30 s."""
+    p = roomy
+    post(p, "/start/quick/retry-1", {})
+    store = p.runtime.store
+    original = store.take_served_lease
+
+    def retried(run_id: str, owner: str, now: int, lease_ms: int) -> bool:
+        assert original(run_id, owner, now, lease_ms)  # the first try committed
+        store.add_signal(run_id, "other", None, p.now, max_backlog=10)
+        return original(run_id, owner, now, lease_ms)  # the retry: the token moved, refused
+
+    monkeypatch.setattr(store, "take_served_lease", retried)
+    post(p, "/signal/quick/retry-1/go", {"n": 1})
+    assert "lease_owner" not in run_item(p, "retry-1")
+    worker = p.container(PROJECT, owner="worker-2")
+    assert worker.advance("retry-1") == "done"  # the wake the request prompted, at a worker
+
+
+def test_the_worker_is_woken_only_after_the_request_dropped_its_lease(
+    roomy: AwsPlatform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "mixed": the request runs step a and wakes the run for step b. A worker that gets the
+    message at once finds the run free (before, the wake went out while the request still
+    held the lease: the worker was told "busy" and came back 10 s later)."""
+    p = roomy
+    post(p, "/start/mixed/m-2", {})
+    worker = p.container(PROJECT, owner="worker-2")
+    waker = p.runtime.waker
+    original = waker.send
+    answers: list[str] = []
+
+    def send(body: str, delay_s: int = 0) -> None:
+        original(body, delay_s)
+        if '"m-2"' in body and not answers:
+            answers.append(worker.advance("m-2"))  # SQS to the worker, delivered at once
+
+    monkeypatch.setattr(waker, "send", send)
+    post(p, "/signal/mixed/m-2/go", {"n": 3})
+    assert answers == ["done"]
+    assert p.get("m-2").result == {"a": 3, "b": 30}
+
+
+def test_a_worker_that_ran_the_step_after_the_request_loaded_the_run_is_not_followed_by_a_second_run(
+    roomy: AwsPlatform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker takes the run between the request's load and its lease, runs the step and
+    ends the run, leaving the token as it was and the lease free: the request takes the
+    lease, but its intent's journal slot is the worker's, so it stops before the body."""
+    p = roomy
+    post(p, "/start/quick/w-1", {})
+    store = p.runtime.store
+    original = store.take_served_lease
+    worker = p.container(PROJECT, owner="worker-2")
+    ran: list[str] = []
+    run_step = Executor._run_step
+
+    def counting(self: Executor, s: Any, ex: Any, deadline: Any) -> Any:
+        ran.append(ex.name)
+        return run_step(self, s, ex, deadline)
+
+    monkeypatch.setattr(Executor, "_run_step", counting)
+
+    def after_worker(run_id: str, owner: str, now: int, lease_ms: int) -> bool:
+        assert worker.advance(run_id) == "done"
+        return original(run_id, owner, now, lease_ms)
+
+    monkeypatch.setattr(store, "take_served_lease", after_worker)
+    post(p, "/signal/quick/w-1/go", {"n": 4})
+    assert ran == ["count"]  # the worker's run only
+    assert p.get("w-1").status == "completed"
+    assert "lease_owner" not in run_item(p, "w-1")
+    assert [e.kind for e in p.journal("w-1")].count(Kind.STEP_INTENT) == 1
+
+
+def test_a_request_with_under_5s_left_after_its_handler_runs_no_step(
+    roomy: AwsPlatform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The invocation has 7.5 s and its handler takes 3 s, leaving 4.5 s: under the 5 s a
+    request keeps for itself, so nothing is advanced there. Before, the budget was counted
+    from after the handler against the time left before it, and the step ran."""
+    p = roomy
+    post(p, "/start/quick/late-1", {})
+    platform = p.runtime.platform
+    original = platform.fetch
+
+    def slow_handler(request: Any, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(3.0)  # a handler that waits on a slow API
+        return original(request, *args, **kwargs)
+
+    monkeypatch.setattr(platform, "fetch", slow_handler)
+    event = http_event("POST", "/signal/quick/late-1/go", json.dumps({"n": 1}), None, now_s=p.now)
+    p.invoke(Handler.FETCH, event, 7.5)
+    assert kinds(p, "late-1") == ["run.started", "wait"] and queued(p) == 1  # the worker's

@@ -10,6 +10,7 @@ tests/infra/test_wake_path.py).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -76,3 +77,27 @@ def test_the_strict_harness_raises_the_failed_wake_with_its_error() -> None:
         throttle_once(strict, "Query")
         with pytest.raises(WakeFailed, match=r"run\(s\) 'f3': advancing run 'f3' failed: .*Rate exceeded"):
             strict.settle()
+
+
+class _Queue:
+    """SQS's SendMessage, recording the run each wake names."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def send_message(self, **request: Any) -> None:
+        self.sent.append(json.loads(request["MessageBody"])["run_id"])
+
+
+def test_an_inner_holding_block_gives_the_outer_one_back() -> None:
+    """Found by a review: leaving an inner ``holding`` block cleared the outer one, so the
+    outer block's later prompts went out at once."""
+    from runtime.aws.wake import AwsWaker
+
+    sqs = _Queue()
+    waker = AwsWaker(sqs, None, None, queue_url="q", queue_arn="a", group="g", role_arn="r", ledger=None)  # type: ignore[arg-type]
+    with waker.holding() as outer:
+        with waker.holding() as inner:
+            waker.prompt("a")
+        waker.prompt("b")
+    assert (inner, outer, sqs.sent) == (["a"], ["b"], [])

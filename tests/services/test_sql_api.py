@@ -5,6 +5,7 @@ runtime/services/sql.py over an executor of their own."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -135,3 +136,18 @@ def test_a_failing_statement_is_reported_alike_on_both(p: Any) -> None:
     message = error(p, op="query", sql="SELECT nope FROM items")
     assert message.startswith("main.lua:8: database 'shop':query failed: column "), message
     assert 'column "nope" does not exist' in message and "(SQL: SELECT nope FROM items)" in message
+
+
+def test_a_statement_in_a_step_is_cut_at_the_attempts_timeout(p: Any) -> None:
+    """A 300 ms attempt whose statement sleeps 12 s fails at its timeout, as the step options
+    promise ("host calls included"). Before, on AWS, the Data API's request ignored the
+    attempt's deadline: the attempt took the statement's 12 s (a row lock may hold one 45 s),
+    and a step run where a request landed held the request that long."""
+    began = time.monotonic()
+    run = p.start("slow_statement", {"seconds": 12}, id="slow-1")
+    p.settle()
+    took = time.monotonic() - began
+    run = p.get("slow-1")
+    assert run.status == "failed"
+    assert run.error == "step 'wait' failed after 1 attempts: step 'wait' timed out after 300ms"
+    assert took < 8, f"the attempt waited {took:.1f} s for a statement of 12 s"

@@ -13,7 +13,49 @@ workflow "stepper" (function(wf, input)
     return { a = a, got = got }
 end)
 
-local handles = { inbox = workflows "inbox", stepper = workflows "stepper" }
+-- A step whose timeout fits the request's budget (1 s by default, 10 s in the tests): the signal's request
+-- runs it, under the lease it takes there, and ends the run.
+workflow "quick" (function(wf, input)
+    local got = wf:await("go")
+    local n = wf:step("count", { timeout = "500ms" }, function() return got.n + 1 end)
+    return { n = n }
+end)
+
+-- A step whose timeout fits no request's budget (10 s at most): the worker's.
+workflow "slow" (function(wf, input)
+    local got = wf:await("go")
+    local n = wf:step("count", { timeout = "30s" }, function() return got.n + 1 end)
+    return { n = n }
+end)
+
+-- A quick step, then one with no timeout: the request runs the first and leaves the second.
+workflow "mixed" (function(wf, input)
+    local got = wf:await("go")
+    local a = wf:step("a", { timeout = "500ms" }, function() return got.n end)
+    local b = wf:step("b", function() return a * 10 end)
+    return { a = a, b = b }
+end)
+
+-- A quick step that fails, with a second attempt after a backoff: the request parks the
+-- run asleep.
+workflow "flaky" (function(wf, input)
+    wf:await("go")
+    return wf:step("try", { timeout = "500ms", retries = 2, backoff = "1m" }, function()
+        error("the attempt fails", 0)
+    end)
+end)
+
+-- A quick step that never ends: its timeout stops it, in the request as in a worker.
+workflow "endless" (function(wf, input)
+    wf:await("go")
+    return wf:step("spin", { timeout = "200ms" }, function() while true do end end)
+end)
+
+local handles = {
+    inbox = workflows "inbox", stepper = workflows "stepper", quick = workflows "quick",
+    slow = workflows "slow", mixed = workflows "mixed", flaky = workflows "flaky",
+    endless = workflows "endless",
+}
 
 local function reply(status, value)
     return { status_code = status, headers = { ["content-type"] = "application/json" }, body = json.encode(value) }

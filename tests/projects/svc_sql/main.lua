@@ -18,3 +18,11 @@ on "fetch" (function(request)
     end
     return { status_code = 200, body = json.encode(out) }
 end)
+
+-- A statement in a step attempt: the attempt's timeout bounds it, however long the
+-- statement waits (tests/services/test_sql_api.py).
+workflow "slow_statement" (function(wf, input)
+    return wf:step("wait", { timeout = "300ms" }, function()
+        return shop:first("SELECT pg_sleep(?) AS slept", { input.seconds })
+    end)
+end)

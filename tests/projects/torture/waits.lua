@@ -8,7 +8,9 @@ workflow "waits" (function(wf, input)
         return input.k
     end)
     local go = wf:await("go", { timeout = "1h" })
-    wf:step("after-go", function()
+    -- A timeout that fits a request's budget (on AWS, -c eagerMs=10000): the signal's
+    -- request runs this step itself (bench/torture_aws.py's fetch containers).
+    wf:step("after-go", { timeout = "8s" }, function()
         effect(wf, input)
     end)
     local first, winner = wf:race({ "left", "right" }, { timeout = "1h" })
