@@ -211,7 +211,7 @@ def test_a_request_takes_no_lease_after_a_wake_up_its_load_did_not_see(p: AwsPla
     """The lease's condition is the wake token the eager load read: a signal that came
     between the load and the step moved it, so the request hands the run off."""
     post(p, "/start/quick/tok-1", {})
-    store = p.platform.store
+    store = p.runtime.store
     store.serving_loaded = True
     try:
         assert store.load("tok-1") is not None  # the token as an eager load reads it
