@@ -347,7 +347,8 @@ def index_projections() -> dict[str, list[str]]:
     found: dict[str, list[str]] | None = getattr(dynamodb, "PROJECTIONS", None)
     if found is not None:
         return found
-    return {index: list(dynamodb.PROJECTED) for index in dynamodb.INDEXES}  # before issue 16
+    projected: list[str] = list(getattr(dynamodb, "PROJECTED", []))  # one list for all, before issue 16
+    return {index: projected for index in dynamodb.INDEXES}
 
 
 # --- one deployment under moto, and its mail ------------------------------------------------
@@ -626,7 +627,7 @@ def _usage(
     def wanted(phase: str) -> bool:
         return phases is None or phase in phases
 
-    db, app, other = Sums(), Sums(), Counter()
+    db, app, other = Sums(), Sums(), Counter[str]()
     for c in d.meter.calls:
         if wanted(c.phase):
             (db if c.side == "engine" else app).add(c)
@@ -1008,7 +1009,7 @@ def main() -> None:
             args,
         )
     )
-    other = Counter()
+    other = Counter[str]()
     for (phase, service, op), k in d.meter.other.items():
         if phase in phases:
             other[f"{service} {op}"] += k

@@ -136,8 +136,8 @@ class Usage:
         """The project's own data work. A peer's step bodies do the same reads and writes, but
         an object call's state is one conditional write there: lunaflow's lock write per call
         (``objects``: lock, state and unlock) is its own cost, not the peers'."""
-        wru = self.app.wru + self.app.gsi_wru - (self.lock_wru if peer else 0.0)
-        return (
+        wru = float(self.app.wru + self.app.gsi_wru) - (self.lock_wru if peer else 0.0)
+        return float(
             wru * prices["dynamodb_wru_per_million"] * M
             + self.app.rru * prices["dynamodb_rru_per_million"] * M
         )
