@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -111,38 +111,6 @@ def server_message(text: str) -> str:
     return first[len("ERROR: ") :] if first.startswith("ERROR: ") else first
 
 
-def _within_attempt(call: Callable[[], Any]) -> Any:
-    """``call``'s answer, waited for at most until the running step attempt's deadline (its
-    ``timeout``, or its invocation's end), past which the attempt fails with its timeout
-    message. The Data API takes no per-request timeout and a statement may wait up to 45 s
-    (on a row lock, say), so the request goes on in a thread of its own and may still
-    commit, as an HTTP request cut at its timeout may still be served. Outside an attempt
-    the call runs as is."""
-    limit = deadline.current()
-    if limit is None:
-        return call()
-    if limit.passed():
-        raise limit.expired()  # nothing is sent once the attempt's time is up
-    answer: list[Any] = []
-    failure: list[BaseException] = []
-    done = threading.Event()
-
-    def run() -> None:
-        try:
-            answer.append(call())
-        except BaseException as e:  # handed to the caller's thread
-            failure.append(e)
-        finally:
-            done.set()
-
-    threading.Thread(target=run, name="lunaflow-data-api", daemon=True).start()
-    if not done.wait(max(0.0, limit.left())):
-        raise limit.expired()
-    if failure:
-        raise failure[0]
-    return answer[0]
-
-
 class DataApiDatabases:
     def __init__(self, client: Any, resource_arn: str, secret_arn: str) -> None:
         self._rds = client
@@ -187,7 +155,7 @@ class DataApiDatabases:
         if tx is not None:
             request["transactionId"] = tx
         try:
-            return _within_attempt(lambda: self._rds.execute_statement(**request))
+            return deadline.within(lambda: self._rds.execute_statement(**request))
         except ClientError as e:
             message = server_message(e.response.get("Error", {}).get("Message", str(e)))
             raise ServiceError(

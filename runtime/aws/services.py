@@ -18,7 +18,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from runtime.core.clock import Clock
 from runtime.core.durations import parse_ms
 from runtime.core.values import compact
-from runtime.services import builtins, effects
+from runtime.services import builtins, deadline, effects
 from runtime.services.base import ObjectRunner, QueueRunner, ServiceError
 from runtime.services.keys import check_key, check_name, fits_a_key, shown, stored
 from runtime.services.kv import MAX_LIST
@@ -654,10 +654,12 @@ class AwsServices:
             self.databases.declare(name, opts, project_root)
 
     def call(self, kind: str, name: str, method: str, args: list[Any]) -> list[Any]:
+        # A step attempt's deadline bounds these as it bounds http.request: boto3 cannot cut a
+        # request, so one that hangs is waited for only until then.
         if kind == "kv":
-            return self.kv.call(name, method, args)
+            return deadline.within(lambda: self.kv.call(name, method, args))
         if kind == "queue":
-            return self.queues.call(name, method, args)
+            return deadline.within(lambda: self.queues.call(name, method, args))
         if kind == "database":
             if self.databases is None:
                 raise ServiceError(

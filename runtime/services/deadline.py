@@ -6,7 +6,8 @@ attempt's deadline here, for its thread, around the body; an object called from 
 runs on the same thread and sees it too. What waits outside Lua reads it: ``http.request``
 gets at most the time left, in total (``runtime.services.builtins``), a database
 statement is interrupted once it passes (``sqlite_progress``), an object call stops waiting
-for its key's lock. Outside an attempt (a fetch or queue handler) there is none.
+for its key's lock, and on AWS a kv, queue or Data API request is waited for no longer
+(``within``). Outside an attempt (a fetch or queue handler) there is none.
 
 A host call cut here raises ``ServiceError`` with the attempt's message (``step 'x' timed
 out after Nms``); the prelude's ``call_host`` then ends the body with it, so user code's
@@ -17,9 +18,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 from runtime.services.base import ServiceError
 
@@ -40,6 +42,7 @@ class Deadline:
 
 
 _local = threading.local()
+T = TypeVar("T")
 
 
 @contextmanager
@@ -57,6 +60,38 @@ def current() -> Deadline | None:
     """This thread's deadline, if it runs a step attempt that has one."""
     found: Deadline | None = getattr(_local, "deadline", None)
     return found
+
+
+def within(call: Callable[[], T]) -> T:
+    """``call``'s answer, waited for at most until this thread's attempt deadline, past
+    which the attempt fails with its message; nothing is sent once it has passed. For a
+    request nothing can cut (an AWS API call: boto3 takes no per-call timeout, and the Data
+    API lets a statement wait 45 s on a lock), which goes on in a thread of its own and may
+    still take effect, as an HTTP request cut at its timeout may still be served. Outside
+    an attempt the call runs as is."""
+    limit = current()
+    if limit is None:
+        return call()
+    if limit.passed():
+        raise limit.expired()
+    answer: list[T] = []
+    failure: list[BaseException] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            answer.append(call())
+        except BaseException as e:  # handed to the caller's thread
+            failure.append(e)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="lunaflow-bounded-call", daemon=True).start()
+    if not done.wait(max(0.0, limit.left())):
+        raise limit.expired()
+    if failure:
+        raise failure[0]
+    return answer[0]
 
 
 def sqlite_progress() -> int:

@@ -363,3 +363,29 @@ def test_a_request_with_under_5s_left_after_its_handler_runs_no_step(
     event = http_event("POST", "/signal/quick/late-1/go", json.dumps({"n": 1}), None, now_s=p.now)
     p.invoke(Handler.FETCH, event, 7.5)
     assert kinds(p, "late-1") == ["run.started", "wait"] and queued(p) == 1  # the worker's
+
+
+def test_a_quick_steps_kv_call_that_hangs_is_cut_at_the_steps_timeout(roomy: AwsPlatform) -> None:
+    """DynamoDB answers the kv read after 6 s: the attempt fails at its 300 ms timeout, in
+    the request, as an HTTP call would. Before, boto3's request was waited for whole, and
+    the step held the request past its timeout and the budget."""
+    p = roomy
+    post(p, "/start/kvquick/kv-1", {})
+    slow: list[float] = []
+
+    def hang(request: Any, **_: Any) -> None:
+        if b"KV#box" in (request.body or b"") and not slow:
+            slow.append(time.monotonic())
+            time.sleep(6)
+
+    p.runtime.aws_services.kv._db.meta.events.register("before-send.dynamodb.GetItem", hang)
+    began = time.monotonic()
+    post(p, "/signal/kvquick/kv-1/go", {})
+    took = time.monotonic() - began
+    run = p.get("kv-1")
+    assert slow, "the kv read did not go out"
+    assert (run.status, run.error) == (
+        "failed",
+        "step 'read' failed after 1 attempts: step 'read' timed out after 300ms",
+    )
+    assert took < 4, f"the request waited {took:.1f} s for a read of 6 s"

@@ -51,10 +51,17 @@ workflow "endless" (function(wf, input)
     return wf:step("spin", { timeout = "200ms" }, function() while true do end end)
 end)
 
+-- A quick step whose kv read hangs in AWS: its timeout stops it (tests/aws/test_eager.py).
+local box = kv "box"
+workflow "kvquick" (function(wf, input)
+    wf:await("go")
+    return wf:step("read", { timeout = "300ms" }, function() return box:get("k") end)
+end)
+
 local handles = {
     inbox = workflows "inbox", stepper = workflows "stepper", quick = workflows "quick",
     slow = workflows "slow", mixed = workflows "mixed", flaky = workflows "flaky",
-    endless = workflows "endless",
+    endless = workflows "endless", kvquick = workflows "kvquick",
 }
 
 local function reply(status, value)
