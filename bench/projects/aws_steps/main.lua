@@ -10,23 +10,24 @@ workflow "steps" (function(wf, input)
     return { total = total }
 end)
 
-workflow "signals" (function(wf, input)
+-- The sum of n signals' payloads, each awaited in turn.
+local function summed(wf, n)
     local got = 0
-    for i = 1, input.n do
-        local payload = wf:await("go")
-        got = got + payload.i
+    for i = 1, n do
+        got = got + wf:await("go").i
     end
+    return got
+end
+
+workflow "signals" (function(wf, input)
+    local got = summed(wf, input.n)
     return wf:step("done", function() return { got = got } end)
 end)
 
 -- "signals" whose step declares a timeout that fits a request's budget (`-c eagerMs`, 1 s
 -- by default): the signal's request runs the step and ends the run, with no worker.
 workflow "quicksignals" (function(wf, input)
-    local got = 0
-    for i = 1, input.n do
-        local payload = wf:await("go")
-        got = got + payload.i
-    end
+    local got = summed(wf, input.n)
     return wf:step("done", { timeout = "500ms" }, function() return { got = got } end)
 end)
 
