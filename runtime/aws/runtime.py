@@ -37,6 +37,7 @@ from runtime.platform.fetch import Failure, Response
 from runtime.platform.platform import LeaseTerms, Platform
 from runtime.platform.schedules import Fired, fire_tick
 from runtime.services.base import Services
+from runtime.services.deadline import refuse_late
 from runtime.store.base import Lease
 from runtime.store.blobs import Blobs
 from runtime.store.dynamodb import DynamoDBStore
@@ -140,6 +141,10 @@ class AwsRuntime:
             role_arn=config.scheduler_role_arn,
             ledger=self.store,
         )
+        for client in (clients.dynamodb, clients.sqs, clients.rds_data):
+            events = getattr(getattr(client, "meta", None), "events", None)
+            if events is not None:  # the harness's Data API stand-in has none
+                events.register("before-send", refuse_late)
         databases: DataApiDatabases | None = None
         if config.database_resource_arn and config.database_secret_arn and clients.rds_data is not None:
             databases = DataApiDatabases(

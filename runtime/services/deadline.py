@@ -6,8 +6,9 @@ attempt's deadline here, for its thread, around the body; an object called from 
 runs on the same thread and sees it too. What waits outside Lua reads it: ``http.request``
 gets at most the time left, in total (``runtime.services.builtins``), a database
 statement is interrupted once it passes (``sqlite_progress``), an object call stops waiting
-for its key's lock, and on AWS a kv, queue or Data API request is waited for no longer
-(``within``). Outside an attempt (a fetch or queue handler) there is none.
+for its key's lock, and on AWS a kv, queue or Data API request the body makes is waited
+for no longer and not sent again (``within``, ``refuse_late``; inside an object call it runs
+whole, while the key is locked). Outside an attempt (a fetch or queue handler) there is none.
 
 A host call cut here raises ``ServiceError`` with the attempt's message (``step 'x' timed
 out after Nms``); the prelude's ``call_host`` then ends the body with it, so user code's
@@ -21,8 +22,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from runtime.services import effects
 from runtime.services.base import ServiceError
 
 
@@ -70,7 +72,9 @@ def within(call: Callable[[], T]) -> T:
     still take effect, as an HTTP request cut at its timeout may still be served. Outside
     an attempt the call runs as is."""
     limit = current()
-    if limit is None:
+    if limit is None or effects.inside_a_call():
+        # Inside an object call the request runs whole: the key's lock must outlast every
+        # effect the method makes, so none may land after the call gave up.
         return call()
     if limit.passed():
         raise limit.expired()
@@ -79,6 +83,7 @@ def within(call: Callable[[], T]) -> T:
     done = threading.Event()
 
     def run() -> None:
+        _local.given_up_at = limit  # read by refuse_late: no retry after the deadline
         try:
             answer.append(call())
         except BaseException as e:  # handed to the caller's thread
@@ -92,6 +97,15 @@ def within(call: Callable[[], T]) -> T:
     if failure:
         raise failure[0]
     return answer[0]
+
+
+def refuse_late(**_: Any) -> None:
+    """A botocore ``before-send`` handler for the clients ``within`` calls through: a request
+    of a call given up on is not sent again once the deadline has passed (botocore retries
+    a failed request several times, which could land long after the attempt failed)."""
+    limit: Deadline | None = getattr(_local, "given_up_at", None)
+    if limit is not None and limit.passed():
+        raise limit.expired()
 
 
 def sqlite_progress() -> int:

@@ -48,6 +48,11 @@ def guarded(guard: Guard) -> Iterator[None]:
         guards.pop()
 
 
+def inside_a_call() -> bool:
+    """Whether an object method runs under a guard on this thread."""
+    return bool(_guards())
+
+
 def before_effect() -> None:
     guards = _guards()
     if guards:

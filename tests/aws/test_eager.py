@@ -378,9 +378,13 @@ def test_a_quick_steps_kv_call_that_hangs_is_cut_at_the_steps_timeout(roomy: Aws
             slow.append(time.monotonic())
             time.sleep(6)
 
-    p.runtime.aws_services.kv._db.meta.events.register("before-send.dynamodb.GetItem", hang)
+    events = p.runtime.aws_services.kv._db.meta.events
+    events.register("before-send.dynamodb.GetItem", hang)
     began = time.monotonic()
-    post(p, "/signal/kvquick/kv-1/go", {})
+    try:
+        post(p, "/signal/kvquick/kv-1/go", {})
+    finally:
+        events.unregister("before-send.dynamodb.GetItem", hang)
     took = time.monotonic() - began
     run = p.get("kv-1")
     assert slow, "the kv read did not go out"
