@@ -384,7 +384,7 @@ class AwsRuntime:
             if not done:
                 self.waker.prompt(run_id)
 
-    def eager(self, run_id: str, budget_ms: int, left_ms: int = FETCH_TIMEOUT_S * 1000) -> bool:
+    def eager(self, run_id: str, budget_ms: int, left_ms: int) -> bool:
         """Advance the run with no lease, writing only a park or an end reached with no effect
         between (``ActivationDeadline.eager``); False when it is left to a worker (its
         wake-up, recorded with the start or the signal, still waits for one). A worker that

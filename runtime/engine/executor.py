@@ -74,7 +74,8 @@ log = logging.getLogger("lunaflow.executor")
 
 MAX_CHECKED_COMMANDS = 1_000_000  # commands one replay-only check answers before giving up
 # What an eager activation does itself: record a value, read a child, park, end. Anything
-# else (a step body, a child's start, a gate, a rate, a cancel's cleanup) is a worker's.
+# else (a child's start, a gate, a rate, a cancel's cleanup, a step body unless its timeout
+# fits: ``Executor._promoted``) is a worker's.
 EAGER_DECISIONS = (NeedValue, ReadChild, Park, Complete, Fail, Diverged)
 # A step an eager activation runs must fit with this to spare: the lease's and the intent's
 # writes come between the check and the attempt's start, and an attempt the activation's

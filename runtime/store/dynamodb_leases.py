@@ -13,6 +13,10 @@ from runtime.store.dynamodb_layout import OWNER_PK, TTL_ATTRIBUTE, run_key
 from runtime.store.dynamodb_reads import Reads
 from runtime.store.items import conditional, n, s, text, whole
 
+# The lease rule a taker's write holds to: no lease, a lapsed one, or the taker's own (its
+# owner taking it again, or its own write sent again by botocore after a lost answer).
+FREE_OR_MINE = "(attribute_not_exists(lease_until) OR lease_until < :now OR lease_owner = :me)"
+
 
 class Leases(Reads):
     """Leases and owners' heartbeats: a part of ``DynamoDBStore``."""
@@ -79,8 +83,7 @@ class Leases(Reads):
         taken = conditional(
             self._db.update_item,
             **request,
-            ConditionExpression="attribute_exists(pk) AND "
-            "(attribute_not_exists(lease_until) OR lease_until < :now OR lease_owner = :me)",
+            ConditionExpression=f"attribute_exists(pk) AND {FREE_OR_MINE}",
             ExpressionAttributeValues={**values, ":now": n(now_ms)},
         )
         if taken:
@@ -118,8 +121,7 @@ class Leases(Reads):
                 TableName=self.table,
                 Key=run_key(run_id),
                 UpdateExpression="SET lease_owner = :me, lease_until = :until, lease_token = :served",
-                ConditionExpression="attribute_exists(pk) AND wake_token = :served AND "
-                "(attribute_not_exists(lease_until) OR lease_until < :now OR lease_owner = :me)",
+                ConditionExpression=f"attribute_exists(pk) AND wake_token = :served AND {FREE_OR_MINE}",
                 ExpressionAttributeValues={
                     ":me": s(owner),
                     ":until": n(now_ms + lease_ms),

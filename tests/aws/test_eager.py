@@ -36,10 +36,17 @@ def p() -> Iterator[AwsPlatform]:
         yield platform
 
 
-def post(p: AwsPlatform, path: str, body: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
-    """The fetch function alone, as API Gateway invokes it: no worker runs after it."""
+def post(
+    p: AwsPlatform,
+    path: str,
+    body: Any,
+    headers: dict[str, str] | None = None,
+    timeout_s: float = FETCH_TIMEOUT_S,
+) -> dict[str, Any]:
+    """The fetch function alone, as API Gateway invokes it (``timeout_s``: the time the
+    invocation has): no worker runs after it."""
     event = http_event("POST", path, json.dumps(body), headers, now_s=p.now)
-    answer: dict[str, Any] = p.invoke(Handler.FETCH, event, FETCH_TIMEOUT_S)
+    answer: dict[str, Any] = p.invoke(Handler.FETCH, event, timeout_s)
     return answer
 
 
@@ -64,9 +71,7 @@ def test_a_start_that_parks_first_is_parked_by_its_own_request(p: AwsPlatform) -
     assert kinds(p, "in-1") == ["run.started", "wait"]
     assert queued(p) == 0  # no wake message: no worker invocation
     assert p.platform.store.wakeups() == []  # the park dropped the start's wake-up
-    item = p.clients.dynamodb.get_item(
-        TableName=p.config.table, Key={"pk": {"S": "RUN#in-1"}, "sk": {"S": "K"}}, ConsistentRead=True
-    )["Item"]
+    item = run_item(p, "in-1")
     assert "lease_owner" not in item and "lease_token" not in item  # no lease was written
 
 
@@ -127,11 +132,10 @@ def test_a_step_a_worker_has_begun_is_never_run_by_a_request(p: AwsPlatform) -> 
 
 
 @pytest.fixture
-def roomy(p: AwsPlatform) -> AwsPlatform:
+def roomy(p: AwsPlatform) -> None:
     """The longest budget a request may have (10 s): whether a 500 ms timeout fits must not
     depend on how busy the machine is."""
     p.runtime.eager_ms = MAX_EAGER_MS
-    return p
 
 
 def run_item(p: AwsPlatform, run_id: str) -> dict[str, Any]:
@@ -141,8 +145,8 @@ def run_item(p: AwsPlatform, run_id: str) -> dict[str, Any]:
     return item
 
 
-def test_a_signal_whose_step_fits_the_budget_ends_the_run_in_its_own_request(roomy: AwsPlatform) -> None:
-    p = roomy
+@pytest.mark.usefixtures("roomy")
+def test_a_signal_whose_step_fits_the_budget_ends_the_run_in_its_own_request(p: AwsPlatform) -> None:
     """Before: every step body was the worker's, so the signal's request replayed to the
     step, left it, and sent a wake message (a second invocation, its lease and its load)."""
     post(p, "/start/quick/q-1", {})
@@ -156,8 +160,8 @@ def test_a_signal_whose_step_fits_the_budget_ends_the_run_in_its_own_request(roo
     assert "lease_owner" not in run_item(p, "q-1")  # the end dropped the lease it took
 
 
-def test_a_step_whose_timeout_does_not_fit_the_budget_is_left_to_the_worker(roomy: AwsPlatform) -> None:
-    p = roomy
+@pytest.mark.usefixtures("roomy")
+def test_a_step_whose_timeout_does_not_fit_the_budget_is_left_to_the_worker(p: AwsPlatform) -> None:
     post(p, "/start/slow/s-1", {})
     post(p, "/signal/slow/s-1/go", {"n": 1})
     assert kinds(p, "s-1") == ["run.started", "wait"]  # nothing written: the step is a worker's
@@ -166,8 +170,8 @@ def test_a_step_whose_timeout_does_not_fit_the_budget_is_left_to_the_worker(room
     assert p.get("s-1").result == {"n": 2}
 
 
-def test_a_step_with_no_timeout_after_a_quick_one_is_left_to_the_worker(roomy: AwsPlatform) -> None:
-    p = roomy
+@pytest.mark.usefixtures("roomy")
+def test_a_step_with_no_timeout_after_a_quick_one_is_left_to_the_worker(p: AwsPlatform) -> None:
     """The request runs the quick step, saves it, drops its lease and prompts the worker,
     which runs the step with no timeout (it could hold the request for as long as it takes)."""
     post(p, "/start/mixed/m-1", {})
@@ -181,8 +185,8 @@ def test_a_step_with_no_timeout_after_a_quick_one_is_left_to_the_worker(roomy: A
     assert [e.name for e in p.journal("m-1") if e.kind == Kind.STEP_INTENT] == ["a", "b"]  # each once
 
 
-def test_a_quick_step_that_fails_parks_its_run_for_the_backoff_in_the_request(roomy: AwsPlatform) -> None:
-    p = roomy
+@pytest.mark.usefixtures("roomy")
+def test_a_quick_step_that_fails_parks_its_run_for_the_backoff_in_the_request(p: AwsPlatform) -> None:
     post(p, "/start/flaky/f-1", {})
     post(p, "/signal/flaky/f-1/go", {})
     run = p.get("f-1")
@@ -195,8 +199,8 @@ def test_a_quick_step_that_fails_parks_its_run_for_the_backoff_in_the_request(ro
     assert [str(e.kind) for e in p.journal("f-1")].count("step.intent") == 2
 
 
-def test_a_quick_step_is_not_run_by_a_request_while_a_worker_holds_the_run(roomy: AwsPlatform) -> None:
-    p = roomy
+@pytest.mark.usefixtures("roomy")
+def test_a_quick_step_is_not_run_by_a_request_while_a_worker_holds_the_run(p: AwsPlatform) -> None:
     """The lease is taken only while free: a live worker's lease leaves the step to it."""
     post(p, "/start/quick/busy-1", {})
     p.platform.store.acquire_lease("busy-1", "another-worker", int(p.now * 1000), 30_000)
@@ -226,12 +230,12 @@ def test_a_request_takes_no_lease_after_a_wake_up_its_load_did_not_see(p: AwsPla
     assert run_item(p, "tok-1")["lease_owner"]["S"] == "me"
 
 
+@pytest.mark.usefixtures("roomy")
 def test_a_quick_step_that_never_ends_is_stopped_at_its_timeout_inside_the_request(
-    roomy: AwsPlatform,
+    p: AwsPlatform,
 ) -> None:
     """A body that loops for ever holds the request only for its timeout (200 ms): the
     attempt fails there, as in a worker, and the run fails with the seed's message."""
-    p = roomy
     post(p, "/start/endless/e-1", {})
     assert post(p, "/signal/endless/e-1/go", {})["statusCode"] == 202
     run = p.get("e-1")
@@ -243,12 +247,12 @@ def test_a_quick_step_that_never_ends_is_stopped_at_its_timeout_inside_the_reque
 # --- found by a review: a lease left held, a worker woken before the lease was dropped ---
 
 
+@pytest.mark.usefixtures("roomy")
 def test_a_lease_write_whose_answer_was_lost_is_dropped(
-    roomy: AwsPlatform, monkeypatch: pytest.MonkeyPatch
+    p: AwsPlatform, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The lease write committed and its answer never came (botocore gave up): the request
     hands the run off and drops the lease it may hold, so the worker finds the run free."""
-    p = roomy
     post(p, "/start/quick/lost-1", {})
     store = p.runtime.store
     original = store.take_served_lease
@@ -265,13 +269,13 @@ def test_a_lease_write_whose_answer_was_lost_is_dropped(
     assert p.get("lost-1").result == {"n": 2}
 
 
+@pytest.mark.usefixtures("roomy")
 def test_a_retried_lease_write_refused_after_its_first_try_committed_is_dropped(
-    roomy: AwsPlatform, monkeypatch: pytest.MonkeyPatch
+    p: AwsPlatform, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """botocore's retry of a lease write whose first answer was lost fails its condition (a
     signal moved the wake token between the two): refused, though the lease is this
     container's. Before, it stayed held and the worker was told "busy" for 30 s."""
-    p = roomy
     post(p, "/start/quick/retry-1", {})
     store = p.runtime.store
     original = store.take_served_lease
@@ -288,13 +292,13 @@ def test_a_retried_lease_write_refused_after_its_first_try_committed_is_dropped(
     assert worker.advance("retry-1") == "done"  # the wake the request prompted, at a worker
 
 
+@pytest.mark.usefixtures("roomy")
 def test_the_worker_is_woken_only_after_the_request_dropped_its_lease(
-    roomy: AwsPlatform, monkeypatch: pytest.MonkeyPatch
+    p: AwsPlatform, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """ "mixed": the request runs step a and wakes the run for step b. A worker that gets the
     message at once finds the run free (before, the wake went out while the request still
     held the lease: the worker was told "busy" and came back 10 s later)."""
-    p = roomy
     post(p, "/start/mixed/m-2", {})
     worker = p.container(PROJECT, owner="worker-2")
     waker = p.runtime.waker
@@ -312,13 +316,13 @@ def test_the_worker_is_woken_only_after_the_request_dropped_its_lease(
     assert p.get("m-2").result == {"a": 3, "b": 30}
 
 
+@pytest.mark.usefixtures("roomy")
 def test_a_worker_that_ran_the_step_after_the_request_loaded_the_run_is_not_followed_by_a_second_run(
-    roomy: AwsPlatform, monkeypatch: pytest.MonkeyPatch
+    p: AwsPlatform, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A worker takes the run between the request's load and its lease, runs the step and
     ends the run, leaving the token as it was and the lease free: the request takes the
     lease, but its intent's journal slot is the worker's, so it stops before the body."""
-    p = roomy
     post(p, "/start/quick/w-1", {})
     store = p.runtime.store
     original = store.take_served_lease
@@ -344,13 +348,13 @@ def test_a_worker_that_ran_the_step_after_the_request_loaded_the_run_is_not_foll
     assert [e.kind for e in p.journal("w-1")].count(Kind.STEP_INTENT) == 1
 
 
+@pytest.mark.usefixtures("roomy")
 def test_a_request_with_under_5s_left_after_its_handler_runs_no_step(
-    roomy: AwsPlatform, monkeypatch: pytest.MonkeyPatch
+    p: AwsPlatform, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The invocation has 7.5 s and its handler takes 3 s, leaving 4.5 s: under the 5 s a
     request keeps for itself, so nothing is advanced there. Before, the budget was counted
     from after the handler against the time left before it, and the step ran."""
-    p = roomy
     post(p, "/start/quick/late-1", {})
     platform = p.runtime.platform
     original = platform.fetch
@@ -360,16 +364,15 @@ def test_a_request_with_under_5s_left_after_its_handler_runs_no_step(
         return original(request, *args, **kwargs)
 
     monkeypatch.setattr(platform, "fetch", slow_handler)
-    event = http_event("POST", "/signal/quick/late-1/go", json.dumps({"n": 1}), None, now_s=p.now)
-    p.invoke(Handler.FETCH, event, 7.5)
+    post(p, "/signal/quick/late-1/go", {"n": 1}, timeout_s=7.5)
     assert kinds(p, "late-1") == ["run.started", "wait"] and queued(p) == 1  # the worker's
 
 
-def test_a_quick_steps_kv_call_that_hangs_is_cut_at_the_steps_timeout(roomy: AwsPlatform) -> None:
+@pytest.mark.usefixtures("roomy")
+def test_a_quick_steps_kv_call_that_hangs_is_cut_at_the_steps_timeout(p: AwsPlatform) -> None:
     """DynamoDB answers the kv read after 6 s: the attempt fails at its 300 ms timeout, in
     the request, as an HTTP call would. Before, boto3's request was waited for whole, and
     the step held the request past its timeout and the budget."""
-    p = roomy
     post(p, "/start/kvquick/kv-1", {})
     slow: list[float] = []
 
