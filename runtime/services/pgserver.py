@@ -239,6 +239,25 @@ def stop(server: Server) -> None:
     except subprocess.TimeoutExpired:
         watcher.kill()
         watcher.wait()
+    _remove_socket_dir(server)
+
+
+def _remove_socket_dir(server: Server) -> None:
+    """The server's socket folder (one per cluster, under the temporary folder) once it is
+    empty (no server's socket in it): a test run made one per cluster and left them all.
+    Under the cluster's start lock, which a start holds from making the folder until its
+    server listens there, so no start loses the folder it made."""
+    if server.cluster is None or server.socket_dir is None:
+        return
+    lock = server.cluster.parent / "pg.lock"
+    try:
+        if not server.cluster.parent.is_dir():
+            server.socket_dir.rmdir()
+            return
+        with _locked(lock):
+            server.socket_dir.rmdir()  # only when empty: a running server's socket keeps it
+    except OSError:
+        pass  # not empty, gone already, or not ours: left as it was
 
 
 def _start_scratch() -> Server:

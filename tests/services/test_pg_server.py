@@ -345,3 +345,19 @@ def test_the_scratch_server_and_its_folder_go_with_the_process_even_a_killed_one
     again, _ = run("end")
     assert again.wait(60) == 0
     assert not place.exists(), "the next process did not sweep a dead process's scratch cluster"
+
+
+def test_a_stopped_server_leaves_no_socket_folder_behind(tmp_path: Path) -> None:
+    """Measured before: every cluster a test run started left its socket folder
+    (`/tmp/lunaflow-pg-<digest>`), about 750 after one full run."""
+    server = pgserver.acquire(tmp_path / "data")
+    assert server.socket_dir is not None and server.socket_dir.is_dir()
+    pgserver.release(server)
+    assert not server.socket_dir.exists()
+    again = pgserver.acquire(tmp_path / "data")  # the next start makes it again
+    try:
+        assert again.socket_dir is not None and again.socket_dir.is_dir()
+        with psycopg.connect(again.conninfo("postgres", admin=True)) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        pgserver.release(again)
