@@ -169,6 +169,8 @@ def describe(op: str, params: dict[str, Any]) -> str:
         return f"journal append ({len(items)} items)"
     if op == "UpdateItem":
         for needle, name in (
+            ("list_append", "journal append (in place)"),
+            ("SET sealed", "journal chunk sealed (a generation starts)"),
             ("lease_owner = :me", "acquire lease"),
             ("REMOVE lease_owner, lease_until", "release lease"),
             ("signal_seq", "signal: number + wake-up"),
@@ -179,7 +181,7 @@ def describe(op: str, params: dict[str, Any]) -> str:
             ("wake_token", "wake-up"),
             ("#state = :state", "signal: state"),
         ):
-            if needle in update:
+            if needle in update and (needle != "list_append" or params["Key"]["sk"]["S"].startswith("J#")):
                 return name
         return "update"
     if op == "Query":
@@ -211,7 +213,8 @@ def describe(op: str, params: dict[str, Any]) -> str:
         if pk.startswith("OBJ#"):
             held = "lock_owner = :me" in str(params.get("ConditionExpression", ""))
             return "object: state + unlock" if held else "object: state (no lock)"
-        return "signal item" if params["Item"]["sk"]["S"].startswith("S#") else "put"
+        sk = params["Item"]["sk"]["S"]
+        return "signal item" if sk.startswith("S#") else "journal chunk" if sk.startswith("J#") else "put"
     if op == "DeleteItem":
         return "kv delete" if params["Key"]["pk"]["S"].startswith("KV#") else "delete"
     return op

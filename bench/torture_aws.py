@@ -193,19 +193,39 @@ def audit(dynamodb: Any, path: Path) -> None:
     out = open(path, "a", encoding="utf-8")  # noqa: SIM115 (lives as long as the process)
 
     def before(params: dict[str, Any], **_: Any) -> None:
-        sk = params.get("Item", {}).get("sk", {}).get("S", "")
-        pending.slot = (params["Item"]["pk"]["S"], sk) if sk.startswith("J#") else None
+        pending.slots = written_slots(params)
 
     def after(http_response: Any, **_: Any) -> None:
-        slot = getattr(pending, "slot", None)
-        if slot is not None and http_response.status_code == 200:
-            out.write(f"{slot[0]} {slot[1]}\n")
+        slots = getattr(pending, "slots", [])
+        if slots and http_response.status_code == 200:
+            out.write("".join(f"{pk} {sk}\n" for pk, sk in slots))
             out.flush()
             os.fsync(out.fileno())
-        pending.slot = None
+        pending.slots = []
 
-    dynamodb.meta.events.register("before-parameter-build.dynamodb.PutItem", before)
-    dynamodb.meta.events.register("after-call.dynamodb.PutItem", after)
+    for op in ("PutItem", "UpdateItem"):
+        dynamodb.meta.events.register(f"before-parameter-build.dynamodb.{op}", before)
+        dynamodb.meta.events.register(f"after-call.dynamodb.{op}", after)
+
+
+def written_slots(params: dict[str, Any]) -> list[tuple[str, str]]:
+    """The journal entries a chunk's put or in-place growth writes, each as its own slot
+    (``J#<seq>``): a chunk of the older layout is one slot, its first entry's."""
+    item = params.get("Item", {})
+    if item.get("sk", {}).get("S", "").startswith("J#"):
+        if "rows" not in item:
+            return [(item["pk"]["S"], item["sk"]["S"])]
+        batches = [e["S"] for e in item["rows"]["L"]]
+        pk = item["pk"]["S"]
+    elif "list_append" in params.get("UpdateExpression", "") and params["Key"]["sk"]["S"].startswith("J#"):
+        batches = [e["S"] for e in params["ExpressionAttributeValues"][":batch"]["L"]]
+        pk = params["Key"]["pk"]["S"]
+    else:
+        return []
+    if any(b.startswith("@") for b in batches):  # the rows are in S3: the batch's last entry
+        last = item["last"] if item else params["ExpressionAttributeValues"][":last"]
+        return [(pk, f"J#{int(last['N']):010d}")]
+    return [(pk, f"J#{row[0]:010d}") for b in batches for row in json.loads(b)]
 
 
 def audited_slots(report: Report, logs: Path) -> None:

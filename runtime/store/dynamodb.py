@@ -35,6 +35,7 @@ from runtime.errors import EngineBug, LunaflowError
 from runtime.store.base import RunRecord
 from runtime.store.blobs import Blobs
 from runtime.store.dynamodb_append import Appends
+from runtime.store.dynamodb_chunks import Tip
 from runtime.store.dynamodb_expiry import Expiry
 from runtime.store.dynamodb_flow import AlsoRefused, DynamoFlow
 from runtime.store.dynamodb_index import MAX_RANGE_READ, Index
@@ -123,6 +124,7 @@ class DynamoDBStore(Appends, Index, Signals, Timers, Leases, Expiry):
         self._here = Activation()  # each thread's activation's (the worker runs several)
         self._created: dict[str, str] = {}  # runs' created_sk, which value items sort by
         self._firsts: dict[tuple[str, str], Entry] = {}  # inputs read from runs' first chunks (never change)
+        self._tips: dict[str, Tip] = {}  # runs' journal tips (runtime.store.dynamodb_chunks)
         self._flow = DynamoFlow(client, table, run_pk, self._wake_admitted)
 
     # --- cancel intents: one small partition (cancels are rare, and each is short-lived) --

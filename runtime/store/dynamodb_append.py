@@ -15,6 +15,20 @@ from runtime.core.journal import ENDED, Entry, Status
 from runtime.core.values import compact
 from runtime.errors import EngineBug, JournalConflict, LunaflowError
 from runtime.store.base import FirstSignal, RunRecord, RunUpdate, TimerSet, Unchanged, checked_update
+from runtime.store.dynamodb_chunks import (
+    BATCHES_REF,
+    FIRST,
+    JOURNAL_V2,
+    Tip,
+    after_append,
+    batch_element,
+    extends,
+    extension,
+    new_chunk,
+    seal,
+    tip_of,
+    unchanged_check,
+)
 from runtime.store.dynamodb_expiry import expiry_parts
 from runtime.store.dynamodb_flow import AlsoRefused, DynamoFlow
 from runtime.store.dynamodb_layout import (
@@ -23,6 +37,7 @@ from runtime.store.dynamodb_layout import (
     INLINE_CHUNK_BYTES,
     INLINE_TEXT_BYTES,
     REF,
+    RUN_SK,
     STARTED_INLINE_BYTES,
     TAIL_BYTES,
     TIMER_PK,
@@ -42,6 +57,7 @@ from runtime.store.dynamodb_layout import (
     wake_up,
 )
 from runtime.store.dynamodb_reads import Reads
+from runtime.store.dynamodb_spill import _pointed
 from runtime.store.items import Lost, conditional, error_code, n, s, whole
 
 
@@ -69,6 +85,8 @@ class Appends(Reads):
         def _wake_item(self, run_id: str) -> dict[str, Any]: ...
 
     # --- creating and appending --------------------------------------------------------
+
+    journal_v2: bool = True  # new runs' chunks grow in place (runtime.store.dynamodb_chunks)
 
     def _run_item(self, run: RunRecord) -> dict[str, Any]:
         created = _created_sk(run.created_at, run.id)
@@ -149,8 +167,16 @@ class Appends(Reads):
         item = self._run_item(run)
         written: list[str] = []
         text_ = compact({"workflow": started.name, "data": started.data, "at": started.at})
+        tip = Tip(self.journal_v2, item["created_sk"]["S"])
+        if self.journal_v2:
+            item[JOURNAL_V2] = n(2)
         if len(text_.encode("utf-8")) <= STARTED_INLINE_BYTES:
-            item["started"] = s(text_)
+            item[FIRST if self.journal_v2 else "started"] = s(text_)
+        elif self.journal_v2:
+            element = self._element(run.id, [started], written)
+            first_chunk = new_chunk(self.table, run.id, [started], element, _write_id())["Item"]
+            also = [*also, {"Item": first_chunk}]
+            tip = after_append(tip, first_chunk["sk"]["S"], [started], element)
         else:
             # Only with the run item: the transaction's first put holds the condition.
             also = [*also, {"Item": self._chunk_put(run.id, [started], written)["Item"]}]
@@ -176,6 +202,8 @@ class Appends(Reads):
             if existing is None:
                 raise EngineBug(f"run '{run.id}' was refused as existing but cannot be read")
             return existing, False
+        self._keep_tip(run.id, tip)
+        self._keep_created(run.id, item["created_sk"]["S"])
         return RunRecord(**{**run.__dict__, "journal_len": 1}), True
 
     def _create_signalled(
@@ -207,14 +235,16 @@ class Appends(Reads):
             raise
 
     def _put_chunk(self, run_id: str, chunk: dict[str, Any], sets: dict[str, Any]) -> Any:
-        """The chunk's conditional put; with values published, in one transaction with their
-        items (at most ``MAX_PUBLISHED_KEYS`` + 1 items, under DynamoDB's 100), so the latest
-        values never disagree with the journal. True, or ``Lost`` with the slot's item."""
+        """The chunk's conditional put (or, with ``Key``, its update in place); with values
+        published, in one transaction with their items (at most ``MAX_PUBLISHED_KEYS`` + 1
+        items, under DynamoDB's 100), so the latest values never disagree with the journal.
+        True, or ``Lost`` with the chunk's item as it was."""
+        in_place = "Key" in chunk
         if not sets:
-            return conditional(self._db.put_item, **chunk)
-        token = chunk["Item"][WRITE_ID]["S"]
+            return conditional(self._db.update_item if in_place else self._db.put_item, **chunk)
+        token = (chunk["ExpressionAttributeValues"][":wid"] if in_place else chunk["Item"][WRITE_ID])["S"]
         try:
-            items: list[Any] = [{"Put": chunk}, *self._value_items(run_id, sets)]
+            items: list[Any] = [{"Update" if in_place else "Put": chunk}, *self._value_items(run_id, sets)]
             self._db.transact_write_items(TransactItems=items, ClientRequestToken=token)
             return True
         except ClientError as e:
@@ -260,21 +290,26 @@ class Appends(Reads):
         ("running"): the reconciler wakes the run and its replay writes the summary again."""
         update = checked_update(run_id, expected_len, entries, update)
         slot = expected_len + 1
-        if entries:
+        tip = self._tip(run_id, expected_len)
+        chunk_sk: str | None = None
+        if entries and tip.v2:
+            chunk_sk = self._append_v2(run_id, tip, entries)
+        elif entries:
             chunk_written: list[str] = []
             chunk = self._chunk_put(run_id, entries, chunk_written)
             put = self._put_chunk(run_id, chunk, published.latest(entries))
             if not put and not _mine(put, chunk["Item"][WRITE_ID]["S"]):
                 self._drop(chunk_written, put.item)
                 raise JournalConflict(run_id, slot)
-            if run_id in self._done:
-                self._done[run_id] |= set(_consumed(entries))
+            chunk_sk = chunk["Item"]["sk"]["S"]
+        if entries and run_id in self._done:
+            self._done[run_id] |= set(_consumed(entries))
         if update is None and timer is None:
             return
         written: list[str] = []
         position = entries[-1].seq if entries else expected_len
         token = _write_id()
-        summary = self._summary(run_id, position, entries, update, timer, written, token)
+        summary = self._summary(run_id, position, entries, chunk_sk, update, timer, written, token)
         # A child's end wakes its parent in the same transaction (twice the write units,
         # for child runs' ends only): no crash between the two can lose the parent's wake.
         woken = [] if update is None or update.wake is None else [{"Update": self._wake_item(update.wake)}]
@@ -290,19 +325,82 @@ class Appends(Reads):
                 self._drop(written, saved.item)
                 raise JournalConflict(run_id, position + 1)
             return
-        check = {
-            "TableName": self.table,
-            "Key": {"pk": s(run_pk(run_id)), "sk": s(_journal_sk(slot))},
-            "ConditionExpression": "attribute_not_exists(pk)",
-        }
+        if tip.v2:
+            check = unchanged_check(self.table, run_id, tip)
+        else:
+            check = {
+                "TableName": self.table,
+                "Key": {"pk": s(run_pk(run_id)), "sk": s(_journal_sk(slot))},
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
         update_ = {**summary, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
         self._transact([{"ConditionCheck": check}, *woken, {"Update": update_}], run_id, slot, token, written)
+
+    def _tip(self, run_id: str, expected_len: int) -> Tip:
+        """The journal's tip at entry ``expected_len``: as this store last read or wrote it,
+        else read (the run item and its last chunk). A v2 journal past that entry is a
+        conflict; an older run's tip only says it is one (its appends take a slot each)."""
+        known = self._tips.get(run_id)
+        start = self._created.get(run_id)
+        # Of this start of the run (a run deleted at its expiry may start again under its
+        # id), as a read before the append (the engine's load, a cancel's get_run) left it.
+        this_start = known is not None and (start is None or known.created == start)
+        if known is not None and this_start and (known.last == expected_len or not known.v2):
+            return known
+        items = self._db.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :j AND :k",
+            ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":j": s("J#"), ":k": s(RUN_SK)},
+            ScanIndexForward=False,
+            Limit=2,
+            ConsistentRead=True,
+        ).get("Items", [])
+        run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
+        if run_item is None:
+            return Tip(False, "")  # gone: the slot rule and the summary's condition answer
+        tip = tip_of(run_item, next((i for i in items if i["sk"]["S"].startswith("J#")), None))
+        self._keep_tip(run_id, tip)
+        if tip.v2 and tip.last != expected_len:
+            raise JournalConflict(run_id, expected_len + 1)
+        return tip
+
+    def _element(self, run_id: str, entries: Sequence[Entry], written: list[str]) -> dict[str, str]:
+        """An append's rows as one element of a v2 chunk: inline, or a key in S3."""
+        batch = compact([_elided(e) for e in entries])
+        where, value = self._spill(run_id, f"chunk-{entries[0].seq}", batch, INLINE_CHUNK_BYTES, written)
+        return batch_element(value, value if where else None)
+
+    def _append_v2(self, run_id: str, tip: Tip, entries: Sequence[Entry]) -> str:
+        """Append to a v2 journal (the rule: ``runtime.store.dynamodb_chunks``); the key of
+        the chunk that holds the entries now."""
+        slot = tip.last + 1
+        written: list[str] = []
+        element = self._element(run_id, entries, written)
+        token = _write_id()
+        if extends(tip, entries):
+            assert tip.sk is not None
+            request, chunk_sk = extension(self.table, run_id, tip, entries, element, token), tip.sk
+        else:
+            # A generation starts a chunk: an open tip is closed first, at the entry read.
+            opened = tip.sk is not None and not tip.full()
+            if opened and not conditional(self._db.update_item, **seal(self.table, run_id, tip)):
+                self._drop(written, None)
+                raise JournalConflict(run_id, slot)
+            request = new_chunk(self.table, run_id, entries, element, token)
+            chunk_sk = request["Item"]["sk"]["S"]
+        done = self._put_chunk(run_id, request, published.latest(entries))
+        if not done and not _mine(done, token):
+            self._drop(written, done.item)
+            raise JournalConflict(run_id, slot)
+        self._keep_tip(run_id, after_append(tip, chunk_sk, entries, element))
+        return chunk_sk
 
     def _summary(
         self,
         run_id: str,
         position: int,
         entries: Sequence[Entry],
+        chunk_sk: str | None,
         update: RunUpdate | None,
         timer: TimerSet | None,
         written: list[str],
@@ -341,7 +439,7 @@ class Appends(Reads):
                 removes += ["lease_owner", "lease_until"]
             if update.status == Status.COMPLETED:
                 # The result lives in the run.completed entry: point at its chunk.
-                result_sk = _journal_sk(entries[0].seq) if entries else self._last_chunk_sk(run_id)
+                result_sk = chunk_sk or self._last_chunk_sk(run_id)
                 if result_sk is not None:
                     sets.append("result_sk = :rsk")
                     values[":rsk"] = s(result_sk)
@@ -443,15 +541,16 @@ class Appends(Reads):
                 ":to": s(_journal_sk(before - 1)),
             },
             ConsistentRead=True,
-            ProjectionExpression="sk, #last, entries_ref",
+            ProjectionExpression=f"sk, #last, entries_ref, {BATCHES_REF}",
             ExpressionAttributeNames={"#last": "last"},
         ).get("Items", [])
         refs: list[str] = []
+        # Oldest first, one at a time: a drop cut short leaves a suffix of the journal, which
+        # a load reads as whole (``dynamodb_reads._whole``); a hole in the middle it refuses.
         for chunk in chunks:
             if whole(chunk.get("last")) >= before:
                 continue
             self._db.delete_item(TableName=self.table, Key={"pk": s(run_pk(run_id)), "sk": chunk["sk"]})
-            if "entries_ref" in chunk:
-                refs.append(str(chunk["entries_ref"]["S"]))
+            refs += sorted(_pointed(chunk))
         if refs and self.blobs is not None:
             self.blobs.delete(refs)

@@ -167,6 +167,7 @@ class Expiry(Reads):
             )
             self._unlink(_pointed(run_item))
         self._created.pop(run_id, None)
+        self._tips.pop(run_id, None)
 
     def _partition_items(self, run_id: str, *, consistent: bool) -> list[dict[str, Any]]:
         return list(

@@ -18,6 +18,7 @@ from runtime.core.published import Where
 from runtime.core.values import compact
 from runtime.errors import LunaflowError
 from runtime.store.base import UNREADABLE_RUN, RunRecord
+from runtime.store.dynamodb_chunks import FIRST
 from runtime.store.dynamodb_layout import (
     ALL_RUNS,
     IN_FLIGHT,
@@ -28,7 +29,6 @@ from runtime.store.dynamodb_layout import (
     _created_sk,
     _id_of,
     _journal_sk,
-    _result_of,
     changed_at,
     legacy_partition,
     run_key,
@@ -168,6 +168,7 @@ class Index(Reads):
                     for run_id, item in found.items()
                     if "started" not in item
                     and "started" + REF not in item
+                    and FIRST not in item
                     and (run_id, str(item.get("created_sk", {}).get("S", ""))) not in self._firsts
                 ]
             )
@@ -200,7 +201,7 @@ class Index(Reads):
         for chunk in self._by_key([{"pk": i["pk"], "sk": i["result_sk"]} for i in run_items]):
             run_id = chunk["pk"]["S"].removeprefix("RUN#")
             try:
-                out[run_id] = _result_of(self._rows(chunk))
+                out[run_id] = self._result_in(chunk)
             except LunaflowError as e:
                 out[run_id] = _Unreadable(str(e))  # its chunk is missing from the bucket
         return out
@@ -238,9 +239,7 @@ class Index(Reads):
                 TableName=self.table, Key=run_key(run_id), ProjectionExpression="created_sk"
             ).get("Item", {})
             known = str(got.get("created_sk", {}).get("S", _created_sk(0, run_id)))
-            if len(self._created) > 1024:
-                self._created.clear()
-            self._created[run_id] = known
+            self._keep_created(run_id, known)
         return known
 
     def _value_items(self, run_id: str, sets: dict[str, Any]) -> list[Any]:

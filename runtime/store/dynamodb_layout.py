@@ -52,6 +52,10 @@ INLINE_TEXT_BYTES = 32 * 1024
 STARTED_INLINE_BYTES = 400
 INLINE_SIGNAL_BYTES = 320 * 1024
 REF = "_ref"
+# The ``entries_ref`` of the first chunk of a run whose chunks grow in place
+# (``runtime.store.dynamodb_chunks``): no object has this key, so code from before that layout,
+# which reads entry 1 there, refuses the run saying the value is missing.
+OLDER_CODE_REFUSED = "lunaflow-journal-v2 (this run is read by lunaflow from stop 46 on)"
 # A chunk's last entry (kind and name) is kept beside it while short, so reading a run's
 # current step never fetches a chunk from S3.
 TAIL_BYTES = 1024

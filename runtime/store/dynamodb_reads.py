@@ -10,12 +10,13 @@ import json
 import threading
 from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from runtime.core.clock import Clock, now_ms
 from runtime.core.journal import ENDED, Entry, Kind, Signal, Status
 from runtime.errors import LunaflowError
 from runtime.store.base import RunRecord, SignalRecord, Snapshot, current_step
+from runtime.store.dynamodb_chunks import FIRST, ROWS, SPILLED, Tip, tip_of
 from runtime.store.dynamodb_layout import (
     INDEXES,
     REF,
@@ -45,6 +46,27 @@ UNSEEN_SIGNAL_MS = 60_000  # a numbered signal without its item is taken for aba
 def _with_current_step(run: RunRecord, last: Entry) -> RunRecord:
     current = current_step(run.status, run.current_step, last)
     return run if current == run.current_step else RunRecord(**{**run.__dict__, "current_step": current})
+
+
+TORN = object()  # a read of a run's journal with entries missing (``Reads._load``)
+TORN_READS = 3
+
+
+def _whole(chunks: list[tuple[str, list[list[Any]]]], after: int) -> bool:
+    """Whether the rows of ``chunks`` (key, rows after ``after``) run on with no entry
+    missing. A whole read (``after`` 0) may skip entries only before its first chunk past
+    entry 1's: ``drop_entries`` deletes chunks from J#2 on, oldest first, so what is left of
+    the journal, even by a drop cut short, is a suffix of it. Nowhere else may a chunk's
+    rows start later than the entry after the last one read."""
+    expected, opened = (after + 1, True) if after else (1, False)
+    for sk, rows in chunks:
+        for row in rows:
+            seq = int(row[0])
+            if seq != expected and (opened or seq < expected):
+                return False
+            expected = seq + 1
+        opened = opened or sk != FIRST_SK
+    return True
 
 
 def _first_of(items: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -89,6 +111,7 @@ class ThreadsOwn(Generic[T]):
 
 
 CREATED_KEPT = 1024  # runs' created_sk kept by a store
+TIPS_KEPT = 1024  # runs' journal tips kept by a store
 
 
 class Reads(Spill):
@@ -99,6 +122,7 @@ class Reads(Spill):
     clock: Clock
     _here: Activation
     _firsts: dict[tuple[str, str], Entry]  # journal entries 1 read from first chunks (they never change)
+    _tips: dict[str, Tip]  # runs' journal tips as last read or written here (runtime.store.dynamodb_chunks)
     _created: dict[str, str]  # runs' created_sk (runtime.store.dynamodb_index), refreshed by loads
 
     # The store's parts read and replace these as attributes; each thread sees its own.
@@ -170,8 +194,8 @@ class Reads(Spill):
     def _started(self, item: dict[str, Any], first: dict[str, Any] | None = None) -> Entry:
         """Journal entry 1, where the run's input lives: on the run item while small, else
         the run's first chunk (``first`` when the caller read it, else read by key once)."""
-        if "started" in item or "started" + REF in item:
-            started = json.loads(self._text(item, "started") or "{}")
+        if "started" in item or "started" + REF in item or FIRST in item:
+            started = json.loads(self._text(item, FIRST if FIRST in item else "started") or "{}")
             return Entry(1, Kind.STARTED, started["workflow"], started["data"], float(started["at"]))
         run_id = str(item["id"]["S"])
         # By run and start: a run deleted at its expiry and started again under its id has
@@ -224,17 +248,28 @@ class Reads(Spill):
             expires_at=num(item["expires_ms"]) / 1000 if "expires_ms" in item else None,
         )
 
-    def _rows(self, chunk: dict[str, Any]) -> list[list[Any]]:
-        """A chunk's entries as stored: ``[[seq, kind, name, data, at(, where)], ...]``."""
-        rows: list[list[Any]] = json.loads(self._text(chunk, "entries") or "[]")
-        return rows
+    def _rows(self, chunk: dict[str, Any], *, last: bool = False) -> list[list[Any]]:
+        """A chunk's entries as stored: ``[[seq, kind, name, data, at(, where)], ...]``; a
+        chunk that grows in place (``runtime.store.dynamodb_chunks``) holds them a batch per
+        append, and ``last`` reads its last batch only (the run's end, its last entry:
+        no other batch's S3 object is read)."""
+        if ROWS not in chunk:
+            rows: list[list[Any]] = json.loads(self._text(chunk, "entries") or "[]")
+            return rows
+        out: list[list[Any]] = []
+        for element in chunk[ROWS]["L"][-1:] if last else chunk[ROWS]["L"]:
+            batch = str(element["S"])
+            if batch.startswith(SPILLED):
+                batch = self._text({"batch" + REF: s(batch[len(SPILLED) :])}, "batch") or "[]"
+            out += json.loads(batch)
+        return out
 
     def _tail(self, chunk: dict[str, Any]) -> tuple[Kind, str | None]:
         """The kind and name of a chunk's last entry, without reading S3 when it is kept."""
         if "tail" in chunk:
             kind, name = json.loads(chunk["tail"]["S"])
             return Kind(kind), name
-        last = self._rows(chunk)[-1]
+        last = self._rows(chunk, last=True)[-1]
         return Kind(last[1]), last[2]
 
     def get_run(self, run_id: str) -> RunRecord | None:
@@ -251,11 +286,16 @@ class Reads(Spill):
         if run_item is None:
             return None
         chunk = next((i for i in items if i["sk"]["S"].startswith("J#")), None)
+        self._keep_tip(run_id, tip_of(run_item, chunk))
         if chunk is None:
             return self._run_from(run_item, 1)
         # A completed run's last chunk holds its run.completed entry, and so its result.
         done = run_item["status"]["S"] == Status.COMPLETED
-        result = _result_of(self._rows(chunk)) if done else None
+        result = None
+        if done and run_item.get("result_sk", {}).get("S", chunk["sk"]["S"]) != chunk["sk"]["S"]:
+            result = self._stored_result(run_id, run_item)  # a chunk was appended after the end's
+        elif done:
+            result = self._result_in(chunk)
         run = self._run_from(run_item, whole(chunk["last"]), result, _first_of([chunk]))
         kind, name = self._tail(chunk)
         return _with_current_step(run, Entry(run.journal_len, kind, name))
@@ -264,7 +304,21 @@ class Reads(Spill):
         # The whole run (``after`` 0): its journal, the signals its wait.dones consumed (a
         # wait.done's payload lives in its signal's item) and the pending ones, not every
         # signal ever sent: those consumed in generations continue_as_new dropped stay unread.
-        items = self._load_after(run_id, after or 0)
+        for _ in range(TORN_READS):
+            snap = self._load(run_id, after or 0)
+            if snap is not TORN:
+                return cast(Snapshot | None, snap)
+        raise LunaflowError(
+            f"run '{run_id}': {TORN_READS} reads of its journal in a row found entries missing between "
+            "two chunks (the journal grew while a read that spans pages was under way); the "
+            "activation is not run on such a view and is tried again at the run's next wake"
+        )
+
+    def _load(self, run_id: str, after: int) -> Any:
+        """One read of the run (``load``); ``TORN`` when the journal it returns has a hole:
+        a Query that spans pages (1 MB each) is no snapshot, and a chunk that grows in place
+        may be read on one page before it grew and the chunk after it on the next."""
+        items = self._load_after(run_id, after)
         run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
         if run_item is None:
             return None
@@ -272,14 +326,21 @@ class Reads(Spill):
         if "created_sk" in run_item:
             # The values an activation publishes sort by its run's start: the one read now,
             # not a run of the id deleted at its expiry whose start another load kept.
-            if len(self._created) > CREATED_KEPT:
-                self._created.clear()  # a bound, not a policy: a miss costs one read
-            self._created[run_id] = run_item["created_sk"]["S"]
+            self._keep_created(run_id, run_item["created_sk"]["S"])
         if self.serving_loaded:
             # An eager activation takes no lease: the wake-up it serves is the one it read.
             self._tokens = {run_id: whole(run_item.get("wake_token"))}
-        rows = [row for i in items if i["sk"]["S"].startswith("J#") for row in self._rows(i)]
+        chunks = [i for i in items if i["sk"]["S"].startswith("J#")]
+        if chunks:
+            self._keep_tip(run_id, tip_of(run_item, chunks[-1]))
+        elif not after:
+            self._keep_tip(run_id, tip_of(run_item, None))
+        # A chunk that grew in place since an earlier load holds rows that load read.
+        batches = [(i["sk"]["S"], [row for row in self._rows(i) if int(row[0]) > after]) for i in chunks]
+        rows = [row for _, chunk_rows in batches for row in chunk_rows]
         first = _first_of(items)
+        if tip_of(run_item, None).v2 and not _whole(batches, after):
+            return TORN
         run = self._run_from(run_item, first=first)
         signal_items = [i for i in items if i["sk"]["S"].startswith("S#")]
         consumed = {
@@ -327,16 +388,24 @@ class Reads(Spill):
         same reads however many came before; a wait.done among the new entries brings the
         signal it consumed by key."""
         pk = s(run_pk(run_id))
+        start = _journal_sk(after + 1)
+        known = self._tips.get(run_id)
+        if after and known is not None and known.v2 and known.sk is not None and known.sk < start:
+            start = known.sk  # entries after ``after`` may have been added to that chunk
         items = list(
             self._query(
                 KeyConditionExpression="pk = :pk AND sk BETWEEN :from AND :run",
-                ExpressionAttributeValues={":pk": pk, ":from": s(_journal_sk(after + 1)), ":run": s(RUN_SK)},
+                ExpressionAttributeValues={":pk": pk, ":from": s(start), ":run": s(RUN_SK)},
                 ConsistentRead=True,
             )
         )
         run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
         if run_item is None:
             return items
+        if after and tip_of(run_item, None).v2 and start == _journal_sk(after + 1):
+            # Not known here which chunk holds entry ``after``: it may have grown past it.
+            items = self._holding(run_id, after) + items
+        after_rows = after
         done = _ids(json.loads(run_item.get("sig_done", {}).get("S", "[]"))) | self._done.get(run_id, set())
         sent = whole(run_item.get("signal_seq"))
         pending = [i for i in range(1, sent + 1) if i not in done]
@@ -345,7 +414,7 @@ class Reads(Spill):
             for chunk in items
             if chunk["sk"]["S"].startswith("J#")
             for row in self._rows(chunk)
-            if row[1] == Kind.WAIT_DONE and row[3].get("signal_id") is not None
+            if int(row[0]) > after_rows and row[1] == Kind.WAIT_DONE and row[3].get("signal_id") is not None
         }
         if pending and len(pending) == sent - pending[0] + 1:
             # Pending ones are the newest (signals consumed in order): one range.
@@ -359,6 +428,28 @@ class Reads(Spill):
             wanted = sorted(cited | set(pending))
         items += self._by_key([{"pk": pk, "sk": s(_signal_sk(i))} for i in wanted])
         return items
+
+    def _holding(self, run_id: str, seq: int) -> list[dict[str, Any]]:
+        """The chunk holding entry ``seq``, if it starts before it (one item, or none)."""
+        items = self._db.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :j AND :at",
+            ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":j": s("J#"), ":at": s(_journal_sk(seq))},
+            ScanIndexForward=False,
+            Limit=1,
+            ConsistentRead=True,
+        ).get("Items", [])
+        return [i for i in items if whole(i.get("last")) > seq]
+
+    def _keep_created(self, run_id: str, created: str) -> None:
+        if len(self._created) >= CREATED_KEPT and run_id not in self._created:
+            self._created.clear()  # a bound, not a policy: a miss costs one read
+        self._created[run_id] = created
+
+    def _keep_tip(self, run_id: str, tip: Tip) -> None:
+        if len(self._tips) >= TIPS_KEPT and run_id not in self._tips:
+            self._tips.clear()  # a bound, not a policy: a miss costs one read
+        self._tips[run_id] = tip
 
     def _by_key(
         self, keys: Sequence[Any], projection: str | None = None, names: dict[str, str] | None = None
@@ -390,7 +481,15 @@ class Reads(Spill):
             Key={"pk": s(run_pk(run_id)), "sk": run_item["result_sk"]},
             ConsistentRead=True,
         ).get("Item")
-        return None if chunk is None else _result_of(self._rows(chunk))
+        return None if chunk is None else self._result_in(chunk)
+
+    def _result_in(self, chunk: dict[str, Any]) -> Any:
+        """The result in the chunk's run.completed entry: its last batch's, or (an entry a
+        cancel appended after it before the end's summary landed) any batch's."""
+        rows = self._rows(chunk, last=True)
+        if not any(row[1] == Kind.COMPLETED for row in rows):
+            rows = self._rows(chunk)
+        return _result_of(rows)
 
     def _items(
         self, run_ids: Sequence[str], projection: str, names: dict[str, str] | None = None

@@ -10,12 +10,16 @@ from typing import Any
 
 from runtime.errors import LunaflowError
 from runtime.store.blobs import Blobs
-from runtime.store.dynamodb_layout import REF
+from runtime.store.dynamodb_layout import OLDER_CODE_REFUSED, REF
 
 
 def _pointed(item: dict[str, Any] | None) -> set[str]:
-    """The S3 keys an item points to (its ``*_ref`` attributes)."""
-    return {str(v["S"]) for k, v in (item or {}).items() if k.endswith(REF) and "S" in v}
+    """The S3 keys an item points to (its ``*_ref`` attributes: a key, or a set of them)."""
+    keys: set[str] = set()
+    for k, v in (item or {}).items():
+        if k.endswith(REF):
+            keys |= {str(v["S"])} if "S" in v else {str(x) for x in v.get("SS", [])}
+    return keys - {OLDER_CODE_REFUSED}
 
 
 class Spill:

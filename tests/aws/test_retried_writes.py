@@ -59,10 +59,12 @@ def objects(p: AwsPlatform) -> list[str]:
     return [o["Key"] for o in found]
 
 
-def test_a_retried_chunk_put_over_64_kib_keeps_its_object(p: AwsPlatform, lost: LostAnswers) -> None:
-    """Measured on main: the retry failed `attribute_not_exists(pk)`, the append dropped the
-    chunk's object, and every later activation failed with "value ... is missing from bucket"."""
-    lost.lose(writes("PutItem", "entries_ref"))
+def test_a_retried_chunk_write_over_64_kib_keeps_its_object(p: AwsPlatform, lost: LostAnswers) -> None:
+    """Measured on main: the retry failed its condition, the append dropped the rows'
+    object, and every later activation failed with "value ... is missing from bucket". The
+    rows go into the journal's last chunk, in place (``runtime.store.dynamodb_chunks``): the
+    retry fails `last = :seen`, and the chunk as it is carries the write's own id."""
+    lost.lose(writes("UpdateItem", "batches_ref"))  # the step's rows, in place
     n = 70 * KIB
     run = p.start("big-step", {"n": n}, id="chunk-1")
     assert lost.lost, "the chunk's put was not retried"
@@ -76,7 +78,7 @@ def test_a_retried_start_with_an_input_over_64_kib_starts_once(p: AwsPlatform, l
     """Measured on main: the start answered an error and the run could never be read (its
     input's object was deleted). An input this large is the run's first chunk, its text in
     S3, written in one transaction with the run item (issue 31: the run item stays small)."""
-    lost.lose(writes("TransactWriteItems", "entries_ref"))
+    lost.lose(writes("TransactWriteItems", "batches_ref"))
     blob = "i" * (70 * KIB)
     run = p.start("echo", blob, id="input-1")
     assert lost.lost, "the start's put was not retried"
@@ -89,7 +91,7 @@ def test_a_retried_signal_with_start_starts_once_with_one_signal(p: AwsPlatform,
     retry after the commit fails the run item's condition, finds its own write id, and the
     start counts as done: one run, one signal, the input's object (over 64 KiB, the first
     chunk's) kept."""
-    lost.lose(writes("TransactWriteItems", "entries_ref"))
+    lost.lose(writes("TransactWriteItems", "batches_ref"))
     blob = "i" * (70 * KIB)
     run = p.start("paid-echo", blob, id="sws-1", signal="paid", payload={"by": "ada"})
     assert lost.lost, "the signal-with-start transaction was not retried"

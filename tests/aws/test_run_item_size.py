@@ -90,9 +90,9 @@ def test_a_run_with_a_4_kb_input_keeps_its_run_item_within_1_kb_for_its_whole_li
     # The start: the run item and the first chunk in one transaction, the entry in the chunk.
     assert writes.ops[0] == "TransactWriteItems"
     run_item = item(p, "big-in", RUN_SK)
-    assert run_item is not None and "started" not in run_item and "started_ref" not in run_item
+    assert run_item is not None and "started" not in run_item and "first" not in run_item
     first = item(p, "big-in", "J#0000000001")
-    assert first is not None and json.loads(first["entries"]["S"])[0][1] == "run.started"
+    assert first is not None and json.loads(first["rows"]["L"][0]["S"])[0][1] == "run.started"
     journal = p.journal("big-in")
     assert [e.seq for e in journal] == list(range(1, len(journal) + 1))
     assert journal[0].kind == "run.started" and journal[0].data["input"] == blob
@@ -103,7 +103,7 @@ def test_a_small_input_stays_on_the_run_item_and_its_start_is_one_put(p: AwsPlat
     p.start("paid-echo", {"small": True}, id="small-in")
     assert writes.ops[0] == "PutItem"
     run_item = item(p, "small-in", RUN_SK)
-    assert run_item is not None and "started" in run_item
+    assert run_item is not None and "first" in run_item and "started" not in run_item
     assert item(p, "small-in", "J#0000000001") is None
     assert p.get("small-in").input == {"small": True}
 
@@ -129,6 +129,7 @@ def test_runs_written_with_the_entry_on_the_run_item_are_read_and_advanced(
     blob = "o" * (4 * KIB)
     with monkeypatch.context() as old_code:
         old_code.setattr(dynamodb_append, "STARTED_INLINE_BYTES", 32 * KIB)
+        old_code.setattr(dynamodb_append.Appends, "journal_v2", False)
         assert p.start("paid-echo", blob, id="old-in").status == "awaiting"
     p.restart()
     old = item(p, "old-in", RUN_SK)
@@ -145,7 +146,9 @@ def test_runs_written_with_their_entry_in_s3_are_read_and_advanced(p: AwsPlatfor
     (``started_ref`` on the run item). Such an item, made from a run started now with its
     entry inline, is loaded, listed and finished by the new code."""
     blob = "s" * 300
-    assert p.start("paid-echo", blob, id="s3-in").status == "awaiting"
+    with pytest.MonkeyPatch.context() as old_code:
+        old_code.setattr(dynamodb_append.Appends, "journal_v2", False)
+        assert p.start("paid-echo", blob, id="s3-in").status == "awaiting"
     run_item = item(p, "s3-in", RUN_SK)
     assert run_item is not None
     key = p.platform.store.blobs.put("s3-in", "started", run_item["started"]["S"])

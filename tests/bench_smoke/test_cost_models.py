@@ -135,3 +135,20 @@ def test_the_bench_measures_a_small_fan_out_and_prints_the_floor_beside_it() -> 
     totals = [float(line.split("$")[1].split()[0]) for line in lines if line.strip().startswith("total ")]
     assert len(kept) == len(totals) == 3
     assert all(k < total for k, total in zip(kept, totals, strict=True)), (kept, totals)
+
+
+def test_the_cost_profile_names_a_journal_append_and_not_the_flows_collection() -> None:
+    """Both grow a list in place (``list_append``): only a chunk's (sk ``J#...``) is the
+    journal's (a review found the flow's collection labelled as a journal append)."""
+    import aws_cost
+
+    grow = {
+        "Key": {"pk": {"S": "RUN#r"}, "sk": {"S": "J#0000000002"}},
+        "UpdateExpression": "SET #rows = list_append(#rows, :batch)",
+    }
+    collect = {
+        "Key": {"pk": {"S": "RUN#r"}, "sk": {"S": "#C"}},
+        "UpdateExpression": "SET events = list_append(events, :e)",
+    }
+    assert aws_cost.describe("UpdateItem", grow) == "journal append (in place)"
+    assert aws_cost.describe("UpdateItem", collect) != "journal append (in place)"

@@ -53,8 +53,8 @@ def p(endpoint: str) -> Iterator[AwsPlatform]:
 
 class JournalWrites:
     """Successful journal slot writes: every entry of every journal chunk (sk J#...) in a
-    committed PutItem or TransactWriteItems, and entry 1 (the run item's creation), seen
-    from the clients of every worker."""
+    committed PutItem, UpdateItem (a chunk growing in place) or TransactWriteItems, and
+    entry 1 (the run item's creation), seen from the clients of every worker."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -71,17 +71,33 @@ class JournalWrites:
             puts = [i.get("Put", {}).get("Item") for i in params.get("TransactItems", [])]
             if "Item" in params:
                 puts.append(params["Item"])
+            # A chunk growing in place (runtime.store.dynamodb_chunks): its new batch.
+            updates = [i.get("Update") for i in params.get("TransactItems", [])]
+            if "UpdateExpression" in params:
+                updates.append(params)
             with self.lock:
                 for put in puts:
-                    if put and "started" in put:  # the run item doubles as entry 1
+                    if put and ("started" in put or "first" in put):  # the run item doubles as entry 1
                         self.slots[(put["pk"]["S"], "J#0000000001")] += 1
                     if put and put["sk"]["S"].startswith("J#"):
-                        for entry in json.loads(put["entries"]["S"]):
-                            self.slots[(put["pk"]["S"], f"J#{entry[0]:010d}")] += 1
+                        rows = put.get("rows", {}).get("L")
+                        batches = [e["S"] for e in rows] if rows else [put["entries"]["S"]]
+                        self.count(put["pk"]["S"], batches)
+                for update in updates:
+                    sk = (update or {}).get("Key", {}).get("sk", {}).get("S", "")
+                    if update and sk.startswith("J#") and "list_append" in update["UpdateExpression"]:
+                        batches = [e["S"] for e in update["ExpressionAttributeValues"][":batch"]["L"]]
+                        self.count(update["Key"]["pk"]["S"], batches)
 
-        for op in ("TransactWriteItems", "PutItem"):
+        for op in ("TransactWriteItems", "PutItem", "UpdateItem"):
             client.meta.events.register(f"before-parameter-build.dynamodb.{op}", keep)
             client.meta.events.register(f"after-call.dynamodb.{op}", count)
+
+    def count(self, pk: str, batches: list[str]) -> None:
+        for batch in batches:
+            if not batch.startswith("@"):  # an S3 key: the tests' values stay inline
+                for entry in json.loads(batch):
+                    self.slots[(pk, f"J#{entry[0]:010d}")] += 1
 
     def of(self, run_id: str) -> dict[int, int]:
         """seq -> how many committed writes put that slot."""

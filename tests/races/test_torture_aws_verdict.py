@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.torture_aws import interrupted_by_kills  # noqa: E402
+from bench.torture_aws import interrupted_by_kills, written_slots  # noqa: E402
 from bench.torture_check import LEDGER_SCHEMA, Report  # noqa: E402
 from runtime.core.journal import Entry, Kind, Status  # noqa: E402
 from runtime.store.base import RunRecord, RunUpdate  # noqa: E402
@@ -152,3 +152,24 @@ def test_a_retry_after_an_interruption_without_three_kills_stays_a_bad_count(tmp
     assert counts == (0, 0, 0)
     assert report.runs_not_as_expected == 1
     assert report.runs_completed_as_expected == 0
+
+
+def test_the_chunk_audit_logs_each_entry_a_chunk_write_commits_and_nothing_else() -> None:
+    """The audit (``written_slots``) reads a chunk's put and its growth in place; the flow's
+    collection grows a list the same way and is no journal (a review found the audit raising
+    there, which failed the audited write)."""
+    batch = json.dumps([[4, "step.intent", "s", {}, 2.0], [5, "step.result", "s", {}, 2.0]])
+    grow = {
+        "Key": {"pk": {"S": "RUN#r"}, "sk": {"S": "J#0000000002"}},
+        "UpdateExpression": "SET #rows = list_append(#rows, :batch), #last = :last",
+        "ExpressionAttributeValues": {":batch": {"L": [{"S": batch}]}, ":last": {"N": "5"}},
+    }
+    assert written_slots(grow) == [("RUN#r", "J#0000000004"), ("RUN#r", "J#0000000005")]
+    put = {"Item": {"pk": {"S": "RUN#r"}, "sk": {"S": "J#0000000004"}, "rows": {"L": [{"S": batch}]}}}
+    assert written_slots(put) == [("RUN#r", "J#0000000004"), ("RUN#r", "J#0000000005")]
+    collect = {
+        "Key": {"pk": {"S": "RUN#r"}, "sk": {"S": "#C"}},
+        "UpdateExpression": "SET events = list_append(events, :e)",
+        "ExpressionAttributeValues": {":e": {"L": [{"S": "{}"}]}},
+    }
+    assert written_slots(collect) == []

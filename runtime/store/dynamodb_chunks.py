@@ -1,0 +1,235 @@
+"""Journal chunks that grow in place (runs created with ``JOURNAL_V2`` on the run item): the
+tip of a run's journal, the rule that picks where an append goes, and the requests that
+write it. Pure functions: ``runtime.store.dynamodb_append`` sends what they build.
+
+A run's journal is a row of chunk items (``J#<first seq>``). Older runs write a chunk per
+append. A run created with ``jv = 2`` keeps appending to its last chunk, the tip, while the
+tip holds fewer than ``SEAL_BYTES`` of rows, and starts a new chunk after it once it holds
+more. Every append then costs about what it did (an item of a KB or so), while a run has a
+chunk per KB of journal instead of one per append, and deleting it at its expiry writes
+that many items.
+
+The rule two writers with the same view of the journal must agree on, so that one of them
+loses: whether the tip is closed (``sealed``) is part of the view, so both either extend
+the tip in place, conditional on ``last`` being the entry they read and the tip still
+open, or both put the next chunk, conditional on its key being free. The write that takes
+a tip to ``SEAL_BYTES`` or more seals it in the same write, so the rule is in the data (a
+later release with another size agrees with this one); a sealed tip is never extended
+again, so the next chunk's key is the only place the next entry can go. A generation's
+first entry (``run.continued``) starts a chunk of its own: its writer first seals an open
+tip (conditional on its ``last``), which fails any extension from the same view, then puts
+the next chunk as any writer at a sealed tip does. The first chunk (``J#1``, a large input)
+is sealed when written: it is kept with every generation.
+
+Code from before this layout cannot read such a run: its run item has no ``started`` (the
+input is ``first``) and its first chunk's ``entries_ref`` names an object no bucket has, so
+older code refuses to load it (an error it reports, never a crash of its lists) instead of
+appending at a slot the new rule does not check (a deploy switching functions over, or a
+rollback: ``docs/operations.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.core.journal import Entry, Kind
+from runtime.core.values import compact
+from runtime.store.dynamodb_layout import OLDER_CODE_REFUSED, REF, TAIL_BYTES, WRITE_ID, _journal_sk, run_pk
+from runtime.store.items import n, s, whole
+
+JOURNAL_V2 = "jv"  # on the run item: 2 for a journal whose chunks grow in place
+FIRST = "first"  # a v2 run item's journal entry 1 while small (older runs: ``started``)
+# A tip holding this many bytes of rows or more is full. An extension costs the whole item
+# (a write unit per KB): below 1 KB with the item's keys and a step's rows of a few hundred
+# bytes, most appends stay one unit.
+SEAL_BYTES = 700
+ROWS = "rows"  # a v2 chunk's batches, one per append: the rows' JSON, or SPILLED + an S3 key
+BATCHES_REF = "batches_ref"  # a v2 chunk's S3 keys (a string set), for the deletes
+SPILLED = "@"  # a batch's JSON always starts with "["
+SEALED = "sealed"
+FIRST_CHUNK = _journal_sk(1)
+
+
+@dataclass(frozen=True)
+class Tip:
+    """The end of a run's journal as a writer saw it: the last chunk's key (None while the
+    journal is entry 1 on the run item), its last entry, its rows' size, and whether it
+    was sealed. ``v2``: False for a run of the older layout (a chunk per append)."""
+
+    v2: bool
+    created: str  # the run's created_sk: a run deleted and started again is another
+    sk: str | None = None
+    last: int = 1
+    size: int = 0
+    sealed: bool = False
+
+    def full(self) -> bool:
+        """Closed to extensions: its writer marked it so (in the data, not by this code's
+        ``SEAL_BYTES``, so two releases with different sizes agree)."""
+        return self.sealed
+
+
+def tip_of(run_item: dict[str, Any], chunk: dict[str, Any] | None) -> Tip:
+    """The tip a read of the run item and its last chunk (by key) sees."""
+    created = str(run_item.get("created_sk", {}).get("S", ""))
+    v2 = whole(run_item.get(JOURNAL_V2)) >= 2
+    if chunk is None:
+        return Tip(v2, created)
+    return Tip(
+        v2,
+        created,
+        str(chunk["sk"]["S"]),
+        whole(chunk.get("last")),
+        whole(chunk.get("bytes")),
+        SEALED in chunk,
+    )
+
+
+def extends(tip: Tip, entries: Sequence[Entry]) -> bool:
+    """Whether an append at ``tip`` goes into it (else into a new chunk after it)."""
+    return tip.sk is not None and not tip.full() and entries[0].kind != Kind.CONTINUED
+
+
+def closes(size: int, sk: str) -> bool:
+    """Whether a chunk of ``size`` bytes of rows is sealed by the write that makes it so. The
+    first chunk (entry 1, a large input) is sealed at once: ``drop_entries`` keeps it with
+    every generation, so it must hold nothing else."""
+    return size >= SEAL_BYTES or sk == FIRST_CHUNK
+
+
+def batch_element(batch_text: str, spilled_key: str | None) -> dict[str, str]:
+    return s(SPILLED + spilled_key) if spilled_key is not None else s(batch_text)
+
+
+def _tail(entries: Sequence[Entry]) -> str | None:
+    tail = compact([entries[-1].kind, entries[-1].name])
+    return tail if len(tail.encode("utf-8")) <= TAIL_BYTES else None
+
+
+def new_chunk(
+    table: str, run_id: str, entries: Sequence[Entry], element: dict[str, str], token: str
+) -> dict[str, Any]:
+    """The put of a chunk starting at ``entries[0]``: its key must be free."""
+    sk, size = _journal_sk(entries[0].seq), len(element["S"].encode("utf-8"))
+    item: dict[str, Any] = {
+        "pk": s(run_pk(run_id)),
+        "sk": s(sk),
+        "last": n(entries[-1].seq),
+        ROWS: {"L": [element]},
+        "bytes": n(size),
+        WRITE_ID: s(token),
+    }
+    if closes(size, sk):
+        item[SEALED] = n(1)
+    if sk == FIRST_CHUNK:
+        # Older code reads entry 1 from here (its ``entries``): this key, in no bucket,
+        # makes it refuse the run with an error it reports ("value ... is missing").
+        item["entries" + REF] = s(OLDER_CODE_REFUSED)
+    if element["S"].startswith(SPILLED):
+        item[BATCHES_REF] = {"SS": [element["S"][1:]]}
+    tail = _tail(entries)
+    if tail is not None:
+        item["tail"] = s(tail)
+    return {
+        "TableName": table,
+        "Item": item,
+        "ConditionExpression": "attribute_not_exists(pk)",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def extension(
+    table: str,
+    run_id: str,
+    tip: Tip,
+    entries: Sequence[Entry],
+    element: dict[str, str],
+    token: str,
+) -> dict[str, Any]:
+    """The update that appends ``entries`` to the tip: it holds while the tip's last entry
+    is the one the writer read and nobody sealed it."""
+    assert tip.sk is not None
+    size = len(element["S"].encode("utf-8"))
+    sets = [
+        "#rows = list_append(#rows, :batch)",
+        "#last = :last",
+        "#bytes = #bytes + :size",
+        f"{WRITE_ID} = :wid",
+    ]
+    values: dict[str, Any] = {
+        ":batch": {"L": [element]},
+        ":last": n(entries[-1].seq),
+        ":size": n(size),
+        ":wid": s(token),
+        ":seen": n(tip.last),
+    }
+    if closes(tip.size + size, tip.sk):
+        sets.append(f"{SEALED} = :yes")
+        values[":yes"] = n(1)
+    removes: list[str] = []
+    tail = _tail(entries)
+    if tail is None:
+        removes.append("tail")
+    else:
+        sets.append("tail = :tail")
+        values[":tail"] = s(tail)
+    adds: list[str] = []
+    if element["S"].startswith(SPILLED):
+        adds.append(f"{BATCHES_REF} :ref")
+        values[":ref"] = {"SS": [element["S"][1:]]}
+    expression = "SET " + ", ".join(sets)
+    if removes:
+        expression += " REMOVE " + ", ".join(removes)
+    if adds:
+        expression += " ADD " + ", ".join(adds)
+    return {
+        "TableName": table,
+        "Key": {"pk": s(run_pk(run_id)), "sk": s(tip.sk)},
+        "UpdateExpression": expression,
+        "ConditionExpression": f"#last = :seen AND attribute_not_exists({SEALED})",
+        "ExpressionAttributeNames": {"#rows": ROWS, "#last": "last", "#bytes": "bytes"},
+        "ExpressionAttributeValues": values,
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def seal(table: str, run_id: str, tip: Tip) -> dict[str, Any]:
+    """The update that closes the tip to extensions (before a generation's first chunk)."""
+    assert tip.sk is not None
+    return {
+        "TableName": table,
+        "Key": {"pk": s(run_pk(run_id)), "sk": s(tip.sk)},
+        "UpdateExpression": f"SET {SEALED} = :yes",
+        "ConditionExpression": "#last = :seen",
+        "ExpressionAttributeNames": {"#last": "last"},
+        "ExpressionAttributeValues": {":yes": n(1), ":seen": n(tip.last)},
+    }
+
+
+def unchanged_check(table: str, run_id: str, tip: Tip) -> dict[str, Any]:
+    """A transaction's check that nothing was appended after the tip: the tip's last entry is
+    still the one read and it is not sealed, or, at a full tip (or none), the next chunk's
+    key is free."""
+    if tip.sk is not None and not tip.full():
+        return {
+            "TableName": table,
+            "Key": {"pk": s(run_pk(run_id)), "sk": s(tip.sk)},
+            "ConditionExpression": f"#last = :seen AND attribute_not_exists({SEALED})",
+            "ExpressionAttributeNames": {"#last": "last"},
+            "ExpressionAttributeValues": {":seen": n(tip.last)},
+        }
+    return {
+        "TableName": table,
+        "Key": {"pk": s(run_pk(run_id)), "sk": s(_journal_sk(tip.last + 1))},
+        "ConditionExpression": "attribute_not_exists(pk)",
+    }
+
+
+def after_append(tip: Tip, chunk_sk: str, entries: Sequence[Entry], element: dict[str, str]) -> Tip:
+    """The tip once ``entries`` were appended in chunk ``chunk_sk``."""
+    size = len(element["S"].encode("utf-8"))
+    if chunk_sk == tip.sk:
+        size += tip.size
+    return Tip(tip.v2, tip.created, chunk_sk, entries[-1].seq, size, closes(size, chunk_sk))
