@@ -37,7 +37,6 @@ from runtime.store.dynamodb_layout import (
     INLINE_CHUNK_BYTES,
     INLINE_TEXT_BYTES,
     REF,
-    RUN_SK,
     STARTED_INLINE_BYTES,
     TAIL_BYTES,
     TIMER_PK,
@@ -347,19 +346,10 @@ class Appends(Reads):
         this_start = known is not None and (start is None or known.created == start)
         if known is not None and this_start and (known.last == expected_len or not known.v2):
             return known
-        items = self._db.query(
-            TableName=self.table,
-            KeyConditionExpression="pk = :pk AND sk BETWEEN :j AND :k",
-            ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":j": s("J#"), ":k": s(RUN_SK)},
-            ScanIndexForward=False,
-            Limit=2,
-            ConsistentRead=True,
-        ).get("Items", [])
-        run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
+        run_item, chunk = self._run_and_tip(run_id)
         if run_item is None:
             return Tip(False, "")  # gone: the slot rule and the summary's condition answer
-        tip = tip_of(run_item, next((i for i in items if i["sk"]["S"].startswith("J#")), None))
-        self._keep_tip(run_id, tip)
+        tip = tip_of(run_item, chunk)
         if tip.v2 and tip.last != expected_len:
             raise JournalConflict(run_id, expected_len + 1)
         return tip

@@ -272,8 +272,9 @@ class Reads(Spill):
         last = self._rows(chunk, last=True)[-1]
         return Kind(last[1]), last[2]
 
-    def get_run(self, run_id: str) -> RunRecord | None:
-        # Newest first between the journal and the run item: the run, then its last chunk.
+    def _run_and_tip(self, run_id: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """The run item and the journal's last chunk (None: entry 1 alone), in one Query:
+        newest first between the journal and the run item, two items. The tip is kept."""
         items = self._db.query(
             TableName=self.table,
             KeyConditionExpression="pk = :pk AND sk BETWEEN :j AND :k",
@@ -283,10 +284,15 @@ class Reads(Spill):
             ConsistentRead=True,
         ).get("Items", [])
         run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
+        chunk = next((i for i in items if i["sk"]["S"].startswith("J#")), None)
+        if run_item is not None:
+            self._keep_tip(run_id, tip_of(run_item, chunk))
+        return run_item, chunk
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        run_item, chunk = self._run_and_tip(run_id)
         if run_item is None:
             return None
-        chunk = next((i for i in items if i["sk"]["S"].startswith("J#")), None)
-        self._keep_tip(run_id, tip_of(run_item, chunk))
         if chunk is None:
             return self._run_from(run_item, 1)
         # A completed run's last chunk holds its run.completed entry, and so its result.

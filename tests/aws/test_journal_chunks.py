@@ -256,23 +256,23 @@ def test_the_first_chunk_holds_entry_1_alone_so_dropped_generations_stay_dropped
     assert seqs[0] == 1 and seqs[1] > 2 and dropped > 0
 
 
-def test_a_read_across_pages_that_the_journal_outgrew_is_read_again(
-    db: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A Query past 1 MB is paged, and pages are no snapshot: the tip read on the first page
-    before it grew, the chunk after it on the next, made a journal with a hole, and an
-    append decided on it committed (found by a review). The load reads again instead."""
-    one_mb = moto_table.RESULT_SIZE_LIMIT
-    monkeypatch.setattr(moto_table, "RESULT_SIZE_LIMIT", one_mb)
+def two_full_chunks_and_an_open_tip(db: Any) -> tuple[DynamoDBStore, int]:
+    """A run of 9 entries: two sealed chunks and an open one; its writer and the length."""
     writer = DynamoDBStore(db, TABLE)
     start(writer)
     length = 1
     for i in range(4):
         writer.append("r1", length, step(length + 1, f"s{i}", "x" * (400 if i < 2 else 10)))
         length += 2
+    return writer, length
+
+
+def page_size_ending_after_the_chunks(db: Any) -> int:
+    """A page size (moto's, lowered) at which a load's Query returns the run's chunks on its
+    first page and the run item on the next: the boundary DynamoDB puts at 1 MB."""
     count = len(chunks(db))
 
-    def first_page_ends_after_the_chunks(limit: int) -> bool:
+    def ends_there(limit: int) -> bool:
         moto_table.RESULT_SIZE_LIMIT = limit
         try:  # moto fails a page too small for one item
             page = db.query(
@@ -286,9 +286,19 @@ def test_a_read_across_pages_that_the_journal_outgrew_is_read_again(
         items = page["Items"]
         return "LastEvaluatedKey" in page and len(items) == count and items[-1]["sk"]["S"] != "K"
 
-    moto_table.RESULT_SIZE_LIMIT = next(
-        x for x in range(100, 20_000, 10) if first_page_ends_after_the_chunks(x)
-    )
+    return next(x for x in range(100, 20_000, 10) if ends_there(x))
+
+
+def test_a_read_across_pages_that_the_journal_outgrew_is_read_again(
+    db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Query past 1 MB is paged, and pages are no snapshot: the tip read on the first page
+    before it grew, the chunk after it on the next, made a journal with a hole, and an
+    append decided on it committed (found by a review). The load reads again instead."""
+    one_mb = moto_table.RESULT_SIZE_LIMIT
+    monkeypatch.setattr(moto_table, "RESULT_SIZE_LIMIT", one_mb)
+    writer, length = two_full_chunks_and_an_open_tip(db)
+    moto_table.RESULT_SIZE_LIMIT = page_size_ending_after_the_chunks(db)
     armed = [True]
 
     def between_pages(parsed: Any, **_: Any) -> None:
@@ -444,33 +454,10 @@ def test_a_torn_read_before_a_generation_start_is_read_again(
     load lost the wait.done and offered the consumed signal again."""
     one_mb = moto_table.RESULT_SIZE_LIMIT
     monkeypatch.setattr(moto_table, "RESULT_SIZE_LIMIT", one_mb)
-    writer = DynamoDBStore(db, TABLE)
-    start(writer)
-    length = 1
-    for i in range(4):
-        writer.append("r1", length, step(length + 1, f"s{i}", "x" * (400 if i < 2 else 10)))
-        length += 2
+    writer, length = two_full_chunks_and_an_open_tip(db)
     writer.add_signal("r1", "go", {"i": 1}, 2.0)
     assert writer.load("r1") is not None
-    count = len([c["sk"]["S"] for c in chunks(db)])
-
-    def first_page_ends_after_the_chunks(limit: int) -> bool:
-        moto_table.RESULT_SIZE_LIMIT = limit
-        try:
-            page = db.query(
-                TableName=TABLE,
-                KeyConditionExpression="pk = :pk AND sk BETWEEN :a AND :k",
-                ExpressionAttributeValues={":pk": {"S": run_pk("r1")}, ":a": {"S": "J#"}, ":k": {"S": "K"}},
-                ConsistentRead=True,
-            )
-        except IndexError:
-            return False
-        items = page["Items"]
-        return "LastEvaluatedKey" in page and len(items) == count and items[-1]["sk"]["S"] != "K"
-
-    moto_table.RESULT_SIZE_LIMIT = next(
-        x for x in range(100, 20_000, 10) if first_page_ends_after_the_chunks(x)
-    )
+    moto_table.RESULT_SIZE_LIMIT = page_size_ending_after_the_chunks(db)
     armed = [True]
     final = [0]
 
