@@ -32,7 +32,6 @@ import base64
 import importlib
 import json
 import shutil
-import tempfile
 import threading
 import uuid
 import warnings
@@ -68,7 +67,7 @@ from runtime.engine.schedules import Schedule, iso
 from runtime.errors import EngineBug, LunaflowError
 from runtime.platform.describe import describe
 from runtime.platform.fetch import Response
-from runtime.platform.harness import Harness, check_workers, earliest_after
+from runtime.platform.harness import Harness, check_workers, earliest_after, own_folder
 from runtime.platform.platform import Platform
 from runtime.platform.standins import HttpFn, ObjectFn, ServiceFn, StandinServices
 from runtime.services import pgserver
@@ -120,7 +119,7 @@ class AwsPlatform(Harness):
         self.endpoint = endpoint_url or MotoServer.shared().endpoint
         _check_server(self.endpoint)
         self._own_dir = data_dir is None
-        self.data_dir = Path(tempfile.mkdtemp(prefix="lunaflow-aws-")) if data_dir is None else Path(data_dir)
+        self.data_dir = own_folder("lunaflow-aws-") if data_dir is None else Path(data_dir)
         if self._own_dir:
             pgserver.scratch(self.data_dir / "db")  # its Data API's databases go with it
         self.names = deployment.Names(self._suffix())

@@ -8,14 +8,13 @@ are ``runtime.platform.harness.Harness``, shared with ``AwsPlatform``.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 
 from runtime.core.clock import now_ms
 from runtime.dev.golden import write_golden
 from runtime.engine.schedules import Schedule
 from runtime.platform.fetch import Response, make_request
-from runtime.platform.harness import Harness, check_workers, earliest_after
+from runtime.platform.harness import Harness, check_workers, earliest_after, own_folder
 from runtime.platform.platform import Platform
 from runtime.platform.schedules import LocalSchedules, PauseFile, fire_tick
 from runtime.platform.standins import HttpFn, ObjectFn, ServiceFn, StandinServices
@@ -44,7 +43,7 @@ class LocalPlatform(Harness):
         super().__init__()
         self.workers = check_workers(workers)
         self._own_dir = data_dir is None
-        self.data_dir = Path(tempfile.mkdtemp(prefix="lunaflow-")) if data_dir is None else Path(data_dir)
+        self.data_dir = own_folder("lunaflow-") if data_dir is None else Path(data_dir)
         if self._own_dir:
             pgserver.scratch(self.data_dir)  # its databases go with it: no cluster of its own
         self.project = Path(project)

@@ -12,7 +12,11 @@ meaning of every call is the same, so a test written for one runs on the other.
 from __future__ import annotations
 
 import math
+import os
+import shutil
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -27,6 +31,18 @@ from runtime.platform.flow import LimitRow, limit_rows, set_limit
 from runtime.platform.platform import Platform
 from runtime.platform.schedules import ScheduleControl, Ticker, find
 from runtime.store.base import RunRecord
+
+
+def own_folder(prefix: str) -> Path:
+    """A temporary folder for a harness that was given none, named for this process
+    (``<prefix><pid>-<random>``). Folders of that name whose process is gone (a test's
+    subprocess killed before it could remove its own) are removed first."""
+    root = Path(tempfile.gettempdir())
+    for old in root.glob(f"{prefix}[0-9]*-*"):
+        pid = old.name[len(prefix) :].split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
 
 
 class Harness:
