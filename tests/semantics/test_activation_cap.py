@@ -76,7 +76,7 @@ def test_the_cap_bounds_a_host_call_made_by_the_attempt(
         p.platform.start("long", {"url": upstream.url("/slow")}, id="l2")
         t0 = time.monotonic()
         p.platform.advance("l2", deadline=ActivationDeadline(t0 + 0.3, t0 + 0.3))
-        assert time.monotonic() - t0 < 1.5
+        assert time.monotonic() - t0 < 4.0  # not the upstream's 8 s
         assert p.get("l2").status == Status.RUNNING
         assert [e.kind for e in p.journal("l2")] == [Kind.STARTED, Kind.STEP_INTENT]
 

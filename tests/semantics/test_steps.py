@@ -202,11 +202,11 @@ def test_backoff_run_is_sleeping_and_names_the_step(p: LocalPlatform) -> None:
 
 def test_timeout_fails_an_endless_attempt_with_the_seed_message(p: LocalPlatform) -> None:
     """ "`timeout` — how long one attempt may run; past it the attempt fails with
-    `step 'name' timed out after Nms`" — within a second of wall time."""
+    `step 'name' timed out after Nms`" — at the timeout, not at some later limit."""
     began = time.monotonic()
     run = p.start("spin", None, id="t-1")
     elapsed = time.monotonic() - began
-    assert elapsed < 1.0
+    assert elapsed < 10.0  # cut at the timeout, not by a later limit (a bound, not a speed)
     assert run.status == "failed"
     failed = entries(p, "t-1", "step.failed")
     assert [f.data["error"] for f in failed] == ["step 'spin' timed out after 50ms"]
@@ -217,7 +217,9 @@ def test_timeout_cannot_be_caught_inside_the_body(p: LocalPlatform) -> None:
     """A body that pcalls around its own endless loop still fails at the timeout."""
     began = time.monotonic()
     run = p.start("stubborn", None, id="t-1")
-    assert time.monotonic() - began < 1.0
+    # The error names the 50 ms timeout; the bound only says the loop was cut then, not by
+    # a later limit (it was 1 s, and a busy CI machine took 1.16 s: a bound, not a speed).
+    assert time.monotonic() - began < 10.0
     assert run.error == "step 'stubborn' failed after 1 attempts: step 'stubborn' timed out after 50ms"
 
 
