@@ -26,6 +26,7 @@ from runtime.store.dynamodb_chunks import (
     extension,
     new_chunk,
     seal,
+    tail_of,
     tip_of,
     unchanged_check,
 )
@@ -38,7 +39,6 @@ from runtime.store.dynamodb_layout import (
     INLINE_TEXT_BYTES,
     REF,
     STARTED_INLINE_BYTES,
-    TAIL_BYTES,
     TIMER_PK,
     WAKE_PK,
     WRITE_ID,
@@ -111,9 +111,13 @@ class Appends(Reads):
             item["parent_pk"] = s(f"PARENT#{run.parent_id}")
         return item
 
-    def _chunk_put(self, run_id: str, entries: Sequence[Entry], written: list[str]) -> dict[str, Any]:
+    def _batch(self, run_id: str, entries: Sequence[Entry], written: list[str]) -> tuple[str, str]:
+        """An append's rows as stored: ``_spill``'s ``(attribute suffix, text or S3 key)``."""
         rows = compact([_elided(e) for e in entries])
-        where, value = self._spill(run_id, f"chunk-{entries[0].seq}", rows, INLINE_CHUNK_BYTES, written)
+        return self._spill(run_id, f"chunk-{entries[0].seq}", rows, INLINE_CHUNK_BYTES, written)
+
+    def _chunk_put(self, run_id: str, entries: Sequence[Entry], written: list[str]) -> dict[str, Any]:
+        where, value = self._batch(run_id, entries, written)
         item = {
             "pk": s(run_pk(run_id)),
             "sk": s(_journal_sk(entries[0].seq)),
@@ -121,8 +125,8 @@ class Appends(Reads):
             "entries" + where: s(value),
             WRITE_ID: s(_write_id()),
         }
-        tail = compact([entries[-1].kind, entries[-1].name])
-        if len(tail.encode("utf-8")) <= TAIL_BYTES:
+        tail = tail_of(entries)
+        if tail is not None:
             item["tail"] = s(tail)
         # The rule: a journal slot is written once. Every writer starts its chunk right after
         # the last chunk it read, so two writers with the same view claim the same key.
@@ -356,9 +360,8 @@ class Appends(Reads):
 
     def _element(self, run_id: str, entries: Sequence[Entry], written: list[str]) -> dict[str, str]:
         """An append's rows as one element of a v2 chunk: inline, or a key in S3."""
-        batch = compact([_elided(e) for e in entries])
-        where, value = self._spill(run_id, f"chunk-{entries[0].seq}", batch, INLINE_CHUNK_BYTES, written)
-        return batch_element(value, value if where else None)
+        where, value = self._batch(run_id, entries, written)
+        return batch_element(value, spilled=bool(where))
 
     def _append_v2(self, run_id: str, tip: Tip, entries: Sequence[Entry]) -> str:
         """Append to a v2 journal (the rule: ``runtime.store.dynamodb_chunks``); the key of
@@ -372,7 +375,7 @@ class Appends(Reads):
             request, chunk_sk = extension(self.table, run_id, tip, entries, element, token), tip.sk
         else:
             # A generation starts a chunk: an open tip is closed first, at the entry read.
-            opened = tip.sk is not None and not tip.full()
+            opened = tip.sk is not None and not tip.sealed
             if opened and not conditional(self._db.update_item, **seal(self.table, run_id, tip)):
                 self._drop(written, None)
                 raise JournalConflict(run_id, slot)

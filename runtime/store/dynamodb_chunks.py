@@ -63,18 +63,20 @@ class Tip:
     sk: str | None = None
     last: int = 1
     size: int = 0
+    # Closed to extensions: its writer marked it so (in the data, not by this code's
+    # SEAL_BYTES, so two releases with different sizes agree).
     sealed: bool = False
 
-    def full(self) -> bool:
-        """Closed to extensions: its writer marked it so (in the data, not by this code's
-        ``SEAL_BYTES``, so two releases with different sizes agree)."""
-        return self.sealed
+
+def journal_v2(run_item: dict[str, Any]) -> bool:
+    """Whether the run item's journal grows in place (a run started since stop 46)."""
+    return whole(run_item.get(JOURNAL_V2)) >= 2
 
 
 def tip_of(run_item: dict[str, Any], chunk: dict[str, Any] | None) -> Tip:
     """The tip a read of the run item and its last chunk (by key) sees."""
     created = str(run_item.get("created_sk", {}).get("S", ""))
-    v2 = whole(run_item.get(JOURNAL_V2)) >= 2
+    v2 = journal_v2(run_item)
     if chunk is None:
         return Tip(v2, created)
     return Tip(
@@ -89,7 +91,7 @@ def tip_of(run_item: dict[str, Any], chunk: dict[str, Any] | None) -> Tip:
 
 def extends(tip: Tip, entries: Sequence[Entry]) -> bool:
     """Whether an append at ``tip`` goes into it (else into a new chunk after it)."""
-    return tip.sk is not None and not tip.full() and entries[0].kind != Kind.CONTINUED
+    return tip.sk is not None and not tip.sealed and entries[0].kind != Kind.CONTINUED
 
 
 def closes(size: int, sk: str) -> bool:
@@ -99,11 +101,14 @@ def closes(size: int, sk: str) -> bool:
     return size >= SEAL_BYTES or sk == FIRST_CHUNK
 
 
-def batch_element(batch_text: str, spilled_key: str | None) -> dict[str, str]:
-    return s(SPILLED + spilled_key) if spilled_key is not None else s(batch_text)
+def batch_element(text: str, spilled: bool) -> dict[str, str]:
+    """An append's rows as a chunk's element: their JSON, or ``SPILLED`` + the S3 key."""
+    return s(SPILLED + text) if spilled else s(text)
 
 
-def _tail(entries: Sequence[Entry]) -> str | None:
+def tail_of(entries: Sequence[Entry]) -> str | None:
+    """The last entry's kind and name as a chunk keeps them (``tail``), when short: a read
+    of the run's current step then needs no rows (and no S3)."""
     tail = compact([entries[-1].kind, entries[-1].name])
     return tail if len(tail.encode("utf-8")) <= TAIL_BYTES else None
 
@@ -129,7 +134,7 @@ def new_chunk(
         item["entries" + REF] = s(OLDER_CODE_REFUSED)
     if element["S"].startswith(SPILLED):
         item[BATCHES_REF] = {"SS": [element["S"][1:]]}
-    tail = _tail(entries)
+    tail = tail_of(entries)
     if tail is not None:
         item["tail"] = s(tail)
     return {
@@ -169,7 +174,7 @@ def extension(
         sets.append(f"{SEALED} = :yes")
         values[":yes"] = n(1)
     removes: list[str] = []
-    tail = _tail(entries)
+    tail = tail_of(entries)
     if tail is None:
         removes.append("tail")
     else:
@@ -212,7 +217,7 @@ def unchanged_check(table: str, run_id: str, tip: Tip) -> dict[str, Any]:
     """A transaction's check that nothing was appended after the tip: the tip's last entry is
     still the one read and it is not sealed, or, at a full tip (or none), the next chunk's
     key is free."""
-    if tip.sk is not None and not tip.full():
+    if tip.sk is not None and not tip.sealed:
         return {
             "TableName": table,
             "Key": {"pk": s(run_pk(run_id)), "sk": s(tip.sk)},

@@ -16,7 +16,7 @@ from runtime.core.clock import Clock, now_ms
 from runtime.core.journal import ENDED, Entry, Kind, Signal, Status
 from runtime.errors import LunaflowError
 from runtime.store.base import RunRecord, SignalRecord, Snapshot, current_step
-from runtime.store.dynamodb_chunks import FIRST, ROWS, SPILLED, Tip, tip_of
+from runtime.store.dynamodb_chunks import FIRST, ROWS, SPILLED, Tip, journal_v2, tip_of
 from runtime.store.dynamodb_layout import (
     INDEXES,
     REF,
@@ -345,7 +345,7 @@ class Reads(Spill):
         batches = [(i["sk"]["S"], [row for row in self._rows(i) if int(row[0]) > after]) for i in chunks]
         rows = [row for _, chunk_rows in batches for row in chunk_rows]
         first = _first_of(items)
-        if tip_of(run_item, None).v2 and not _whole(batches, after):
+        if journal_v2(run_item) and not _whole(batches, after):
             return TORN
         run = self._run_from(run_item, first=first)
         signal_items = [i for i in items if i["sk"]["S"].startswith("S#")]
@@ -408,7 +408,7 @@ class Reads(Spill):
         run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
         if run_item is None:
             return items
-        if after and tip_of(run_item, None).v2 and start == _journal_sk(after + 1):
+        if after and journal_v2(run_item) and start == _journal_sk(after + 1):
             # Not known here which chunk holds entry ``after``: it may have grown past it.
             items = self._holding(run_id, after) + items
         after_rows = after
