@@ -33,7 +33,7 @@ for p in (ROOT, ROOT / "bench"):
 
 import aws_cost  # noqa: E402
 
-KEYS = ("all_pk", "status_pk", "workflow_pk", "wake_pk", "timer_pk")
+KEYS = ("status_pk", "workflow_pk", "wake_pk", "timer_pk")  # no all_pk on new runs (stop 47)
 
 
 def main() -> None:

@@ -362,7 +362,10 @@ class AwsRuntime:
         finally:
             # What the handler spent is gone from the invocation: the budget counts from here.
             spent_ms = int((time.monotonic() - began) * 1000)
-            self._eager(held, None if remaining_ms is None else remaining_ms - spent_ms)
+            try:
+                self._eager(held, None if remaining_ms is None else remaining_ms - spent_ms)
+            finally:
+                self.store.unseed()  # what this request's starts wrote is no later one's
         if failure is not None:
             self.log_error(failure.message, failure.traceback, request_id=failure.request_id)
         return response, failure

@@ -133,7 +133,8 @@ class ActivationDeadline:
     # lease): it writes only a park or an end reached without effects between, else hands
     # the run off untouched (``Executor.handed_off``) for a worker to advance as usual.
     eager: bool = False
-    # Where an eager activation may run a step body: takes the run's lease, True when taken.
+    # Where an eager activation may run a step body: takes the run's lease and marks the
+    # run running in the same write, True when taken.
     # A step whose timeout fits before ``steps_until`` then runs right there, and the
     # activation goes on as a leased one (``Executor._promoted``); a step with no timeout,
     # or one that does not fit, could hold the request longer than it may wait: handed off.
@@ -488,6 +489,7 @@ class Executor:
                 if promoted is None:
                     return self._hand_off(s)
                 deadline = promoted
+                s.status = Status.RUNNING  # marked so by the lease's write (``take_lease``)
             outcome = self._act(s, decision, deadline)
             if isinstance(outcome, Status):
                 return outcome

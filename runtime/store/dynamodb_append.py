@@ -14,7 +14,15 @@ from runtime.core import published
 from runtime.core.journal import ENDED, Entry, Status
 from runtime.core.values import compact
 from runtime.errors import EngineBug, JournalConflict, LunaflowError
-from runtime.store.base import FirstSignal, RunRecord, RunUpdate, TimerSet, Unchanged, checked_update
+from runtime.store.base import (
+    FirstSignal,
+    RunRecord,
+    RunUpdate,
+    Snapshot,
+    TimerSet,
+    Unchanged,
+    checked_update,
+)
 from runtime.store.dynamodb_chunks import (
     BATCHES_REF,
     FIRST,
@@ -33,11 +41,11 @@ from runtime.store.dynamodb_chunks import (
 from runtime.store.dynamodb_expiry import expiry_parts
 from runtime.store.dynamodb_flow import AlsoRefused, DynamoFlow
 from runtime.store.dynamodb_layout import (
-    ALL_RUNS,
     CHANGED_AT,
     INLINE_CHUNK_BYTES,
     INLINE_TEXT_BYTES,
     REF,
+    RUNNING_SINCE,
     STARTED_INLINE_BYTES,
     TIMER_PK,
     WAKE_PK,
@@ -101,7 +109,6 @@ class Appends(Reads):
             "created_sk": s(created),
             "status_pk": s(sharded(status_partition(run.status), run.id)),
             "workflow_pk": s(sharded(f"WF#{run.workflow}", run.id)),
-            "all_pk": s(sharded(ALL_RUNS, run.id)),
             "wake_pk": s(sharded(WAKE_PK, run.id)),
             "wake_sk": s(f"{run.created_at:020.6f}"),
             "wake_token": n(1),
@@ -167,6 +174,7 @@ class Appends(Reads):
         # run.started's data, the input included), so a start is one write and chunks begin
         # at entry 2. A larger one is the first chunk, written in the run item's transaction
         # (each item's units twice, once) so every later write of the run item stays cheap.
+        self._seeded.pop(run.id, None)  # another run's of this id, or this one's as it was
         item = self._run_item(run)
         written: list[str] = []
         text_ = compact({"workflow": started.name, "data": started.data, "at": started.at})
@@ -207,7 +215,10 @@ class Appends(Reads):
             return existing, False
         self._keep_tip(run.id, tip)
         self._keep_created(run.id, item["created_sk"]["S"])
-        return RunRecord(**{**run.__dict__, "journal_len": 1}), True
+        record = RunRecord(**{**run.__dict__, "journal_len": 1})
+        if signal is None:
+            self.seed(Snapshot(record, [], [started]))
+        return record, True
 
     def _create_signalled(
         self,
@@ -429,7 +440,7 @@ class Appends(Reads):
                 removes.append(placeholder + other)
             if update.status != Status.RUNNING:
                 # A lease is held only while a run is running: parking or ending releases it.
-                removes += ["lease_owner", "lease_until"]
+                removes += ["lease_owner", "lease_until", RUNNING_SINCE]
             if update.status == Status.COMPLETED:
                 # The result lives in the run.completed entry: point at its chunk.
                 result_sk = chunk_sk or self._last_chunk_sk(run_id)

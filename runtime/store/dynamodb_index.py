@@ -10,6 +10,7 @@ import heapq
 import itertools
 import json
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from runtime.core import published
@@ -20,11 +21,11 @@ from runtime.errors import LunaflowError
 from runtime.store.base import UNREADABLE_RUN, RunRecord
 from runtime.store.dynamodb_chunks import FIRST
 from runtime.store.dynamodb_layout import (
-    ALL_RUNS,
     IN_FLIGHT,
     INDEXES,
     REF,
     SHARDS,
+    STATUS_PARTITIONS,
     VALUE_SK,
     _created_sk,
     _id_of,
@@ -39,11 +40,23 @@ from runtime.store.dynamodb_layout import (
 from runtime.store.dynamodb_reads import Reads
 from runtime.store.items import num, s, text
 
+# Queries a list has under way at once: below botocore's pool of 10 connections a client
+# keeps, so a list reuses them rather than opening more.
+LIST_THREADS = 8
 # Index entries a search by a number range reads before it orders them newest first.
 MAX_RANGE_READ = 5000
 # In-flight runs a list of one in-flight status looks through, newest first: they share one
 # index partition (``STATUS#live``), so a status few of them are in is found by reading them.
 IN_FLIGHT_SCAN = 20_000
+
+
+def _once(ids: Iterator[str]) -> Iterator[str]:
+    """``ids`` in their order, each the first time it comes, read as far as the caller goes."""
+    seen: set[str] = set()
+    for run_id in ids:
+        if run_id not in seen:
+            seen.add(run_id)
+            yield run_id
 
 
 class _Unreadable:
@@ -76,13 +89,15 @@ class Index(Reads):
     def list_runs(
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 1000
     ) -> list[RunRecord]:
+        bases: Sequence[str | None]
         if status is not None:
             index = "by_status"
             bases = [status_partition(status), legacy_partition(status)]
         elif workflow is not None:
             index, bases = "by_workflow", [f"WF#{workflow}"]
         else:
-            index, bases = "all_runs", [ALL_RUNS]
+            # Every run is under one status partition: new runs are in no all-runs index.
+            index, bases = "by_status", STATUS_PARTITIONS
         # A shard holds about limit / SHARDS of the newest: pages of twice that (a shard that
         # runs out reads its next page) keep a list from reading SHARDS times its length.
         page = min(limit, max(25, 2 * limit // SHARDS))
@@ -90,18 +105,24 @@ class Index(Reads):
         if flight:
             page = 500  # the live runs are read deeper than the list is long
         _, sk = INDEXES[index]
-        entries = heapq.merge(
-            *(self._gathered(index, base, newest_first=True, page=page) for base in bases if base),
-            key=lambda item: (item[sk]["S"], item["pk"]["S"]),
-            reverse=True,
-        )
-        # The live partition holds every in-flight status: a list of one of them reads the
-        # live runs' statuses (a small projection), newest first, and keeps that status's,
-        # looking at most IN_FLIGHT_SCAN entries deep. Any other list reads `limit` entries
-        # and keeps what still holds (an index is read a moment behind the table).
-        if flight and status is not None:
-            return self._kept(entries, status, workflow, limit, scan=max(limit, IN_FLIGHT_SCAN))
-        ids = list(dict.fromkeys(_id_of(item) for item in itertools.islice(entries, limit)))
+        with ThreadPoolExecutor(max_workers=LIST_THREADS) as pool:
+            entries = heapq.merge(
+                *(
+                    self._gathered(index, base, newest_first=True, page=page, pool=pool)
+                    for base in bases
+                    if base
+                ),
+                key=lambda item: (item[sk]["S"], item["pk"]["S"]),
+                reverse=True,
+            )
+            # The live partition holds every in-flight status: a list of one of them reads the
+            # live runs' statuses (a small projection), newest first, and keeps that status's,
+            # looking at most IN_FLIGHT_SCAN entries deep. Any other list reads `limit` runs
+            # and keeps what still holds (an index is read a moment behind the table: a run
+            # that just changed status may be listed under both, and is read once).
+            if flight and status is not None:
+                return self._kept(entries, status, workflow, limit, scan=max(limit, IN_FLIGHT_SCAN))
+            ids = list(itertools.islice(_once(_id_of(item) for item in entries), limit))
         return [
             r
             for r in self._hydrate(ids)
@@ -147,12 +168,16 @@ class Index(Reads):
         failed runs: each in-flight run read once, not once per status."""
         bases = [status_partition(Status.RUNNING), status_partition(Status.FAILED)]
         bases += [base for status in sorted(IN_FLIGHT) if (base := legacy_partition(status))]
-        entries = heapq.merge(
-            *(self._gathered("by_status", base, newest_first=True, page=500) for base in bases),
-            key=lambda item: (item["created_sk"]["S"], item["pk"]["S"]),
-            reverse=True,
-        )
-        ids = list(dict.fromkeys(_id_of(item) for item in itertools.islice(entries, limit)))
+        with ThreadPoolExecutor(max_workers=LIST_THREADS) as pool:
+            entries = heapq.merge(
+                *(
+                    self._gathered("by_status", base, newest_first=True, page=500, pool=pool)
+                    for base in bases
+                ),
+                key=lambda item: (item["created_sk"]["S"], item["pk"]["S"]),
+                reverse=True,
+            )
+            ids = list(itertools.islice(_once(_id_of(item) for item in entries), limit))
         return [r for r in self._hydrate(ids) if r.status not in ENDED]
 
     def _hydrate(self, ids: list[str]) -> list[RunRecord]:

@@ -29,6 +29,10 @@ WAKE_PK = "#WAKE"  # a run asked to advance carries wake_pk/wake_sk (a sparse in
 TIMER_PK = "#TIMER"
 EXPIRE_PK = "#EXPIRE"  # an ended run's expiry, in the timers index beside the timers
 CANCEL_PK = "#CANCEL"  # a cancel's intent until its cascade is done: pk CANCEL_PK, sk the run
+# The ``all_runs`` index's partition. Runs written before stop 47 carry it; new runs do not
+# (an entry written at the start and deleted at the expiry was 2 index WRU a run), and a
+# list of every run reads every status partition instead (``STATUS_PARTITIONS``). The index
+# stays in the table for the entries old runs have until they expire, and for older code.
 ALL_RUNS = "#RUNS"
 # The index partitions every run shares (all runs, a status, a workflow, the timers, the
 # wake-ups) are split in SHARDS, the run's by a hash of its id: one index partition takes
@@ -112,6 +116,16 @@ def wake_up(run_id: str, at_s: float) -> tuple[str, str, dict[str, Any]]:
     )
 
 
+# Every partition of the status index a run is listed under, the live one first: a run is
+# in exactly one (an index a moment behind the table may list it in two), so together they
+# list every run.
+STATUS_PARTITIONS = (
+    f"STATUS#{LIVE}",
+    *(f"STATUS#{status}" for status in Status if status not in IN_FLIGHT),
+    *(f"STATUS#{status}" for status in Status if status in IN_FLIGHT),  # items older code wrote
+)
+
+
 def status_partition(status: str) -> str:
     """The status index's partition (unsharded) a run of ``status`` is listed under."""
     return f"STATUS#{LIVE}" if status in IN_FLIGHT else f"STATUS#{status}"
@@ -128,11 +142,14 @@ def legacy_partition(status: str) -> str | None:
 # (1 index WRU) with every status change. The start writes ``updated_at``; each later change
 # writes ``changed_at``, which no index carries; a reader takes the later of the two.
 CHANGED_AT = "changed_at"
+# When a worker's lease marked the run running (``runtime.store.dynamodb_leases``): kept by
+# later leases until a summary of another status removes it, and read as a change.
+RUNNING_SINCE = "running_since"
 
 
 def changed_at(item: dict[str, Any]) -> float:
     """When the run item's run last changed (epoch seconds)."""
-    return max(num(item.get("updated_at")), num(item.get(CHANGED_AT)))
+    return max(num(item.get("updated_at")), num(item.get(CHANGED_AT)), num(item.get(RUNNING_SINCE)))
 
 
 # GSIs: name -> (partition key attribute, sort key attribute)

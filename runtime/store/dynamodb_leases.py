@@ -8,14 +8,54 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from runtime.core.journal import Status
 from runtime.store.base import OWNER_DEAD_AFTER_MS, Lease
-from runtime.store.dynamodb_layout import OWNER_PK, TTL_ATTRIBUTE, run_key
+from runtime.store.dynamodb_layout import (
+    IN_FLIGHT,
+    OWNER_PK,
+    RUNNING_SINCE,
+    TTL_ATTRIBUTE,
+    run_key,
+    sharded,
+    status_partition,
+)
 from runtime.store.dynamodb_reads import Reads
 from runtime.store.items import conditional, n, s, text, whole
 
 # The lease rule a taker's write holds to: no lease, a lapsed one, or the taker's own (its
 # owner taking it again, or its own write sent again by botocore after a lost answer).
 FREE_OR_MINE = "(attribute_not_exists(lease_until) OR lease_until < :now OR lease_owner = :me)"
+
+# A lease marks a run running (``acquire_lease``) only while it is in flight and a wake-up
+# waits: then a crash before its park or end leaves the run running with that wake-up.
+MARKABLE = "#st IN (:running, :sleeping, :awaiting) AND attribute_exists(wake_pk)"
+
+
+def _marking(run_id: str, now_ms: int) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """The SET and REMOVE of a lease's write that marks the run running, with its names and
+    values (those of ``MARKABLE`` too):
+    - its status, and its status index entry under the live partition (where a run of the
+      current code already is: a run older code wrote moves there as its intent's summary
+      moved it, else a list of it as running would miss it while it runs);
+    - when it began running (``RUNNING_SINCE``), kept by a later lease while it has not
+      parked or ended, so a run whose activations crash one after another is still seen
+      running since the first (``runtime.platform.why``'s stuck);
+    - no current step: the one its park named (a wait, a sleep) is over, and a running
+      run's step is its journal's last intent, which a read derives
+      (``runtime.store.base.current_step``); a list, which reads run items alone, shows it
+      running with no step."""
+    sets = (
+        f"#st = :running, status_pk = :live, {RUNNING_SINCE} = if_not_exists({RUNNING_SINCE}, :at) "
+        "REMOVE current_step, current_step_ref"
+    )
+    values = {
+        ":running": s(Status.RUNNING),
+        ":sleeping": s(Status.SLEEPING),
+        ":awaiting": s(Status.AWAITING),
+        ":live": s(sharded(status_partition(Status.RUNNING), run_id)),
+        ":at": n(now_ms / 1000),
+    }
+    return sets, {"#st": "status"}, values
 
 
 class Leases(Reads):
@@ -69,7 +109,17 @@ class Leases(Reads):
         """Take the run's lease. The wake-up that asked for the work stays until the work is
         done: the wake token the lease was taken at is kept (``lease_token``), for releasing
         the wake-up with it afterwards (``release_wake``), so an activation that fails leaves
-        it for the reconciler."""
+        it for the reconciler.
+
+        A run in flight with a wake-up waiting is marked running by the same write
+        (``_marking``): the activation that holds it is advancing it, and its load then reads
+        it running, so the step it resumes at is progress and its intent writes no summary
+        of its own (a parked run woken by its signal or its timer saved that write). A park
+        or an end writes its status as ever; one that crashes first leaves the run running
+        with its wake-up, which the reconciler serves. A failed or ended run, or one with no
+        wake-up (a wake come twice, or after the work it asked for was done), is leased
+        without the mark, by a second write: so no crash leaves a run marked with nothing to
+        wake it."""
         request = {
             "TableName": self.table,
             "Key": run_key(run_id),
@@ -80,16 +130,29 @@ class Leases(Reads):
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
         values = {":me": s(owner), ":until": n(now_ms + lease_ms), ":zero": n(0)}
+        sets, names, marks = _marking(run_id, now_ms)
+        marked = {**request, "UpdateExpression": f"{request['UpdateExpression']}, {sets}"}
+        markable = MARKABLE
         taken = conditional(
             self._db.update_item,
-            **request,
-            ConditionExpression=f"attribute_exists(pk) AND {FREE_OR_MINE}",
-            ExpressionAttributeValues={**values, ":now": n(now_ms)},
+            **marked,
+            ConditionExpression=f"attribute_exists(pk) AND {FREE_OR_MINE} AND {markable}",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues={**values, **marks, ":now": n(now_ms)},
         )
+        old = None if taken else taken.item
+        if old is not None and (text(old.get("status")) not in IN_FLIGHT or "wake_pk" not in old):
+            taken = conditional(
+                self._db.update_item,
+                **request,
+                ConditionExpression=f"attribute_exists(pk) AND {FREE_OR_MINE}",
+                ExpressionAttributeValues={**values, ":now": n(now_ms)},
+            )
+            old = None if taken else taken.item
+            marked, markable, names, marks = request, "attribute_exists(pk)", {}, {}
         if taken:
             self._tokens = {run_id: self._token_of(run_id, taken)}
             return Lease.OK
-        old = taken.item
         if old is None:
             return Lease.MISSING
         holder = text(old.get("lease_owner"))
@@ -98,9 +161,10 @@ class Leases(Reads):
         # The holder stopped beating: take its lease, unless someone moved it meanwhile.
         stolen = conditional(
             self._db.update_item,
-            **request,
-            ConditionExpression="lease_owner = :holder AND lease_until = :held",
-            ExpressionAttributeValues={**values, ":holder": s(holder), ":held": old["lease_until"]},
+            **marked,
+            ConditionExpression=f"lease_owner = :holder AND lease_until = :held AND {markable}",
+            **({"ExpressionAttributeNames": names} if names else {}),
+            ExpressionAttributeValues={**values, **marks, ":holder": s(holder), ":held": old["lease_until"]},
         )
         if not stolen:
             return Lease.BUSY
@@ -111,22 +175,31 @@ class Leases(Reads):
         """An eager activation's lease, taken where its replay meets a step it may run: only
         while the lease is free (or already this owner's: a retried write that committed)
         and the run's wake token is still the one its load read (``serving_loaded``), so no
-        wake-up came that its replay did not see. The served token stays the loaded one."""
+        wake-up came that its replay did not see. The served token stays the loaded one.
+        The same write marks the run running, as ``acquire_lease`` does, so the step's intent
+        writes no summary; and only while the run is in flight with its wake-up: a worker
+        that parked or ended it since the load dropped the wake-up and left the token as it
+        was, and the request then leaves the run alone."""
         served = self._tokens.get(run_id)
         if not served:
             return False
+        sets, names, marks = _marking(run_id, now_ms)
         return bool(
             conditional(
                 self._db.update_item,
                 TableName=self.table,
                 Key=run_key(run_id),
-                UpdateExpression="SET lease_owner = :me, lease_until = :until, lease_token = :served",
-                ConditionExpression=f"attribute_exists(pk) AND wake_token = :served AND {FREE_OR_MINE}",
+                UpdateExpression=f"SET lease_owner = :me, lease_until = :until, lease_token = :served, "
+                f"{sets}",
+                ConditionExpression=f"attribute_exists(pk) AND wake_token = :served AND {FREE_OR_MINE} "
+                f"AND {MARKABLE}",
+                ExpressionAttributeNames=names,
                 ExpressionAttributeValues={
                     ":me": s(owner),
                     ":until": n(now_ms + lease_ms),
                     ":now": n(now_ms),
                     ":served": n(served),
+                    **marks,
                 },
             )
         )

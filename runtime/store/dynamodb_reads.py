@@ -10,6 +10,7 @@ import json
 import threading
 from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
+from concurrent.futures import Executor, Future
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from runtime.core.clock import Clock, now_ms
@@ -94,6 +95,8 @@ class Activation(threading.local):
         # While set (an eager activation, ``AwsRuntime.eager``), a load takes the wake token
         # it read as the one its park serves, as a lease takes it otherwise.
         self.serving_loaded = False
+        # Runs this thread created, as a load would read them then (``Reads.seed``).
+        self.seeded: dict[str, Snapshot] = {}
 
 
 class ThreadsOwn(Generic[T]):
@@ -111,6 +114,7 @@ class ThreadsOwn(Generic[T]):
 
 
 CREATED_KEPT = 1024  # runs' created_sk kept by a store
+SEEDS_KEPT = 16  # runs a thread created, kept for the request's own activation of them
 TIPS_KEPT = 1024  # runs' journal tips kept by a store
 
 
@@ -130,6 +134,7 @@ class Reads(Spill):
     _armed = ThreadsOwn[dict[str, tuple[int, str] | None]]("armed")
     _done = ThreadsOwn[dict[str, set[int]]]("done")
     serving_loaded = ThreadsOwn[bool]("serving_loaded")
+    _seeded = ThreadsOwn[dict[str, Snapshot]]("seeded")
 
     if TYPE_CHECKING:  # another part's (runtime.store.dynamodb_signals)
 
@@ -160,26 +165,43 @@ class Reads(Spill):
         newest_first: bool = False,
         below: str | None = None,
         page: int | None = None,
+        pool: Executor | None = None,
     ) -> Iterator[dict[str, Any]]:
         """An index's entries under a sharded partition key, every shard's merged in sort
         key order (ties by run): each shard is one Query, read a page at a time, as far as
-        the caller goes. ``below``: sort keys less than it only."""
+        the caller goes. ``below``: sort keys less than it only. ``pool``: each shard's
+        first page is asked for at once on it (a list merging many partitions would wait
+        for a hundred Queries one after another)."""
         pk, sk = INDEXES[index]
         condition = "#k = :v" + ("" if below is None else " AND #s < :below")
         names = {"#k": pk, **({} if below is None else {"#s": sk})}
 
         def one(n_: int) -> Iterator[tuple[str, str, dict[str, Any]]]:
-            values = {":v": s(f"{base}#{n_:02d}"), **({} if below is None else {":below": s(below)})}
-            more: dict[str, Any] = {} if page is None else {"Limit": page}
-            for item in self._query(
-                IndexName=index,
-                KeyConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ScanIndexForward=not newest_first,
-                **more,
-            ):
-                yield item[sk]["S"], item["pk"]["S"], item
+            request: dict[str, Any] = {
+                "TableName": self.table,
+                "IndexName": index,
+                "KeyConditionExpression": condition,
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": {
+                    ":v": s(f"{base}#{n_:02d}"),
+                    **({} if below is None else {":below": s(below)}),
+                },
+                "ScanIndexForward": not newest_first,
+                **({} if page is None else {"Limit": page}),
+            }
+            first = None if pool is None else pool.submit(self._db.query, **request)
+            return pages(request, first)
+
+        def pages(
+            request: dict[str, Any], first: Future[Any] | None
+        ) -> Iterator[tuple[str, str, dict[str, Any]]]:
+            got = first.result() if first is not None else self._db.query(**request)
+            while True:
+                for item in got.get("Items", []):
+                    yield item[sk]["S"], item["pk"]["S"], item
+                if "LastEvaluatedKey" not in got:
+                    return
+                got = self._db.query(**request, ExclusiveStartKey=got["LastEvaluatedKey"])
 
         merged = heapq.merge(*(one(n_) for n_ in range(SHARDS)), reverse=newest_first)
         return (item for _, _, item in merged)
@@ -306,10 +328,35 @@ class Reads(Spill):
         kind, name = self._tail(chunk)
         return _with_current_step(run, Entry(run.journal_len, kind, name))
 
+    def seed(self, snap: Snapshot) -> None:
+        """A run this thread just created, whole (its first entry, no signal, wake token 1):
+        the request's own activation of it (``serving_loaded``) starts from it instead of
+        reading it back. Whatever changed it since is caught by that activation's writes as
+        by any stale view: a journal entry by its chunk's condition, anything else (a signal,
+        a cancel) by the wake token its park is conditional on. A signal this thread sends
+        it drops the seed, so the activation does not lose its park to it. A seed lasts the
+        request (``unseed``) and a create drops the one its id had."""
+        seeds = self._seeded
+        seeds[snap.run.id] = snap
+        while len(seeds) > SEEDS_KEPT:
+            del seeds[next(iter(seeds))]
+
+    def unseed(self) -> None:
+        """Drop this thread's seeds: they are the request's that made them, whose own
+        activations are done (``AwsRuntime.fetch``); a later request's would start from a
+        run that may have changed, or been deleted and created again, since."""
+        self._seeded = {}
+
     def load(self, run_id: str, *, after: int | None = None) -> Snapshot | None:
         # The whole run (``after`` 0): its journal, the signals its wait.dones consumed (a
         # wait.done's payload lives in its signal's item) and the pending ones, not every
         # signal ever sent: those consumed in generations continue_as_new dropped stay unread.
+        seeded = self._seeded.pop(run_id, None)
+        if seeded is not None and self.serving_loaded and not after:
+            self._armed = {run_id: None}
+            self._tokens = {run_id: 1}
+            self._done = {run_id: set()}
+            return seeded
         for _ in range(TORN_READS):
             snap = self._load(run_id, after or 0)
             if snap is not TORN:

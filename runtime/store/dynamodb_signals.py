@@ -87,6 +87,7 @@ class Signals(Reads):
         # sent less those consumed, and consumed ones only grow, so "fewer sent than the
         # consumed ones counted + the bound" holds at the write whoever else sends. Below
         # the bound in signals ever sent nothing is read; past it, the journal's count.
+        self._seeded.pop(run_id, None)  # its activation here must read the run, with it
         bound, consumed = max_backlog, 0
         # The numbering carries this send's id (``sig_wid``), and holds only while the item
         # does not carry it: botocore's retry of a numbering that committed finds its own id

@@ -75,6 +75,65 @@ def test_a_start_that_parks_first_is_parked_by_its_own_request(p: AwsPlatform) -
     assert "lease_owner" not in item and "lease_token" not in item  # no lease was written
 
 
+def partition_reads(p: AwsPlatform, run_id: str) -> list[str]:
+    """The reads of the run's partition the platform's store makes from now on, by operation."""
+    seen: list[str] = []
+    pk = f"RUN#{run_id}"
+
+    def note(model: Any, params: dict[str, Any], **_: Any) -> None:
+        values = json.dumps(params.get("ExpressionAttributeValues", {})) + json.dumps(params.get("Key", {}))
+        if model.name in ("Query", "GetItem") and pk in values:
+            seen.append(model.name)
+
+    p.runtime.store._db.meta.events.register("before-parameter-build.dynamodb", note)
+    return seen
+
+
+def test_a_start_s_own_activation_reads_nothing_back(p: AwsPlatform) -> None:
+    """The request that created the run knows it whole: its activation starts from that."""
+    reads = partition_reads(p, "in-9")
+    assert post(p, "/start/inbox/in-9", {"k": 9})["statusCode"] == 201
+    assert reads == []
+    assert p.get("in-9").status == "awaiting"
+    assert kinds(p, "in-9") == ["run.started", "wait"]
+    assert queued(p) == 0
+
+
+def test_a_start_and_its_signal_in_one_request_end_the_run_there(p: AwsPlatform) -> None:
+    """The signal the request sent after the start is read by the run's activation, which
+    therefore does not start from what the start wrote."""
+    answer = post(p, "/startsignal/inbox/in-10", {"by": "ada"})
+    assert (answer["statusCode"], json.loads(answer["body"])) == (201, {"live": True})
+    run = p.get("in-10")
+    assert (run.status, run.result) == ("completed", {"got": {"by": "ada"}, "input": {}})
+    assert queued(p) == 0  # no worker needed
+
+
+def test_a_run_created_again_under_its_id_is_not_advanced_from_the_old_one_s_start(p: AwsPlatform) -> None:
+    """What a request's start wrote is its own activation's to start from, and no later
+    request's: a container kept it past a request whose activation did not run (too little
+    time left), and a start of the id in a later request, the run deleted and created again
+    elsewhere meanwhile, advanced the new run from the old input (found by a review)."""
+    old = {"now": True, "tag": "old"}
+    assert post(p, "/start/branchy/b-1", old, timeout_s=4.0)["statusCode"] == 201  # not advanced
+    assert p.runtime.store._seeded == {}  # what it wrote was its own request's to use
+    admin = p.new_clients().dynamodb
+    for item in admin.query(
+        TableName=p.config.table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": "RUN#b-1"}},
+    )["Items"]:
+        admin.delete_item(TableName=p.config.table, Key={"pk": item["pk"], "sk": item["sk"]})
+    elsewhere = p.container(PROJECT, owner="another-container")
+    elsewhere.platform.start("branchy", {"now": False, "tag": "new"}, id="b-1")
+    assert post(p, "/start/branchy/b-1", {"now": True, "tag": "again"})["statusCode"] == 201
+    p.settle()
+    run = p.get("b-1")
+    assert (run.status, run.current_step) == ("awaiting", "await 'go'")
+    assert p.signal("b-1", "go", 1) is True
+    assert p.get("b-1").result == {"got": 1, "tag": "new"}
+
+
 def test_a_signal_that_ends_its_run_ends_it_in_its_own_request(p: AwsPlatform) -> None:
     post(p, "/start/inbox/in-2", {"k": 2})
     assert post(p, "/signal/inbox/in-2/go", {"by": "ada"})["statusCode"] == 202

@@ -53,7 +53,9 @@ def test_a_signal_whose_activation_failed_is_consumed_after_a_reconcile(
     thrown = throttle_once(p, "Query")  # the activation's read of the run
     p.settle()
     assert thrown == ["Query"]
-    assert p.get("f1").status == "awaiting"  # the wake failed; SQS keeps it for 90 minutes
+    # The wake failed (SQS keeps it for 90 minutes) after its lease marked the run running.
+    assert p.get("f1").status == "running"
+    assert [e.kind for e in p.journal("f1")][-1] == "wait"  # the signal not consumed yet
     printed = capsys.readouterr().out
     p.advance("2m")  # the reconcile rule's run after the wake-up is a minute old
     run = p.get("f1")

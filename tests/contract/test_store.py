@@ -319,6 +319,10 @@ def test_stale_running_runs_are_running_unchanged_and_unleased(store: Store) -> 
             store.create_run(new_run(run_id), started(at=100.0))
         store.create_run(new_run("recent", at=150.0), started(at=150.0))
         store.append("parked", 1, [], update=RunUpdate("sleeping", "sleep"))
+    # Left running with no wake-up, the case the list is for (older code dropped a run's
+    # wake-up when a worker took it; a run with its wake-up is the reconciler's).
+    for run_id, token in store.wakeups():
+        store.clear_wakeup(run_id, token)
     now = 200_000
     assert store.acquire_lease("leased", "w", now, 60_000) == Lease.OK
     assert store.stale_running(101.0, now) == ["old"]

@@ -58,10 +58,17 @@ workflow "kvquick" (function(wf, input)
     return wf:step("read", { timeout = "300ms" }, function() return box:get("k") end)
 end)
 
+-- Ends at once or waits, by its input: what its start's activation does depends on the
+-- input it reads (tests/aws/test_eager.py, a run created again under its id).
+workflow "branchy" (function(wf, input)
+    if input.now then return { ended = input.tag } end
+    return { got = wf:await("go"), tag = input.tag }
+end)
+
 local handles = {
     inbox = workflows "inbox", stepper = workflows "stepper", quick = workflows "quick",
     slow = workflows "slow", mixed = workflows "mixed", flaky = workflows "flaky",
-    endless = workflows "endless", kvquick = workflows "kvquick",
+    endless = workflows "endless", kvquick = workflows "kvquick", branchy = workflows "branchy",
 }
 
 local function reply(status, value)
@@ -74,6 +81,11 @@ on "fetch" (function(request)
         local run = handles[workflow]:start(json.parse(request.body), { id = id })
         if request.headers["x-then-fail"] then error("the handler failed after its start", 0) end
         return reply(201, { run = run.id })
+    end
+    local started, sid = request.path:match("^/startsignal/([%w]+)/([%w%-]+)$")
+    if request.method == "POST" and started then
+        local run = handles[started]:start({}, { id = sid })
+        return reply(201, { live = run:signal("go", json.parse(request.body)) })
     end
     local to, run_id, name = request.path:match("^/signal/([%w]+)/([%w%-]+)/([%w]+)$")
     if request.method == "POST" and to then
