@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from runtime.store.dynamodb import RUN_SK, run_pk
 from runtime.testing import AwsPlatform
+from tests.support.aws_items import run_item
 from tests.support.older_layout import written_by_older_code
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "aws_statuses"
@@ -27,13 +26,6 @@ PROJECT = Path(__file__).resolve().parents[1] / "projects" / "aws_statuses"
 def p() -> Iterator[AwsPlatform]:
     with AwsPlatform(PROJECT) as platform:
         yield platform
-
-
-def run_item(p: AwsPlatform, run_id: str) -> dict[str, Any]:
-    got: dict[str, Any] = p.clients.dynamodb.get_item(
-        TableName=p.config.table, Key={"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}}, ConsistentRead=True
-    )["Item"]
-    return got
 
 
 def all_runs_entries(p: AwsPlatform) -> list[str]:

@@ -26,6 +26,7 @@ from runtime.aws.events import http_event
 from runtime.core.journal import Entry, Kind
 from runtime.engine.executor import Executor
 from runtime.testing import AwsPlatform
+from tests.support.aws_items import run_item
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "aws_eager"
 
@@ -195,13 +196,6 @@ def roomy(p: AwsPlatform) -> None:
     """The longest budget a request may have (10 s): whether a 500 ms timeout fits must not
     depend on how busy the machine is."""
     p.runtime.eager_ms = MAX_EAGER_MS
-
-
-def run_item(p: AwsPlatform, run_id: str) -> dict[str, Any]:
-    item: dict[str, Any] = p.clients.dynamodb.get_item(
-        TableName=p.config.table, Key={"pk": {"S": f"RUN#{run_id}"}, "sk": {"S": "K"}}, ConsistentRead=True
-    )["Item"]
-    return item
 
 
 @pytest.mark.usefixtures("roomy")

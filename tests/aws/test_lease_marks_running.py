@@ -23,6 +23,7 @@ from runtime.aws.events import http_event
 from runtime.store.base import Lease
 from runtime.store.dynamodb import RUN_SK, run_pk, sharded
 from runtime.testing import AwsPlatform
+from tests.support.aws_items import run_item
 from tests.support.older_layout import written_by_older_code
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "aws_statuses"
@@ -165,13 +166,6 @@ def test_a_wake_with_no_wake_up_waiting_leaves_the_run_as_it_was_when_its_activa
     assert p.get("w1").status == "awaiting"
     assert p.signal("w1", "go", 1) is True
     assert p.get("w1").status == "completed"
-
-
-def run_item(p: AwsPlatform, run_id: str) -> dict[str, Any]:
-    got: dict[str, Any] = p.clients.dynamodb.get_item(
-        TableName=p.config.table, Key={"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}}, ConsistentRead=True
-    )["Item"]
-    return got
 
 
 def test_a_run_older_code_wrote_is_listed_running_while_a_lease_holds_it(p: AwsPlatform) -> None:

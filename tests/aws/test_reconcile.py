@@ -21,8 +21,8 @@ import pytest
 from runtime.aws.contract import Handler
 from runtime.aws.runtime import RECONCILE_LIMIT
 from runtime.core.clock import now_ms
-from runtime.store.dynamodb import RUN_SK, run_pk
 from runtime.testing import AwsPlatform
+from tests.support.aws_items import run_item
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "aws_limits"
 
@@ -96,25 +96,18 @@ def test_a_wake_that_stays_lost_is_not_resent_every_minute(p: AwsPlatform) -> No
     assert 2 <= len(resent) <= 3  # at 1, 3 and 7 minutes: each pause doubles
 
 
-def run_item(p: AwsPlatform, run_id: str) -> dict[str, Any]:
-    item: dict[str, Any] = p.clients.dynamodb.get_item(
-        TableName=p.config.table, Key={"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}}, ConsistentRead=True
-    )["Item"]
-    return item
-
-
 def test_a_run_woken_by_its_timer_carries_no_timer_while_it_runs() -> None:
     seen: list[dict[str, Any]] = []
 
     def gate(*_: Any) -> list[Any]:
-        seen.append(run_item(p, "n1"))
+        seen.append(run_item(platform, "n1"))
         return ["through"]
 
-    with AwsPlatform(PROJECT, objects=gate) as p:
-        p.start("nap", {"sleep": "30m"}, id="n1")
-        assert "timer_due" in run_item(p, "n1")
-        p.advance("30m")
-        assert p.get("n1").status == "completed"
+    with AwsPlatform(PROJECT, objects=gate) as platform:
+        platform.start("nap", {"sleep": "30m"}, id="n1")
+        assert "timer_due" in run_item(platform, "n1")
+        platform.advance("30m")
+        assert platform.get("n1").status == "completed"
         assert len(seen) == 1
         assert "timer_due" not in seen[0]  # the reconciler has no overdue timer to fire again
 

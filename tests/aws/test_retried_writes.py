@@ -26,9 +26,9 @@ from runtime.aws.wake import schedule_name
 from runtime.core.clock import FakeClock
 from runtime.services import effects
 from runtime.store.blobs import run_prefix
-from runtime.store.dynamodb import RUN_SK, run_pk
 from runtime.store.items import whole
 from runtime.testing import AwsPlatform
+from tests.support.aws_items import run_item
 from tests.support.retries import CutAfterCommit, LostAnswers, writes
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "aws_retries"
@@ -45,13 +45,6 @@ def p() -> Iterator[AwsPlatform]:
 @pytest.fixture
 def lost(p: AwsPlatform) -> LostAnswers:
     return LostAnswers(p.clients.dynamodb)
-
-
-def run_item(p: AwsPlatform, run_id: str) -> dict[str, Any]:
-    item: dict[str, Any] = p.clients.dynamodb.get_item(
-        TableName=p.config.table, Key={"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}}, ConsistentRead=True
-    )["Item"]
-    return item
 
 
 def objects(p: AwsPlatform) -> list[str]:

@@ -31,6 +31,7 @@ from runtime.store import dynamodb_index
 from runtime.store.base import Lease, RunRecord, RunUpdate
 from runtime.store.dynamodb import RUN_SK, DynamoDBStore, run_pk, sharded, table_definition
 from runtime.testing import AwsPlatform
+from tests.support.aws_items import run_item
 from tests.support.older_layout import written_by_older_code
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "aws_statuses"
@@ -41,13 +42,6 @@ TABLE = "lunaflow"
 def p() -> Iterator[AwsPlatform]:
     with AwsPlatform(PROJECT) as platform:
         yield platform
-
-
-def run_item(p: AwsPlatform, run_id: str) -> dict[str, Any]:
-    got: dict[str, Any] = p.clients.dynamodb.get_item(
-        TableName=p.config.table, Key={"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}}, ConsistentRead=True
-    )["Item"]
-    return got
 
 
 class StatusKeys:

@@ -1,0 +1,17 @@
+"""Items of the AWS harness's table, read as the tests check them (a consistent read by the
+harness's own client, beside the platform's store)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runtime.store.dynamodb import RUN_SK, run_pk
+from runtime.testing import AwsPlatform
+
+
+def run_item(p: AwsPlatform, run_id: str) -> dict[str, Any]:
+    """The run item of ``run_id`` as stored (KeyError when there is none)."""
+    item: dict[str, Any] = p.clients.dynamodb.get_item(
+        TableName=p.config.table, Key={"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}}, ConsistentRead=True
+    )["Item"]
+    return item
