@@ -72,6 +72,7 @@ WORKER_TIMEOUT_S = 120.0  # each batch's context: far more than a torture step n
 
 
 MIN_KILLS = 3  # kills go on past the driving until this many, however fast the machine
+QUIESCE_S = 60.0  # the longest the driver waits, once every run settled, for no wake-up left
 
 
 @dataclass
@@ -666,6 +667,14 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
         kills_by = time.monotonic() + MIN_KILLS * settings.kill_max * 2
         while settings.kills and workers.kills < MIN_KILLS and time.monotonic() < kills_by:
             time.sleep(0.1)
+        # A run woken after it settled (a wake delivered late or twice, a child's failure
+        # waking its parent) is being served: the lease that serves it marks it running
+        # until it parks again, and the workers are stopped by SIGKILL. So they are stopped
+        # once no wake-up waits (an activation keeps its wake-up until it parks or ends).
+        quiet_by = time.monotonic() + QUIESCE_S
+        while platform.runtime.store.wakeups() and time.monotonic() < quiet_by:
+            time.sleep(0.2)
+        stats["wake-ups left at the stop"] = len(platform.runtime.store.wakeups())
         stop.set()
         for t in threads:
             t.join(timeout=30)
