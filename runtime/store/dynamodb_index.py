@@ -10,7 +10,7 @@ import heapq
 import itertools
 import json
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from runtime.core import published
@@ -104,17 +104,8 @@ class Index(Reads):
         flight = status is not None and status in IN_FLIGHT
         if flight:
             page = 500  # the live runs are read deeper than the list is long
-        _, sk = INDEXES[index]
         with ThreadPoolExecutor(max_workers=LIST_THREADS) as pool:
-            entries = heapq.merge(
-                *(
-                    self._gathered(index, base, newest_first=True, page=page, pool=pool)
-                    for base in bases
-                    if base
-                ),
-                key=lambda item: (item[sk]["S"], item["pk"]["S"]),
-                reverse=True,
-            )
+            entries = self._newest(index, [base for base in bases if base], page, pool)
             # The live partition holds every in-flight status: a list of one of them reads the
             # live runs' statuses (a small projection), newest first, and keeps that status's,
             # looking at most IN_FLIGHT_SCAN entries deep. Any other list reads `limit` runs
@@ -163,20 +154,25 @@ class Index(Reads):
         flush()
         return out[:limit]
 
+    def _newest(
+        self, index: str, bases: Sequence[str], page: int, pool: Executor
+    ) -> Iterator[dict[str, Any]]:
+        """The index's entries under each of ``bases`` (every shard of each), newest first;
+        each shard's first page asked for ahead on ``pool``."""
+        _, sk = INDEXES[index]
+        return heapq.merge(
+            *(self._gathered(index, base, newest_first=True, page=page, pool=pool) for base in bases),
+            key=lambda item: (item[sk]["S"], item["pk"]["S"]),
+            reverse=True,
+        )
+
     def in_flight_runs(self, limit: int = 1_000_000) -> list[RunRecord]:
         """The live partition (and what older code listed by an in-flight status) with the
         failed runs: each in-flight run read once, not once per status."""
         bases = [status_partition(Status.RUNNING), status_partition(Status.FAILED)]
         bases += [base for status in sorted(IN_FLIGHT) if (base := legacy_partition(status))]
         with ThreadPoolExecutor(max_workers=LIST_THREADS) as pool:
-            entries = heapq.merge(
-                *(
-                    self._gathered("by_status", base, newest_first=True, page=500, pool=pool)
-                    for base in bases
-                ),
-                key=lambda item: (item["created_sk"]["S"], item["pk"]["S"]),
-                reverse=True,
-            )
+            entries = self._newest("by_status", bases, 500, pool)
             ids = list(itertools.islice(_once(_id_of(item) for item in entries), limit))
         return [r for r in self._hydrate(ids) if r.status not in ENDED]
 

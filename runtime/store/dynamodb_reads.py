@@ -148,14 +148,16 @@ class Reads(Spill):
 
     # --- reading items -----------------------------------------------------------------
 
-    def _query(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+    def _query(self, first: Future[Any] | None = None, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        """The items of a Query, a page at a time; ``first``: its first page, already asked."""
         kwargs.setdefault("TableName", self.table)
+        page = first.result() if first is not None else self._db.query(**kwargs)
         while True:
-            page = self._db.query(**kwargs)
             yield from page.get("Items", [])
             if "LastEvaluatedKey" not in page:
                 return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+            page = self._db.query(**kwargs)
 
     def _gathered(
         self,
@@ -190,18 +192,7 @@ class Reads(Spill):
                 **({} if page is None else {"Limit": page}),
             }
             first = None if pool is None else pool.submit(self._db.query, **request)
-            return pages(request, first)
-
-        def pages(
-            request: dict[str, Any], first: Future[Any] | None
-        ) -> Iterator[tuple[str, str, dict[str, Any]]]:
-            got = first.result() if first is not None else self._db.query(**request)
-            while True:
-                for item in got.get("Items", []):
-                    yield item[sk]["S"], item["pk"]["S"], item
-                if "LastEvaluatedKey" not in got:
-                    return
-                got = self._db.query(**request, ExclusiveStartKey=got["LastEvaluatedKey"])
+            return ((item[sk]["S"], item["pk"]["S"], item) for item in self._query(first, **request))
 
         merged = heapq.merge(*(one(n_) for n_ in range(SHARDS)), reverse=newest_first)
         return (item for _, _, item in merged)
