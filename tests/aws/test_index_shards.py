@@ -11,17 +11,15 @@ reconciler's ``updated_at``).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from runtime.core.journal import Entry, Kind, Status
 from runtime.store.base import RunRecord, RunUpdate, TimerSet
-from runtime.store.dynamodb import SHARDS, DynamoDBStore, run_key, table_definition
+from runtime.store.dynamodb import SHARDS, DynamoDBStore, run_key
+from tests.support.moto_table import store_table
 from tests.support.older_layout import written_by_older_code
 
 TABLE = "lunaflow"
@@ -30,10 +28,7 @@ INDEX_KEYS = ("status_pk", "workflow_pk", "wake_pk", "timer_pk")  # new runs car
 
 @pytest.fixture
 def db() -> Iterator[Any]:
-    os.environ.setdefault("AWS_DEFAULT_REGION", "eu-west-1")
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="eu-west-1")
-        client.create_table(**table_definition(TABLE))
+    with store_table(TABLE) as client:
         yield client
 
 

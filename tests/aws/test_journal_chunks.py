@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 from moto.dynamodb.models import table as moto_table
 
 from runtime.core.journal import Entry, Kind, Status
@@ -25,10 +23,11 @@ from runtime.errors import JournalConflict, LunaflowError
 from runtime.store import dynamodb_append, dynamodb_chunks
 from runtime.store.base import RunRecord, RunUpdate
 from runtime.store.blobs import Blobs
-from runtime.store.dynamodb import DynamoDBStore, run_pk, table_definition
+from runtime.store.dynamodb import DynamoDBStore, run_pk
 from runtime.store.dynamodb_chunks import SEAL_BYTES
 from runtime.store.dynamodb_reads import CREATED_KEPT
 from runtime.testing import AwsPlatform, LocalPlatform
+from tests.support.moto_table import store_table
 
 TABLE = "lunaflow"
 
@@ -39,10 +38,7 @@ CONTINUE = Path(__file__).resolve().parents[1] / "projects" / "continue"
 
 @pytest.fixture
 def db() -> Iterator[Any]:
-    os.environ.setdefault("AWS_DEFAULT_REGION", "eu-west-1")
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="eu-west-1")
-        client.create_table(**table_definition(TABLE))
+    with store_table(TABLE) as client:
         yield client
 
 

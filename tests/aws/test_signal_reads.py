@@ -10,18 +10,16 @@ wait.done, park) and count the items DynamoDB returns.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from runtime.core.journal import Entry, Kind, Status
 from runtime.errors import SignalBacklogFull
 from runtime.store.base import RunRecord, RunUpdate
-from runtime.store.dynamodb import DynamoDBStore, table_definition
+from runtime.store.dynamodb import DynamoDBStore
+from tests.support.moto_table import store_table
 
 TABLE = "lunaflow"
 CONSUMED: dict[int, set[int]] = {}  # per store: what its session consumed (the replay's set)
@@ -45,11 +43,8 @@ class Reads:
 
 @pytest.fixture
 def db() -> Iterator[Any]:
-    os.environ.setdefault("AWS_DEFAULT_REGION", "eu-west-1")
     CONSUMED.clear()
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="eu-west-1")
-        client.create_table(**table_definition(TABLE))
+    with store_table(TABLE) as client:
         yield client
 
 

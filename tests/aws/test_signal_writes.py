@@ -8,20 +8,18 @@ the write is the check, on both stores, and a refused signal writes nothing.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from runtime.core.clock import FakeClock
 from runtime.errors import NoSuchRun
 from runtime.platform.runs import Runs
-from runtime.store.dynamodb import DynamoDBStore, table_definition
+from runtime.store.dynamodb import DynamoDBStore
 from runtime.store.sqlite import SQLiteStore
+from tests.support.moto_table import store_table
 
 TABLE = "lunaflow"
 
@@ -39,10 +37,7 @@ class Requests:
 
 @pytest.fixture
 def dynamodb() -> Iterator[Any]:
-    os.environ.setdefault("AWS_DEFAULT_REGION", "eu-west-1")
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="eu-west-1")
-        client.create_table(**table_definition(TABLE))
+    with store_table(TABLE) as client:
         yield client
 
 

@@ -17,21 +17,19 @@ and advanced by the new code, which moves them on their next status change.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from runtime.core.journal import Entry, Kind, Status
 from runtime.store import dynamodb_index
 from runtime.store.base import Lease, RunRecord, RunUpdate
-from runtime.store.dynamodb import RUN_SK, DynamoDBStore, run_pk, sharded, table_definition
+from runtime.store.dynamodb import RUN_SK, DynamoDBStore, run_pk, sharded
 from runtime.testing import AwsPlatform
 from tests.support.aws_items import run_item
+from tests.support.moto_table import store_table
 from tests.support.older_layout import written_by_older_code
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "aws_statuses"
@@ -152,10 +150,7 @@ def test_runs_written_by_older_code_are_listed_healed_and_advanced(p: AwsPlatfor
 
 @pytest.fixture
 def store() -> Iterator[DynamoDBStore]:
-    os.environ.setdefault("AWS_DEFAULT_REGION", "eu-west-1")
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="eu-west-1")
-        client.create_table(**table_definition(TABLE))
+    with store_table(TABLE) as client:
         yield DynamoDBStore(client, TABLE)
 
 

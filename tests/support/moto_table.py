@@ -1,0 +1,25 @@
+"""The store's table alone under moto, for tests of ``DynamoDBStore`` without a platform."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import boto3
+from moto import mock_aws
+
+from runtime.store.dynamodb import table_definition
+
+REGION = "eu-west-1"
+
+
+@contextmanager
+def store_table(name: str) -> Iterator[Any]:
+    """A DynamoDB client, inside ``mock_aws``, with the table ``name`` as the store makes it."""
+    os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name=REGION)
+        client.create_table(**table_definition(name))
+        yield client
