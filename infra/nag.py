@@ -6,6 +6,7 @@ from aws_cdk import Acknowledgment, App, Token, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from infra.stack import LunaflowStack
+from runtime.aws.contract import TIMER_PREFIX
 
 PYTHON_312 = (
     "Python 3.12 is chosen deliberately: the bundle's wheels (lupa for aarch64) are built for cp312, and "
@@ -25,7 +26,7 @@ TABLE_INDEXES = (
 )
 SCHEDULES = (
     "a run's timer schedule is named from its run id, unknown at deploy time; the wildcard is limited "
-    "to this stack's own schedule group"
+    "to this stack's own schedule group and the runs' lf- names (not the declared lfs- schedules)"
 )
 NO_AUTHORIZER = (
     'the API is the project\'s public HTTP surface; its on "fetch" handler decides who may do what '
@@ -71,7 +72,8 @@ def accepted(stack: LunaflowStack) -> dict[str, str]:
     bucket = stack.get_logical_id(stack.values.bucket.node.default_child)  # type: ignore[arg-type]
     region = _shown(stack.region, "AWS::Region")
     account = _shown(stack.account, "AWS::AccountId")
-    schedules = f"arn:<AWS::Partition>:scheduler:{region}:{account}:schedule/{stack.stack_name}-timers/*"
+    group = f"{stack.stack_name}-timers"
+    schedules = f"arn:<AWS::Partition>:scheduler:{region}:{account}:schedule/{group}/{TIMER_PREFIX}*"
     rules = {
         "AwsSolutions::AwsSolutions-L1": PYTHON_312,
         "AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"

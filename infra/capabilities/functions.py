@@ -4,9 +4,10 @@ Every function gets its own role with only the actions its handler reaches, each
 wildcard actions): the store's item calls on the table (``runtime.store.dynamodb``: gets,
 puts, updates, deletes, queries, batch gets, and the condition checks of its transactions;
 no Scan, no BatchWriteItem), queries on its indexes, the values bucket's run objects, and
-sends to the wake queue. Only the worker parks runs, so only it creates and moves timer
-schedules and passes the Scheduler role; the others may delete a schedule (a cancel), and
-only the worker reads the wake queue's backlog (the reconciler). Project code (fetch,
+sends to the wake queue. The worker and fetch (a request's eager activation) park runs, so
+they create and move runs' timer schedules (``lf-*``, never the declared ``lfs-*`` ones) and
+pass the Scheduler role; the others may delete a run's schedule (a cancel), and only the
+worker reads the wake queue's backlog (the reconciler). Project code (fetch,
 worker, queue) may reach the project's secrets, send to its queues and, when it declares a
 database, use the Data API; the console runs no project code. The queue function exists only
 when the project handles a queue.
@@ -177,7 +178,7 @@ class Functions(Construct):
                         actions=["s3:GetObject"], resources=[values.bucket.arn_for_objects(f"{CODE_PREFIX}*")]
                     )
                 )
-            self._grant_wakes(fn, wake, role is WORKER)
+            self._grant_wakes(fn, wake, role)
             if role is CONSOLE:
                 continue  # the console lists, resumes and cancels runs; it runs no project code
             self._grant_secrets(fn, secrets)
@@ -217,13 +218,14 @@ class Functions(Construct):
         fn.add_to_role_policy(iam.PolicyStatement(actions=["dynamodb:Query"], resources=[f"{table}/index/*"]))
 
     @staticmethod
-    def _grant_wakes(fn: lambda_.Function, wake: WakePath, worker: bool) -> None:
+    def _grant_wakes(fn: lambda_.Function, wake: WakePath, role: Role) -> None:
         # Every function wakes runs (start, signal, resume); the reconciler, in the worker,
         # reads the queue's backlog.
-        sends = ["sqs:SendMessage", "sqs:GetQueueAttributes"] if worker else ["sqs:SendMessage"]
+        sends = ["sqs:SendMessage", "sqs:GetQueueAttributes"] if role is WORKER else ["sqs:SendMessage"]
         fn.add_to_role_policy(iam.PolicyStatement(actions=sends, resources=[wake.queue.queue_arn]))
-        if not worker:
-            # A cancel drops the run's schedule; only the worker parks a run and sets one.
+        if role not in (WORKER, FETCH):
+            # A cancel drops the run's schedule; the worker and a request's eager activation
+            # (AwsRuntime.eager, in fetch) park a run and set one.
             fn.add_to_role_policy(
                 iam.PolicyStatement(actions=["scheduler:DeleteSchedule"], resources=[wake.schedules_arn])
             )

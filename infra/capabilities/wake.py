@@ -11,6 +11,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra import constants
+from runtime.aws.contract import TIMER_PREFIX
 
 
 def encrypted_queue(
@@ -55,7 +56,9 @@ class WakePath(Construct):
 
     @property
     def schedules_arn(self) -> str:
+        """The runs' timer schedules in the group (``lf-*``), not the declared ones (``lfs-*``),
+        which only the stack makes and only the console pauses and resumes."""
         stack = Stack.of(self)
         return stack.format_arn(
-            service="scheduler", resource="schedule", resource_name=f"{self.group.name}/*"
+            service="scheduler", resource="schedule", resource_name=f"{self.group.name}/{TIMER_PREFIX}*"
         )

@@ -133,6 +133,7 @@ def user_queue_visibility_s(retry_delay_s: float) -> int:
 # the timers' group, sending ``tick_input`` to the wake queue; the worker starts the tick's
 # run. Scheduler fills in the tick's time (its context attribute) when it sends.
 SCHEDULE_PREFIX = "lfs-"  # timers are lf-<hash>: the two never share a name
+TIMER_PREFIX = "lf-"  # a run's timer schedule (runtime/aws/wake.py), the only ones functions make
 TICK_TIME = "<aws.scheduler.scheduled-time>"
 
 

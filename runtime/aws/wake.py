@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
+from runtime.aws.contract import TIMER_PREFIX
 from runtime.core.clock import Clock, now_ms
 from runtime.engine.wake import TimerPlan
 from runtime.store.base import UNCHANGED, Unchanged
@@ -44,7 +45,7 @@ class TimerLedger(Protocol):
 
 def schedule_name(run_id: str) -> str:
     """One schedule per run: 'lf-' and 40 hex digits, within Scheduler's 64 of [0-9a-zA-Z-_.]."""
-    return "lf-" + hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:40]
+    return TIMER_PREFIX + hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:40]
 
 
 def wake_message(run_id: str, reason: str, due_ms: int | None = None, tries: int | None = None) -> str:

@@ -90,6 +90,22 @@ def partition_reads(p: AwsPlatform, run_id: str) -> list[str]:
     return seen
 
 
+def test_a_start_that_parks_on_a_long_wait_makes_its_schedule_in_the_fetch_function(p: AwsPlatform) -> None:
+    """The request's activation parks the run on a 2-hour timeout, so the fetch function
+    creates the run's Scheduler schedule (and passes the Scheduler role): its role must
+    allow both (tests/infra/test_stack.py), or on AWS the park fails and the worker redoes it."""
+    made: list[list[Handler]] = []
+    p.clients.scheduler.meta.events.register(
+        "before-call.scheduler.CreateSchedule", lambda **_: made.append(list(p.invoking))
+    )
+    post(p, "/start/patient/pt1", {})
+    assert made == [[Handler.FETCH]]
+    assert queued(p) == 0
+    assert p.get("pt1").status == "awaiting"
+    [summary] = p.clients.scheduler.list_schedules(GroupName=p.config.scheduler_group)["Schedules"]
+    assert summary["Name"].startswith("lf-")
+
+
 def test_a_start_s_own_activation_reads_nothing_back(p: AwsPlatform) -> None:
     """The request that created the run knows it whole: its activation starts from that."""
     reads = partition_reads(p, "in-9")

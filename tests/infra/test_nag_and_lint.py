@@ -61,7 +61,8 @@ def test_every_acknowledgement_carries_a_specific_reason(auction: Synth) -> None
 def test_acknowledged_wildcards_cover_only_what_their_reasons_describe(auction: Synth) -> None:
     """IAM5 acknowledgements are stack-wide, so the template itself must hold them to their
     reasons: '*' only for X-Ray's two actions, '/index/*' only for DynamoDB on this stack's
-    journal table, 'schedule/<group>/*' only for the timer verbs in this stack's group,
+    journal table, 'schedule/<group>/lf-*' only for the timer verbs on runs' schedules in this
+    stack's group (not the declared 'lfs-' ones),
     '<values bucket>/runs/*' only for putting, getting and deleting run values,
     '<values bucket>/code/*' only for getting and putting code versions (issue 29.2: the
     worker reads, the deploy gate writes too), and the one AWS managed policy is the Lambda
@@ -83,7 +84,7 @@ def test_acknowledged_wildcards_cover_only_what_their_reasons_describe(auction: 
                     assert resource == f"<GetAtt:{table}.Arn>/index/*", (logical, s)
                     assert all(a.startswith("dynamodb:") for a in actions), (logical, s)
                 elif ":schedule/" in resource:
-                    assert resource.endswith(f":schedule/{group}/*"), (logical, s)
+                    assert resource.endswith(f":schedule/{group}/lf-*"), (logical, s)
                     assert actions <= TIMER_ACTIONS, (logical, s)
                 elif resource.endswith("/runs/*"):
                     assert resource == f"<GetAtt:{bucket}.Arn>/runs/*", (logical, s)

@@ -280,7 +280,8 @@ def test_each_function_has_exactly_the_actions_its_handler_reaches(
     auction: Synth, queue_project: Synth
 ) -> None:
     """Read from the code paths: every handler runs the store (STORE, VALUES) and wakes runs;
-    only the worker parks runs (TIMERS) and reads the wake queue's backlog; a cancel from
+    the worker and fetch (a request's eager activation) park runs (TIMERS); only the worker
+    reads the wake queue's backlog; a cancel from
     anywhere drops a schedule; project code (fetch, worker, queue) reaches secrets, user
     queues and the Data API; the console none of those, but reads, pauses and resumes the
     declared schedules where there are some (the auction's unpaid-report). No Scan, no
@@ -289,14 +290,14 @@ def test_each_function_has_exactly_the_actions_its_handler_reaches(
     db = DATA_API | {"secretsmanager:GetSecretValue"}
     declared_schedules = {"scheduler:GetSchedule", "scheduler:UpdateSchedule", "iam:PassRole"}
     expected_auction = {
-        "Fetch": STORE | VALUES | send | CANCEL | db,
+        "Fetch": STORE | VALUES | send | TIMERS | db,
         "Worker": STORE | VALUES | send | TIMERS | CONSUME | db,
         "Console": STORE | VALUES | send | CANCEL | declared_schedules,
     }
     for name, fn in auction.functions().items():
         assert actions(auction, fn) == expected_auction[name], name
     expected_queue = {
-        "Fetch": STORE | VALUES | send | CANCEL | SECRETS,
+        "Fetch": STORE | VALUES | send | TIMERS | SECRETS,
         "Worker": STORE | VALUES | send | TIMERS | CONSUME | SECRETS,
         "Queue": STORE | VALUES | send | CANCEL | SECRETS | CONSUME,
         "Console": STORE | VALUES | send | CANCEL,

@@ -78,7 +78,7 @@ class Ids:
         self.cluster = synth.id(stack.database.cluster)
         self.cluster_secret = synth.id(stack.database.cluster.secret)  # type: ignore[arg-type]
         self.functions = synth.functions()
-        self.schedules = arn("scheduler", f"schedule/{self.group_name}/*")
+        self.schedules = arn("scheduler", f"schedule/{self.group_name}/lf-*")  # runs' timers only
         self.cluster_arn = arn("rds", f"cluster:<Ref:{self.cluster}>")
 
 
@@ -189,9 +189,10 @@ def test_every_function_policy_names_only_this_stacks_resources(auction: Synth, 
 
 def test_every_function_may_make_the_calls_the_runtime_makes(auction: Synth, ids: Ids) -> None:
     """The AWS calls in runtime/aws and runtime/store/dynamodb.py, each on the resource it
-    targets: a missing grant is an AccessDenied in production that moto never shows. Only
-    the worker parks runs (sets timer schedules, passes the Scheduler role) and reads the
-    wake queue's backlog; every function may drop a schedule (a cancel)."""
+    targets: a missing grant is an AccessDenied in production that moto never shows. The
+    worker and fetch (a request's eager activation: tests/aws/test_eager.py) park runs (set
+    timer schedules, pass the Scheduler role); only the worker reads the wake queue's
+    backlog; every function may drop a schedule (a cancel)."""
     table = f"<GetAtt:{ids.table}.Arn>"
     core = [
         *[
@@ -206,8 +207,8 @@ def test_every_function_may_make_the_calls_the_runtime_makes(auction: Synth, ids
     timers = [
         *[(f"scheduler:{a}Schedule", ids.schedules) for a in ("Create", "Update")],
         ("iam:PassRole", f"<GetAtt:{ids.scheduler_role}.Arn>"),
-        ("sqs:GetQueueAttributes", f"<GetAtt:{ids.wake}.Arn>"),
     ]
+    backlog = [("sqs:GetQueueAttributes", f"<GetAtt:{ids.wake}.Arn>")]
     database = [
         *[
             (f"rds-data:{a}", ids.cluster_arn)
@@ -215,7 +216,7 @@ def test_every_function_may_make_the_calls_the_runtime_makes(auction: Synth, ids
         ],
         ("secretsmanager:GetSecretValue", f"<Ref:{ids.cluster_secret}>"),
     ]
-    needs = {"Fetch": core + database, "Worker": core + timers + database, "Console": core}
+    needs = {"Fetch": core + timers + database, "Worker": core + timers + backlog + database, "Console": core}
     assert set(ids.functions) == set(needs)
     for name, fn in ids.functions.items():
         statements = auction.function_statements(fn)
@@ -238,11 +239,12 @@ def test_only_the_consumers_may_receive_from_a_queue(auction: Synth, ids: Ids) -
 
 def test_functions_may_pass_only_the_scheduler_role_and_only_to_scheduler(auction: Synth, ids: Ids) -> None:
     """Schedules carry the Scheduler role; a function that could pass any role could escalate.
-    Only the worker makes schedules, and the console pauses and resumes the declared ones (an
-    update carries the role), so only they may pass the role: the fetch function may not."""
+    The worker and fetch (a request's eager activation) make runs' schedules, and the console
+    pauses and resumes the declared ones (an update carries the role), so only they may pass
+    the role."""
     for name, fn in ids.functions.items():
         passes = [s for s in auction.function_statements(fn) if "iam:PassRole" in as_list(s["Action"])]
-        assert bool(passes) == (name in ("Worker", "Console")), name
+        assert bool(passes) == (name in ("Worker", "Fetch", "Console")), name
         for s in passes:
             assert as_list(s["Resource"]) == [f"<GetAtt:{ids.scheduler_role}.Arn>"], name
             assert s["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
@@ -402,12 +404,16 @@ class _NoTimers:
         pass
 
 
-def test_a_timer_schedule_targets_the_wake_queue_with_the_scheduler_role(auction: Synth, ids: Ids) -> None:
-    """A run parked beyond SQS's 15-minute delay gets a Scheduler entry. Built from the
-    worker's deployed environment, that entry sits in this stack's group, targets the wake
-    queue and carries the Scheduler role; the worker may create it and pass the role, and the
-    role may send to the target."""
-    config = AwsConfig.from_env(environment(auction, ids.functions["Worker"]))
+@pytest.mark.parametrize("parks", ["Worker", "Fetch"])
+def test_a_timer_schedule_targets_the_wake_queue_with_the_scheduler_role(
+    auction: Synth, ids: Ids, parks: str
+) -> None:
+    """A run parked beyond SQS's 15-minute delay gets a Scheduler entry, made by the worker or
+    by a request's eager activation in fetch (before stop 48 fetch could not: an AccessDenied
+    on AWS). Built from that function's deployed environment, the entry sits in this stack's
+    group, targets the wake queue and carries the Scheduler role; the function may create it
+    and pass the role, and the role may send to the target."""
+    config = AwsConfig.from_env(environment(auction, ids.functions[parks]))
     scheduler, sqs = _Recorder(), _Recorder()
     clock = FakeClock()
     waker = AwsWaker(
@@ -426,7 +432,7 @@ def test_a_timer_schedule_targets_the_wake_queue_with_the_scheduler_role(auction
     assert request["GroupName"] == ids.group_name
     assert request["Target"]["Arn"] == f"<GetAtt:{ids.wake}.Arn>"
     assert request["Target"]["RoleArn"] == f"<GetAtt:{ids.scheduler_role}.Arn>"
-    worker = auction.function_statements(ids.functions["Worker"])
+    worker = auction.function_statements(ids.functions[parks])
     schedule = arn("scheduler", f"schedule/{request['GroupName']}/{request['Name']}")
     assert any(
         "scheduler:CreateSchedule" in as_list(s["Action"])

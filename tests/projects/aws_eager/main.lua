@@ -6,6 +6,12 @@ workflow "inbox" (function(wf, input)
     return { got = got, input = input }
 end)
 
+-- Parks first on a wait longer than SQS's 15-minute delay: its start's activation makes the
+-- run's EventBridge Scheduler schedule, in the fetch function.
+workflow "patient" (function(wf, input)
+    return wf:await("go", { timeout = "2h" })
+end)
+
 -- A step first: its start is a worker's; its signal then ends it with no step.
 workflow "stepper" (function(wf, input)
     local a = wf:step("a", function() return 1 end)
@@ -69,6 +75,7 @@ local handles = {
     inbox = workflows "inbox", stepper = workflows "stepper", quick = workflows "quick",
     slow = workflows "slow", mixed = workflows "mixed", flaky = workflows "flaky",
     endless = workflows "endless", kvquick = workflows "kvquick", branchy = workflows "branchy",
+    patient = workflows "patient",
 }
 
 local function reply(status, value)
