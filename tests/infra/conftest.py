@@ -183,3 +183,13 @@ def schedules_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synt
         {"project": "tests/projects/infra_schedules", "stack": "lunaflow-infra-schedules"},
         TINY_REQUIREMENTS,
     )
+
+
+@pytest.fixture(scope="session")
+def eager_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
+    """tests/projects/aws_eager (runs advanced where their request lands), synthesized."""
+    yield _synth(
+        tmp_path_factory.mktemp("cdk-eager"),
+        {"project": "tests/projects/aws_eager", "stack": "lunaflow-infra-eager"},
+        TINY_REQUIREMENTS,
+    )
