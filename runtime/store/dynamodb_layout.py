@@ -24,6 +24,13 @@ RUN_SK = "K"
 # A value the run published: sk `#V#<key>`, before every other item of the run's partition,
 # so no read of its journal, run item or signals (`sk >= J#...`, `BETWEEN J# AND K`) meets it.
 VALUE_SK = "#V#"
+# A run item's ``lv``: the run layout needed to read its run, set by a later lunaflow when it
+# writes a run in a way this code would misread (a signal where this code does not look).
+# This code reads runs up to LAYOUT (no ``lv``: 1) and refuses a run needing more, writing
+# nothing, rather than misread it: a rollback then leaves such runs whole and waiting for
+# the newer code, and any later layout change can rely on it.
+LAYOUT_ATTR = "lv"
+LAYOUT = 1
 OWNER_PK = "#OWNER"  # a lease owner's heartbeat: pk OWNER_PK, sk the owner
 WAKE_PK = "#WAKE"  # a run asked to advance carries wake_pk/wake_sk (a sparse index)
 TIMER_PK = "#TIMER"

@@ -20,6 +20,8 @@ from runtime.store.base import RunRecord, SignalRecord, Snapshot, current_step
 from runtime.store.dynamodb_chunks import FIRST, ROWS, SPILLED, Tip, journal_v2, tip_of
 from runtime.store.dynamodb_layout import (
     INDEXES,
+    LAYOUT,
+    LAYOUT_ATTR,
     REF,
     RUN_SK,
     SHARDS,
@@ -366,6 +368,13 @@ class Reads(Spill):
         run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
         if run_item is None:
             return None
+        needed = whole(run_item.get(LAYOUT_ATTR))
+        if needed > LAYOUT:
+            raise LunaflowError(
+                f"run '{run_id}' was written by a newer lunaflow (it needs run layout {needed}; this "
+                f"code reads layouts up to {LAYOUT}) and is left as it is, its journal and wake-up "
+                "untouched; deploy the lunaflow that wrote it, or a later one, to advance it"
+            )
         self._armed = {run_id: _armed_from(run_item)}  # one run's: an activation's
         if "created_sk" in run_item:
             # The values an activation publishes sort by its run's start: the one read now,

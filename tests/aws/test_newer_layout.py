@@ -1,0 +1,97 @@
+"""A run written by a newer lunaflow is refused, not misread.
+
+A later release that stores part of a run where this code does not look (a signal on the
+run item, say) marks the run item with the run layout it needs (``lv``). This code reads
+up to ``LAYOUT`` and refuses a run needing more: its activation fails with an error that
+says so and writes nothing, the run's journal and wake-up stay as they were, and the
+reconciler keeps trying, so a rollback leaves such runs whole until the newer code is back.
+Before this guard, older code read such a run as if it knew it: a pending signal it could
+not see let it park the run and drop the wake-up, and nothing woke the run again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.store.dynamodb_layout import LAYOUT, LAYOUT_ATTR, run_key
+from runtime.store.items import n
+from runtime.testing import AwsPlatform, WakeFailed
+
+pytestmark = pytest.mark.filterwarnings("ignore:No application metrics")
+
+PROJECT = Path(__file__).resolve().parents[1] / "projects" / "aws_limits"
+
+
+@pytest.fixture
+def p() -> Iterator[AwsPlatform]:
+    with AwsPlatform(PROJECT, objects=lambda *a: ["through"], strict=False) as platform:
+        yield platform
+
+
+def needs_layout(p: AwsPlatform, run_id: str, layout: int | None) -> None:
+    """The run item as a lunaflow writing run layout ``layout`` leaves it (None: none set)."""
+    if layout is None:
+        p.clients.dynamodb.update_item(
+            TableName=p.config.table, Key=run_key(run_id), UpdateExpression=f"REMOVE {LAYOUT_ATTR}"
+        )
+        return
+    p.clients.dynamodb.update_item(
+        TableName=p.config.table,
+        Key=run_key(run_id),
+        UpdateExpression=f"SET {LAYOUT_ATTR} = :v",
+        ExpressionAttributeValues={":v": n(layout)},
+    )
+
+
+def journal_items(p: AwsPlatform, run_id: str) -> list[dict[str, Any]]:
+    """The run's journal chunks as the table holds them (this code's own reads refuse it)."""
+    items: list[dict[str, Any]] = p.clients.dynamodb.query(
+        TableName=p.config.table,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :j)",
+        ExpressionAttributeValues={":pk": run_key(run_id)["pk"], ":j": {"S": "J#"}},
+        ConsistentRead=True,
+    )["Items"]
+    return items
+
+
+def test_a_run_needing_a_newer_layout_is_left_whole_until_the_newer_code_reads_it(p: AwsPlatform) -> None:
+    p.start("approval", {}, id="nl1")
+    assert p.get("nl1").status == "awaiting"
+    needs_layout(p, "nl1", LAYOUT + 1)
+    before = journal_items(p, "nl1")
+    assert p.platform.signal("nl1", "go", {"by": "ada"}) is True
+    p.settle()
+    errors = [r["message"] for r in p.logs if r.get("level") == "error"]
+    assert any("written by a newer lunaflow" in m and "'nl1'" in m for m in errors), errors
+    assert journal_items(p, "nl1") == before  # nothing written
+    assert "nl1" in dict(p.runtime.store.wakeups())  # the reconciler keeps it
+    p.advance("5m")
+    assert journal_items(p, "nl1") == before
+    assert p.get("nl1").status in ("awaiting", "running")  # its status still reads
+    needs_layout(p, "nl1", None)  # the newer code is back: it reads its own runs
+    p.advance("30m")
+    run = p.get("nl1")
+    assert run.status == "completed" and run.result == {"got": {"by": "ada"}}
+
+
+def test_the_layout_this_code_reads_is_read_as_before(p: AwsPlatform) -> None:
+    p.start("approval", {}, id="nl2")
+    needs_layout(p, "nl2", LAYOUT)
+    assert p.platform.signal("nl2", "go", {"by": "bo"}) is True
+    p.settle()
+    assert p.get("nl2").status == "completed"
+
+
+def test_the_strict_harness_raises_the_refusal_with_its_fix() -> None:
+    with AwsPlatform(PROJECT, objects=lambda *a: ["through"]) as strict:
+        strict.start("approval", {}, id="nl3")
+        needs_layout(strict, "nl3", LAYOUT + 1)
+        with pytest.raises(
+            WakeFailed, match=r"run 'nl3' was written by a newer lunaflow .*deploy the lunaflow"
+        ):
+            strict.platform.signal("nl3", "go", {})
+            strict.settle()
