@@ -117,6 +117,19 @@ class StoreUnreadable(LunaflowError):
         )
 
 
+class NewerLayout(LunaflowError):
+    """A run item names a run layout newer than this code reads (DynamoDB's ``lv``): the
+    run is refused, neither read nor written, rather than misread."""
+
+    def __init__(self, run_id: str, needed: int, known: int) -> None:
+        self.run_id, self.needed, self.known = run_id, needed, known
+        super().__init__(
+            f"run '{run_id}' was written by a newer lunaflow: it needs run layout {needed}, and this "
+            f"code reads layouts up to {known}, so it neither reads nor writes the run, which stays "
+            "as it is; serve it with the lunaflow that wrote it or a later one"
+        )
+
+
 class EngineBug(LunaflowError):
     """An internal invariant failed. Never the user's fault."""
 

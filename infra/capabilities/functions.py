@@ -83,10 +83,15 @@ def tracing(settings: Settings) -> lambda_.Tracing:
     return lambda_.Tracing.ACTIVE if settings.tracing else lambda_.Tracing.DISABLED
 
 
+DATABASE_SETTINGS = (Env.DATABASE_ARN, Env.DATABASE_SECRET_ARN, Env.DATABASE_NAME)
+
+
 def _environment(role: Role, shared: dict[str, str], settings: Settings) -> dict[str, str]:
     """What each function is told beyond what they all share: the worker how many wakes of a
     batch it advances at once and when the reconciler counts a run stuck; fetch how long a
-    request advances the runs it started or signalled."""
+    request advances the runs it started or signalled. The console, which runs no project
+    code, is not told of the database: a runtime told of one checks its migrations at start,
+    through the Data API the console is not granted."""
     if role is WORKER:
         return {
             **shared,
@@ -95,6 +100,8 @@ def _environment(role: Role, shared: dict[str, str], settings: Settings) -> dict
         }
     if role is FETCH:
         return {**shared, Env.EAGER_MS: str(settings.eager_ms)}
+    if role is CONSOLE:
+        return {k: v for k, v in shared.items() if k not in DATABASE_SETTINGS}
     return shared
 
 

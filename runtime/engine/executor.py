@@ -112,6 +112,7 @@ class Verdict:
     status: Status
     diverges: bool
     message: str
+    newer: bool = False  # written by a newer lunaflow: not replayed here, left to that code
 
 
 @dataclass(frozen=True)

@@ -145,6 +145,9 @@ def preview(
             continue
         if action != "cancel" and worker is not None:
             verdict = check_run(worker, run)
+            if verdict.newer:  # not this code's to resume or retry
+                out.skipped[run.id] = verdict.message
+                continue
             if verdict.diverges:
                 out.diverging[run.id] = verdict.message
                 continue

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from runtime.core.journal import ENDED
 from runtime.engine.executor import Verdict
 from runtime.engine.worker import Worker
+from runtime.errors import NewerLayout
 from runtime.store.base import RunRecord, Store
 
 __all__ = [
@@ -54,7 +55,13 @@ def check_runs(worker: Worker, store: Store) -> list[Verdict]:
 
 
 def check_run(worker: Worker, run: RunRecord) -> Verdict:
-    return worker.executor.check(run, worker.code)
+    """The run replayed on ``worker``'s code; a run written by a newer lunaflow is not read
+    (its layout is not this code's) and does not hold a deploy back: new code of this
+    version leaves it as it is, for the newer code to serve again."""
+    try:
+        return worker.executor.check(run, worker.code)
+    except NewerLayout as e:
+        return Verdict(run.id, run.workflow, run.status, False, str(e), newer=True)
 
 
 @dataclass
@@ -77,10 +84,19 @@ class GateReport:
     def summary(self) -> str:
         """One line: the count, then the diverging runs with their first diverging entry."""
         checked = len(self.verdicts)
+        newer = sorted(v.run_id for v in self.verdicts.values() if v.newer)
+        left = ""
+        if newer:
+            shown = ", ".join(newer[:SHOWN_RUNS])
+            more = f" and {len(newer) - SHOWN_RUNS} more" if len(newer) > SHOWN_RUNS else ""
+            left = (
+                f"; {len(newer)} run(s) written by a newer lunaflow were not replayed and are left as "
+                f"they are: {shown}{more}"
+            )
         if self.clean:
             return (
-                f"{checked} in-flight run(s) replayed on the new code in {self.passes} pass(es); "
-                "none diverges"
+                f"{checked - len(newer)} in-flight run(s) replayed on the new code in {self.passes} "
+                f"pass(es); none diverges{left}"
             )
         parts: list[str] = []
         diverging = self.diverging
@@ -98,7 +114,7 @@ class GateReport:
             parts.append(
                 f"{len(self.unchecked)} run(s) were not checked before the gate's deadline: {shown}{more}"
             )
-        return ". ".join(parts)
+        return ". ".join(parts) + left
 
 
 def check_in_flight(

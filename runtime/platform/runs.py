@@ -37,6 +37,7 @@ from runtime.errors import (
     InvalidInput,
     InvalidTransition,
     JournalConflict,
+    NewerLayout,
     NoSuchRun,
     RunIdTaken,
 )
@@ -345,11 +346,18 @@ class Runs:
         below: list[str] = []
         seen = {root}
         stack = [root]
+        newer: NewerLayout | None = None
         while stack:
             run_id = stack.pop()
             if run_id != root:
                 below.append(run_id)
-                done = self._cancel_one(run_id)
+                try:
+                    done = self._cancel_one(run_id)
+                except NewerLayout as e:
+                    # Left to the newer code; the rest of the tree is cancelled all the same, and
+                    # the intent stays (raised below) until the newer code finishes the cascade.
+                    newer = e
+                    continue
                 if done == CANCELLED:
                     changed.append(run_id)
                 elif done == CLEANING:
@@ -357,6 +365,8 @@ class Runs:
             children = [c for c in self.store.children(run_id) if c not in seen]
             seen.update(children)
             stack.extend(reversed(children))
+        if newer is not None:
+            raise newer
         return below, changed, False
 
     def _cancel_one(self, run_id: str, *, wake_parent: bool = False) -> str:

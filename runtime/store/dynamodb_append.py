@@ -63,7 +63,7 @@ from runtime.store.dynamodb_layout import (
     status_partition,
     wake_up,
 )
-from runtime.store.dynamodb_reads import Reads
+from runtime.store.dynamodb_reads import Reads, refuse_newer
 from runtime.store.dynamodb_spill import _pointed
 from runtime.store.items import Lost, conditional, error_code, n, s, whole
 
@@ -364,6 +364,7 @@ class Appends(Reads):
         run_item, chunk = self._run_and_tip(run_id)
         if run_item is None:
             return Tip(False, "")  # gone: the slot rule and the summary's condition answer
+        refuse_newer(run_id, run_item)  # a cancel or a resume appends without a load
         tip = tip_of(run_item, chunk)
         if tip.v2 and tip.last != expected_len:
             raise JournalConflict(run_id, expected_len + 1)

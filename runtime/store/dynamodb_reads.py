@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from runtime.core.clock import Clock, now_ms
 from runtime.core.journal import ENDED, Entry, Kind, Signal, Status
-from runtime.errors import LunaflowError
+from runtime.errors import LunaflowError, NewerLayout
 from runtime.store.base import RunRecord, SignalRecord, Snapshot, current_step
 from runtime.store.dynamodb_chunks import FIRST, ROWS, SPILLED, Tip, journal_v2, tip_of
 from runtime.store.dynamodb_layout import (
@@ -44,6 +44,13 @@ if TYPE_CHECKING:
 FIRST_SK = _journal_sk(1)  # the first chunk: it holds the input when the run item does not
 FIRSTS_KEPT = 256  # first entries (inputs) read from first chunks, kept per store
 UNSEEN_SIGNAL_MS = 60_000  # a numbered signal without its item is taken for abandoned after this
+
+
+def refuse_newer(run_id: str, run_item: dict[str, Any]) -> None:
+    """Raise ``NewerLayout`` for a run item naming a run layout past ``LAYOUT``."""
+    needed = whole(run_item.get(LAYOUT_ATTR))
+    if needed > LAYOUT:
+        raise NewerLayout(run_id, needed, LAYOUT)
 
 
 def _with_current_step(run: RunRecord, last: Entry) -> RunRecord:
@@ -300,7 +307,9 @@ class Reads(Spill):
         ).get("Items", [])
         run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
         chunk = next((i for i in items if i["sk"]["S"].startswith("J#")), None)
-        if run_item is not None:
+        if run_item is not None and whole(run_item.get(LAYOUT_ATTR)) > LAYOUT:
+            self._tips.pop(run_id, None)  # a newer lunaflow's run: an append reads it again, and refuses
+        elif run_item is not None:
             self._keep_tip(run_id, tip_of(run_item, chunk))
         return run_item, chunk
 
@@ -368,13 +377,6 @@ class Reads(Spill):
         run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
         if run_item is None:
             return None
-        needed = whole(run_item.get(LAYOUT_ATTR))
-        if needed > LAYOUT:
-            raise LunaflowError(
-                f"run '{run_id}' was written by a newer lunaflow (it needs run layout {needed}; this "
-                f"code reads layouts up to {LAYOUT}) and is left as it is, its journal and wake-up "
-                "untouched; deploy the lunaflow that wrote it, or a later one, to advance it"
-            )
         self._armed = {run_id: _armed_from(run_item)}  # one run's: an activation's
         if "created_sk" in run_item:
             # The values an activation publishes sort by its run's start: the one read now,
@@ -455,6 +457,7 @@ class Reads(Spill):
         run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
         if run_item is None:
             return items
+        refuse_newer(run_id, run_item)  # before reading anything a newer layout may have moved
         if after and journal_v2(run_item) and start == _journal_sk(after + 1):
             # Not known here which chunk holds entry ``after``: it may have grown past it.
             items = self._holding(run_id, after) + items

@@ -260,3 +260,28 @@ def test_with_pin_runs_but_the_old_code_not_saved_the_gate_refuses_as_before(
     [answer] = got
     assert answer["Status"] == "FAILED"
     assert deployment.runtime.store.pin_of("o-awaiting") is None
+
+
+def test_a_run_written_by_a_newer_lunaflow_is_left_as_it_is_and_does_not_hold_the_deploy(
+    deployment: AwsPlatform, answers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deploying this version back over runs a newer lunaflow wrote (a rollback): the gate
+    does not replay them (it cannot read them) and lets the deploy through, naming them."""
+    from runtime.store.dynamodb_layout import LAYOUT, LAYOUT_ATTR, run_key
+    from runtime.store.items import n
+
+    deployment.clients.dynamodb.update_item(
+        TableName=deployment.config.table,
+        Key=run_key("o-awaiting"),
+        UpdateExpression=f"SET {LAYOUT_ATTR} = :v",
+        ExpressionAttributeValues={":v": n(LAYOUT + 1)},
+    )
+    url, got = answers
+    _gate(deployment, _project(tmp_path, "code-old", OLD), url, monkeypatch)
+    [answer] = got
+    assert answer["Status"] == "SUCCESS", answer["Reason"]
+    assert answer["Reason"].startswith(f"{IN_FLIGHT - 1} in-flight run(s) replayed on the new code")
+    assert (
+        "1 run(s) written by a newer lunaflow were not replayed and are left as they are: o-awaiting"
+        in (answer["Reason"])
+    )

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from runtime.errors import NewerLayout
 from runtime.store.dynamodb_layout import LAYOUT, LAYOUT_ATTR, run_key
 from runtime.store.items import n
 from runtime.testing import AwsPlatform, WakeFailed
@@ -91,7 +92,20 @@ def test_the_strict_harness_raises_the_refusal_with_its_fix() -> None:
         strict.start("approval", {}, id="nl3")
         needs_layout(strict, "nl3", LAYOUT + 1)
         with pytest.raises(
-            WakeFailed, match=r"run 'nl3' was written by a newer lunaflow .*deploy the lunaflow"
+            WakeFailed,
+            match=r"run .nl3. was written by a newer lunaflow: .*serve it with the lunaflow that wrote it",
         ):
             strict.platform.signal("nl3", "go", {})
             strict.settle()
+
+
+def test_a_cancel_or_a_resume_of_such_a_run_writes_nothing_to_it(p: AwsPlatform) -> None:
+    """Appends that read no journal first (a cancel's, a resume's) are refused as a load is."""
+    p.start("approval", {}, id="nl4")
+    p.get("nl4")  # the store now knows the run's tip, read before the mark
+    needs_layout(p, "nl4", LAYOUT + 1)
+    before = journal_items(p, "nl4")
+    with pytest.raises(NewerLayout, match=r"run 'nl4' was written by a newer lunaflow"):
+        p.cancel("nl4")
+    assert journal_items(p, "nl4") == before
+    assert p.get("nl4").status == "awaiting"

@@ -218,6 +218,7 @@ def test_check_json_gives_each_runs_verdict(lunaflow, data, tmp_path):
         "status": "sleeping",
         "diverges": True,
         "message": RENAMED,
+        "newer": False,  # written by a newer lunaflow: not replayed (runtime.platform.check)
     }
     assert sorted(k for k, v in verdicts.items() if v["diverges"]) == ["awaiting", "backoff", "failed"]
     assert all(v["message"] == RENAMED for v in verdicts.values() if v["diverges"])
