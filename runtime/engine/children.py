@@ -46,7 +46,7 @@ def start_child(start: StartFn | None, replay: Replay, parent: str, d: StartChil
 
 def read_child(store: Store, replay: Replay, d: ReadChild) -> Decision:
     """The child's state, read now, handed to the core (which answers or parks)."""
-    run = store.get_run(d.child)
+    run = store.child_state(d.child)
     state = (
         ChildState(None) if run is None else ChildState(str(run.status), run.result, run.error, run.parent_id)
     )

@@ -201,6 +201,11 @@ class Store(Protocol):
 
     def get_run(self, run_id: str) -> RunRecord | None: ...
 
+    def child_state(self, run_id: str) -> RunRecord | None:
+        """``get_run`` for a state a run journals (its child's status and result): a run this
+        code cannot read whole is refused (DynamoDB: ``NewerLayout``), not read in part."""
+        ...
+
     def load(self, run_id: str, *, after: int | None = None) -> Snapshot | None:
         """The run with its pending signals and the journal entries after seq ``after`` (all
         of them when None); ``run.journal_len`` is the journal's true length. Consistent reads,

@@ -313,8 +313,19 @@ class Reads(Spill):
             self._keep_tip(run_id, tip_of(run_item, chunk))
         return run_item, chunk
 
-    def get_run(self, run_id: str) -> RunRecord | None:
+    def child_state(self, run_id: str) -> RunRecord | None:
+        """A child's run, for its parent to journal: a newer lunaflow's run is refused."""
         run_item, chunk = self._run_and_tip(run_id)
+        if run_item is not None:
+            refuse_newer(run_id, run_item)
+        return self._record_of(run_id, run_item, chunk)
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        return self._record_of(run_id, *self._run_and_tip(run_id))
+
+    def _record_of(
+        self, run_id: str, run_item: dict[str, Any] | None, chunk: dict[str, Any] | None
+    ) -> RunRecord | None:
         if run_item is None:
             return None
         if chunk is None:

@@ -109,3 +109,30 @@ def test_a_cancel_or_a_resume_of_such_a_run_writes_nothing_to_it(p: AwsPlatform)
         p.cancel("nl4")
     assert journal_items(p, "nl4") == before
     assert p.get("nl4").status == "awaiting"
+
+
+def test_a_parent_does_not_journal_the_state_of_a_child_a_newer_lunaflow_wrote() -> None:
+    """A parent reading its child's status and result (``c:result()``) records them in its
+    own journal for good: a child this code cannot read whole is refused there too."""
+    project = PROJECT.parent / "children"
+    with AwsPlatform(project, strict=False) as p:
+        p.start("order", {"amount": 5, "child_id": "kid"}, id="parent")
+        assert p.get("parent").status == "awaiting"
+        needs_layout(p, "kid", LAYOUT + 1)
+        before = journal_items(p, "parent")
+        # The child ends on the newer code (here by hand: the status such code would write),
+        # and its end wakes the parent, which this code then activates.
+        p.clients.dynamodb.update_item(
+            TableName=p.config.table,
+            Key=run_key("kid"),
+            UpdateExpression="SET #s = :done",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={":done": {"S": "completed"}},
+        )
+        p.runtime.store.add_wakeup("parent")
+        p.runtime.waker.prompt("parent")
+        p.settle()
+        errors = [r["message"] for r in p.logs if r.get("level") == "error"]
+        assert any("run 'kid' was written by a newer lunaflow" in m for m in errors), errors
+        assert journal_items(p, "parent") == before
+        assert p.get("parent").status in ("awaiting", "running")
