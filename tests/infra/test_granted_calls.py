@@ -11,6 +11,7 @@ checked, not resources (tests/infra/test_stack.py checks those for the calls it 
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 
 from conftest import Synth, as_list
-from runtime.aws.contract import Handler
+from runtime.aws.contract import CONSOLE_TIMEOUT_S, Handler
 from runtime.aws.events import http_event
 from runtime.testing import AwsPlatform
 
@@ -93,6 +94,8 @@ def run(project: Path, workload: Callable[[AwsPlatform], None]) -> dict[str, set
 
 
 def test_the_auctions_calls_are_granted(auction: Synth) -> None:
+    """Sales opened, paid, timed out and cancelled, then the console's lists and a run's page."""
+
     def workload(p: AwsPlatform) -> None:
         assert post(p, "/api/sale", {"id": "lot-1", "winner": "ada", "price": 25})["statusCode"] == 201
         assert post(p, "/api/sale/pay", {"id": "lot-1", "user": "ada"})["statusCode"] == 202
@@ -102,8 +105,22 @@ def test_the_auctions_calls_are_granted(auction: Synth) -> None:
         p.advance("73h")  # lot-2's timeout fires; the reconciler and the expiry run
         assert p.get("sale-lot-2").status == "completed"
         assert p.get("sale-lot-1").status == "completed"
+        # The console widget: every run, the completed ones, one run's page.
+        base = json.loads((ROOT / "tests" / "events" / "cw_widget_runs.json").read_text(encoding="utf-8"))
+        for event in ({}, {"status": "completed"}, {"view": "run", "run_id": "sale-lot-1"}):
+            page = p.invoke(Handler.CONSOLE, {**copy.deepcopy(base), **event}, CONSOLE_TIMEOUT_S)
+            assert "sale-lot-1" in str(page)
+        # Its cancel button on a sale still waiting (its 72-hour timer's schedule dropped).
+        assert post(p, "/api/sale", {"id": "lot-4", "winner": "di", "price": 9})["statusCode"] == 201
+        cancel = {"view": "run", "run_id": "sale-lot-4", "action": "cancel"}
+        p.invoke(Handler.CONSOLE, {**copy.deepcopy(base), **cancel}, CONSOLE_TIMEOUT_S)
+        p.settle()
+        assert p.get("sale-lot-4").status == "cancelled"
 
-    check(auction, run(ROOT / "examples" / "auction", workload))
+    made = run(ROOT / "examples" / "auction", workload)
+    assert {"Fetch", "Worker", "Console"} <= set(made)
+    assert "scheduler:DeleteSchedule" in made["Console"]  # the cancel dropped the timer's schedule
+    check(auction, made)
 
 
 def test_the_calls_of_runs_advanced_where_their_request_lands_are_granted(eager_project: Synth) -> None:
