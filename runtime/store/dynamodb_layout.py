@@ -15,7 +15,7 @@ from typing import Any
 from runtime.core.journal import Entry, Kind, Status
 from runtime.errors import EngineBug
 from runtime.store.base import RunRecord, SignalRecord
-from runtime.store.items import Item, n, num, s, text
+from runtime.store.items import Item, n, num, s, text, whole
 
 # Sort keys within a run's partition: journal chunks "J#<first seq>" < the run item "K" <
 # secret pins "P#..." < signals "S#...". So "sk >= J#<n+1>" reads what was appended after
@@ -31,6 +31,13 @@ VALUE_SK = "#V#"
 # the newer code, and any later layout change can rely on it.
 LAYOUT_ATTR = "lv"
 LAYOUT = 1
+
+
+def needed_layout(run_item: Item) -> int:
+    """The run layout a run item says its run needs; above LAYOUT, this code refuses it."""
+    return whole(run_item.get(LAYOUT_ATTR))
+
+
 OWNER_PK = "#OWNER"  # a lease owner's heartbeat: pk OWNER_PK, sk the owner
 WAKE_PK = "#WAKE"  # a run asked to advance carries wake_pk/wake_sk (a sparse index)
 TIMER_PK = "#TIMER"

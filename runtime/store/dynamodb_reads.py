@@ -21,7 +21,6 @@ from runtime.store.dynamodb_chunks import FIRST, ROWS, SPILLED, Tip, journal_v2,
 from runtime.store.dynamodb_layout import (
     INDEXES,
     LAYOUT,
-    LAYOUT_ATTR,
     REF,
     RUN_SK,
     SHARDS,
@@ -32,6 +31,7 @@ from runtime.store.dynamodb_layout import (
     _result_of,
     _signal_sk,
     changed_at,
+    needed_layout,
     run_key,
     run_pk,
 )
@@ -48,7 +48,7 @@ UNSEEN_SIGNAL_MS = 60_000  # a numbered signal without its item is taken for aba
 
 def refuse_newer(run_id: str, run_item: dict[str, Any]) -> None:
     """Raise ``NewerLayout`` for a run item naming a run layout past ``LAYOUT``."""
-    needed = whole(run_item.get(LAYOUT_ATTR))
+    needed = needed_layout(run_item)
     if needed > LAYOUT:
         raise NewerLayout(run_id, needed, LAYOUT)
 
@@ -307,7 +307,7 @@ class Reads(Spill):
         ).get("Items", [])
         run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
         chunk = next((i for i in items if i["sk"]["S"].startswith("J#")), None)
-        if run_item is not None and whole(run_item.get(LAYOUT_ATTR)) > LAYOUT:
+        if run_item is not None and needed_layout(run_item) > LAYOUT:
             self._tips.pop(run_id, None)  # a newer lunaflow's run: an append reads it again, and refuses
         elif run_item is not None:
             self._keep_tip(run_id, tip_of(run_item, chunk))
