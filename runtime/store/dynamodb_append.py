@@ -44,7 +44,13 @@ from runtime.store.dynamodb_layout import (
     CHANGED_AT,
     INLINE_CHUNK_BYTES,
     INLINE_TEXT_BYTES,
+    LAYOUT,
+    LAYOUT_ATTR,
+    NO_RUN_SIGNAL,
     REF,
+    RUN_SIGNAL,
+    RUN_SIGNAL_N,
+    RUN_SIGNAL_ROOM,
     RUNNING_SINCE,
     STARTED_INLINE_BYTES,
     TIMER_PK,
@@ -59,13 +65,14 @@ from runtime.store.dynamodb_layout import (
     _write_id,
     run_key,
     run_pk,
+    run_signal,
     sharded,
     status_partition,
     wake_up,
 )
 from runtime.store.dynamodb_reads import Reads, refuse_newer
 from runtime.store.dynamodb_spill import _pointed
-from runtime.store.items import Lost, conditional, error_code, n, s, whole
+from runtime.store.items import Lost, conditional, error_code, item_bytes, n, s, whole
 
 
 class Appends(Reads):
@@ -199,13 +206,20 @@ class Appends(Reads):
             "ConditionExpression": "attribute_not_exists(pk)",  # the id is free
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
-        if signal is None and not also:
-            created = conditional(self._db.put_item, **put)
-        elif signal is None:
-            created = self._create_signalled(put, None, token, also)
-        else:
+        first: dict[str, Any] | None = None
+        room = item_bytes(item) <= RUN_SIGNAL_ROOM
+        if not room:  # no signal rides on it (RUN_SIGNAL_ROOM), and it stays layout 1
+            item.update({RUN_SIGNAL: NO_RUN_SIGNAL, LAYOUT_ATTR: n(1)})
+        if signal is not None:
             item["signal_seq"] = n(1)  # the signal is number 1, as its first add_signal would be
-            first = self._signal_item(run.id, 1, signal.name, signal.payload, signal.at, True, written)
+            on_run = run_signal(signal.name, compact(signal.payload), signal.at, token) if room else None
+            if on_run is not None:  # on the run item, as add_signal would put it: one put
+                item.update({RUN_SIGNAL: on_run, RUN_SIGNAL_N: n(0), LAYOUT_ATTR: n(LAYOUT)})
+            else:
+                first = self._signal_item(run.id, 1, signal.name, signal.payload, signal.at, True, written)
+        if first is None and not also:
+            created = conditional(self._db.put_item, **put)
+        else:
             created = self._create_signalled(put, first, token, also)
         if not created and not _mine(created, token):
             self._drop(written, created.item)

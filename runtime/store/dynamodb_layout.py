@@ -28,9 +28,10 @@ VALUE_SK = "#V#"
 # writes a run in a way this code would misread (a signal where this code does not look).
 # This code reads runs up to LAYOUT (no ``lv``: 1) and refuses a run needing more, writing
 # nothing, rather than misread it: a rollback then leaves such runs whole and waiting for
-# the newer code, and any later layout change can rely on it.
+# the newer code, and any later layout change can rely on it. Layout 2: a signal may live on
+# the run item (RUN_SIGNAL below), where code of layout 1 does not look.
 LAYOUT_ATTR = "lv"
-LAYOUT = 1
+LAYOUT = 2
 
 
 def needed_layout(run_item: Item) -> int:
@@ -253,6 +254,62 @@ def _journal_sk(seq: int) -> str:
 
 def _signal_sk(signal_id: int) -> str:
     return f"S#{signal_id:010d}"
+
+
+# A signal on the run item (layout 2). The first small signal a run in flight is sent rides
+# on the write that numbers it instead of an item of its own: 1 WRU less a signal and 1 less
+# at the run's expiry, and a load at that signal reads no second range. Only the first
+# numbering that carries one sets it (``if_not_exists``), recording the number before its
+# own (RUN_SIGNAL_N), so whoever numbered earlier signals (older code, a larger signal) each
+# number has one home: the run item or its ``S#`` item. A consumed one stays (its wait.done
+# reads its payload there), and every run-item write costs the item's size in KB: a record
+# is at most about 150 bytes (RUN_SIGNAL_BYTES of name and payload), and a run item created
+# over RUN_SIGNAL_ROOM bytes (a long id, an input near the inline bound) is created with
+# ``NO_RUN_SIGNAL`` in its place, which no numbering replaces, so it stays under 1 KB
+# through its life (a park, a lease and a timer add about 330 bytes).
+RUN_SIGNAL = "sigr"
+RUN_SIGNAL_N = "sigr_n"
+RUN_SIGNAL_BYTES = 96
+RUN_SIGNAL_ROOM = 530
+NO_RUN_SIGNAL: Item = {"NULL": True}
+
+
+def run_signal(name: str, encoded: str, at: float, token: str) -> Item | None:
+    """The run item's record of a signal (``encoded``: its payload as JSON), or None when
+    it is too large to ride there."""
+    if len(name.encode("utf-8")) + len(encoded.encode("utf-8")) > RUN_SIGNAL_BYTES:
+        return None
+    return {"M": {"name": s(name), "payload": s(encoded), "at": n(at), WRITE_ID: s(token)}}
+
+
+def run_signal_id(run_item: Item) -> int | None:
+    """The number of the signal the run item holds, if it holds one."""
+    return whole(run_item.get(RUN_SIGNAL_N)) + 1 if "M" in run_item.get(RUN_SIGNAL, {}) else None
+
+
+def run_signal_mine(run_item: Item, token: str) -> int | None:
+    """The number of the signal the run item holds if the write ``token`` put it there."""
+    record = run_item.get(RUN_SIGNAL, {}).get("M", {})
+    return run_signal_id(run_item) if text(record.get(WRITE_ID)) == token else None
+
+
+def run_signal_item(run_id: str, run_item: Item) -> Item | None:
+    """The run item's signal as its own item would hold it: a reader takes either alike. It
+    is pending at its arrival: only a run in flight takes one there (``add_signal``)."""
+    signal_id = run_signal_id(run_item)
+    if signal_id is None:
+        return None
+    record = run_item[RUN_SIGNAL]["M"]
+    return {
+        "pk": s(run_pk(run_id)),
+        "sk": s(_signal_sk(signal_id)),
+        "signal_id": n(signal_id),
+        "run_id": s(run_id),
+        "at": record["at"],
+        "state": s("pending"),
+        "name": record["name"],
+        "payload": record["payload"],
+    }
 
 
 def _elided(entry: Entry) -> list[Any]:

@@ -34,6 +34,8 @@ from runtime.store.dynamodb_layout import (
     needed_layout,
     run_key,
     run_pk,
+    run_signal_id,
+    run_signal_item,
 )
 from runtime.store.dynamodb_spill import Spill
 from runtime.store.items import num, s, text, whole
@@ -483,17 +485,23 @@ class Reads(Spill):
             for row in self._rows(chunk)
             if int(row[0]) > after_rows and row[1] == Kind.WAIT_DONE and row[3].get("signal_id") is not None
         }
+        # The signal on the run item (if any) is read with it: no item of its number exists.
+        on_run = run_signal_id(run_item)
         if pending and len(pending) == sent - pending[0] + 1:
             # Pending ones are the newest (signals consumed in order): one range.
-            items += self._query(
-                KeyConditionExpression="pk = :pk AND sk >= :from",
-                ExpressionAttributeValues={":pk": pk, ":from": s(_signal_sk(pending[0]))},
-                ConsistentRead=True,
-            )
-            wanted = sorted(cited - set(pending))
+            if pending != [on_run]:
+                items += self._query(
+                    KeyConditionExpression="pk = :pk AND sk >= :from",
+                    ExpressionAttributeValues={":pk": pk, ":from": s(_signal_sk(pending[0]))},
+                    ConsistentRead=True,
+                )
+            wanted = sorted(cited - set(pending) - {on_run})
         else:
-            wanted = sorted(cited | set(pending))
+            wanted = sorted((cited | set(pending)) - {on_run})
         items += self._by_key([{"pk": pk, "sk": s(_signal_sk(i))} for i in wanted])
+        signal = run_signal_item(run_id, run_item)
+        if signal is not None and (on_run in cited or on_run in pending):
+            items.append(signal)
         return items
 
     def _holding(self, run_id: str, seq: int) -> list[dict[str, Any]]:

@@ -1,6 +1,7 @@
 """Signals on the DynamoDB table: numbered on the run item (the backlog bound a condition of
 that same write), an item each in the run's partition (a large one's name and payload in
-S3), their state read from the journal rather than stored.
+S3) or, the first small one a run in flight is sent, on the run item with its number
+(``RUN_SIGNAL``); their state read from the journal rather than stored.
 """
 
 from __future__ import annotations
@@ -12,19 +13,27 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from runtime.core.bounds import MAX_SIGNAL_BACKLOG
-from runtime.core.journal import ENDED, Signal
+from runtime.core.journal import ENDED, Signal, Status
 from runtime.core.values import compact
 from runtime.errors import EngineBug, NoSuchRun, SignalBacklogFull
 from runtime.store.base import SignalRecord
 from runtime.store.dynamodb_expiry import DELETING
 from runtime.store.dynamodb_layout import (
     INLINE_SIGNAL_BYTES,
+    LAYOUT,
+    LAYOUT_ATTR,
+    RUN_SIGNAL,
+    RUN_SIGNAL_N,
     WAKE_PK,
+    WRITE_ID,
     _consumed,
     _signal_sk,
     _write_id,
     run_key,
     run_pk,
+    run_signal,
+    run_signal_item,
+    run_signal_mine,
     sharded,
 )
 from runtime.store.dynamodb_reads import Reads
@@ -93,7 +102,15 @@ class Signals(Reads):
         # does not carry it: botocore's retry of a numbering that committed finds its own id
         # and reads its number from the item, instead of taking a second one.
         token = _write_id()
+        encoded = compact(payload)
+        # A small signal to a run in flight rides on its numbering (RUN_SIGNAL) if it is the
+        # first to: one write in all. The run's being in flight is that write's condition
+        # while the record could still be set (a signal an ended run is sent is set aside,
+        # and its item records that); the record carries the write's id too, so a retry
+        # finds its own record even when another send numbered between its two attempts.
+        record = run_signal(name, encoded, at, token)
         while True:
+            on_run = record is not None
             numbered = conditional(
                 self._db.update_item,
                 TableName=self.table,
@@ -101,14 +118,28 @@ class Signals(Reads):
                 # Numbering and the wake-up in one write; an ended run's wake-up is dropped by
                 # the worker that finds it ended.
                 UpdateExpression="SET wake_pk = :w, wake_sk = if_not_exists(wake_sk, :at), sig_wid = :wid, "
-                "sig_at = :sat ADD signal_seq :one, wake_token :one",
+                "sig_at = :sat"
+                + (
+                    f", {RUN_SIGNAL} = if_not_exists({RUN_SIGNAL}, :rec), "
+                    f"{RUN_SIGNAL_N} = if_not_exists({RUN_SIGNAL_N}, signal_seq), "
+                    f"{LAYOUT_ATTR} = if_not_exists({LAYOUT_ATTR}, :layout)"
+                    if on_run
+                    else ""
+                )
+                + " ADD signal_seq :one, wake_token :one",
                 # The run's existence and workflow are conditions too: a sender reads nothing
                 # before this write (a missing run, or a handle of another workflow, is refused
                 # by it, and nothing is written).
                 ConditionExpression="attribute_exists(pk) AND "
                 "(attribute_not_exists(sig_wid) OR sig_wid <> :wid)"
                 + ("" if workflow is None else " AND workflow = :wf")
-                + ("" if bound is None else " AND signal_seq < :cap"),
+                + ("" if bound is None else " AND signal_seq < :cap")
+                + (
+                    f" AND NOT ({RUN_SIGNAL}.{WRITE_ID} = :wid)"
+                    f" AND (attribute_exists({RUN_SIGNAL}) OR NOT (#st IN (:completed, :cancelled)))"
+                    if on_run
+                    else ""
+                ),
                 ExpressionAttributeValues={
                     ":one": n(1),
                     ":w": s(sharded(WAKE_PK, run_id)),
@@ -117,19 +148,34 @@ class Signals(Reads):
                     ":sat": n(int(at * 1000)),
                     **({} if workflow is None else {":wf": s(workflow)}),
                     **({} if bound is None else {":cap": n(consumed + bound)}),
+                    **(
+                        {
+                            ":rec": record,
+                            ":layout": n(LAYOUT),
+                            ":completed": s(Status.COMPLETED),
+                            ":cancelled": s(Status.CANCELLED),
+                        }
+                        if record is not None
+                        else {}
+                    ),
                 },
+                **({"ExpressionAttributeNames": {"#st": "status"}} if on_run else {}),
                 ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
             if numbered:
                 break
-            if numbered.item is not None and text(numbered.item.get("sig_wid")) == token:
-                numbered = {"Attributes": numbered.item}  # our own numbering, committed
+            old = numbered.item
+            if old is not None and (text(old.get("sig_wid")) == token or run_signal_mine(old, token)):
+                numbered = {"Attributes": old}  # our own numbering, committed
                 break
             if numbered.item is None or (
                 workflow is not None and text(numbered.item.get("workflow")) != workflow
             ):
                 raise NoSuchRun(run_id, workflow)
+            if record is not None and text(numbered.item.get("status")) in ENDED:
+                record, bound = None, None  # set aside: an item that says so, no bound
+                continue
             snap = self.load(run_id)
             if snap is None:
                 raise EngineBug(f"signal for missing run '{run_id}'")
@@ -144,12 +190,15 @@ class Signals(Reads):
                 raise SignalBacklogFull(run_id, bound)
             consumed = counted
         item = numbered["Attributes"]
+        on_run_id = run_signal_mine(item, token)
+        if on_run_id is not None:
+            return on_run_id, True  # on the run item, numbered while the run was in flight
         signal_id = whole(item["signal_seq"])
         live = item["status"]["S"] not in ENDED
         written: list[str] = []
-        record = self._signal_item(run_id, signal_id, name, payload, at, live, written)
+        record_item = self._signal_item(run_id, signal_id, name, payload, at, live, written)
         if "expires_ms" not in item:
-            self._db.put_item(TableName=self.table, Item=record)
+            self._db.put_item(TableName=self.table, Item=record_item)
             return signal_id, live
         # A run filed to expire may be deleted between the numbering and this write: the item
         # is written only with the run item it was numbered on still there (the same start)
@@ -164,7 +213,7 @@ class Signals(Reads):
                     "ExpressionAttributeValues": {":c": item["created_sk"]},
                 }
             },
-            {"Put": {"TableName": self.table, "Item": record}},
+            {"Put": {"TableName": self.table, "Item": record_item}},
         ]
         for attempt in range(SIGNAL_ITEM_TRIES):
             try:
@@ -208,7 +257,18 @@ class Signals(Reads):
         consumed = _consumed(snap.journal or [])
         dropped = self._done.get(run_id, set()) - set(consumed)  # what the load found in sig_done
         ended = snap.run.status in ENDED
-        return [self._signal_from(i, consumed, ended, dropped) for i in self._partition(run_id, "S#")]
+        run_item = self._db.get_item(
+            TableName=self.table,
+            Key=run_key(run_id),
+            ProjectionExpression=f"{RUN_SIGNAL}, {RUN_SIGNAL_N}",
+            ConsistentRead=True,
+        ).get("Item", {})
+        on_run = run_signal_item(run_id, run_item)
+        items = sorted(
+            [*self._partition(run_id, "S#"), *([] if on_run is None else [on_run])],
+            key=lambda i: i["sk"]["S"],
+        )
+        return [self._signal_from(i, consumed, ended, dropped) for i in items]
 
     def signal_backlog(self, run_id: str) -> int:
         # Signals ever sent bound the backlog; only near the limit is it counted exactly.

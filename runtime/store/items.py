@@ -38,6 +38,25 @@ def text(attr: Mapping[str, Any] | None) -> str | None:
     return str(attr["S"]) if attr else None
 
 
+def item_bytes(item: Mapping[str, Any]) -> int:
+    """About what DynamoDB bills an item's size as: its attribute names and values (a number
+    counts as its digits, two a byte, plus one)."""
+
+    def value(attr: Mapping[str, Any]) -> int:
+        kind, v = next(iter(attr.items()))
+        if kind == "S":
+            return len(str(v).encode("utf-8"))
+        if kind == "N":
+            return len(str(v).lstrip("-").replace(".", "")) // 2 + 2
+        if kind == "M":
+            return 3 + sum(len(k.encode("utf-8")) + 1 + value(x) for k, x in v.items())
+        if kind in ("L", "SS", "NS"):
+            return 3 + sum(1 + (value(x) if isinstance(x, Mapping) else len(str(x).encode())) for x in v)
+        return 1  # BOOL, NULL
+
+    return sum(len(k.encode("utf-8")) + value(v) for k, v in item.items())
+
+
 def error_code(e: ClientError) -> str:
     return str(e.response.get("Error", {}).get("Code", ""))
 

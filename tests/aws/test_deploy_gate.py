@@ -267,15 +267,10 @@ def test_a_run_written_by_a_newer_lunaflow_is_left_as_it_is_and_does_not_hold_th
 ) -> None:
     """Deploying this version back over runs a newer lunaflow wrote (a rollback): the gate
     does not replay them (it cannot read them) and lets the deploy through, naming them."""
-    from runtime.store.dynamodb_layout import LAYOUT, LAYOUT_ATTR, run_key
-    from runtime.store.items import n
+    from runtime.store.dynamodb_layout import LAYOUT
+    from tests.support.aws_items import needs_layout
 
-    deployment.clients.dynamodb.update_item(
-        TableName=deployment.config.table,
-        Key=run_key("o-awaiting"),
-        UpdateExpression=f"SET {LAYOUT_ATTR} = :v",
-        ExpressionAttributeValues={":v": n(LAYOUT + 1)},
-    )
+    needs_layout(deployment, "o-awaiting", LAYOUT + 1)
     url, got = answers
     _gate(deployment, _project(tmp_path, "code-old", OLD), url, monkeypatch)
     [answer] = got

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from runtime.errors import NewerLayout
-from runtime.store.dynamodb_layout import LAYOUT, LAYOUT_ATTR, run_key
-from runtime.store.items import n
+from runtime.store.dynamodb_layout import LAYOUT, run_key
 from runtime.testing import AwsPlatform, WakeFailed
+from tests.support.aws_items import needs_layout
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics")
 
@@ -31,21 +31,6 @@ PROJECT = Path(__file__).resolve().parents[1] / "projects" / "aws_limits"
 def p() -> Iterator[AwsPlatform]:
     with AwsPlatform(PROJECT, objects=lambda *a: ["through"], strict=False) as platform:
         yield platform
-
-
-def needs_layout(p: AwsPlatform, run_id: str, layout: int | None) -> None:
-    """The run item as a lunaflow writing run layout ``layout`` leaves it (None: none set)."""
-    if layout is None:
-        p.clients.dynamodb.update_item(
-            TableName=p.config.table, Key=run_key(run_id), UpdateExpression=f"REMOVE {LAYOUT_ATTR}"
-        )
-        return
-    p.clients.dynamodb.update_item(
-        TableName=p.config.table,
-        Key=run_key(run_id),
-        UpdateExpression=f"SET {LAYOUT_ATTR} = :v",
-        ExpressionAttributeValues={":v": n(layout)},
-    )
 
 
 def journal_items(p: AwsPlatform, run_id: str) -> list[dict[str, Any]]:

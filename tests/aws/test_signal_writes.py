@@ -18,21 +18,12 @@ from runtime.core.clock import FakeClock
 from runtime.errors import NoSuchRun
 from runtime.platform.runs import Runs
 from runtime.store.dynamodb import DynamoDBStore
+from runtime.store.dynamodb_layout import RUN_SIGNAL_BYTES
 from runtime.store.sqlite import SQLiteStore
-from tests.support.moto_table import store_table
+from tests.support.moto_table import Requests, store_table
 
 TABLE = "lunaflow"
-
-
-class Requests:
-    """The DynamoDB operations a client makes, in order."""
-
-    def __init__(self, client: Any) -> None:
-        self.ops: list[str] = []
-        client.meta.events.register("before-call.dynamodb", self._seen)
-
-    def _seen(self, model: Any, **_: Any) -> None:
-        self.ops.append(model.name)
+LARGE = "x" * RUN_SIGNAL_BYTES  # a signal with it is a numbering and then an item
 
 
 @pytest.fixture
@@ -57,10 +48,14 @@ def test_a_signal_is_one_numbering_write_and_its_record_with_no_read_before(dyna
     runs = Runs(DynamoDBStore(dynamodb, TABLE), FakeClock())
     runs.start("inbox", None, id="b1")
     seen = Requests(dynamodb)
+    # The first small one rides on its numbering (test_signal_on_run_item.py); later ones
+    # are the numbering and then an item.
     assert runs.signal("b1", "go", {"n": 1}, workflow="inbox") is True
-    assert seen.ops == ["UpdateItem", "PutItem"], seen.ops
-    [sig] = runs.store.pending_signals("b1")
-    assert (sig.name, sig.payload) == ("go", {"n": 1})
+    assert seen.ops == ["UpdateItem"], seen.ops
+    assert runs.signal("b1", "go", {"n": 2}, workflow="inbox") is True
+    assert seen.ops == ["UpdateItem", "UpdateItem", "PutItem"], seen.ops
+    sigs = runs.store.pending_signals("b1")
+    assert [(sig.id, sig.name, sig.payload) for sig in sigs] == [(1, "go", {"n": 1}), (2, "go", {"n": 2})]
 
 
 def test_a_signal_to_a_missing_run_is_refused_naming_it_and_writes_nothing(runs: Runs) -> None:
@@ -106,13 +101,15 @@ def test_a_park_that_has_not_seen_a_numbered_signal_leaves_its_wake_up() -> None
                 assert p.runtime.advance("race-1") == "done"
 
         store._db.meta.events.register("provide-client-params.dynamodb.PutItem", between)
-        p.platform.signal("race-1", "go", {"by": "ada"})  # its prompt is sent, then lost:
+        # Over RUN_SIGNAL_BYTES: two writes (a small first signal is one, with no between).
+        p.platform.signal("race-1", "go", {"by": "ada", "pad": LARGE})  # its prompt is sent, then lost:
         p.clients.sqs.purge_queue(QueueUrl=p.config.wake_queue_url)
         assert raced and p.get("race-1").status == "awaiting"
         assert [w[0] for w in store.wakeups()] == ["race-1"]  # the wake-up is kept
         p.advance("2m")  # the reconciler re-sends it
         run = p.get("race-1")
-        assert (run.status, run.result) == ("completed", {"got": {"by": "ada"}, "input": {"k": 1}})
+        got = {"got": {"by": "ada", "pad": LARGE}, "input": {"k": 1}}
+        assert (run.status, run.result) == ("completed", got)
 
 
 def test_a_number_whose_item_never_came_stops_holding_the_wake_up_after_a_minute() -> None:
@@ -133,7 +130,7 @@ def test_a_number_whose_item_never_came_stops_holding_the_wake_up_after_a_minute
 
         store._db.meta.events.register("provide-client-params.dynamodb.PutItem", die)
         with pytest.raises(ConnectionError):
-            p.platform.signal("hole-1", "go", {})
+            p.platform.signal("hole-1", "go", {"pad": LARGE})  # two writes (above)
         store._db.meta.events.unregister("provide-client-params.dynamodb.PutItem", die)
         assert [w[0] for w in store.wakeups()] == ["hole-1"]
         p.advance("1m")  # a re-sent wake within the minute: the park keeps the wake-up

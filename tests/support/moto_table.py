@@ -23,3 +23,14 @@ def store_table(name: str) -> Iterator[Any]:
         client = boto3.client("dynamodb", region_name=REGION)
         client.create_table(**table_definition(name))
         yield client
+
+
+class Requests:
+    """The DynamoDB operations a client makes, in order (botocore's retries not counted)."""
+
+    def __init__(self, client: Any) -> None:
+        self.ops: list[str] = []
+        client.meta.events.register("before-call.dynamodb", self._seen)
+
+    def _seen(self, model: Any, **_: Any) -> None:
+        self.ops.append(model.name)
