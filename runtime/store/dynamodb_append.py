@@ -66,6 +66,7 @@ from runtime.store.dynamodb_layout import (
     run_key,
     run_pk,
     run_signal,
+    run_signal_mine,
     sharded,
     status_partition,
     wake_up,
@@ -221,7 +222,9 @@ class Appends(Reads):
             created = conditional(self._db.put_item, **put)
         else:
             created = self._create_signalled(put, first, token, also)
-        if not created and not _mine(created, token):
+        # A retry of a put that committed finds the start's ``wid``, or (a summary since
+        # rewrote that) the signal record it carried, which no later write replaces.
+        if not created and not _mine(created, token) and run_signal_mine(created.item or {}, token) is None:
             self._drop(written, created.item)
             existing = self.get_run(run.id)
             if existing is None:

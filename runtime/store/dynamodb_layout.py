@@ -256,17 +256,18 @@ def _signal_sk(signal_id: int) -> str:
     return f"S#{signal_id:010d}"
 
 
-# A signal on the run item (layout 2). The first small signal a run in flight is sent rides
-# on the write that numbers it instead of an item of its own: 1 WRU less a signal and 1 less
-# at the run's expiry, and a load at that signal reads no second range. Only the first
+# A signal on the run item (layout 2). The first small signal a run is sent rides on the
+# write that numbers it instead of an item of its own: 1 WRU less a signal and 1 less at
+# the run's expiry, and a load at that signal reads no second range. Only the first
 # numbering that carries one sets it (``if_not_exists``), recording the number before its
 # own (RUN_SIGNAL_N), so whoever numbered earlier signals (older code, a larger signal) each
 # number has one home: the run item or its ``S#`` item. A consumed one stays (its wait.done
 # reads its payload there), and every run-item write costs the item's size in KB: a record
 # is at most about 150 bytes (RUN_SIGNAL_BYTES of name and payload), and a run item created
-# over RUN_SIGNAL_ROOM bytes (a long id, an input near the inline bound) is created with
-# ``NO_RUN_SIGNAL`` in its place, which no numbering replaces, so it stays under 1 KB
-# through its life (a park, a lease and a timer add about 330 bytes).
+# over RUN_SIGNAL_ROOM bytes (with a UUID id, an input over about 80 bytes of JSON) is
+# created with ``NO_RUN_SIGNAL`` in its place, which no numbering replaces: a record never
+# takes a run item over 1 KB (one created at RUN_SIGNAL_ROOM reaches about 985 bytes with a
+# record, a lease, a timer and a wake-up).
 RUN_SIGNAL = "sigr"
 RUN_SIGNAL_N = "sigr_n"
 RUN_SIGNAL_BYTES = 96
@@ -294,8 +295,9 @@ def run_signal_mine(run_item: Item, token: str) -> int | None:
 
 
 def run_signal_item(run_id: str, run_item: Item) -> Item | None:
-    """The run item's signal as its own item would hold it: a reader takes either alike. It
-    is pending at its arrival: only a run in flight takes one there (``add_signal``)."""
+    """The run item's signal as its own item would hold it: a reader takes either alike. Its
+    state is read as any signal's (set aside if the run has ended: an ended run never goes
+    on), so it is written as pending."""
     signal_id = run_signal_id(run_item)
     if signal_id is None:
         return None

@@ -1,6 +1,6 @@
 """Signals on the DynamoDB table: numbered on the run item (the backlog bound a condition of
 that same write), an item each in the run's partition (a large one's name and payload in
-S3) or, the first small one a run in flight is sent, on the run item with its number
+S3) or, the first small one a run is sent, on the run item with its number
 (``RUN_SIGNAL``); their state read from the journal rather than stored.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from runtime.core.bounds import MAX_SIGNAL_BACKLOG
-from runtime.core.journal import ENDED, Signal, Status
+from runtime.core.journal import ENDED, Signal
 from runtime.core.values import compact
 from runtime.errors import EngineBug, NoSuchRun, SignalBacklogFull
 from runtime.store.base import SignalRecord
@@ -103,10 +103,9 @@ class Signals(Reads):
         # and reads its number from the item, instead of taking a second one.
         token = _write_id()
         encoded = compact(payload)
-        # A small signal to a run in flight rides on its numbering (RUN_SIGNAL) if it is the
-        # first to: one write in all. The run's being in flight is that write's condition
-        # while the record could still be set (a signal an ended run is sent is set aside,
-        # and its item records that); the record carries the write's id too, so a retry
+        # A small signal rides on its numbering (RUN_SIGNAL) if it is the run's first to:
+        # one write in all. Its state is read as any signal's: set aside if the run has
+        # ended (an ended run never goes on). The record carries the write's id, so a retry
         # finds its own record even when another send numbered between its two attempts.
         record = run_signal(name, encoded, at, token)
         while True:
@@ -134,12 +133,7 @@ class Signals(Reads):
                 "(attribute_not_exists(sig_wid) OR sig_wid <> :wid)"
                 + ("" if workflow is None else " AND workflow = :wf")
                 + ("" if bound is None else " AND signal_seq < :cap")
-                + (
-                    f" AND NOT ({RUN_SIGNAL}.{WRITE_ID} = :wid)"
-                    f" AND (attribute_exists({RUN_SIGNAL}) OR NOT (#st IN (:completed, :cancelled)))"
-                    if on_run
-                    else ""
-                ),
+                + (f" AND NOT ({RUN_SIGNAL}.{WRITE_ID} = :wid)" if on_run else ""),
                 ExpressionAttributeValues={
                     ":one": n(1),
                     ":w": s(sharded(WAKE_PK, run_id)),
@@ -148,18 +142,8 @@ class Signals(Reads):
                     ":sat": n(int(at * 1000)),
                     **({} if workflow is None else {":wf": s(workflow)}),
                     **({} if bound is None else {":cap": n(consumed + bound)}),
-                    **(
-                        {
-                            ":rec": record,
-                            ":layout": n(LAYOUT),
-                            ":completed": s(Status.COMPLETED),
-                            ":cancelled": s(Status.CANCELLED),
-                        }
-                        if record is not None
-                        else {}
-                    ),
+                    **({} if record is None else {":rec": record, ":layout": n(LAYOUT)}),
                 },
-                **({"ExpressionAttributeNames": {"#st": "status"}} if on_run else {}),
                 ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
@@ -173,9 +157,6 @@ class Signals(Reads):
                 workflow is not None and text(numbered.item.get("workflow")) != workflow
             ):
                 raise NoSuchRun(run_id, workflow)
-            if record is not None and text(numbered.item.get("status")) in ENDED:
-                record, bound = None, None  # set aside: an item that says so, no bound
-                continue
             snap = self.load(run_id)
             if snap is None:
                 raise EngineBug(f"signal for missing run '{run_id}'")
@@ -190,11 +171,11 @@ class Signals(Reads):
                 raise SignalBacklogFull(run_id, bound)
             consumed = counted
         item = numbered["Attributes"]
+        live = item["status"]["S"] not in ENDED
         on_run_id = run_signal_mine(item, token)
         if on_run_id is not None:
-            return on_run_id, True  # on the run item, numbered while the run was in flight
+            return on_run_id, live  # on the run item: it goes with it, even at an expiry
         signal_id = whole(item["signal_seq"])
-        live = item["status"]["S"] not in ENDED
         written: list[str] = []
         record_item = self._signal_item(run_id, signal_id, name, payload, at, live, written)
         if "expires_ms" not in item:

@@ -140,14 +140,20 @@ def test_later_and_larger_signals_are_items_and_each_number_has_one_home(db: Any
     assert [e.data["payload"] for e in cold.journal if e.kind == Kind.WAIT_DONE] == [large, {"n": 2}]
 
 
-def test_a_signal_an_ended_run_is_sent_is_set_aside_in_an_item(db: Any) -> None:
+def test_a_signal_an_ended_run_is_sent_first_rides_too_and_reads_set_aside(db: Any) -> None:
+    """An ended run never goes on, so its state is read from the run being ended, as any
+    signal's: its first signal costs one write like a live run's (no condition on the
+    status, whose failure DynamoDB would bill before an item's write)."""
     store = DynamoDBStore(db, TABLE)
     start(store)
     complete(store)
+    seen = Requests(db)
     assert store.add_signal("r1", "go", {"late": True}, 3.0) == (1, False)
-    assert RUN_SIGNAL not in the_run_item(db, "r1")
-    assert signal_items(db, "r1") == ["S#0000000001"]
-    assert [(x.id, x.state) for x in store.signals("r1")] == [(1, "set_aside")]
+    assert seen.ops == ["UpdateItem"], seen.ops
+    assert RUN_SIGNAL in the_run_item(db, "r1") and signal_items(db, "r1") == []
+    assert [(x.id, x.state, x.payload) for x in store.signals("r1")] == [(1, "set_aside", {"late": True})]
+    snap = DynamoDBStore(db, TABLE).load("r1")
+    assert snap is not None and snap.signals == []
 
 
 def test_a_failed_run_takes_its_signal_on_the_run_item_and_keeps_it_pending(db: Any) -> None:
@@ -260,3 +266,37 @@ def test_a_run_item_created_without_room_for_one_takes_none_and_stays_under_1_kb
     assert item_bytes(item) < 1024
     snap = DynamoDBStore(db, TABLE).load("r1")
     assert snap is not None and [(x.id, x.payload) for x in snap.signals] == [(1, {"n": 1})]
+
+
+def test_a_retried_signal_with_start_finds_its_record_after_a_worker_rewrote_the_run_item(db: Any) -> None:
+    """A small signal-with-start is one put, no longer a transaction whose client token made
+    a retry idempotent. botocore retries a put whose answer was lost (after a 60 s read
+    timeout, time enough for the reconciler to wake the run and a worker to consume the
+    signal and rewrite the run item's ``wid``): the retry then found the run item without
+    its ``wid``, took the start for a join of an existing run, and sent the signal again.
+    The signal record, which no later write replaces, now says the put was its own."""
+    runs = Runs(DynamoDBStore(db, TABLE), FakeClock())
+    real = db.put_item
+    sent: list[int] = []
+
+    def lost_answer(**request: Any) -> Any:
+        if not sent and request["Item"]["sk"]["S"] == "K":
+            sent.append(1)
+            real(**request)  # commits; its answer is lost
+            worker = DynamoDBStore(db, TABLE)  # a worker consumes the signal and parks
+            snap = worker.load("sws")
+            assert snap is not None
+            length, [sig] = snap.run.journal_len, snap.signals
+            done = {"by": "signal", "signal": sig.name, "payload": sig.payload, "signal_id": sig.id}
+            wait_done = Entry(length + 1, Kind.WAIT_DONE, "await", done, 2.0)
+            worker.append("sws", length, [wait_done], update=RunUpdate(Status.AWAITING, "await"))
+        return real(**request)  # botocore sends it again
+
+    db.put_item = lost_answer
+    try:
+        runs.start("inbox", None, id="sws", signal="go", payload={"n": 1})
+    finally:
+        db.put_item = real
+    assert sent
+    assert whole(the_run_item(db, "sws")["signal_seq"]) == 1  # not sent again
+    assert runs.store.pending_signals("sws") == []
