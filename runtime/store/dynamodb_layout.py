@@ -272,7 +272,9 @@ RUN_SIGNAL = "sigr"
 RUN_SIGNAL_N = "sigr_n"
 RUN_SIGNAL_BYTES = 96
 RUN_SIGNAL_ROOM = 530
-NO_RUN_SIGNAL: Item = {"NULL": True}
+# An empty map, not a NULL: the numbering's condition reads ``sigr.wid``, and a path into
+# a map that lacks the key is plainly a missing attribute (its comparison false).
+NO_RUN_SIGNAL: Item = {"M": {}}
 
 
 def run_signal(name: str, encoded: str, at: float, token: str) -> Item | None:
@@ -285,7 +287,8 @@ def run_signal(name: str, encoded: str, at: float, token: str) -> Item | None:
 
 def run_signal_id(run_item: Item) -> int | None:
     """The number of the signal the run item holds, if it holds one."""
-    return whole(run_item.get(RUN_SIGNAL_N)) + 1 if "M" in run_item.get(RUN_SIGNAL, {}) else None
+    record = run_item.get(RUN_SIGNAL, {}).get("M", {})
+    return whole(run_item.get(RUN_SIGNAL_N)) + 1 if "name" in record else None
 
 
 def run_signal_mine(run_item: Item, token: str) -> int | None:

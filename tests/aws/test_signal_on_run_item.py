@@ -261,7 +261,7 @@ def test_a_run_item_created_without_room_for_one_takes_none_and_stays_under_1_kb
     assert item_bytes(created) > RUN_SIGNAL_ROOM and RUN_SIGNAL in created
     assert store.add_signal("r1", "go", {"n": 1}, 2.0) == (1, True)
     item = the_run_item(db, "r1")
-    assert "M" not in item[RUN_SIGNAL] and whole(item[LAYOUT_ATTR]) == 1
+    assert item[RUN_SIGNAL] == {"M": {}} and whole(item[LAYOUT_ATTR]) == 1
     assert signal_items(db, "r1") == ["S#0000000001"]
     assert item_bytes(item) < 1024
     snap = DynamoDBStore(db, TABLE).load("r1")
