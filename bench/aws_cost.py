@@ -70,7 +70,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -99,40 +98,9 @@ for _k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
     os.environ.setdefault(_k, "testing")
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 
+# --- item sizes (DynamoDB's rules: runtime.store.items, whose run-item room check uses them)
 
-# --- item sizes (DynamoDB's rules) ---------------------------------------------------------
-
-
-def _number_size(text: str) -> int:
-    digits = Decimal(text).normalize().as_tuple().digits
-    return 1 + math.ceil(max(1, len(digits)) / 2)
-
-
-def value_size(value: dict[str, Any]) -> int:
-    ((kind, v),) = value.items()
-    if kind == "S":
-        return len(v.encode("utf-8"))
-    if kind == "N":
-        return _number_size(v)
-    if kind == "B":
-        return len(v)
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind in ("SS",):
-        return sum(len(x.encode("utf-8")) for x in v)
-    if kind == "NS":
-        return sum(_number_size(x) for x in v)
-    if kind == "L":
-        return 3 + sum(1 + value_size(x) for x in v)
-    if kind == "M":
-        return 3 + sum(1 + len(k.encode("utf-8")) + value_size(x) for k, x in v.items())
-    raise ValueError(kind)
-
-
-def item_size(item: dict[str, Any] | None) -> int:
-    if not item:
-        return 0
-    return sum(len(name.encode("utf-8")) + value_size(v) for name, v in item.items())
+from runtime.store.items import item_bytes as item_size  # noqa: E402
 
 
 def kb_units(size: int) -> int:

@@ -24,6 +24,7 @@ from runtime.store.dynamodb_layout import (
     LAYOUT_ATTR,
     RUN_SIGNAL,
     RUN_SIGNAL_N,
+    RUN_SK,
     WAKE_PK,
     WRITE_ID,
     _consumed,
@@ -108,8 +109,8 @@ class Signals(Reads):
         # ended (an ended run never goes on). The record carries the write's id, so a retry
         # finds its own record even when another send numbered between its two attempts.
         record = run_signal(name, encoded, at, token)
+        on_run = record is not None
         while True:
-            on_run = record is not None
             numbered = conditional(
                 self._db.update_item,
                 TableName=self.table,
@@ -142,7 +143,7 @@ class Signals(Reads):
                     ":sat": n(int(at * 1000)),
                     **({} if workflow is None else {":wf": s(workflow)}),
                     **({} if bound is None else {":cap": n(consumed + bound)}),
-                    **({} if record is None else {":rec": record, ":layout": n(LAYOUT)}),
+                    **({":rec": record, ":layout": n(LAYOUT)} if on_run else {}),
                 },
                 ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -238,17 +239,20 @@ class Signals(Reads):
         consumed = _consumed(snap.journal or [])
         dropped = self._done.get(run_id, set()) - set(consumed)  # what the load found in sig_done
         ended = snap.run.status in ENDED
-        run_item = self._db.get_item(
-            TableName=self.table,
-            Key=run_key(run_id),
-            ProjectionExpression=f"{RUN_SIGNAL}, {RUN_SIGNAL_N}",
+        # The run item and the signal items in one range (``RUN_SK`` sorts before ``S#``):
+        # the first signal may be on the run item.
+        items: list[dict[str, Any]] = []
+        for item in self._query(
+            KeyConditionExpression="pk = :pk AND sk >= :run",
+            ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":run": s(RUN_SK)},
             ConsistentRead=True,
-        ).get("Item", {})
-        on_run = run_signal_item(run_id, run_item)
-        items = sorted(
-            [*self._partition(run_id, "S#"), *([] if on_run is None else [on_run])],
-            key=lambda i: i["sk"]["S"],
-        )
+        ):
+            if item["sk"]["S"] == RUN_SK:
+                on_run = run_signal_item(run_id, item)
+                items += [] if on_run is None else [on_run]
+            elif item["sk"]["S"].startswith("S#"):
+                items.append(item)
+        items.sort(key=lambda i: str(i["sk"]["S"]))
         return [self._signal_from(i, consumed, ended, dropped) for i in items]
 
     def signal_backlog(self, run_id: str) -> int:

@@ -8,6 +8,7 @@ for), and lets every other failure through.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
@@ -38,23 +39,39 @@ def text(attr: Mapping[str, Any] | None) -> str | None:
     return str(attr["S"]) if attr else None
 
 
-def item_bytes(item: Mapping[str, Any]) -> int:
-    """About what DynamoDB bills an item's size as: its attribute names and values (a number
-    counts as its digits, two a byte, plus one)."""
+def _number_bytes(text: str) -> int:
+    digits = Decimal(text).normalize().as_tuple().digits
+    return 1 + math.ceil(max(1, len(digits)) / 2)
 
-    def value(attr: Mapping[str, Any]) -> int:
-        kind, v = next(iter(attr.items()))
-        if kind == "S":
-            return len(str(v).encode("utf-8"))
-        if kind == "N":
-            return len(str(v).lstrip("-").replace(".", "")) // 2 + 2
-        if kind == "M":
-            return 3 + sum(len(k.encode("utf-8")) + 1 + value(x) for k, x in v.items())
-        if kind in ("L", "SS", "NS"):
-            return 3 + sum(1 + (value(x) if isinstance(x, Mapping) else len(str(x).encode())) for x in v)
-        return 1  # BOOL, NULL
 
-    return sum(len(k.encode("utf-8")) + value(v) for k, v in item.items())
+def _value_bytes(value: Mapping[str, Any]) -> int:
+    """An attribute value's size by DynamoDB's rules (a number: its significant digits, two
+    a byte, plus one)."""
+    ((kind, v),) = value.items()
+    if kind == "S":
+        return len(v.encode("utf-8"))
+    if kind == "N":
+        return _number_bytes(v)
+    if kind == "B":
+        return len(v)
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "SS":
+        return sum(len(x.encode("utf-8")) for x in v)
+    if kind == "NS":
+        return sum(_number_bytes(x) for x in v)
+    if kind == "L":
+        return 3 + sum(1 + _value_bytes(x) for x in v)
+    if kind == "M":
+        return 3 + sum(1 + len(k.encode("utf-8")) + _value_bytes(x) for k, x in v.items())
+    raise ValueError(kind)
+
+
+def item_bytes(item: Mapping[str, Any] | None) -> int:
+    """An item's size as DynamoDB bills it: its attribute names and values."""
+    if not item:
+        return 0
+    return sum(len(name.encode("utf-8")) + _value_bytes(v) for name, v in item.items())
 
 
 def error_code(e: ClientError) -> str:

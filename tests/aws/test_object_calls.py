@@ -25,6 +25,7 @@ from runtime.services import effects
 from runtime.services.base import ServiceError
 from runtime.testing import AwsPlatform
 from tests.services import PROJECTS, value
+from tests.support.moto_table import Requests
 from tests.support.retries import CutAfterCommit
 
 KEY = {"pk": {"S": "OBJ#Tally"}, "sk": {"S": "t"}}
@@ -33,21 +34,6 @@ KEY = {"pk": {"S": "OBJ#Tally"}, "sk": {"S": "t"}}
 @pytest.fixture
 def table(objects_table: Any) -> Any:
     return objects_table
-
-
-class Requests:
-    """The DynamoDB operations a client sends, in order (botocore's retries not counted)."""
-
-    def __init__(self, client: Any) -> None:
-        self.sent: list[str] = []
-        client.meta.events.register("before-call.dynamodb", self._sent)
-
-    def _sent(self, model: Any, **_: Any) -> None:
-        self.sent.append(model.name)
-
-    def take(self) -> list[str]:
-        out, self.sent = self.sent, []
-        return out
 
 
 class Method:

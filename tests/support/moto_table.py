@@ -34,3 +34,8 @@ class Requests:
 
     def _seen(self, model: Any, **_: Any) -> None:
         self.ops.append(model.name)
+
+    def take(self) -> list[str]:
+        """The operations made since the last take."""
+        out, self.ops = self.ops, []
+        return out
