@@ -100,6 +100,7 @@ os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 
 # --- item sizes (DynamoDB's rules: runtime.store.items, whose run-item room check uses them)
 
+from runtime.store.dynamodb import INDEXES, TTL_ATTRIBUTE  # noqa: E402
 from runtime.store.items import item_bytes as item_size  # noqa: E402
 
 
@@ -669,7 +670,29 @@ def _with_expiry(d: Deployment, usage: Usage) -> Usage:
     for c in d.meter.calls:
         if c.phase == "expiry" and c.side == "engine" and c.what != "query index timers":
             expired.add(c)
+    expired.gsi_wru += _ttl_index_deletes(d)
     return replace(usage, db=usage.db.plus(expired), expired=expired)
+
+
+def _ttl_index_deletes(d: Deployment) -> int:
+    """What DynamoDB's TTL deletes of the runs that expire by it (runtime/store/dynamodb_ttl.py):
+    no request and no table write unit (AWS: "without consuming write throughput"), and
+    each index entry the items carry, charged as an index write, as a delete of ours is. AWS
+    says only that TTL removes them from the indexes "just like other delete operations", so
+    that is the cautious reading. The items are deleted here, as TTL would."""
+    db = d.meter.admin  # unmetered: TTL's deletes are no requests of ours
+    table = d.worker.store.table
+    now = d.clock.now()
+    due = [
+        item
+        for page in db.get_paginator("scan").paginate(TableName=table)
+        for item in page["Items"]
+        if TTL_ATTRIBUTE in item and float(item[TTL_ATTRIBUTE]["N"]) <= now
+    ]
+    entries = sum(1 for item in due for pk, sk in INDEXES.values() if pk in item and sk in item)
+    for item in due:
+        db.delete_item(TableName=table, Key={"pk": item["pk"], "sk": item["sk"]})
+    return entries
 
 
 def _post(d: Deployment, phase: str, path: str, body: Any) -> None:

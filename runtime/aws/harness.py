@@ -31,6 +31,7 @@ from __future__ import annotations
 import base64
 import importlib
 import json
+import random
 import shutil
 import threading
 import uuid
@@ -73,6 +74,8 @@ from runtime.platform.standins import HttpFn, ObjectFn, ServiceFn, StandinServic
 from runtime.services import pgserver
 from runtime.services.base import Services
 from runtime.services.local import engine
+from runtime.store.dynamodb_layout import TTL_ATTRIBUTE
+from runtime.store.items import conditional
 
 DEPLOYMENT_FILE = "aws-deployment.json"  # in data_dir: which resources a reopened harness reaches
 MAX_ROUNDS = 10_000  # batches one settle delivers before it is taken for a loop
@@ -359,6 +362,7 @@ class AwsPlatform(Harness):
     def settle(self) -> None:
         if self._clock.now() - self._last_reconcile >= RECONCILE_MINUTES * 60:
             self.reconcile()
+            self.delete_expired_items()
         for _ in range(MAX_ROUNDS):
             done = self._due_schedules() + self.deliver(
                 self.config.wake_queue_url, self.config.wake_queue_arn, Handler.WORKER, self.worker_timeout_s
@@ -369,6 +373,41 @@ class AwsPlatform(Harness):
             if not done:
                 return
         raise EngineBug(f"the AWS harness did not settle after {MAX_ROUNDS} batches")
+
+    def delete_expired_items(self) -> int:
+        """DynamoDB's TTL, which moto does not play: delete the items whose ``expires_at``
+        has passed, in no order (as TTL does, a few at a time, whatever they belong to).
+        Returns how many."""
+        db = self.client("dynamodb")
+        now = {"N": repr(self._clock.now())}
+        expiring = {
+            "ExpressionAttributeNames": {"#ttl": TTL_ATTRIBUTE},
+            "ExpressionAttributeValues": {":now": now},
+        }
+        found: list[dict[str, Any]] = []
+        request: dict[str, Any] = {
+            "TableName": self.names.table,
+            "FilterExpression": "#ttl <= :now",
+            "ProjectionExpression": "pk, sk",
+            **expiring,
+        }
+        while True:
+            page = db.scan(**request)
+            found += page.get("Items", [])
+            if "LastEvaluatedKey" not in page:
+                break
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        random.Random(now["N"]).shuffle(found)
+        for item in found:
+            # TTL passes over an item whose expiry was moved or removed since it looked.
+            conditional(
+                db.delete_item,
+                TableName=self.names.table,
+                Key={"pk": item["pk"], "sk": item["sk"]},
+                ConditionExpression="#ttl <= :now",
+                **expiring,
+            )
+        return len(found)
 
     def _due_schedules(self) -> int:
         schedule_ms = self._next()["schedule_ms"]

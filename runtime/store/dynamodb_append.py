@@ -6,6 +6,7 @@ step (the rules are in ``runtime.store.dynamodb``'s docstring and docs/architect
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -54,6 +55,7 @@ from runtime.store.dynamodb_layout import (
     RUNNING_SINCE,
     STARTED_INLINE_BYTES,
     TIMER_PK,
+    TTL_ATTRIBUTE,
     WAKE_PK,
     WRITE_ID,
     _consumed,
@@ -73,7 +75,18 @@ from runtime.store.dynamodb_layout import (
 )
 from runtime.store.dynamodb_reads import Reads, refuse_newer
 from runtime.store.dynamodb_spill import _pointed
+from runtime.store.dynamodb_ttl import (
+    MIN_RETENTION_S,
+    PARTITION_READ,
+    START_ATTR,
+    Ttl,
+    expired,
+    start_of,
+    ttl_for,
+)
 from runtime.store.items import Lost, conditional, error_code, item_bytes, n, s, whole
+
+FIRST_APPENDED = _journal_sk(2)  # a run's first chunk, its input on the run item
 
 
 class Appends(Reads):
@@ -99,9 +112,12 @@ class Appends(Reads):
 
         def _wake_item(self, run_id: str) -> dict[str, Any]: ...
 
+        def _has_children(self, run_id: str) -> bool: ...
+
     # --- creating and appending --------------------------------------------------------
 
     journal_v2: bool = True  # new runs' chunks grow in place (runtime.store.dynamodb_chunks)
+    ttl_runs: bool = True  # runs that qualify expire by TTL (runtime.store.dynamodb_ttl)
 
     def _run_item(self, run: RunRecord) -> dict[str, Any]:
         created = _created_sk(run.created_at, run.id)
@@ -175,14 +191,18 @@ class Appends(Reads):
         started: Entry,
         signal: FirstSignal | None = None,
         also: Sequence[dict[str, Any]] = (),
+        *,
+        again: bool = False,
     ) -> tuple[RunRecord, bool]:
         """``also``: puts written in the run's transaction (a collection's items), each with
-        its own condition; one that fails raises ``AlsoRefused`` and nothing is written."""
+        its own condition; one that fails raises ``AlsoRefused`` and nothing is written.
+        ``again``: a second try, the run item it met having expired meanwhile."""
         # The run item is journal entry 1 as well while it is small (it carries
         # run.started's data, the input included), so a start is one write and chunks begin
         # at entry 2. A larger one is the first chunk, written in the run item's transaction
         # (each item's units twice, once) so every later write of the run item stays cheap.
         self._seeded.pop(run.id, None)  # another run's of this id, or this one's as it was
+        given = also  # a second try starts from what the caller gave
         item = self._run_item(run)
         written: list[str] = []
         text_ = compact({"workflow": started.name, "data": started.data, "at": started.at})
@@ -193,7 +213,10 @@ class Appends(Reads):
             item[FIRST if self.journal_v2 else "started"] = s(text_)
         elif self.journal_v2:
             element = self._element(run.id, [started], written)
-            first_chunk = new_chunk(self.table, run.id, [started], element, _write_id())["Item"]
+            created = item["created_sk"]["S"]
+            first_chunk = new_chunk(self.table, run.id, [started], element, _write_id(), None, created)[
+                "Item"
+            ]
             also = [*also, {"Item": first_chunk}]
             tip = after_append(tip, first_chunk["sk"]["S"], [started], element)
         else:
@@ -204,7 +227,11 @@ class Appends(Reads):
         put = {
             "TableName": self.table,
             "Item": item,
-            "ConditionExpression": "attribute_not_exists(pk)",  # the id is free
+            # The id is free: no run item, or one past its TTL expiry (deleted to its
+            # readers; what else it left carries its start: runtime.store.dynamodb_ttl).
+            "ConditionExpression": f"attribute_not_exists(pk) OR "
+            f"(attribute_exists({TTL_ATTRIBUTE}) AND expires_ms <= :now_ms)",
+            "ExpressionAttributeValues": {":now_ms": n(self.clock.now() * 1000)},
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
         first: dict[str, Any] | None = None
@@ -227,6 +254,8 @@ class Appends(Reads):
         if not created and not _mine(created, token) and run_signal_mine(created.item or {}, token) is None:
             self._drop(written, created.item)
             existing = self.get_run(run.id)
+            if existing is None and expired(created.item, self.clock.now()) and not again:
+                return self.create_run(run, started, signal, given, again=True)  # expired meanwhile
             if existing is None:
                 raise EngineBug(f"run '{run.id}' was refused as existing but cannot be read")
             return existing, False
@@ -322,9 +351,15 @@ class Appends(Reads):
         update = checked_update(run_id, expected_len, entries, update)
         slot = expected_len + 1
         tip = self._tip(run_id, expected_len)
+        ttl = self._ttl(run_id, tip, entries, update)
+        if ttl is None and tip.expires and not (entries and tip.v2 and extends(tip, entries)):
+            # An end gave the tip a TTL and its summary did not follow (a signal numbered
+            # meanwhile, a crash): the run goes on, or ends otherwise, so the chunk must not
+            # expire. An extension takes the TTL back in its own write.
+            tip = self._keep_untimed(run_id, tip)
         chunk_sk: str | None = None
         if entries and tip.v2:
-            chunk_sk = self._append_v2(run_id, tip, entries)
+            chunk_sk = self._append_v2(run_id, tip, entries, ttl)
         elif entries:
             chunk_written: list[str] = []
             chunk = self._chunk_put(run_id, entries, chunk_written)
@@ -340,7 +375,7 @@ class Appends(Reads):
         written: list[str] = []
         position = entries[-1].seq if entries else expected_len
         token = _write_id()
-        summary = self._summary(run_id, position, entries, chunk_sk, update, timer, written, token)
+        summary = self._summary(run_id, position, entries, chunk_sk, update, timer, written, token, ttl)
         # A child's end wakes its parent in the same transaction (twice the write units,
         # for child runs' ends only): no crash between the two can lose the parent's wake.
         woken = [] if update is None or update.wake is None else [{"Update": self._wake_item(update.wake)}]
@@ -367,6 +402,63 @@ class Appends(Reads):
         update_ = {**summary, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
         self._transact([{"ConditionCheck": check}, *woken, {"Update": update_}], run_id, slot, token, written)
 
+    def _ttl(self, run_id: str, tip: Tip, entries: Sequence[Entry], update: RunUpdate | None) -> Ttl | None:
+        """The TTL a completing run's end gives it (``runtime.store.dynamodb_ttl``), from a
+        consistent read of its partition; None: the sweep deletes it."""
+        if update is None or update.status != Status.COMPLETED or not tip.v2 or not self.ttl_runs:
+            return None
+        if self.retention_s is None or self.retention_s < MIN_RETENTION_S:
+            return None
+        if entries and not extends(tip, entries) and tip.sk is not None:
+            return None  # the end starts a chunk after another: a journal of two
+        end_chunk = tip.sk if not entries or extends(tip, entries) else None
+        if (end_chunk is None and not entries) or end_chunk not in (None, FIRST_APPENDED):
+            return None  # the journal's chunks did not begin at entry 2 (a large input, a
+            # generation continue_as_new began): more than one, or an unusual one, swept
+        texts = [update.current_step or "", update.error or ""]
+        spills = any(len(t.encode("utf-8")) > INLINE_TEXT_BYTES for t in texts) or (
+            bool(entries) and len(compact([_elided(e) for e in entries]).encode("utf-8")) > INLINE_CHUNK_BYTES
+        )
+        partition = self._db.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": s(run_pk(run_id))},
+            ConsistentRead=True,
+            Limit=PARTITION_READ,
+        )
+        if "LastEvaluatedKey" in partition:
+            return None  # more items than an end of two writes reaches
+        items, now = partition.get("Items", []), self.clock.now()
+        ttl = ttl_for(items, end_chunk, entries, spills, self.retention_s, now, self._rows)
+        chunk_ttl = next((whole(i.get(TTL_ATTRIBUTE)) for i in items if i["sk"]["S"] == end_chunk), 0)
+        if ttl is not None and not entries and chunk_ttl < ttl.at + MIN_RETENTION_S:
+            # A summary alone (the end's chunk written before, its summary lost): only a
+            # chunk that end gave a TTL well after this one's goes with the run item.
+            return None
+        # A child names its parent: a parent goes after its children (the sweep's rule). The
+        # engine journals a child before it starts it, so the journal says so first; the
+        # index (eventually consistent) covers a child the journal does not record.
+        return None if ttl is None or self._has_children(run_id) else ttl
+
+    def _keep_untimed(self, run_id: str, tip: Tip) -> Tip:
+        """Take back the TTL an end gave the tip chunk (a rare write: its end's summary
+        failed, and the run did not end as TTL's)."""
+        assert tip.sk is not None
+        conditional(
+            self._db.update_item,
+            TableName=self.table,
+            Key={"pk": s(run_pk(run_id)), "sk": s(tip.sk)},
+            UpdateExpression=f"REMOVE {TTL_ATTRIBUTE}",
+            # The chunk as read: of this start, at this entry (else another writer moved
+            # on, and the append's own condition answers).
+            ConditionExpression=f"{START_ATTR} = :start AND #last = :seen",
+            ExpressionAttributeNames={"#last": "last"},
+            ExpressionAttributeValues={":start": start_of(tip.created), ":seen": n(tip.last)},
+        )
+        untimed = replace(tip, expires=0)
+        self._keep_tip(run_id, untimed)
+        return untimed
+
     def _tip(self, run_id: str, expected_len: int) -> Tip:
         """The journal's tip at entry ``expected_len``: as this store last read or wrote it,
         else read (the run item and its last chunk). A v2 journal past that entry is a
@@ -392,29 +484,33 @@ class Appends(Reads):
         where, value = self._batch(run_id, entries, written)
         return batch_element(value, spilled=bool(where))
 
-    def _append_v2(self, run_id: str, tip: Tip, entries: Sequence[Entry]) -> str:
+    def _append_v2(self, run_id: str, tip: Tip, entries: Sequence[Entry], ttl: Ttl | None = None) -> str:
         """Append to a v2 journal (the rule: ``runtime.store.dynamodb_chunks``); the key of
-        the chunk that holds the entries now."""
+        the chunk that holds the entries now. ``ttl``: the chunk takes the run's expiry."""
         slot = tip.last + 1
         written: list[str] = []
         element = self._element(run_id, entries, written)
         token = _write_id()
         if extends(tip, entries):
             assert tip.sk is not None
-            request, chunk_sk = extension(self.table, run_id, tip, entries, element, token), tip.sk
+            more = None if ttl is None else ttl.chunk_parts()
+            request, chunk_sk = extension(self.table, run_id, tip, entries, element, token, more), tip.sk
         else:
             # A generation starts a chunk: an open tip is closed first, at the entry read.
             opened = tip.sk is not None and not tip.sealed
             if opened and not conditional(self._db.update_item, **seal(self.table, run_id, tip)):
                 self._drop(written, None)
                 raise JournalConflict(run_id, slot)
-            request = new_chunk(self.table, run_id, entries, element, token)
+            more_attrs = None if ttl is None else ttl.chunk_attrs()
+            request = new_chunk(self.table, run_id, entries, element, token, more_attrs, tip.created)
             chunk_sk = request["Item"]["sk"]["S"]
         done = self._put_chunk(run_id, request, published.latest(entries))
         if not done and not _mine(done, token):
             self._drop(written, done.item)
             raise JournalConflict(run_id, slot)
-        self._keep_tip(run_id, after_append(tip, chunk_sk, entries, element))
+        self._keep_tip(
+            run_id, after_append(tip, chunk_sk, entries, element, 0 if ttl is None else ttl.chunk_at)
+        )
         return chunk_sk
 
     def _summary(
@@ -427,9 +523,11 @@ class Appends(Reads):
         timer: TimerSet | None,
         written: list[str],
         token: str,
+        ttl: Ttl | None = None,
     ) -> dict[str, Any]:
         """The run item's update: status, current step, error and result (each text inline
-        or in S3), timer, lease and wake-up as the new status implies."""
+        or in S3), timer, lease and wake-up as the new status implies; ``ttl``: the run
+        expires by TTL, not filed for the sweep."""
         names: dict[str, str] = {"#st": "status"}
         values: dict[str, Any] = {
             ":completed": s(Status.COMPLETED),
@@ -497,7 +595,14 @@ class Appends(Reads):
             sets.append(wake_set)
             adds.append(wake_add)
             values.update(wake_values)
-        if ended and self.retention_s is not None:
+        if ttl is not None:
+            # Deleted by TTL (runtime.store.dynamodb_ttl): out of the timers index, and the
+            # write holds only while no signal was numbered since the end read the run.
+            sets += [f"{TTL_ATTRIBUTE} = :ttl_at", "expires_ms = :ttl_ms"]
+            values.update({":ttl_at": n(ttl.at), ":ttl_ms": n(ttl.at_ms), ":ttl_seq": n(ttl.signal_seq)})
+            condition += " AND signal_seq = :ttl_seq"
+            removes += ["timer_due", "timer_pk", "timer_sk"]
+        elif ended and self.retention_s is not None:
             # Filed to expire (runtime.store.dynamodb_expiry) in the index its timer leaves.
             expiry, expiry_values = expiry_parts(run_id, self.clock.now() + self.retention_s)
             sets.append(expiry)

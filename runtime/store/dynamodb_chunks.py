@@ -36,7 +36,16 @@ from typing import Any
 
 from runtime.core.journal import Entry, Kind
 from runtime.core.values import compact
-from runtime.store.dynamodb_layout import OLDER_CODE_REFUSED, REF, TAIL_BYTES, WRITE_ID, _journal_sk, run_pk
+from runtime.store.dynamodb_layout import (
+    OLDER_CODE_REFUSED,
+    REF,
+    TAIL_BYTES,
+    TTL_ATTRIBUTE,
+    WRITE_ID,
+    _journal_sk,
+    run_pk,
+)
+from runtime.store.dynamodb_ttl import START_ATTR, start_of
 from runtime.store.items import n, s, whole
 
 JOURNAL_V2 = "jv"  # on the run item: 2 for a journal whose chunks grow in place
@@ -66,6 +75,9 @@ class Tip:
     # Closed to extensions: its writer marked it so (in the data, not by this code's
     # SEAL_BYTES, so two releases with different sizes agree).
     sealed: bool = False
+    # The chunk's TTL (``expires_at``, epoch seconds; 0: none): a run's end gave it one
+    # (``runtime.store.dynamodb_ttl``), which any end without a TTL takes back.
+    expires: int = 0
 
 
 def journal_v2(run_item: dict[str, Any]) -> bool:
@@ -86,6 +98,7 @@ def tip_of(run_item: dict[str, Any], chunk: dict[str, Any] | None) -> Tip:
         whole(chunk.get("last")),
         whole(chunk.get("bytes")),
         SEALED in chunk,
+        whole(chunk.get(TTL_ATTRIBUTE)),
     )
 
 
@@ -114,9 +127,18 @@ def tail_of(entries: Sequence[Entry]) -> str | None:
 
 
 def new_chunk(
-    table: str, run_id: str, entries: Sequence[Entry], element: dict[str, str], token: str
+    table: str,
+    run_id: str,
+    entries: Sequence[Entry],
+    element: dict[str, str],
+    token: str,
+    more: dict[str, Any] | None = None,
+    start: str | None = None,
 ) -> dict[str, Any]:
-    """The put of a chunk starting at ``entries[0]``: its key must be free."""
+    """The put of a chunk starting at ``entries[0]``: its key must be free, or hold what an
+    earlier run of the id left. ``start``: the run's ``created_sk``, whose time the chunk
+    carries (``runtime.store.dynamodb_ttl``); ``more``: attributes it carries besides (a
+    TTL'd end's)."""
     sk, size = _journal_sk(entries[0].seq), len(element["S"].encode("utf-8"))
     item: dict[str, Any] = {
         "pk": s(run_pk(run_id)),
@@ -137,11 +159,26 @@ def new_chunk(
     tail = tail_of(entries)
     if tail is not None:
         item["tail"] = s(tail)
+    if start:
+        item[START_ATTR] = start_of(start)
+    item.update(more or {})
     return {
         "TableName": table,
         "Item": item,
-        "ConditionExpression": "attribute_not_exists(pk)",
+        **free_slot(start),
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def free_slot(start: str | None) -> dict[str, Any]:
+    """The condition that a chunk's key is free: no item, or one of another start of the run
+    (what a TTL'd run left, which its readers no longer see)."""
+    if not start:
+        return {"ConditionExpression": "attribute_not_exists(pk)"}
+    return {
+        "ConditionExpression": f"attribute_not_exists(pk) OR "
+        f"(attribute_exists({START_ATTR}) AND {START_ATTR} <> :start)",
+        "ExpressionAttributeValues": {":start": start_of(start)},
     }
 
 
@@ -152,9 +189,11 @@ def extension(
     entries: Sequence[Entry],
     element: dict[str, str],
     token: str,
+    more: tuple[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The update that appends ``entries`` to the tip: it holds while the tip's last entry
-    is the one the writer read and nobody sealed it."""
+    is the one the writer read and nobody sealed it. ``more``: a SET and its values the
+    write carries besides (a TTL'd end's)."""
     assert tip.sk is not None
     size = len(element["S"].encode("utf-8"))
     sets = [
@@ -174,6 +213,11 @@ def extension(
         sets.append(f"{SEALED} = :yes")
         values[":yes"] = n(1)
     removes: list[str] = []
+    if more is not None:
+        sets.append(more[0])
+        values.update(more[1])
+    elif tip.expires:
+        removes.append(TTL_ATTRIBUTE)  # the run did not end as TTL's after all
     tail = tail_of(entries)
     if tail is None:
         removes.append("tail")
@@ -225,16 +269,16 @@ def unchanged_check(table: str, run_id: str, tip: Tip) -> dict[str, Any]:
             "ExpressionAttributeNames": {"#last": "last"},
             "ExpressionAttributeValues": {":seen": n(tip.last)},
         }
-    return {
-        "TableName": table,
-        "Key": {"pk": s(run_pk(run_id)), "sk": s(_journal_sk(tip.last + 1))},
-        "ConditionExpression": "attribute_not_exists(pk)",
-    }
+    key = {"pk": s(run_pk(run_id)), "sk": s(_journal_sk(tip.last + 1))}
+    return {"TableName": table, "Key": key, **free_slot(tip.created)}
 
 
-def after_append(tip: Tip, chunk_sk: str, entries: Sequence[Entry], element: dict[str, str]) -> Tip:
-    """The tip once ``entries`` were appended in chunk ``chunk_sk``."""
+def after_append(
+    tip: Tip, chunk_sk: str, entries: Sequence[Entry], element: dict[str, str], expires: int = 0
+) -> Tip:
+    """The tip once ``entries`` were appended in chunk ``chunk_sk`` (with the TTL
+    ``expires``, or none)."""
     size = len(element["S"].encode("utf-8"))
     if chunk_sk == tip.sk:
         size += tip.size
-    return Tip(tip.v2, tip.created, chunk_sk, entries[-1].seq, size, closes(size, chunk_sk))
+    return Tip(tip.v2, tip.created, chunk_sk, entries[-1].seq, size, closes(size, chunk_sk), expires)

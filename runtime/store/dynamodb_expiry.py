@@ -10,8 +10,8 @@ and no sweep puts it off. Then it reads the partition consistently, deletes ever
 The run item goes last, so a run id never names a run item of one run beside items of
 another: a crash after the mark leaves the marked run item and its index entry, and the next
 sweep finishes (until then a reader may find the run with part of its journal gone).
-DynamoDB's own TTL is not used for runs: it deletes items in no order, and a run item gone
-before its chunks would let a new run of that id read the old journal.
+A run of one chunk and nothing else is not filed here: DynamoDB's TTL deletes it
+(``runtime.store.dynamodb_ttl``, which says how its readers stay safe with TTL's any order).
 """
 
 from __future__ import annotations

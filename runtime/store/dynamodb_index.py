@@ -38,6 +38,7 @@ from runtime.store.dynamodb_layout import (
     status_partition,
 )
 from runtime.store.dynamodb_reads import Reads
+from runtime.store.dynamodb_ttl import expired
 from runtime.store.items import num, s, text
 
 # Queries a list has under way at once: below botocore's pool of 10 connections a client
@@ -178,7 +179,9 @@ class Index(Reads):
 
     def _hydrate(self, ids: list[str]) -> list[RunRecord]:
         """The run items themselves, in the order given (the indexes carry no values)."""
-        found = {item["id"]["S"]: item for item in self._by_key([run_key(run_id) for run_id in ids])}
+        now = self.clock.now()  # a run past its TTL expiry is deleted to a list as well
+        keys = [run_key(run_id) for run_id in ids]
+        found = {item["id"]["S"]: item for item in self._by_key(keys) if not expired(item, now)}
         results = self._results([item for item in found.values() if "result_sk" in item])
         # Inputs too large for their run items are their first chunks: read them together.
         firsts = {

@@ -38,6 +38,7 @@ from runtime.store.dynamodb_layout import (
     run_signal_item,
 )
 from runtime.store.dynamodb_spill import Spill
+from runtime.store.dynamodb_ttl import expired, of_another_start, own
 from runtime.store.items import num, s, text, whole
 
 if TYPE_CHECKING:
@@ -309,11 +310,27 @@ class Reads(Spill):
         ).get("Items", [])
         run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
         chunk = next((i for i in items if i["sk"]["S"].startswith("J#")), None)
-        if run_item is not None and needed_layout(run_item) > LAYOUT:
+        if run_item is None or expired(run_item, self.clock.now()):
+            return None, None  # past its TTL expiry: deleted (runtime.store.dynamodb_ttl)
+        while chunk is not None and of_another_start(chunk, run_item):
+            chunk = self._chunk_below(run_id, chunk["sk"]["S"])  # an earlier run's leftover
+        if needed_layout(run_item) > LAYOUT:
             self._tips.pop(run_id, None)  # a newer lunaflow's run: an append reads it again, and refuses
         elif run_item is not None:
             self._keep_tip(run_id, tip_of(run_item, chunk))
         return run_item, chunk
+
+    def _chunk_below(self, run_id: str, sk: str) -> dict[str, Any] | None:
+        """The journal's chunk before ``sk``, if any."""
+        items = self._db.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :j AND :below",
+            ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":j": s("J#"), ":below": s(sk)},
+            ScanIndexForward=False,
+            Limit=2,
+            ConsistentRead=True,
+        ).get("Items", [])
+        return next((i for i in items if i["sk"]["S"] != sk), None)
 
     def child_state(self, run_id: str) -> RunRecord | None:
         """A child's run, for its parent to journal: a newer lunaflow's run is refused."""
@@ -460,12 +477,14 @@ class Reads(Spill):
         known = self._tips.get(run_id)
         if after and known is not None and known.v2 and known.sk is not None and known.sk < start:
             start = known.sk  # entries after ``after`` may have been added to that chunk
-        items = list(
+        # An earlier run of the id's items, and a run past its TTL expiry, are not there.
+        items = own(
             self._query(
                 KeyConditionExpression="pk = :pk AND sk BETWEEN :from AND :run",
                 ExpressionAttributeValues={":pk": pk, ":from": s(start), ":run": s(RUN_SK)},
                 ConsistentRead=True,
-            )
+            ),
+            self.clock.now(),
         )
         run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
         if run_item is None:
@@ -473,7 +492,7 @@ class Reads(Spill):
         refuse_newer(run_id, run_item)  # before reading anything a newer layout may have moved
         if after and journal_v2(run_item) and start == _journal_sk(after + 1):
             # Not known here which chunk holds entry ``after``: it may have grown past it.
-            items = self._holding(run_id, after) + items
+            items = own(self._holding(run_id, after), self.clock.now(), run_item) + items
         after_rows = after
         done = _ids(json.loads(run_item.get("sig_done", {}).get("S", "[]"))) | self._done.get(run_id, set())
         sent = whole(run_item.get("signal_seq"))
@@ -490,15 +509,20 @@ class Reads(Spill):
         if pending and len(pending) == sent - pending[0] + 1:
             # Pending ones are the newest (signals consumed in order): one range.
             if pending != [on_run]:
-                items += self._query(
-                    KeyConditionExpression="pk = :pk AND sk >= :from",
-                    ExpressionAttributeValues={":pk": pk, ":from": s(_signal_sk(pending[0]))},
-                    ConsistentRead=True,
+                items += own(
+                    self._query(
+                        KeyConditionExpression="pk = :pk AND sk >= :from",
+                        ExpressionAttributeValues={":pk": pk, ":from": s(_signal_sk(pending[0]))},
+                        ConsistentRead=True,
+                    ),
+                    self.clock.now(),
+                    run_item,
                 )
             wanted = sorted(cited - set(pending) - {on_run})
         else:
             wanted = sorted((cited | set(pending)) - {on_run})
-        items += self._by_key([{"pk": pk, "sk": s(_signal_sk(i))} for i in wanted])
+        keys = [{"pk": pk, "sk": s(_signal_sk(i))} for i in wanted]
+        items += own(self._by_key(keys), self.clock.now(), run_item)
         signal = run_signal_item(run_id, run_item)
         if signal is not None and (on_run in cited or on_run in pending):
             items.append(signal)

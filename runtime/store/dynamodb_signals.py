@@ -17,7 +17,7 @@ from runtime.core.journal import ENDED, Signal
 from runtime.core.values import compact
 from runtime.errors import EngineBug, NoSuchRun, SignalBacklogFull
 from runtime.store.base import SignalRecord
-from runtime.store.dynamodb_expiry import DELETING
+from runtime.store.dynamodb_expiry import DELETING, expiry_parts
 from runtime.store.dynamodb_layout import (
     INLINE_SIGNAL_BYTES,
     LAYOUT,
@@ -25,6 +25,7 @@ from runtime.store.dynamodb_layout import (
     RUN_SIGNAL,
     RUN_SIGNAL_N,
     RUN_SK,
+    TTL_ATTRIBUTE,
     WAKE_PK,
     WRITE_ID,
     _consumed,
@@ -38,6 +39,7 @@ from runtime.store.dynamodb_layout import (
     sharded,
 )
 from runtime.store.dynamodb_reads import Reads
+from runtime.store.dynamodb_ttl import START_ATTR, Ttl, expired, own, start_of
 from runtime.store.items import conditional, error_code, n, num, s, text, whole
 
 # A set-aside signal's item write, sent again when another write to the run item conflicts.
@@ -130,8 +132,9 @@ class Signals(Reads):
                 # The run's existence and workflow are conditions too: a sender reads nothing
                 # before this write (a missing run, or a handle of another workflow, is refused
                 # by it, and nothing is written).
-                ConditionExpression="attribute_exists(pk) AND "
-                "(attribute_not_exists(sig_wid) OR sig_wid <> :wid)"
+                # A run past its TTL expiry is deleted to its readers: no signal is numbered.
+                ConditionExpression=f"attribute_exists(pk) AND (attribute_not_exists({TTL_ATTRIBUTE}) "
+                "OR expires_ms > :now_ms) AND (attribute_not_exists(sig_wid) OR sig_wid <> :wid)"
                 + ("" if workflow is None else " AND workflow = :wf")
                 + ("" if bound is None else " AND signal_seq < :cap")
                 + (f" AND NOT ({RUN_SIGNAL}.{WRITE_ID} = :wid)" if on_run else ""),
@@ -141,6 +144,7 @@ class Signals(Reads):
                     ":at": s(f"{at:020.6f}"),
                     ":wid": s(token),
                     ":sat": n(int(at * 1000)),
+                    ":now_ms": n(self.clock.now() * 1000),
                     **({} if workflow is None else {":wf": s(workflow)}),
                     **({} if bound is None else {":cap": n(consumed + bound)}),
                     **({":rec": record, ":layout": n(LAYOUT)} if on_run else {}),
@@ -154,8 +158,10 @@ class Signals(Reads):
             if old is not None and (text(old.get("sig_wid")) == token or run_signal_mine(old, token)):
                 numbered = {"Attributes": old}  # our own numbering, committed
                 break
-            if numbered.item is None or (
-                workflow is not None and text(numbered.item.get("workflow")) != workflow
+            if (
+                numbered.item is None
+                or expired(numbered.item, self.clock.now())
+                or (workflow is not None and text(numbered.item.get("workflow")) != workflow)
             ):
                 raise NoSuchRun(run_id, workflow)
             snap = self.load(run_id)
@@ -179,6 +185,12 @@ class Signals(Reads):
         signal_id = whole(item["signal_seq"])
         written: list[str] = []
         record_item = self._signal_item(run_id, signal_id, name, payload, at, live, written)
+        record_item[START_ATTR] = start_of(str(item["created_sk"]["S"]))  # whose signal it is
+        if TTL_ATTRIBUTE in item:
+            # The run ended to be deleted by TTL: its signal goes with it, in any order, and
+            # is not read as a signal of a later run of the id (runtime.store.dynamodb_ttl).
+            ended_ttl = Ttl(whole(item[TTL_ATTRIBUTE]) * 1000, str(item["created_sk"]["S"]), 0)
+            record_item.update(ended_ttl.chunk_attrs())
         if "expires_ms" not in item:
             self._db.put_item(TableName=self.table, Item=record_item)
             return signal_id, live
@@ -186,15 +198,26 @@ class Signals(Reads):
         # is written only with the run item it was numbered on still there (the same start)
         # and not marked for deletion, or it would outlive its run and be read as a signal of
         # the next run of this id (runtime.store.dynamodb_expiry).
+        check: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": run_key(run_id),
+            "ConditionExpression": f"created_sk = :c AND attribute_not_exists({DELETING})",
+            "ExpressionAttributeValues": {":c": item["created_sk"]},
+        }
+        if TTL_ATTRIBUTE in item and written:
+            # Its payload is an S3 object, which TTL would not delete: the run goes back to
+            # the sweep (filed at its expiry, as an end without TTL files it).
+            expiry, values = expiry_parts(run_id, whole(item["expires_ms"]) / 1000)
+            check["UpdateExpression"] = f"SET {expiry} REMOVE {TTL_ATTRIBUTE}"
+            # Not once it has expired: it is deleted to its readers, and stays so.
+            check["ConditionExpression"] += " AND expires_ms > :now_ms"
+            check["ExpressionAttributeValues"] = {
+                **check["ExpressionAttributeValues"],
+                **values,
+                ":now_ms": n(self.clock.now() * 1000),
+            }
         request: list[Any] = [
-            {
-                "ConditionCheck": {
-                    "TableName": self.table,
-                    "Key": run_key(run_id),
-                    "ConditionExpression": f"created_sk = :c AND attribute_not_exists({DELETING})",
-                    "ExpressionAttributeValues": {":c": item["created_sk"]},
-                }
-            },
+            {"Update" if "UpdateExpression" in check else "ConditionCheck": check},
             {"Put": {"TableName": self.table, "Item": record_item}},
         ]
         for attempt in range(SIGNAL_ITEM_TRIES):
@@ -242,10 +265,13 @@ class Signals(Reads):
         # The run item and the signal items in one range (``RUN_SK`` sorts before ``S#``):
         # the first signal may be on the run item.
         items: list[dict[str, Any]] = []
-        for item in self._query(
-            KeyConditionExpression="pk = :pk AND sk >= :run",
-            ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":run": s(RUN_SK)},
-            ConsistentRead=True,
+        for item in own(
+            self._query(
+                KeyConditionExpression="pk = :pk AND sk >= :run",
+                ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":run": s(RUN_SK)},
+                ConsistentRead=True,
+            ),
+            self.clock.now(),
         ):
             if item["sk"]["S"] == RUN_SK:
                 on_run = run_signal_item(run_id, item)

@@ -37,6 +37,7 @@ def world() -> Iterator[tuple[DynamoDBStore, Any, FakeClock]]:
         clock = FakeClock(1_000.0)
         store = DynamoDBStore(db, "t", clock=clock, blobs=Blobs(s3, BUCKET))
         store.retention_s = DAY
+        store.ttl_runs = False  # the sweep's own rules: runs TTL deletes are test_ttl_expiry's
         yield store, s3, clock
 
 

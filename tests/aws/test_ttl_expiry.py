@@ -1,0 +1,510 @@
+"""Runs that DynamoDB's TTL deletes (runtime/store/dynamodb_ttl.py): a run whose partition at
+its end is its run item and one chunk gets ``expires_at`` from the end's own two writes and
+is never filed for the sweep; every other run is swept as before. TTL deletes in any order
+and late, so readers take a run item past its expiry as deleted, and drop what an earlier
+run of the id left: each order of deletion is played here, as moto does not play TTL."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from runtime.core.clock import FakeClock
+from runtime.core.journal import Entry, Kind, Status
+from runtime.errors import JournalConflict, NoSuchRun
+from runtime.store.base import RunRecord, RunUpdate
+from runtime.store.dynamodb import TTL_ATTRIBUTE, DynamoDBStore, run_key, run_pk
+from runtime.store.dynamodb_ttl import CHUNK_SLACK_S, START_ATTR, start_of
+from tests.support.moto_table import Requests, store_table
+
+DAY = 86_400.0
+RETENTION_PROJECT = Path(__file__).resolve().parents[1] / "projects" / "retention"
+
+
+@pytest.fixture
+def store() -> Iterator[DynamoDBStore]:
+    with store_table("t") as db:
+        store = DynamoDBStore(db, "t", clock=FakeClock(1_000.5))
+        store.retention_s = 2 * DAY
+        yield store
+
+
+def later(store: DynamoDBStore, seconds: float) -> None:
+    cast(FakeClock, store.clock).advance(seconds)
+
+
+def start(store: DynamoDBStore, run_id: str = "r1", value: str = "a") -> None:
+    at = store.clock.now()
+    record = RunRecord(run_id, "wf", Status.RUNNING, {"v": value}, created_at=at, updated_at=at)
+    store.create_run(record, Entry(1, Kind.STARTED, "wf", {"format": 1, "input": {"v": value}}, at))
+
+
+def finish(store: DynamoDBStore, run_id: str = "r1", result: Any = "done", *, steps: int = 1) -> None:
+    """A step per ``steps`` (intent and result), then the end."""
+    at, seq = store.clock.now(), 1
+    for i in range(steps):
+        store.append(
+            run_id,
+            seq,
+            [Entry(seq + 1, Kind.STEP_INTENT, f"s{i}", {"pass": 1, "attempt": 1}, at)],
+            update=RunUpdate(Status.RUNNING, f"s{i}"),
+        )
+        store.append(
+            run_id, seq + 1, [Entry(seq + 2, Kind.STEP_RESULT, f"s{i}", {"n": 1, "values": [i]}, at)]
+        )
+        seq += 2
+    store.append(
+        run_id,
+        seq,
+        [Entry(seq + 1, Kind.COMPLETED, None, {"result": result}, at)],
+        update=RunUpdate(Status.COMPLETED, None, result=result),
+    )
+
+
+def items(store: DynamoDBStore, run_id: str = "r1") -> dict[str, dict[str, Any]]:
+    found = store._db.query(
+        TableName=store.table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": run_pk(run_id)}},
+        ConsistentRead=True,
+    )["Items"]
+    return {i["sk"]["S"]: i for i in found}
+
+
+def ttl_deletes(store: DynamoDBStore, keep: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
+    """DynamoDB's TTL: delete the expired items of every run (but the sort keys in ``keep``),
+    in a random order."""
+    now = store.clock.now()
+    gone = [
+        (i["pk"], i["sk"])
+        for i in store._db.scan(TableName="t")["Items"]
+        if TTL_ATTRIBUTE in i and float(i[TTL_ATTRIBUTE]["N"]) <= now and i["sk"]["S"] not in keep
+    ]
+    random.shuffle(gone)
+    for pk, sk in gone:
+        store._db.delete_item(TableName="t", Key={"pk": pk, "sk": sk})
+    return [sk["S"] for _, sk in gone]
+
+
+def test_a_run_of_one_chunk_gets_its_expiry_from_its_end_and_is_never_filed_for_the_sweep(
+    store: DynamoDBStore,
+) -> None:
+    start(store)
+    requests = Requests(store._db)
+    finish(store)
+    ops = requests.take()
+    end = ops[ops.index("Query") :]  # the end: its reads, then its chunk and its summary
+    assert [op for op in end if op != "Query"] == ["UpdateItem", "UpdateItem"]
+    run_item, chunk = items(store)["K"], items(store)["J#0000000002"]
+    expiry = 1_000.5 + 2 * DAY
+    assert int(run_item[TTL_ATTRIBUTE]["N"]) == int(expiry) + 1  # whole seconds, never early
+    assert int(run_item["expires_ms"]["N"]) == int(expiry * 1000)
+    assert "timer_pk" not in run_item and "timer_sk" not in run_item  # no sweep entry
+    assert int(chunk[TTL_ATTRIBUTE]["N"]) == int(expiry) + 1 + int(CHUNK_SLACK_S)
+    assert chunk[START_ATTR] == start_of(run_item["created_sk"]["S"]) == {"N": "1000.500000"}
+    assert store.get_run("r1").expires_at == pytest.approx(expiry)  # type: ignore[union-attr]
+    later(store, 2 * DAY + 10)
+    requests.take()
+    assert store.expire(store.clock.now()) == []
+    assert "DeleteItem" not in requests.take() and set(items(store)) == {"K", "J#0000000002"}
+
+
+def test_a_run_past_its_expiry_reads_as_deleted_before_ttl_deletes_it(store: DynamoDBStore) -> None:
+    start(store)
+    finish(store)
+    later(store, 2 * DAY - 1)
+    assert store.get_run("r1") is not None and len(store.journal("r1")) == 4
+    later(store, 2)
+    assert store.get_run("r1") is None
+    assert store.load("r1") is None and store.journal("r1") == []
+    assert store.signals("r1") == []
+    assert "r1" not in [r.id for r in store.list_runs()]
+    assert "r1" not in [r.id for r in store.list_runs(status=Status.COMPLETED)]
+    with pytest.raises(NoSuchRun):
+        store.add_signal("r1", "go", 1, store.clock.now())
+    assert "sigr" not in items(store)["K"] or "name" not in items(store)["K"]["sigr"]["M"]
+
+
+@pytest.mark.parametrize("left", ["nothing deleted", "run item only", "chunk only", "all"])
+def test_a_new_run_of_the_id_never_reads_what_the_old_one_left_in_any_order_of_deletion(
+    store: DynamoDBStore, left: str
+) -> None:
+    start(store, value="old")
+    finish(store, result="old", steps=2)
+    store.add_signal("r1", "late", "z" * 500, store.clock.now())  # set aside: an item of its own
+    assert TTL_ATTRIBUTE in items(store)["S#0000000001"] and START_ATTR in items(store)["S#0000000001"]
+    later(store, 2 * DAY + CHUNK_SLACK_S + 10)
+    keep = {
+        "nothing deleted": {"K", "J#0000000002", "S#0000000001"},
+        "run item only": {"J#0000000002", "S#0000000001"},
+        "chunk only": {"K", "S#0000000001"},
+        "all": set(),
+    }[left]
+    ttl_deletes(store, keep)
+    later(store, 1)
+    start(store, value="new")
+    assert store.journal("r1")[0].data["input"] == {"v": "new"} and len(store.journal("r1")) == 1
+    assert store.signals("r1") == [] and store.pending_signals("r1") == []
+    finish(store, result="new")
+    assert [e.kind for e in store.journal("r1")] == [
+        Kind.STARTED,
+        Kind.STEP_INTENT,
+        Kind.STEP_RESULT,
+        Kind.COMPLETED,
+    ]
+    assert store.get_run("r1").result == "new"  # type: ignore[union-attr]
+    store.add_signal("r1", "first", "y" * 500, store.clock.now())
+    assert [x.name for x in store.signals("r1")] == ["first"]
+
+
+def test_a_start_over_a_run_item_past_its_expiry_makes_a_new_run(store: DynamoDBStore) -> None:
+    start(store, value="old")
+    finish(store, result="old")
+    again = RunRecord("r1", "wf", Status.RUNNING, {"v": "x"}, created_at=2_000.0, updated_at=2_000.0)
+    joined, created = store.create_run(
+        again, Entry(1, Kind.STARTED, "wf", {"format": 1, "input": {}}, 2_000.0)
+    )
+    assert not created and joined.result == "old"  # kept: the start joins it
+    later(store, 2 * DAY + 1)
+    start(store, value="new")
+    assert store.get_run("r1").input == {"v": "new"}  # type: ignore[union-attr]
+    assert TTL_ATTRIBUTE not in items(store)["K"]
+
+
+def journal_of_two_chunks(store: DynamoDBStore) -> None:
+    finish(store, steps=12)
+
+
+def large_signal(store: DynamoDBStore) -> None:
+    store.add_signal("r1", "go", "y" * 500, store.clock.now())
+    finish(store)
+
+
+def published_value(store: DynamoDBStore) -> None:
+    store.append("r1", 1, [Entry(2, Kind.VALUE_SET, "stage", {"value": "paid"}, store.clock.now())])
+    at = store.clock.now()
+    store.append(
+        "r1",
+        2,
+        [Entry(3, Kind.COMPLETED, None, {"result": 1}, at)],
+        update=RunUpdate(Status.COMPLETED, None, result=1),
+    )
+
+
+def a_child(store: DynamoDBStore) -> None:
+    at = store.clock.now()
+    child = RunRecord("r1-c", "wf", Status.RUNNING, {}, parent_id="r1", created_at=at, updated_at=at)
+    store.create_run(child, Entry(1, Kind.STARTED, "wf", {"format": 1, "input": {}}, at))
+    finish(store)
+
+
+def short_retention(store: DynamoDBStore) -> None:
+    store.retention_s = 3_600.0
+    finish(store)
+
+
+@pytest.mark.parametrize(
+    "case", [journal_of_two_chunks, large_signal, published_value, a_child, short_retention]
+)
+def test_a_run_with_more_than_its_run_item_and_one_chunk_is_swept(store: DynamoDBStore, case: Any) -> None:
+    start(store)
+    case(store)
+    run_item = items(store)["K"]
+    assert TTL_ATTRIBUTE not in run_item
+    assert run_item["timer_pk"]["S"].startswith("#EXPIRE")
+    assert not any(TTL_ATTRIBUTE in i for i in items(store).values())
+
+
+def test_a_signal_numbered_but_not_yet_written_at_the_end_makes_the_run_swept(store: DynamoDBStore) -> None:
+    """A sender between its two writes (the number on the run item, then its item): the run
+    item says one more signal than the partition holds, so the item that will come would
+    outlive a TTL'd run."""
+    start(store)
+    store._db.update_item(
+        TableName="t",
+        Key=run_key("r1"),
+        UpdateExpression="ADD signal_seq :one",
+        ExpressionAttributeValues={":one": {"N": "1"}},
+    )
+    finish(store)
+    assert TTL_ATTRIBUTE not in items(store)["K"]
+
+
+def test_a_signal_numbered_between_the_ends_read_and_its_summary_fails_the_summary(
+    store: DynamoDBStore,
+) -> None:
+    """The end read the run with no signal; one is numbered before its summary: the summary
+    loses (the engine then loads the run again and ends it with what it finds)."""
+    start(store)
+    store.append(
+        "r1",
+        1,
+        [Entry(2, Kind.STEP_INTENT, "s", {"pass": 1, "attempt": 1}, store.clock.now())],
+        update=RunUpdate(Status.RUNNING, "s"),
+    )
+    sent: list[int] = []
+
+    def between(model: Any, params: dict[str, Any], **_: Any) -> None:
+        # The end's first write (its chunk) comes after its read of the partition.
+        if armed and not sent:
+            sent.append(1)
+            store._db.update_item(
+                TableName="t",
+                Key=run_key("r1"),
+                UpdateExpression="ADD signal_seq :one",
+                ExpressionAttributeValues={":one": {"N": "1"}},
+            )
+
+    armed = True
+    store._db.meta.events.register("before-call.dynamodb.UpdateItem", between)
+    at = store.clock.now()
+    with pytest.raises(JournalConflict):
+        store.append(
+            "r1",
+            2,
+            [Entry(3, Kind.COMPLETED, None, {"result": 1}, at)],
+            update=RunUpdate(Status.COMPLETED, None, result=1),
+        )
+    assert sent and items(store)["K"]["status"]["S"] == Status.RUNNING
+    assert TTL_ATTRIBUTE not in items(store)["K"]
+    # Its replay writes the summary again: now swept, its chunk's TTL a week past the sweep.
+    store.append("r1", 3, [], update=RunUpdate(Status.COMPLETED, None, result=1))
+    run_item = items(store)["K"]
+    assert run_item["status"]["S"] == Status.COMPLETED and TTL_ATTRIBUTE not in run_item
+    assert run_item["timer_pk"]["S"].startswith("#EXPIRE")
+    later(store, 2 * DAY + 1)
+    assert store.expire(store.clock.now()) == ["r1"] and items(store) == {}
+
+
+def test_a_signal_to_a_ttl_run_after_its_end_goes_with_it(store: DynamoDBStore) -> None:
+    start(store)
+    finish(store)
+    store.add_signal("r1", "small", 1, store.clock.now())  # on the run item
+    store.add_signal("r1", "large", "y" * 500, store.clock.now())  # an item, with the run's TTL
+    run_item, signal = items(store)["K"], items(store)["S#0000000002"]
+    assert int(signal[TTL_ATTRIBUTE]["N"]) == int(run_item[TTL_ATTRIBUTE]["N"]) + int(CHUNK_SLACK_S)
+    assert signal[START_ATTR] == start_of(run_item["created_sk"]["S"])
+    assert [(x.name, x.state) for x in store.signals("r1")] == [
+        ("small", "set_aside"),
+        ("large", "set_aside"),
+    ]
+
+
+def test_on_the_aws_path_ttl_deletes_the_run_whole_and_its_id_starts_anew(tmp_path: Any) -> None:
+    """End to end (``AwsPlatform``, which plays TTL at each reconcile): the run expires, its
+    items go in a random order, and the id starts a new run that reads nothing of the old."""
+    from runtime.aws.harness import AwsPlatform
+
+    with AwsPlatform(RETENTION_PROJECT, data_dir=tmp_path) as p:
+        first = p.start("greet", {"name": "ada"}, id="g-1")
+        assert first.result == {"hello": "ada", "run": 1}
+        store = p.runtime.store
+        table = items(store, "g-1")
+        assert set(table) == {"K", "J#0000000002"} and all(TTL_ATTRIBUTE in i for i in table.values())
+        p.advance("50h")  # past the 2 days; the reconcile that follows plays TTL
+        left = items(store, "g-1")  # the chunk's TTL is a week later than the run item's
+        assert set(left) == {"J#0000000002"} and left["J#0000000002"][START_ATTR] == start_of(
+            table["K"]["created_sk"]["S"]
+        )
+        with pytest.raises(NoSuchRun):
+            p.get("g-1")
+        again = p.start("greet", {"name": "bob"}, id="g-1")
+        assert again.result == {"hello": "bob", "run": 2}
+        assert len(p.journal("g-1")) == 4
+        assert items(store, "g-1")["J#0000000002"][START_ATTR] != start_of(table["K"]["created_sk"]["S"])
+        p.advance("60d")  # the new run's retention and its chunk's week: all gone
+        assert items(store, "g-1") == {}
+
+
+def lose_the_end_to_a_signal(store: DynamoDBStore) -> None:
+    """A run at a step's result whose TTL'd end writes its chunk and then loses its summary
+    to a signal numbered in between (its item not yet written)."""
+    start(store)
+    at = store.clock.now()
+    store.append(
+        "r1",
+        1,
+        [Entry(2, Kind.STEP_INTENT, "s", {"pass": 1, "attempt": 1}, at)],
+        update=RunUpdate(Status.RUNNING, "s"),
+    )
+    store.append("r1", 2, [Entry(3, Kind.STEP_RESULT, "s", {"n": 1, "values": [1]}, at)])
+    fired: list[int] = []
+
+    def between(params: dict[str, Any], **_: Any) -> None:
+        if not fired and params.get("Key", {}).get("sk", {}).get("S") == "J#0000000002":
+            fired.append(1)
+            store._db.update_item(
+                TableName="t",
+                Key=run_key("r1"),
+                UpdateExpression="ADD signal_seq :one",
+                ExpressionAttributeValues={":one": {"N": "1"}},
+            )
+
+    store._db.meta.events.register("before-parameter-build.dynamodb.UpdateItem", between, unique_id="between")
+    with pytest.raises(JournalConflict):
+        store.append(
+            "r1",
+            3,
+            [Entry(4, Kind.COMPLETED, None, {"result": 1}, at)],
+            update=RunUpdate(Status.COMPLETED, None, result=1),
+        )
+    store._db.meta.events.unregister("before-parameter-build.dynamodb.UpdateItem", unique_id="between")
+    assert TTL_ATTRIBUTE in items(store)["J#0000000002"]
+
+
+@pytest.mark.parametrize("how", ["an entry of its own (timed out)", "no entry (a failure)"])
+def test_a_run_whose_ttl_end_lost_its_summary_and_then_fails_keeps_its_journal(
+    store: DynamoDBStore, how: str
+) -> None:
+    """The run does not end as TTL's after all (here it fails, and a failed run is kept for
+    its resume): the chunk's TTL is taken back, so its journal outlives the chunk's week."""
+    lose_the_end_to_a_signal(store)
+    at = store.clock.now()
+    if how.startswith("an entry"):
+        store.append(
+            "r1",
+            4,
+            [Entry(5, Kind.TIMED_OUT, None, {"after": "1h"}, at)],
+            update=RunUpdate(Status.FAILED, None, error="timed out"),
+        )
+    else:
+        store.append("r1", 4, [], update=RunUpdate(Status.FAILED, None, error="not declared"))
+    chunk = items(store)["J#0000000002"]
+    assert TTL_ATTRIBUTE not in chunk and START_ATTR in chunk  # its start is never taken back
+    later(store, 2 * DAY + CHUNK_SLACK_S + 10)
+    ttl_deletes(store)
+    run = store.get_run("r1")
+    assert run is not None and run.status == Status.FAILED
+    assert len(store.journal("r1")) == (5 if how.startswith("an entry") else 4)
+
+
+def test_a_summary_alone_gives_no_ttl_when_the_ends_chunk_has_none(store: DynamoDBStore) -> None:
+    """The end's chunk was written without a TTL (the run did not qualify then, or older
+    code wrote it) and the summary was lost; the replay's summary, which would qualify now,
+    leaves the run to the sweep: a TTL'd run item beside a chunk without one would leave the
+    chunk for a later run of the id."""
+    start(store)
+    store.ttl_runs = False
+
+    class Crash(Exception):
+        pass
+
+    def crash(params: dict[str, Any], **_: Any) -> None:
+        if params.get("Key", {}).get("sk", {}).get("S") == "K" and "summary_at" in params.get(
+            "UpdateExpression", ""
+        ):
+            raise Crash()
+
+    store._db.meta.events.register("before-parameter-build.dynamodb.UpdateItem", crash, unique_id="crash")
+    with pytest.raises(Crash):
+        finish(store, steps=0)
+    store._db.meta.events.unregister("before-parameter-build.dynamodb.UpdateItem", unique_id="crash")
+    store.ttl_runs = True
+    store._tips.clear()  # a new process: the replay reads the run
+    store.append("r1", 2, [], update=RunUpdate(Status.COMPLETED, None, result="done"))
+    run_item = items(store)["K"]
+    assert run_item["status"]["S"] == Status.COMPLETED and TTL_ATTRIBUTE not in run_item
+    assert run_item["timer_pk"]["S"].startswith("#EXPIRE")
+    later(store, 2 * DAY + 1)
+    assert store.expire(store.clock.now()) == ["r1"] and items(store) == {}
+
+
+def test_the_expiry_is_one_instant_for_reads_starts_and_signals(store: DynamoDBStore) -> None:
+    """TTL's whole seconds round the expiry up; every rule reads it to the millisecond."""
+    start(store)
+    finish(store)
+    run_item = items(store)["K"]
+    at_ms = int(run_item["expires_ms"]["N"])
+    assert int(run_item[TTL_ATTRIBUTE]["N"]) * 1000 > at_ms  # a window between the two
+    later(store, at_ms / 1000 - store.clock.now() - 0.001)
+    assert store.get_run("r1") is not None
+    later(store, 0.2)  # past expires_ms, before expires_at
+    assert store.get_run("r1") is None
+    with pytest.raises(NoSuchRun):
+        store.add_signal("r1", "ghost", 1, store.clock.now())
+    start(store, value="new")
+    assert store.get_run("r1").input == {"v": "new"}  # type: ignore[union-attr]
+
+
+def test_a_late_signal_with_an_s3_payload_sends_the_run_back_to_the_sweep() -> None:
+    """TTL would delete the signal's item and leave its S3 object: the run is filed for the
+    sweep in the signal's own transaction, and the sweep deletes both."""
+    import boto3
+
+    from runtime.store.blobs import Blobs
+
+    with store_table("t") as db:
+        s3 = boto3.client("s3", region_name="eu-west-1")
+        s3.create_bucket(Bucket="values", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        st = DynamoDBStore(db, "t", clock=FakeClock(1_000.5), blobs=Blobs(s3, "values"))
+        st.retention_s = 2 * DAY
+        start(st)
+        finish(st)
+        assert TTL_ATTRIBUTE in items(st)["K"]
+        st.add_signal("r1", "big", "x" * (330 * 1024), st.clock.now())
+        run_item = items(st)["K"]
+        assert TTL_ATTRIBUTE not in run_item and run_item["timer_pk"]["S"].startswith("#EXPIRE")
+        assert st.get_run("r1").expires_at == pytest.approx(1_000.5 + 2 * DAY)  # type: ignore[union-attr]
+        later(st, 2 * DAY + 10)
+        assert st.expire(st.clock.now()) == ["r1"] and items(st) == {}
+        assert s3.list_objects_v2(Bucket="values").get("Contents", []) == []
+
+
+def test_signal_items_older_code_left_without_a_start_are_no_signals_of_a_new_run(
+    store: DynamoDBStore,
+) -> None:
+    """Older code (a rollback, a deploy switching over) writes a TTL'd run's late signal
+    without its start: an item past the run's count of signals, or at the number of the
+    signal on the run item, is no signal of the new run of the id."""
+    start(store)
+    for signal_id in (1, 5):
+        store._db.put_item(
+            TableName="t",
+            Item={
+                "pk": {"S": run_pk("r1")},
+                "sk": {"S": f"S#{signal_id:010d}"},
+                "signal_id": {"N": str(signal_id)},
+                "run_id": {"S": "r1"},
+                "at": {"N": "1"},
+                "state": {"S": "set_aside"},
+                "name": {"S": "old"},
+                "payload": {"S": "1"},
+            },
+        )
+    assert store.signals("r1") == [] and store.pending_signals("r1") == []
+    store.add_signal("r1", "new", 2, store.clock.now())  # rides on the run item, number 1
+    assert [(x.id, x.name) for x in store.signals("r1")] == [(1, "new")]
+    assert [(x.id, x.name) for x in store.pending_signals("r1")] == [(1, "new")]
+
+
+def test_a_chunk_a_racing_writer_left_without_its_ttl_is_still_no_part_of_a_new_run(
+    store: DynamoDBStore,
+) -> None:
+    """A writer that appended between a TTL'd end's chunk and its summary (a cancel) takes
+    the chunk's TTL back while the run item keeps its own: the chunk outlives the run (its
+    storage), but it carries its start, so a new run of the id writes over it and never
+    reads it."""
+    start(store, value="old")
+    finish(store, result="old")
+    store._db.update_item(
+        TableName="t",
+        Key={"pk": {"S": run_pk("r1")}, "sk": {"S": "J#0000000002"}},
+        UpdateExpression=f"REMOVE {TTL_ATTRIBUTE}",
+    )
+    later(store, 2 * DAY + CHUNK_SLACK_S + 10)
+    ttl_deletes(store)
+    assert set(items(store)) == {"J#0000000002"}
+    start(store, value="new")
+    assert [e.kind for e in store.journal("r1")] == [Kind.STARTED]
+    finish(store, result="new")
+    assert store.get_run("r1").result == "new"  # type: ignore[union-attr]
+    assert [e.kind for e in store.journal("r1")] == [
+        Kind.STARTED,
+        Kind.STEP_INTENT,
+        Kind.STEP_RESULT,
+        Kind.COMPLETED,
+    ]
