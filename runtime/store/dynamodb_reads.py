@@ -300,14 +300,7 @@ class Reads(Spill):
     def _run_and_tip(self, run_id: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """The run item and the journal's last chunk (None: entry 1 alone), in one Query:
         newest first between the journal and the run item, two items. The tip is kept."""
-        items = self._db.query(
-            TableName=self.table,
-            KeyConditionExpression="pk = :pk AND sk BETWEEN :j AND :k",
-            ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":j": s("J#"), ":k": s(RUN_SK)},
-            ScanIndexForward=False,
-            Limit=2,
-            ConsistentRead=True,
-        ).get("Items", [])
+        items = self._newest_to(run_id, RUN_SK, 2)
         run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
         chunk = next((i for i in items if i["sk"]["S"].startswith("J#")), None)
         if run_item is None or expired(run_item, self.clock.now()):
@@ -322,15 +315,19 @@ class Reads(Spill):
 
     def _chunk_below(self, run_id: str, sk: str) -> dict[str, Any] | None:
         """The journal's chunk before ``sk``, if any."""
-        items = self._db.query(
+        return next((i for i in self._newest_to(run_id, sk, 2) if i["sk"]["S"] != sk), None)
+
+    def _newest_to(self, run_id: str, upto: str, limit: int) -> list[dict[str, Any]]:
+        """The partition's last ``limit`` items from its first chunk to ``upto``, newest first."""
+        items: list[dict[str, Any]] = self._db.query(
             TableName=self.table,
-            KeyConditionExpression="pk = :pk AND sk BETWEEN :j AND :below",
-            ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":j": s("J#"), ":below": s(sk)},
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :j AND :upto",
+            ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":j": s("J#"), ":upto": s(upto)},
             ScanIndexForward=False,
-            Limit=2,
+            Limit=limit,
             ConsistentRead=True,
         ).get("Items", [])
-        return next((i for i in items if i["sk"]["S"] != sk), None)
+        return items
 
     def child_state(self, run_id: str) -> RunRecord | None:
         """A child's run, for its parent to journal: a newer lunaflow's run is refused."""
@@ -530,15 +527,7 @@ class Reads(Spill):
 
     def _holding(self, run_id: str, seq: int) -> list[dict[str, Any]]:
         """The chunk holding entry ``seq``, if it starts before it (one item, or none)."""
-        items = self._db.query(
-            TableName=self.table,
-            KeyConditionExpression="pk = :pk AND sk BETWEEN :j AND :at",
-            ExpressionAttributeValues={":pk": s(run_pk(run_id)), ":j": s("J#"), ":at": s(_journal_sk(seq))},
-            ScanIndexForward=False,
-            Limit=1,
-            ConsistentRead=True,
-        ).get("Items", [])
-        return [i for i in items if whole(i.get("last")) > seq]
+        return [i for i in self._newest_to(run_id, _journal_sk(seq), 1) if whole(i.get("last")) > seq]
 
     def _keep_created(self, run_id: str, created: str) -> None:
         if len(self._created) >= CREATED_KEPT and run_id not in self._created:

@@ -90,6 +90,15 @@ def ttl_deletes(store: DynamoDBStore, keep: set[str] = frozenset()) -> list[str]
     return [sk["S"] for _, sk in gone]
 
 
+def swept_whole(store: DynamoDBStore) -> None:
+    """The run completed without a TTL, filed for the sweep, which deletes it whole."""
+    run_item = items(store)["K"]
+    assert run_item["status"]["S"] == Status.COMPLETED and TTL_ATTRIBUTE not in run_item
+    assert run_item["timer_pk"]["S"].startswith("#EXPIRE")
+    later(store, 2 * DAY + 1)
+    assert store.expire(store.clock.now()) == ["r1"] and items(store) == {}
+
+
 def test_a_run_of_one_chunk_gets_its_expiry_from_its_end_and_is_never_filed_for_the_sweep(
     store: DynamoDBStore,
 ) -> None:
@@ -273,11 +282,7 @@ def test_a_signal_numbered_between_the_ends_read_and_its_summary_fails_the_summa
     assert TTL_ATTRIBUTE not in items(store)["K"]
     # Its replay writes the summary again: now swept, its chunk's TTL a week past the sweep.
     store.append("r1", 3, [], update=RunUpdate(Status.COMPLETED, None, result=1))
-    run_item = items(store)["K"]
-    assert run_item["status"]["S"] == Status.COMPLETED and TTL_ATTRIBUTE not in run_item
-    assert run_item["timer_pk"]["S"].startswith("#EXPIRE")
-    later(store, 2 * DAY + 1)
-    assert store.expire(store.clock.now()) == ["r1"] and items(store) == {}
+    swept_whole(store)
 
 
 def test_a_signal_to_a_ttl_run_after_its_end_goes_with_it(store: DynamoDBStore) -> None:
@@ -406,11 +411,7 @@ def test_a_summary_alone_gives_no_ttl_when_the_ends_chunk_has_none(store: Dynamo
     store.ttl_runs = True
     store._tips.clear()  # a new process: the replay reads the run
     store.append("r1", 2, [], update=RunUpdate(Status.COMPLETED, None, result="done"))
-    run_item = items(store)["K"]
-    assert run_item["status"]["S"] == Status.COMPLETED and TTL_ATTRIBUTE not in run_item
-    assert run_item["timer_pk"]["S"].startswith("#EXPIRE")
-    later(store, 2 * DAY + 1)
-    assert store.expire(store.clock.now()) == ["r1"] and items(store) == {}
+    swept_whole(store)
 
 
 def test_the_expiry_is_one_instant_for_reads_starts_and_signals(store: DynamoDBStore) -> None:
