@@ -68,6 +68,7 @@ from runtime.store.dynamodb_leases import Leases
 from runtime.store.dynamodb_reads import Activation
 from runtime.store.dynamodb_signals import Signals
 from runtime.store.dynamodb_timers import Timers
+from runtime.store.dynamodb_ttl import START_ATTR, of_another_start, start_of
 from runtime.store.items import conditional, n, num, s, whole
 
 if TYPE_CHECKING:
@@ -252,11 +253,16 @@ class DynamoDBStore(Appends, Index, Signals, Timers, Leases, Expiry):
         return found
 
     def pin_secret(self, run_id: str, name: str, version: int) -> int:
+        # A pin carries its run's start: one an earlier run of the id left (a TTL'd run's,
+        # runtime.store.dynamodb_ttl) is no pin of this run, which writes over it.
+        start = start_of(self._created_of(run_id))
         if conditional(
             self._db.put_item,
             TableName=self.table,
-            Item={"pk": s(run_pk(run_id)), "sk": s(f"P#{name}"), "version": n(version)},
-            ConditionExpression="attribute_not_exists(pk)",  # a run keeps its first version
+            Item={"pk": s(run_pk(run_id)), "sk": s(f"P#{name}"), "version": n(version), START_ATTR: start},
+            # A run keeps its first version.
+            ConditionExpression=f"attribute_not_exists(pk) OR ({START_ATTR} <> :start)",
+            ExpressionAttributeValues={":start": start},
         ):
             self._secret_backend().keep(name, version)
             return version
@@ -271,7 +277,9 @@ class DynamoDBStore(Appends, Index, Signals, Timers, Leases, Expiry):
         item = self._db.get_item(
             TableName=self.table, Key={"pk": s(run_pk(run_id)), "sk": s(f"P#{name}")}, ConsistentRead=True
         ).get("Item")
-        return None if item is None else whole(item["version"])
+        if item is None or of_another_start(item, {"created_sk": s(self._created_of(run_id))}):
+            return None
+        return whole(item["version"])
 
     def close(self) -> None:
         pass

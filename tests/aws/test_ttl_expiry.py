@@ -509,3 +509,27 @@ def test_a_chunk_a_racing_writer_left_without_its_ttl_is_still_no_part_of_a_new_
         Kind.STEP_RESULT,
         Kind.COMPLETED,
     ]
+
+
+def test_a_secret_pin_an_earlier_run_of_the_id_left_is_no_pin_of_the_new_run(store: DynamoDBStore) -> None:
+    """A pin a late activation wrote after its run's TTL'd end outlives the run: it carries
+    that run's start, so a new run of the id pins its own version over it."""
+
+    class Kept:
+        def keep(self, name: str, version: int) -> None:
+            pass
+
+    store._secrets = Kept()
+    start(store, value="old")
+    assert store.pin_secret("r1", "key", 3) == 3
+    finish(store)
+    assert TTL_ATTRIBUTE not in items(store)["K"]  # a pin: swept, not TTL's
+    store.expire(store.clock.now())
+    later(store, 2 * DAY + 1)
+    pin = items(store)["P#key"]
+    assert store.expire(store.clock.now()) == ["r1"] and items(store) == {}
+    store._db.put_item(TableName="t", Item=pin)  # as a late activation of the old run leaves it
+    start(store, value="new")
+    assert store.pinned_secret("r1", "key") is None
+    assert store.pin_secret("r1", "key", 5) == 5 and store.pinned_secret("r1", "key") == 5
+    assert store.pin_secret("r1", "key", 6) == 5  # the run keeps its first version
