@@ -409,12 +409,14 @@ class Appends(Reads):
             return None
         if self.retention_s is None or self.retention_s < MIN_RETENTION_S:
             return None
-        if entries and not extends(tip, entries) and tip.sk is not None:
-            return None  # the end starts a chunk after another: a journal of two
-        end_chunk = tip.sk if not entries or extends(tip, entries) else None
-        if (end_chunk is None and not entries) or end_chunk not in (None, FIRST_APPENDED):
-            return None  # the journal's chunks did not begin at entry 2 (a large input, a
-            # generation continue_as_new began): more than one, or an unusual one, swept
+        # The end begins the journal's first chunk (J#2, the input on the run item) or goes
+        # into it. Any other (a chunk after another, a large input's J#1, a generation
+        # continue_as_new began) is a journal of more than one chunk, or an unusual one: swept.
+        begins = bool(entries) and tip.sk is None
+        goes_into = tip.sk == FIRST_APPENDED and (not entries or extends(tip, entries))
+        if not (begins or goes_into):
+            return None
+        end_chunk = tip.sk
         texts = [update.current_step or "", update.error or ""]
         spills = any(len(t.encode("utf-8")) > INLINE_TEXT_BYTES for t in texts) or (
             bool(entries) and len(compact([_elided(e) for e in entries]).encode("utf-8")) > INLINE_CHUNK_BYTES

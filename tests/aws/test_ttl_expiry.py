@@ -75,6 +75,17 @@ def items(store: DynamoDBStore, run_id: str = "r1") -> dict[str, dict[str, Any]]
     return {i["sk"]["S"]: i for i in found}
 
 
+def number_a_signal(store: DynamoDBStore) -> None:
+    """A sender's first write alone: the signal's number on the run item, its item not yet
+    written."""
+    store._db.update_item(
+        TableName="t",
+        Key=run_key("r1"),
+        UpdateExpression="ADD signal_seq :one",
+        ExpressionAttributeValues={":one": {"N": "1"}},
+    )
+
+
 def ttl_deletes(store: DynamoDBStore, keep: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
     """DynamoDB's TTL: delete the expired items of every run (but the sort keys in ``keep``),
     in a random order."""
@@ -233,12 +244,7 @@ def test_a_signal_numbered_but_not_yet_written_at_the_end_makes_the_run_swept(st
     item says one more signal than the partition holds, so the item that will come would
     outlive a TTL'd run."""
     start(store)
-    store._db.update_item(
-        TableName="t",
-        Key=run_key("r1"),
-        UpdateExpression="ADD signal_seq :one",
-        ExpressionAttributeValues={":one": {"N": "1"}},
-    )
+    number_a_signal(store)
     finish(store)
     assert TTL_ATTRIBUTE not in items(store)["K"]
 
@@ -259,16 +265,10 @@ def test_a_signal_numbered_between_the_ends_read_and_its_summary_fails_the_summa
 
     def between(model: Any, params: dict[str, Any], **_: Any) -> None:
         # The end's first write (its chunk) comes after its read of the partition.
-        if armed and not sent:
+        if not sent:
             sent.append(1)
-            store._db.update_item(
-                TableName="t",
-                Key=run_key("r1"),
-                UpdateExpression="ADD signal_seq :one",
-                ExpressionAttributeValues={":one": {"N": "1"}},
-            )
+            number_a_signal(store)
 
-    armed = True
     store._db.meta.events.register("before-call.dynamodb.UpdateItem", between)
     at = store.clock.now()
     with pytest.raises(JournalConflict):
@@ -342,12 +342,7 @@ def lose_the_end_to_a_signal(store: DynamoDBStore) -> None:
     def between(params: dict[str, Any], **_: Any) -> None:
         if not fired and params.get("Key", {}).get("sk", {}).get("S") == "J#0000000002":
             fired.append(1)
-            store._db.update_item(
-                TableName="t",
-                Key=run_key("r1"),
-                UpdateExpression="ADD signal_seq :one",
-                ExpressionAttributeValues={":one": {"N": "1"}},
-            )
+            number_a_signal(store)
 
     store._db.meta.events.register("before-parameter-build.dynamodb.UpdateItem", between, unique_id="between")
     with pytest.raises(JournalConflict):
