@@ -590,7 +590,8 @@ class Executor:
             self.observer.ended(s.run.id, s.run.workflow, Status.FAILED, error=decision.error)
             return Status.FAILED
         if isinstance(decision, Complete):
-            self._save_timed(s, RunUpdate(Status.COMPLETED, None, result=decision.result), None)
+            done = RunUpdate(Status.COMPLETED, None, result=decision.result, workflow=s.run.workflow)
+            self._save_timed(s, done, None)
             self.observer.ended(s.run.id, s.run.workflow, Status.COMPLETED)
             return Status.COMPLETED
         raise AssertionError(decision)

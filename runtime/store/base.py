@@ -102,6 +102,10 @@ class RunUpdate:
     # when the writer does not (a cancel from outside, which runs no code). On an end, a
     # backend may skip looking for items to give back when this is False.
     flow: bool | None = None
+    # On an end, the run's workflow: a backend that lists completed runs under their
+    # workflow's name records the name before the run leaves its other lists (DynamoDB's
+    # status index); without it, the run stays there.
+    workflow: str | None = None
 
 
 def current_step(status: Status, stored: str | None, last: Entry) -> str | None:

@@ -124,6 +124,8 @@ class DynamoDBStore(Appends, Index, Signals, Timers, Leases, Expiry):
         self.blobs = blobs
         self._here = Activation()  # each thread's activation's (the worker runs several)
         self._created: dict[str, str] = {}  # runs' created_sk, which value items sort by
+        self._workflows: set[str] = set()  # workflow names known recorded (register_workflow)
+        self._workflows_read_at = float("-inf")
         self._firsts: dict[tuple[str, str], Entry] = {}  # inputs read from runs' first chunks (never change)
         self._tips: dict[str, Tip] = {}  # runs' journal tips (runtime.store.dynamodb_chunks)
         self._flow = DynamoFlow(client, table, run_pk, self._wake_admitted)

@@ -65,6 +65,7 @@ from runtime.store.dynamodb_layout import (
     _journal_sk,
     _mine,
     _write_id,
+    legacy_partition,
     run_key,
     run_pk,
     run_signal,
@@ -114,6 +115,8 @@ class Appends(Reads):
 
         def _has_children(self, run_id: str) -> bool: ...
 
+        def register_workflow(self, workflow: str) -> bool: ...
+
     # --- creating and appending --------------------------------------------------------
 
     journal_v2: bool = True  # new runs' chunks grow in place (runtime.store.dynamodb_chunks)
@@ -131,12 +134,14 @@ class Appends(Reads):
             "signal_seq": n(0),
             "summary_at": n(1),
             "created_sk": s(created),
-            "status_pk": s(sharded(status_partition(run.status), run.id)),
             "workflow_pk": s(sharded(f"WF#{run.workflow}", run.id)),
             "wake_pk": s(sharded(WAKE_PK, run.id)),
             "wake_sk": s(f"{run.created_at:020.6f}"),
             "wake_token": n(1),
         }
+        partition = status_partition(run.status)  # in flight, unless a golden journal's
+        if partition is not None:
+            item["status_pk"] = s(sharded(partition, run.id))
         if run.parent_id is not None:
             item["parent_id"] = s(run.parent_id)
             item["parent_pk"] = s(f"PARENT#{run.parent_id}")
@@ -541,9 +546,18 @@ class Appends(Reads):
         removes: list[str] = []
         ended = update is not None and update.status in ENDED
         if update is not None:
-            sets += ["#st = :st", "status_pk = :stpk"]
+            sets.append("#st = :st")
             values[":st"] = s(update.status)
-            values[":stpk"] = s(sharded(status_partition(update.status), run_id))
+            partition = status_partition(update.status)
+            if partition is None and update.workflow is not None and self.register_workflow(update.workflow):
+                # Completed: it leaves the status index (one index delete, not a move's two)
+                # and is listed under its workflow's name, recorded first.
+                removes.append("status_pk")
+            else:
+                partition = partition or legacy_partition(update.status)
+                assert partition is not None, update.status
+                sets.append("status_pk = :stpk")
+                values[":stpk"] = s(sharded(partition, run_id))
             for attr, value in (("current_step", update.current_step), ("error", update.error)):
                 placeholder = "#" + attr
                 names[placeholder] = attr

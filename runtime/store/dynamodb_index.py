@@ -9,9 +9,12 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
+import logging
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
 
 from runtime.core import published
 from runtime.core.journal import ENDED, Status
@@ -23,10 +26,12 @@ from runtime.store.dynamodb_chunks import FIRST
 from runtime.store.dynamodb_layout import (
     IN_FLIGHT,
     INDEXES,
+    LIVE_PARTITION,
     REF,
     SHARDS,
     STATUS_PARTITIONS,
     VALUE_SK,
+    WORKFLOWS_PK,
     _created_sk,
     _id_of,
     _journal_sk,
@@ -41,6 +46,8 @@ from runtime.store.dynamodb_reads import Reads
 from runtime.store.dynamodb_ttl import expired
 from runtime.store.items import num, s, text
 
+log = logging.getLogger("lunaflow.store")
+
 # Queries a list has under way at once: below botocore's pool of 10 connections a client
 # keeps, so a list reuses them rather than opening more.
 LIST_THREADS = 8
@@ -49,6 +56,15 @@ MAX_RANGE_READ = 5000
 # In-flight runs a list of one in-flight status looks through, newest first: they share one
 # index partition (``STATUS#live``), so a status few of them are in is found by reading them.
 IN_FLIGHT_SCAN = 20_000
+# Runs a list of completed ones looks through, newest first, and the index entries it reads
+# a Query (keys only, about 100 bytes each: well under a Query's 1 MB).
+COMPLETED_SCAN = 100_000
+COMPLETED_PAGE = 1000
+# How long a store trusts what it last read of the recorded workflow names (``#WORKFLOWS``)
+# before its next completion reads them again: a table restored or made again under its
+# name while containers stay warm loses the names, and its lists would lose the runs
+# completed after it.
+WORKFLOWS_RECHECK_S = 600.0
 
 
 def _once(ids: Iterator[str]) -> Iterator[str]:
@@ -71,6 +87,8 @@ class Index(Reads):
     """Lists, searches and published values: a part of ``DynamoDBStore``."""
 
     _created: dict[str, str]
+    _workflows: set[str]  # names known recorded (``register_workflow``)
+    _workflows_read_at: float  # when they were last read
 
     if TYPE_CHECKING:  # another part's (runtime.store.dynamodb_leases)
 
@@ -90,15 +108,20 @@ class Index(Reads):
     def list_runs(
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 1000
     ) -> list[RunRecord]:
-        bases: Sequence[str | None]
+        if status == Status.COMPLETED:
+            return self._completed(workflow, limit)
+        sources: list[tuple[str, str]]
         if status is not None:
-            index = "by_status"
-            bases = [status_partition(status), legacy_partition(status)]
+            bases = (status_partition(status), legacy_partition(status))
+            sources = [("by_status", base) for base in bases if base]
         elif workflow is not None:
-            index, bases = "by_workflow", [f"WF#{workflow}"]
+            sources = [("by_workflow", f"WF#{workflow}")]
         else:
-            # Every run is under one status partition: new runs are in no all-runs index.
-            index, bases = "by_status", STATUS_PARTITIONS
+            # A run not completed is under one status partition, and one completed under its
+            # workflow's (a run of a workflow no run of this code started, under
+            # ``STATUS#completed``): together they list every run, most of them twice.
+            sources = [("by_status", base) for base in STATUS_PARTITIONS]
+            sources += [("by_workflow", f"WF#{name}") for name in self.workflow_names()]
         # A shard holds about limit / SHARDS of the newest: pages of twice that (a shard that
         # runs out reads its next page) keep a list from reading SHARDS times its length.
         page = min(limit, max(25, 2 * limit // SHARDS))
@@ -106,7 +129,7 @@ class Index(Reads):
         if flight:
             page = 500  # the live runs are read deeper than the list is long
         with ThreadPoolExecutor(max_workers=LIST_THREADS) as pool:
-            entries = self._newest(index, [base for base in bases if base], page, pool)
+            entries = (item for _, item in self._newest(sources, page, pool))
             # The live partition holds every in-flight status: a list of one of them reads the
             # live runs' statuses (a small projection), newest first, and keeps that status's,
             # looking at most IN_FLIGHT_SCAN entries deep. Any other list reads `limit` runs
@@ -121,11 +144,92 @@ class Index(Reads):
             if (status is None or r.status == status) and (workflow is None or r.workflow == workflow)
         ]
 
+    def _completed(self, workflow: str | None, limit: int) -> list[RunRecord]:
+        """Completed runs (of ``workflow``), newest first: a completed run is in no status
+        partition (``status_partition``), so they are the runs under their workflow's
+        ``by_workflow`` partition met in no status partition, with those older code ended
+        (``STATUS#completed``). Both indexes are sorted by ``created_sk``, so one walk of
+        their merged entries tells them apart, keys only; it looks at most COMPLETED_SCAN
+        runs deep, and the statuses of those it keeps are read to confirm them."""
+        names = [workflow] if workflow is not None else self.workflow_names()
+        sources = [("by_workflow", f"WF#{name}") for name in names]
+        sources += [("by_status", base) for base in STATUS_PARTITIONS]
+        ended_by_older_code = legacy_partition(Status.COMPLETED)
+
+        def candidates(merged: Iterator[tuple[str, dict[str, Any]]]) -> Iterator[dict[str, Any]]:
+            looked = 0  # runs of the workflows listed (another's in a status partition are not)
+            runs = itertools.groupby(merged, key=lambda met: (met[1]["created_sk"]["S"], met[1]["pk"]["S"]))
+            for _, met in runs:
+                where = list(met)
+                under = {base for base, _ in where}
+                by_workflow = any(b.startswith("WF#") for b in under)
+                if not by_workflow and ended_by_older_code not in under:
+                    continue
+                looked += 1
+                if looked > max(limit, COMPLETED_SCAN):
+                    return
+                others = any(b.startswith("STATUS#") and b != ended_by_older_code for b in under)
+                if ended_by_older_code in under or not others:
+                    yield where[0][1]
+
+        # Pages as small as a list's (a console's page reads little), growing as it goes deep.
+        page = min(limit, max(25, 2 * limit // SHARDS))
+        with ThreadPoolExecutor(max_workers=LIST_THREADS) as pool:
+            merged = self._newest(sources, page, pool, grow_to=COMPLETED_PAGE)
+            return self._kept(candidates(merged), Status.COMPLETED, workflow, limit, scan=None)
+
+    # --- the names of workflows runs were completed of (the lists of completed runs) ----
+
+    def register_workflow(self, workflow: str) -> bool:
+        """Record ``workflow`` among the names the lists read, and say whether it is there:
+        read first (a store's first end, then every WORKFLOWS_RECHECK_S), written only
+        when missing, so a scale-out of cold containers reads one item rather than all
+        writing it. False when it could not be read or written: the caller's end then keeps
+        the run under ``STATUS#completed``, which the lists read too."""
+        now = self.clock.now()
+        if workflow in self._workflows and now - self._workflows_read_at < WORKFLOWS_RECHECK_S:
+            return True
+        try:
+            if workflow not in self._recorded_names(now):
+                self._db.update_item(
+                    TableName=self.table,
+                    Key={"pk": s(WORKFLOWS_PK), "sk": s(WORKFLOWS_PK)},
+                    UpdateExpression="ADD #names :name",
+                    ExpressionAttributeNames={"#names": "names"},
+                    ExpressionAttributeValues={":name": {"SS": [workflow]}},
+                )
+                self._workflows.add(workflow)
+        except ClientError as e:
+            log.warning("could not record workflow %r for the lists of completed runs: %s", workflow, e)
+            return False
+        return True
+
+    def _recorded_names(self, now: float, *, consistent: bool = False) -> set[str]:
+        item = self._db.get_item(
+            TableName=self.table,
+            Key={"pk": s(WORKFLOWS_PK), "sk": s(WORKFLOWS_PK)},
+            ConsistentRead=consistent,
+        ).get("Item", {})
+        self._workflows = set(item.get("names", {}).get("SS", []))
+        self._workflows_read_at = now
+        return self._workflows
+
+    def workflow_names(self) -> list[str]:
+        """Every workflow a run this code completed was of (older code recorded none)."""
+        return sorted(self._recorded_names(self.clock.now(), consistent=True))
+
     def _kept(
-        self, entries: Iterator[dict[str, Any]], status: str, workflow: str | None, limit: int, *, scan: int
+        self,
+        entries: Iterator[dict[str, Any]],
+        status: str,
+        workflow: str | None,
+        limit: int,
+        *,
+        scan: int | None,
     ) -> list[RunRecord]:
-        """Runs of ``status`` (and ``workflow``) among the first ``scan`` entries, at most
-        ``limit``: each hundred's statuses read first, then the runs that match in full."""
+        """Runs of ``status`` (and ``workflow``) among the first ``scan`` entries (or all of
+        them), at most ``limit``: each hundred's statuses read first, then the runs that
+        match in full."""
         out: list[RunRecord] = []
         seen: set[str] = set()
         batch: list[str] = []
@@ -142,7 +246,7 @@ class Index(Reads):
             out.extend(r for r in self._hydrate(wanted) if r.status == status)
             batch.clear()
 
-        for item in itertools.islice(entries, scan):
+        for item in entries if scan is None else itertools.islice(entries, scan):
             run_id = _id_of(item)
             if run_id in seen:  # an index a moment behind: a run met in two partitions
                 continue
@@ -156,25 +260,36 @@ class Index(Reads):
         return out[:limit]
 
     def _newest(
-        self, index: str, bases: Sequence[str], page: int, pool: Executor
-    ) -> Iterator[dict[str, Any]]:
-        """The index's entries under each of ``bases`` (every shard of each), newest first;
-        each shard's first page asked for ahead on ``pool``."""
-        _, sk = INDEXES[index]
+        self,
+        sources: Sequence[tuple[str, str]],
+        page: int,
+        pool: Executor,
+        grow_to: int | None = None,
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """The entries of each ``(index, base)`` (every shard of the base), newest first by
+        ``created_sk`` (every run index's sort key), each with its base; each shard's first
+        page asked for ahead on ``pool``, later ones growing to ``grow_to``."""
+
+        def one(index: str, base: str) -> Iterator[tuple[str, dict[str, Any]]]:
+            _, sk = INDEXES[index]
+            assert sk == "created_sk", index  # merged with the others by it
+            entries = self._gathered(index, base, newest_first=True, page=page, pool=pool, grow_to=grow_to)
+            return ((base, item) for item in entries)
+
         return heapq.merge(
-            *(self._gathered(index, base, newest_first=True, page=page, pool=pool) for base in bases),
-            key=lambda item: (item[sk]["S"], item["pk"]["S"]),
+            *(one(index, base) for index, base in sources),
+            key=lambda met: (met[1]["created_sk"]["S"], met[1]["pk"]["S"]),
             reverse=True,
         )
 
     def in_flight_runs(self, limit: int = 1_000_000) -> list[RunRecord]:
         """The live partition (and what older code listed by an in-flight status) with the
         failed runs: each in-flight run read once, not once per status."""
-        bases = [status_partition(Status.RUNNING), status_partition(Status.FAILED)]
+        bases = [LIVE_PARTITION, f"STATUS#{Status.FAILED}"]
         bases += [base for status in sorted(IN_FLIGHT) if (base := legacy_partition(status))]
         with ThreadPoolExecutor(max_workers=LIST_THREADS) as pool:
-            entries = self._newest("by_status", bases, 500, pool)
-            ids = list(itertools.islice(_once(_id_of(item) for item in entries), limit))
+            entries = self._newest([("by_status", base) for base in bases], 500, pool)
+            ids = list(itertools.islice(_once(_id_of(item) for _, item in entries), limit))
         return [r for r in self._hydrate(ids) if r.status not in ENDED]
 
     def _hydrate(self, ids: list[str]) -> list[RunRecord]:

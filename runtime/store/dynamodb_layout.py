@@ -44,6 +44,10 @@ WAKE_PK = "#WAKE"  # a run asked to advance carries wake_pk/wake_sk (a sparse in
 TIMER_PK = "#TIMER"
 EXPIRE_PK = "#EXPIRE"  # an ended run's expiry, in the timers index beside the timers
 CANCEL_PK = "#CANCEL"  # a cancel's intent until its cascade is done: pk CANCEL_PK, sk the run
+# The names of the workflows runs were started of (pk and sk WORKFLOWS_PK, a string set
+# ``names``): a list of completed runs, or of every run, reads the ``by_workflow`` index under
+# each of them, since a completed run is in no status partition (``status_partition``).
+WORKFLOWS_PK = "#WORKFLOWS"
 # The ``all_runs`` index's partition. Runs written before stop 47 carry it; new runs do not
 # (an entry written at the start and deleted at the expiry was 2 index WRU a run), and a
 # list of every run reads every status partition instead (``STATUS_PARTITIONS``). The index
@@ -111,11 +115,15 @@ def sharded(key: str, run_id: str) -> str:
 # The status index's partitions. A run in flight (running, sleeping, awaiting) sits in one,
 # ``STATUS#live``, from its start to its end, so moving between those statuses writes no
 # index (a key move is a delete and a put: 2 index WRU, and a fan-out run moved 3 times);
-# a failed run (it waits for a resume, often long) and an ended one sit under their status.
+# a failed run (it waits for a resume, often long) and a cancelled one sit under their
+# status. A completed run leaves the index (its end removes the key: 1 index WRU, not a
+# move's 2, and its expiry has one entry fewer to delete) and is listed from ``by_workflow``,
+# every run's entry from its start to its expiry: the runs there in no status partition.
 # A list of one in-flight status reads the live runs and keeps that status's. Items older
-# code wrote keep ``STATUS#<status>`` for every status until their next status change moves
-# them (``LEGACY_IN_FLIGHT``: read beside the live partition, never written).
+# code wrote keep ``STATUS#<status>`` for every status (``STATUS#completed`` too) until their
+# next status change moves them (``legacy_partition``: read, never written).
 LIVE = "live"
+LIVE_PARTITION = f"STATUS#{LIVE}"
 IN_FLIGHT = frozenset({Status.RUNNING, Status.SLEEPING, Status.AWAITING})
 
 
@@ -131,9 +139,9 @@ def wake_up(run_id: str, at_s: float) -> tuple[str, str, dict[str, Any]]:
     )
 
 
-# Every partition of the status index a run is listed under, the live one first: a run is
-# in exactly one (an index a moment behind the table may list it in two), so together they
-# list every run.
+# Every partition of the status index, the live one first: a run not completed is in exactly
+# one (an index a moment behind the table may list it in two), and so is a completed run
+# older code ended (``STATUS#completed``).
 STATUS_PARTITIONS = (
     f"STATUS#{LIVE}",
     *(f"STATUS#{status}" for status in Status if status not in IN_FLIGHT),
@@ -141,15 +149,18 @@ STATUS_PARTITIONS = (
 )
 
 
-def status_partition(status: str) -> str:
-    """The status index's partition (unsharded) a run of ``status`` is listed under."""
+def status_partition(status: str) -> str | None:
+    """The status index's partition (unsharded) a run of ``status`` is listed under: none
+    for a completed run (``by_workflow`` lists it)."""
+    if status == Status.COMPLETED:
+        return None
     return f"STATUS#{LIVE}" if status in IN_FLIGHT else f"STATUS#{status}"
 
 
 def legacy_partition(status: str) -> str | None:
     """Where items older code wrote list a run of ``status``, when that is not where new
-    ones do (an in-flight status)."""
-    return f"STATUS#{status}" if status in IN_FLIGHT else None
+    ones do (an in-flight status, and completed)."""
+    return f"STATUS#{status}" if status in IN_FLIGHT or status == Status.COMPLETED else None
 
 
 # When a summary last changed the run: the by_status index carries ``updated_at`` (its

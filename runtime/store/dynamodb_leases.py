@@ -12,12 +12,12 @@ from runtime.core.journal import Status
 from runtime.store.base import OWNER_DEAD_AFTER_MS, Lease
 from runtime.store.dynamodb_layout import (
     IN_FLIGHT,
+    LIVE_PARTITION,
     OWNER_PK,
     RUNNING_SINCE,
     TTL_ATTRIBUTE,
     run_key,
     sharded,
-    status_partition,
 )
 from runtime.store.dynamodb_reads import Reads
 from runtime.store.items import conditional, n, s, text, whole
@@ -52,7 +52,7 @@ def _marking(run_id: str, now_ms: int) -> tuple[str, dict[str, str], dict[str, A
         ":running": s(Status.RUNNING),
         ":sleeping": s(Status.SLEEPING),
         ":awaiting": s(Status.AWAITING),
-        ":live": s(sharded(status_partition(Status.RUNNING), run_id)),
+        ":live": s(sharded(LIVE_PARTITION, run_id)),
         ":at": n(now_ms / 1000),
     }
     return sets, {"#st": "status"}, values

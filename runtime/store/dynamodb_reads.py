@@ -160,8 +160,12 @@ class Reads(Spill):
 
     # --- reading items -----------------------------------------------------------------
 
-    def _query(self, first: Future[Any] | None = None, **kwargs: Any) -> Iterator[dict[str, Any]]:
-        """The items of a Query, a page at a time; ``first``: its first page, already asked."""
+    def _query(
+        self, first: Future[Any] | None = None, *, grow_to: int | None = None, **kwargs: Any
+    ) -> Iterator[dict[str, Any]]:
+        """The items of a Query, a page at a time; ``first``: its first page, already asked;
+        ``grow_to``: each next page four times the last one's ``Limit``, up to this (a read
+        that goes deep pays fewer Queries, one that stops early reads little)."""
         kwargs.setdefault("TableName", self.table)
         page = first.result() if first is not None else self._db.query(**kwargs)
         while True:
@@ -169,6 +173,8 @@ class Reads(Spill):
             if "LastEvaluatedKey" not in page:
                 return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+            if grow_to is not None and "Limit" in kwargs:
+                kwargs["Limit"] = min(grow_to, 4 * kwargs["Limit"])
             page = self._db.query(**kwargs)
 
     def _gathered(
@@ -180,12 +186,13 @@ class Reads(Spill):
         below: str | None = None,
         page: int | None = None,
         pool: Executor | None = None,
+        grow_to: int | None = None,
     ) -> Iterator[dict[str, Any]]:
         """An index's entries under a sharded partition key, every shard's merged in sort
         key order (ties by run): each shard is one Query, read a page at a time, as far as
         the caller goes. ``below``: sort keys less than it only. ``pool``: each shard's
         first page is asked for at once on it (a list merging many partitions would wait
-        for a hundred Queries one after another)."""
+        for a hundred Queries one after another). ``grow_to``: later pages grow to it."""
         pk, sk = INDEXES[index]
         condition = "#k = :v" + ("" if below is None else " AND #s < :below")
         names = {"#k": pk, **({} if below is None else {"#s": sk})}
@@ -204,7 +211,8 @@ class Reads(Spill):
                 **({} if page is None else {"Limit": page}),
             }
             first = None if pool is None else pool.submit(self._db.query, **request)
-            return ((item[sk]["S"], item["pk"]["S"], item) for item in self._query(first, **request))
+            pages = self._query(first, grow_to=grow_to, **request)
+            return ((item[sk]["S"], item["pk"]["S"], item) for item in pages)
 
         merged = heapq.merge(*(one(n_) for n_ in range(SHARDS)), reverse=newest_first)
         return (item for _, _, item in merged)
