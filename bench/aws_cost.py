@@ -417,7 +417,7 @@ class Deployment:
             rt.store.retention_s = None
         with self.meter.measuring("setup"):
             # A warm container's: a container records each workflow's name with its first
-            # start of it, once in its life (runtime.store.dynamodb_index.register_workflow).
+            # completion of it (runtime.store.dynamodb_index.register_workflow).
             for name in sorted(rt.platform.worker.code.workflows):
                 rt.store.register_workflow(name)
         return rt

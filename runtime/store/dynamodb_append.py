@@ -139,7 +139,8 @@ class Appends(Reads):
             "wake_sk": s(f"{run.created_at:020.6f}"),
             "wake_token": n(1),
         }
-        partition = status_partition(run.status)  # in flight, unless a golden journal's
+        # In flight, unless a golden journal's (a completed one: where older code put it).
+        partition = status_partition(run.status) or legacy_partition(run.status)
         if partition is not None:
             item["status_pk"] = s(sharded(partition, run.id))
         if run.parent_id is not None:

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from runtime.core import published
 from runtime.core.journal import ENDED, Status
@@ -60,6 +60,9 @@ IN_FLIGHT_SCAN = 20_000
 # a Query (keys only, about 100 bytes each: well under a Query's 1 MB).
 COMPLETED_SCAN = 100_000
 COMPLETED_PAGE = 1000
+# Runs of any workflow and status such a list walks past at most (another workflow's runs in
+# flight, newer than the completed ones, are read to be left out).
+COMPLETED_WALK = 1_000_000
 # How long a store trusts what it last read of the recorded workflow names (``#WORKFLOWS``)
 # before its next completion reads them again: a table restored or made again under its
 # name while containers stay warm loses the names, and its lists would lose the runs
@@ -118,7 +121,7 @@ class Index(Reads):
             sources = [("by_workflow", f"WF#{workflow}")]
         else:
             # A run not completed is under one status partition, and one completed under its
-            # workflow's (a run of a workflow no run of this code started, under
+            # workflow's (or, completed by older code or with no name recorded, under
             # ``STATUS#completed``): together they list every run, most of them twice.
             sources = [("by_status", base) for base in STATUS_PARTITIONS]
             sources += [("by_workflow", f"WF#{name}") for name in self.workflow_names()]
@@ -149,33 +152,43 @@ class Index(Reads):
         partition (``status_partition``), so they are the runs under their workflow's
         ``by_workflow`` partition met in no status partition, with those older code ended
         (``STATUS#completed``). Both indexes are sorted by ``created_sk``, so one walk of
-        their merged entries tells them apart, keys only; it looks at most COMPLETED_SCAN
-        runs deep, and the statuses of those it keeps are read to confirm them."""
+        their merged entries tells them apart, keys only. It looks at most COMPLETED_SCAN
+        runs of the listed workflows (and under ``STATUS#completed``) deep, walks at most
+        COMPLETED_WALK runs in all, and stops when those partitions are read to their end;
+        the statuses of the runs it keeps are read to confirm them."""
         names = [workflow] if workflow is not None else self.workflow_names()
+        ended_by_older_code = legacy_partition(Status.COMPLETED)
+        assert ended_by_older_code is not None
+        counted = {f"WF#{name}" for name in names} | {ended_by_older_code}
         sources = [("by_workflow", f"WF#{name}") for name in names]
         sources += [("by_status", base) for base in STATUS_PARTITIONS]
-        ended_by_older_code = legacy_partition(Status.COMPLETED)
+        read_out: set[str] = set()  # the partitions read to their end
 
         def candidates(merged: Iterator[tuple[str, dict[str, Any]]]) -> Iterator[dict[str, Any]]:
-            looked = 0  # runs of the workflows listed (another's in a status partition are not)
+            looked = 0  # runs under a counted partition (another workflow's run in flight is not)
             runs = itertools.groupby(merged, key=lambda met: (met[1]["created_sk"]["S"], met[1]["pk"]["S"]))
-            for _, met in runs:
+            for walked, (_, met) in enumerate(runs):
+                if walked >= COMPLETED_WALK:
+                    return
                 where = list(met)
                 under = {base for base, _ in where}
-                by_workflow = any(b.startswith("WF#") for b in under)
-                if not by_workflow and ended_by_older_code not in under:
-                    continue
-                looked += 1
-                if looked > max(limit, COMPLETED_SCAN):
+                if under & counted:
+                    looked += 1
+                    if looked > max(limit, COMPLETED_SCAN):
+                        return
+                    others = any(b.startswith("STATUS#") and b != ended_by_older_code for b in under)
+                    if ended_by_older_code in under or not others:
+                        yield where[0][1]
+                # A partition is read out once the merge has taken its last entry, which it
+                # has by the time this run's group is formed (it looked one entry past it):
+                # what is left is other workflows' runs, in flight or failed.
+                if counted <= read_out:
                     return
-                others = any(b.startswith("STATUS#") and b != ended_by_older_code for b in under)
-                if ended_by_older_code in under or not others:
-                    yield where[0][1]
 
         # Pages as small as a list's (a console's page reads little), growing as it goes deep.
         page = min(limit, max(25, 2 * limit // SHARDS))
         with ThreadPoolExecutor(max_workers=LIST_THREADS) as pool:
-            merged = self._newest(sources, page, pool, grow_to=COMPLETED_PAGE)
+            merged = self._newest(sources, page, pool, grow_to=COMPLETED_PAGE, read_out=read_out)
             return self._kept(candidates(merged), Status.COMPLETED, workflow, limit, scan=None)
 
     # --- the names of workflows runs were completed of (the lists of completed runs) ----
@@ -198,8 +211,8 @@ class Index(Reads):
                     ExpressionAttributeNames={"#names": "names"},
                     ExpressionAttributeValues={":name": {"SS": [workflow]}},
                 )
-                self._workflows.add(workflow)
-        except ClientError as e:
+                self._workflows = self._workflows | {workflow}  # a new set: other threads read it
+        except (ClientError, BotoCoreError) as e:
             log.warning("could not record workflow %r for the lists of completed runs: %s", workflow, e)
             return False
         return True
@@ -265,16 +278,20 @@ class Index(Reads):
         page: int,
         pool: Executor,
         grow_to: int | None = None,
+        read_out: set[str] | None = None,
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         """The entries of each ``(index, base)`` (every shard of the base), newest first by
         ``created_sk`` (every run index's sort key), each with its base; each shard's first
-        page asked for ahead on ``pool``, later ones growing to ``grow_to``."""
+        page asked for ahead on ``pool``, later ones growing to ``grow_to``. ``read_out``:
+        each base is added to it once its entries are all read."""
 
         def one(index: str, base: str) -> Iterator[tuple[str, dict[str, Any]]]:
             _, sk = INDEXES[index]
             assert sk == "created_sk", index  # merged with the others by it
             entries = self._gathered(index, base, newest_first=True, page=page, pool=pool, grow_to=grow_to)
-            return ((base, item) for item in entries)
+            yield from ((base, item) for item in entries)
+            if read_out is not None:
+                read_out.add(base)
 
         return heapq.merge(
             *(one(index, base) for index, base in sources),

@@ -44,7 +44,7 @@ WAKE_PK = "#WAKE"  # a run asked to advance carries wake_pk/wake_sk (a sparse in
 TIMER_PK = "#TIMER"
 EXPIRE_PK = "#EXPIRE"  # an ended run's expiry, in the timers index beside the timers
 CANCEL_PK = "#CANCEL"  # a cancel's intent until its cascade is done: pk CANCEL_PK, sk the run
-# The names of the workflows runs were started of (pk and sk WORKFLOWS_PK, a string set
+# The names of the workflows runs were completed of (pk and sk WORKFLOWS_PK, a string set
 # ``names``): a list of completed runs, or of every run, reads the ``by_workflow`` index under
 # each of them, since a completed run is in no status partition (``status_partition``).
 WORKFLOWS_PK = "#WORKFLOWS"

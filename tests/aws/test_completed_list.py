@@ -187,7 +187,7 @@ def test_a_list_of_completed_runs_looks_as_deep_as_its_bound(
 ) -> None:
     """The documented bound (docs/reliability_limits.md): a list of completed runs looks
     through the newest COMPLETED_SCAN runs of the workflows it lists (or as many as it is
-    long), however few match; another workflow's runs do not use it up."""
+    long), however few match; another workflow's runs in flight do not use it up."""
     _new(store, "o-done", 500.0, "other")
     _complete(store, "o-done", "other")
     for i in range(3):
@@ -204,6 +204,26 @@ def test_a_list_of_completed_runs_looks_as_deep_as_its_bound(
     monkeypatch.setattr(dynamodb_index, "COMPLETED_SCAN", 61)  # and the 61st of workflow wf
     assert store.list_runs(status="completed", limit=5) == []
     assert _ids(store.list_runs(status="completed", workflow="wf", limit=5)) == ["c2"]
+
+
+def test_a_list_of_completed_runs_stops_where_the_listed_partitions_end(store: DynamoDBStore) -> None:
+    """Once the listed workflows' partitions and ``STATUS#completed`` are read to their end,
+    the rest of the walk would be other workflows' runs in flight: it stops there, having
+    read little of them, and keeps the oldest run it did list."""
+    for i in range(400):
+        _new(store, f"o{i:03d}", 1_000.0 + i, "other")
+    for i in range(3):
+        _new(store, f"c{i}", 2_000.0 + i)
+        _complete(store, f"c{i}")
+    read: list[int] = []
+    store._db.meta.events.register(
+        "after-call.dynamodb.Query", lambda parsed, **_: read.append(len(parsed.get("Items", [])))
+    )
+    assert _ids(store.list_runs(status="completed", limit=2)) == ["c2", "c1"]
+    assert sum(read) < 100, sum(read)  # the 400 runs in flight are the most of it otherwise
+    read.clear()
+    assert _ids(store.list_runs(status="completed", limit=5)) == ["c2", "c1", "c0"]
+    assert sum(read) < 150, sum(read)
 
 
 def test_a_completion_that_cannot_record_its_workflow_stays_in_the_status_index(
