@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, EndpointConnectionError
 
 from runtime.core.clock import FakeClock
 from runtime.core.journal import Entry, Kind, Status
@@ -226,22 +226,29 @@ def test_a_list_of_completed_runs_stops_where_the_listed_partitions_end(store: D
     assert sum(read) < 150, sum(read)
 
 
+THROTTLED = ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "UpdateItem")
+UNREACHABLE = EndpointConnectionError(endpoint_url="https://dynamodb.eu-west-1.amazonaws.com")
+
+
+@pytest.mark.parametrize("failure", [THROTTLED, UNREACHABLE], ids=["throttled", "unreachable"])
+@pytest.mark.parametrize("request_name", ["get_item", "update_item"])
 def test_a_completion_that_cannot_record_its_workflow_stays_in_the_status_index(
-    store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch
+    store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch, failure: Exception, request_name: str
 ) -> None:
-    """The name's write refused (a throttle past botocore's retries): the run completes all
-    the same, under ``STATUS#completed`` as older code left it, and is listed."""
-    update_item = store._db.update_item
+    """The names' read or write fails (a throttle past botocore's retries, or the network):
+    the run completes all the same, under ``STATUS#completed`` as older code left it, and
+    is listed."""
+    real = getattr(store._db, request_name)
 
-    def refusing(**request: Any) -> Any:
+    def failing(**request: Any) -> Any:
         if request["Key"]["pk"]["S"] == WORKFLOWS_PK:
-            error = {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}
-            raise ClientError(error, "UpdateItem")  # type: ignore[arg-type]
-        return update_item(**request)
+            raise failure
+        return real(**request)
 
-    monkeypatch.setattr(store._db, "update_item", refusing)
     _new(store, "r1", 1_000.0)
+    monkeypatch.setattr(store._db, request_name, failing)
     _complete(store, "r1")
+    monkeypatch.undo()
     assert store.get_run("r1").status == "completed"  # type: ignore[union-attr]
     assert _item(store, "r1")["status_pk"]["S"] == sharded("STATUS#completed", "r1")
     assert store.workflow_names() == []
