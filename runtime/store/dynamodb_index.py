@@ -1,7 +1,8 @@
 """Lists and searches on the DynamoDB store's indexes: runs by status, workflow and parent,
-each index partition read over its shards and merged; the values runs publish (``wf:set``),
-kept beside the run and found through the ``by_value`` index; and a list's run items read
-back (the indexes carry keys only).
+each index partition read over its shards and merged (completed runs, in no status
+partition, by a walk of the recorded workflows' partitions beside the status ones); the
+values runs publish (``wf:set``), kept beside the run and found through the ``by_value``
+index; and a list's run items read back (the indexes carry keys only).
 """
 
 from __future__ import annotations
