@@ -69,6 +69,14 @@ COMPLETED_WALK = 1_000_000
 # name while containers stay warm loses the names, and its lists would lose the runs
 # completed after it.
 WORKFLOWS_RECHECK_S = 600.0
+WORKFLOWS_KEY = {"pk": s(WORKFLOWS_PK), "sk": s(WORKFLOWS_PK)}
+
+
+def _list_page(limit: int) -> int:
+    """A list's first page per shard. A shard holds about limit / SHARDS of the newest: pages
+    of twice that (a shard that runs out reads its next page) keep a list from reading
+    SHARDS times its length."""
+    return min(limit, max(25, 2 * limit // SHARDS))
 
 
 def _once(ids: Iterator[str]) -> Iterator[str]:
@@ -126,9 +134,7 @@ class Index(Reads):
             # ``STATUS#completed``): together they list every run, most of them twice.
             sources = [("by_status", base) for base in STATUS_PARTITIONS]
             sources += [("by_workflow", f"WF#{name}") for name in self.workflow_names()]
-        # A shard holds about limit / SHARDS of the newest: pages of twice that (a shard that
-        # runs out reads its next page) keep a list from reading SHARDS times its length.
-        page = min(limit, max(25, 2 * limit // SHARDS))
+        page = _list_page(limit)
         flight = status is not None and status in IN_FLIGHT
         if flight:
             page = 500  # the live runs are read deeper than the list is long
@@ -187,9 +193,8 @@ class Index(Reads):
                     return
 
         # Pages as small as a list's (a console's page reads little), growing as it goes deep.
-        page = min(limit, max(25, 2 * limit // SHARDS))
         with ThreadPoolExecutor(max_workers=LIST_THREADS) as pool:
-            merged = self._newest(sources, page, pool, grow_to=COMPLETED_PAGE, read_out=read_out)
+            merged = self._newest(sources, _list_page(limit), pool, grow_to=COMPLETED_PAGE, read_out=read_out)
             return self._kept(candidates(merged), Status.COMPLETED, workflow, limit, scan=None)
 
     # --- the names of workflows runs were completed of (the lists of completed runs) ----
@@ -207,7 +212,7 @@ class Index(Reads):
             if workflow not in self._recorded_names(now):
                 self._db.update_item(
                     TableName=self.table,
-                    Key={"pk": s(WORKFLOWS_PK), "sk": s(WORKFLOWS_PK)},
+                    Key=WORKFLOWS_KEY,
                     UpdateExpression="ADD #names :name",
                     ExpressionAttributeNames={"#names": "names"},
                     ExpressionAttributeValues={":name": {"SS": [workflow]}},
@@ -221,7 +226,7 @@ class Index(Reads):
     def _recorded_names(self, now: float, *, consistent: bool = False) -> set[str]:
         item = self._db.get_item(
             TableName=self.table,
-            Key={"pk": s(WORKFLOWS_PK), "sk": s(WORKFLOWS_PK)},
+            Key=WORKFLOWS_KEY,
             ConsistentRead=consistent,
         ).get("Item", {})
         self._workflows = set(item.get("names", {}).get("SS", []))
