@@ -56,7 +56,7 @@ PRICES: dict[str, float] = {
 # in one process cannot time AWS, so this is a model, stated, not a measurement.
 ROUND_TRIP_MS = 8.0
 HANDLER_MS = 15.0
-MEMORY_MB = 1024  # infra/constants.py MEMORY_MB
+MEMORY_MB = 1024  # infra/memory.py function_memory_mb at the default bound (its floor)
 # Log lines per invocation: Lambda's START/END/REPORT (~350 bytes, text format), which
 # lunaflow's functions no longer write (JSON log format, system log level WARN), and the
 # runtime's own line when a metric moved (one EMF line, ~400 bytes).

@@ -54,7 +54,6 @@ BOTOCORE_SERVICES = frozenset({*CLIENT_SERVICES, "xray", "sts"})
 # What bundling installs: the lock file, or (tests) a list of plain requirements.
 BUNDLE_SOURCE: Path | list[str] = BUNDLE_LOCK
 
-MEMORY_MB = 1024
 API_THROTTLE_RATE = 100  # requests per second, steady
 API_THROTTLE_BURST = 200
 

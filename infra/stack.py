@@ -9,7 +9,7 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from constructs import Construct
 
-from infra import constants
+from infra import constants, memory
 from infra.bundling import digest
 from infra.capabilities.alarms import Alarms
 from infra.capabilities.api import FunctionUrlIngress, HttpApi
@@ -40,6 +40,9 @@ class LunaflowStack(Stack):
         too_long = steps_too_long(needs.root)
         if too_long:
             raise ProjectError("\n".join(too_long))
+        refused = memory.too_large(needs.root, needs.memory_bytes)
+        if refused:
+            raise ProjectError(refused)
         self.secrets = needs.secrets
         if len(needs.databases) > 1:
             raise ProjectError(
@@ -74,6 +77,7 @@ class LunaflowStack(Stack):
             database=self.database,
             handled_queues=needs.queues,
             settings=self.settings,
+            memory_mb=memory.function_memory_mb(needs.memory_bytes),
         )
         self.gate = DeployGate(
             self,

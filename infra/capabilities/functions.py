@@ -120,9 +120,12 @@ class Functions(Construct):
         database: Database | None,
         handled_queues: list[str],
         settings: Settings,
+        memory_mb: int,
     ) -> None:
         super().__init__(scope, id)
         stack = Stack.of(self)
+        # Every function runs the project's Lua (infra/memory.py: sized for one state at its bound).
+        self.memory_mb = memory_mb
         code = bundling.code(project)
         environment = {
             Env.PROJECT: "project",
@@ -156,7 +159,7 @@ class Functions(Construct):
                 architecture=lambda_.Architecture.ARM_64,
                 code=code,
                 handler=role.handler,
-                memory_size=constants.MEMORY_MB,
+                memory_size=memory_mb,
                 timeout=Duration.seconds(role.timeout_s),
                 # The worker advances a batch's wakes at once (runs woken together: branches).
                 environment=_environment(role, environment, settings),

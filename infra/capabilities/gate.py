@@ -51,7 +51,7 @@ class DeployGate(Construct):
             architecture=lambda_.Architecture.ARM_64,
             code=functions.code,
             handler=Handler.GATE,
-            memory_size=constants.MEMORY_MB,
+            memory_size=functions.memory_mb,
             timeout=Duration.seconds(GATE_TIMEOUT_S),
             environment={**functions.environment, Env.CODE_DIGEST: digest},
             description="lunaflow: the deploy gate (replays in-flight runs on the new code)",

@@ -39,6 +39,21 @@ DEFAULT_RETENTION_S = 30 * 86_400.0
 MIN_RETENTION_S = 86_400.0
 
 
+def _whole_limit(root: Path, limits: dict[str, Any], name: str, default: int, example: int) -> int:
+    """A ``[limits]`` setting that is a whole number above 0: ``int()`` alone took ``1.5`` as 1
+    and ``"abc"`` as a crash, and a memory bound of 0 refused every script."""
+    value = limits.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ProjectLoadError(
+            f"lunaflow.toml in {root}: limits.{name} must be a whole number above 0 "
+            f"(got {value!r}); write, for example, {name} = {example}"
+        )
+    return value
+
+
+MiB = 2**20
+
+
 @dataclass(frozen=True)
 class Limits:
     memory_bytes: int = DEFAULT_MEMORY_BYTES
@@ -127,8 +142,8 @@ class ProjectSource:
                 f"(got {cpu_seconds!r}); write, for example, cpu_seconds = 60"
             )
         limits = Limits(
-            memory_bytes=int(limits_cfg.get("memory_mb", DEFAULT_MEMORY_BYTES // 2**20)) * 2**20,
-            instructions=int(limits_cfg.get("instructions", DEFAULT_INSTRUCTIONS)),
+            memory_bytes=_whole_limit(root, limits_cfg, "memory_mb", DEFAULT_MEMORY_BYTES // MiB, 256) * MiB,
+            instructions=_whole_limit(root, limits_cfg, "instructions", DEFAULT_INSTRUCTIONS, 200_000_000),
             cpu_seconds=float(cpu_seconds),
         )
         snapshot_of = root / SNAPSHOT_NAME  # a snapshot keeps its project's name

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.engine.project import ProjectSource, load
-from runtime.engine.sandbox import Sandbox
+from runtime.engine.sandbox import DEFAULT_MEMORY_BYTES, Sandbox
 from runtime.engine.schedules import Schedule, parse_schedule, schedules_of
 from runtime.services.base import Declaration
 from runtime.services.queues import QueueSettings
@@ -38,6 +38,7 @@ class ProjectNeeds:
     has_fetch: bool = False
     schedules: dict[str, Schedule] = field(default_factory=dict)  # one Scheduler schedule each
     version: str = ""  # the code's version (ProjectSource.digest): the deploy gate's ProjectDigest
+    memory_bytes: int = DEFAULT_MEMORY_BYTES  # limits.memory_mb: each Lua state's bound
 
 
 def describe(project: str | Path) -> ProjectNeeds:
@@ -76,4 +77,5 @@ def describe(project: str | Path) -> ProjectNeeds:
         has_fetch=any(d.kind == "fetch" for d in declarations),
         schedules=schedules_of(source.name, declared, workflows),
         version=source.digest,
+        memory_bytes=source.limits.memory_bytes,
     )

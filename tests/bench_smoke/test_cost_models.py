@@ -152,3 +152,10 @@ def test_the_cost_profile_names_a_journal_append_and_not_the_flows_collection() 
     }
     assert aws_cost.describe("UpdateItem", grow) == "journal append (in place)"
     assert aws_cost.describe("UpdateItem", collect) != "journal append (in place)"
+
+
+def test_the_cost_model_prices_the_memory_the_stack_gives_a_default_project() -> None:
+    from infra.memory import function_memory_mb
+    from runtime.engine.sandbox import DEFAULT_MEMORY_BYTES
+
+    assert function_memory_mb(DEFAULT_MEMORY_BYTES) == prices.MEMORY_MB

@@ -104,3 +104,19 @@ def test_a_cpu_time_limit_that_is_not_a_positive_number_refuses_the_project(
     )
     with pytest.raises(ProjectLoadError, match=r"limits\.cpu_seconds must be a number of seconds above 0"):
         LocalPlatform(project)
+
+
+@pytest.mark.parametrize("name", ["memory_mb", "instructions"])
+@pytest.mark.parametrize("value", ["0", "-1", "1.5", '"abc"', "true"])
+def test_a_memory_or_instruction_limit_that_is_not_a_whole_number_above_0_refuses_the_project(
+    make_project: MakeProject, name: str, value: str
+) -> None:
+    """``int()`` alone took 1.5 as 1 and "abc" as a crash with a traceback, and a memory bound
+    of 0 refused every script as out of memory."""
+    from runtime.errors import ProjectLoadError
+
+    project = make_project(
+        {"lunaflow.toml": f"[limits]\n{name} = {value}\n", "main.lua": 'workflow "w" (function() end)'}
+    )
+    with pytest.raises(ProjectLoadError, match=rf"limits\.{name} must be a whole number above 0 \(got "):
+        LocalPlatform(project)
