@@ -11,7 +11,7 @@ import heapq
 import itertools
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -54,9 +54,11 @@ log = logging.getLogger("lunaflow.store")
 LIST_THREADS = 8
 # Index entries a search by a number range reads before it orders them newest first.
 MAX_RANGE_READ = 5000
-# In-flight runs a list of one in-flight status looks through, newest first: they share one
-# index partition (``STATUS#live``), so a status few of them are in is found by reading them.
-IN_FLIGHT_SCAN = 20_000
+# Runs a list looks through, newest first, past those it leaves out: in-flight runs share one
+# index partition (``STATUS#live``), so a status few of them are in is found by reading them;
+# any other list leaves out runs past their expiry that TTL has not deleted yet (up to about
+# two days) and runs whose status moved since the index was read.
+LIST_SCAN = 20_000
 # Runs a list of completed ones looks through, newest first, and the index entries it reads
 # a Query (keys only, about 100 bytes each: well under a Query's 1 MB).
 COMPLETED_SCAN = 100_000
@@ -142,17 +144,32 @@ class Index(Reads):
             entries = (item for _, item in self._newest(sources, page, pool))
             # The live partition holds every in-flight status: a list of one of them reads the
             # live runs' statuses (a small projection), newest first, and keeps that status's,
-            # looking at most IN_FLIGHT_SCAN entries deep. Any other list reads `limit` runs
-            # and keeps what still holds (an index is read a moment behind the table: a run
-            # that just changed status may be listed under both, and is read once).
+            # looking at most LIST_SCAN entries deep. Any other list reads its runs and keeps
+            # what still holds (an index is read a moment behind the table: a run that just
+            # changed status may be listed under both, and is read once).
             if flight and status is not None:
-                return self._kept(entries, status, workflow, limit, scan=max(limit, IN_FLIGHT_SCAN))
-            ids = list(itertools.islice(_once(_id_of(item) for item in entries), limit))
-        return [
-            r
-            for r in self._hydrate(ids)
-            if (status is None or r.status == status) and (workflow is None or r.workflow == workflow)
-        ]
+                return self._kept(entries, status, workflow, limit, scan=max(limit, LIST_SCAN))
+            return self._first(
+                _once(_id_of(item) for item in entries),
+                limit,
+                lambda r: status in (None, r.status) and workflow in (None, r.workflow),
+            )
+
+    def _first(self, ids: Iterator[str], limit: int, keep: Callable[[RunRecord], bool]) -> list[RunRecord]:
+        """The first ``limit`` runs of ``ids`` that ``keep`` holds for, read a batch at a
+        time: the first batch as long as the list (all a list reads when nothing is left
+        out), then what is missing, at least 100. A run left out (past its expiry, or moved)
+        does not shorten the list; it looks at most ``max(limit, LIST_SCAN)`` runs deep."""
+        out: list[RunRecord] = []
+        deepest, looked, size = max(limit, LIST_SCAN), 0, limit
+        while len(out) < limit and looked < deepest:
+            batch = list(itertools.islice(ids, min(size, deepest - looked)))
+            if not batch:
+                break
+            looked += len(batch)
+            out.extend(r for r in self._hydrate(batch) if keep(r))
+            size = max(limit - len(out), 100)
+        return out[:limit]
 
     def _completed(self, workflow: str | None, limit: int) -> list[RunRecord]:
         """Completed runs (of ``workflow``), newest first: a completed run is in no status

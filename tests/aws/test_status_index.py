@@ -196,12 +196,12 @@ def test_a_list_of_an_in_flight_status_looks_as_deep_as_its_bound(
     store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The documented bound (docs/reliability_limits.md): a list of one in-flight status
-    looks through the newest IN_FLIGHT_SCAN runs in flight, however few match."""
+    looks through the newest LIST_SCAN runs in flight, however few match."""
     for i in range(150):
         _new(store, f"a{i:03d}", 1_000.0 + i)
         status = Status.SLEEPING if i in (3, 70, 149) else Status.AWAITING
         store.append(f"a{i:03d}", 1, [], update=RunUpdate(status, "wait"))
-    monkeypatch.setattr(dynamodb_index, "IN_FLIGHT_SCAN", 100)  # a050 ... a149
+    monkeypatch.setattr(dynamodb_index, "LIST_SCAN", 100)  # a050 ... a149
     assert [r.id for r in store.list_runs(status="sleeping", limit=5)] == ["a149", "a070"]
     # A longer list looks as deep as it is long.
     assert [r.id for r in store.list_runs(status="sleeping", limit=150)] == ["a149", "a070", "a003"]

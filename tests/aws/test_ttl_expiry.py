@@ -16,6 +16,7 @@ import pytest
 from runtime.core.clock import FakeClock
 from runtime.core.journal import Entry, Kind, Status
 from runtime.errors import JournalConflict, NoSuchRun
+from runtime.store import dynamodb_index
 from runtime.store.base import RunRecord, RunUpdate
 from runtime.store.dynamodb import TTL_ATTRIBUTE, DynamoDBStore, run_key, run_pk
 from runtime.store.dynamodb_ttl import CHUNK_SLACK_S, START_ATTR, start_of
@@ -528,3 +529,29 @@ def test_a_secret_pin_an_earlier_run_of_the_id_left_is_no_pin_of_the_new_run(sto
     assert store.pinned_secret("r1", "key") is None
     assert store.pin_secret("r1", "key", 5) == 5 and store.pinned_secret("r1", "key") == 5
     assert store.pin_secret("r1", "key", 6) == 5  # the run keeps its first version
+
+
+def test_runs_ttl_has_yet_to_delete_do_not_shorten_a_list(
+    store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A list took its first ``limit`` runs and then left out those past their expiry, so for
+    up to about two days after runs expired together (TTL deletes late) it came back short,
+    empty here. It now reads further runs in their place, at most LIST_SCAN deep."""
+    for i in range(3):
+        start(store, f"old{i}")  # in flight: no expiry
+        later(store, 1)
+    for i in range(5):
+        start(store, f"new{i}")
+        finish(store, f"new{i}")
+        later(store, 1)
+    assert [r.id for r in store.list_runs(limit=3)] == ["new4", "new3", "new2"]
+    later(store, 3 * DAY)  # past their retention; TTL has deleted none of them yet
+    assert all(TTL_ATTRIBUTE in items(store, f"new{i}")["K"] for i in range(5))
+    assert [r.id for r in store.list_runs(limit=3)] == ["old2", "old1", "old0"]
+    assert [r.id for r in store.list_runs(workflow="wf", limit=2)] == ["old2", "old1"]
+    assert [r.id for r in store.list_runs(status=Status.RUNNING, limit=10)] == ["old2", "old1", "old0"]
+    assert store.list_runs(status=Status.COMPLETED, limit=3) == []
+    monkeypatch.setattr(dynamodb_index, "LIST_SCAN", 4)  # new4 ... new1: all left out
+    assert store.list_runs(limit=3) == []
+    monkeypatch.setattr(dynamodb_index, "LIST_SCAN", 8)  # the 8th newest is old0
+    assert [r.id for r in store.list_runs(limit=3)] == ["old2", "old1", "old0"]
