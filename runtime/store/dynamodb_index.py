@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from runtime.core import published
-from runtime.core.journal import ENDED, Status
+from runtime.core.journal import ENDED, Entry, Kind, Status
 from runtime.core.published import Where
 from runtime.core.values import compact
 from runtime.errors import LunaflowError
@@ -29,6 +29,7 @@ from runtime.store.dynamodb_layout import (
     INDEXES,
     LIVE_PARTITION,
     REF,
+    RUN_SK,
     SHARDS,
     STATUS_PARTITIONS,
     VALUE_SK,
@@ -43,8 +44,8 @@ from runtime.store.dynamodb_layout import (
     sharded,
     status_partition,
 )
-from runtime.store.dynamodb_reads import Reads
-from runtime.store.dynamodb_ttl import expired
+from runtime.store.dynamodb_reads import Reads, with_current_step
+from runtime.store.dynamodb_ttl import START_ATTR, expired, of_another_start
 from runtime.store.items import num, s, text
 
 log = logging.getLogger("lunaflow.store")
@@ -122,6 +123,40 @@ class Index(Reads):
     def list_runs(
         self, *, status: str | None = None, workflow: str | None = None, limit: int = 1000
     ) -> list[RunRecord]:
+        return self._with_steps(self._list(status, workflow, limit))
+
+    def _with_steps(self, runs: list[RunRecord]) -> list[RunRecord]:
+        """The listed running runs with the step each is in, as ``get_run`` shows it: a woken
+        run's step intent is a chunk write alone (its run item keeps no step while the step
+        runs), so the step is the last entry of its tip chunk, read here a few at once, a
+        Query of two items' keys and ``tail`` each. A chunk that keeps no ``tail`` (its last
+        entry's name too long, or written before stop 46) leaves the step as the item has it."""
+        running = [r for r in runs if r.status == Status.RUNNING and r.current_step is None]
+        if not running:
+            return runs
+        with ThreadPoolExecutor(max_workers=LIST_THREADS) as pool:
+            tails = dict(zip((r.id for r in running), pool.map(self._tip_tail, running), strict=True))
+        return [r if (tail := tails.get(r.id)) is None else with_current_step(r, tail) for r in runs]
+
+    def _tip_tail(self, run: RunRecord) -> Entry | None:
+        """The last entry (kind and name) of a run's tip chunk, when the chunk keeps it."""
+        items = self._db.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :j AND :run",
+            ExpressionAttributeValues={":pk": s(run_pk(run.id)), ":j": s("J#"), ":run": s(RUN_SK)},
+            ProjectionExpression="sk, tail, created_sk, #xc",
+            ExpressionAttributeNames={"#xc": START_ATTR},
+            ScanIndexForward=False,
+            Limit=2,
+        ).get("Items", [])
+        run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
+        chunk = next((i for i in items if i["sk"]["S"].startswith("J#")), None)
+        if run_item is None or chunk is None or "tail" not in chunk or of_another_start(chunk, run_item):
+            return None
+        kind, name = json.loads(chunk["tail"]["S"])
+        return Entry(run.journal_len, Kind(kind), name)
+
+    def _list(self, status: str | None, workflow: str | None, limit: int) -> list[RunRecord]:
         if status == Status.COMPLETED:
             return self._completed(workflow, limit)
         sources: list[tuple[str, str]]

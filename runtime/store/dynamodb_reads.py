@@ -56,7 +56,7 @@ def refuse_newer(run_id: str, run_item: dict[str, Any]) -> None:
         raise NewerLayout(run_id, needed, LAYOUT)
 
 
-def _with_current_step(run: RunRecord, last: Entry) -> RunRecord:
+def with_current_step(run: RunRecord, last: Entry) -> RunRecord:
     current = current_step(run.status, run.current_step, last)
     return run if current == run.current_step else RunRecord(**{**run.__dict__, "current_step": current})
 
@@ -363,7 +363,7 @@ class Reads(Spill):
             result = self._result_in(chunk)
         run = self._run_from(run_item, whole(chunk["last"]), result, _first_of([chunk]))
         kind, name = self._tail(chunk)
-        return _with_current_step(run, Entry(run.journal_len, kind, name))
+        return with_current_step(run, Entry(run.journal_len, kind, name))
 
     def seed(self, snap: Snapshot) -> None:
         """A run this thread just created, whole (its first entry, no signal, wake token 1):
@@ -467,7 +467,7 @@ class Reads(Spill):
             result = ends[-1].data.get("result") if ends else self._stored_result(run_id, run_item)
         run = RunRecord(**{**run.__dict__, "journal_len": length, "result": result})
         if entries:
-            run = _with_current_step(run, entries[-1])
+            run = with_current_step(run, entries[-1])
         pending = [Signal(x.id, x.name, x.payload, x.at) for x in signals.values() if x.state == "pending"]
         return Snapshot(run, sorted(pending, key=lambda x: x.id), entries)
 

@@ -362,3 +362,24 @@ def test_replayed_step_returns_the_same_values(p: LocalPlatform) -> None:
     p.restart()
     p.signal("m-1", "go", None)
     assert p.get("m-1").result == _multi_expected()
+
+
+# --- the console's view of a step in progress ------------------------------------------
+
+
+def test_a_list_shows_the_step_a_running_run_is_in(harness: Any, tmp_path: Path) -> None:
+    """SPEC 4: the console lists runs with their current step. On AWS a woken run's step
+    intent is a journal write alone (the run item is not rewritten), so while the step ran a
+    list showed the run running with no step, where `get` and the local lists named it."""
+    seen: list[Any] = []
+
+    def during(cls: str, key: str, method: str, args: list[Any]) -> list[Any]:
+        listed = platform.runs(workflow="plain")
+        seen.append([(r.id, r.status, r.current_step) for r in listed])
+        seen.append(platform.get("p1").current_step)
+        return [{"ok": True, "n": 1}]
+
+    with harness(PROJECT, data_dir=tmp_path / "data", objects=during) as platform:
+        run = platform.start("plain", id="p1")
+        assert run.status == "completed"
+    assert seen == [[("p1", "running", "step 'plain'")], "step 'plain'"]
