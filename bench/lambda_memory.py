@@ -98,6 +98,8 @@ def main() -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
+    if args.bound < 1:  # lupa takes 0 as no bound: the state would fill the machine
+        parser.error("--bound is a whole number of MiB from 1")
     reserved = memory.RUNTIME_MB + float(memory.STATE_SHARE) * args.bound
     figures = {name: measure(args.bound, code) for name, code in SHAPES.items()}
     function_mb = memory.function_memory_mb(args.bound * memory.MiB)

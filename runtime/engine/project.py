@@ -39,19 +39,30 @@ DEFAULT_RETENTION_S = 30 * 86_400.0
 MIN_RETENTION_S = 86_400.0
 
 
-def _whole_limit(root: Path, limits: dict[str, Any], name: str, default: int, example: int) -> int:
-    """A ``[limits]`` setting that is a whole number above 0: ``int()`` alone took ``1.5`` as 1
-    and ``"abc"`` as a crash, and a memory bound of 0 refused every script."""
+def _whole_limit(root: Path, limits: dict[str, Any], name: str, default: int, example: int, most: int) -> int:
+    """A ``[limits]`` setting that is a whole number from 1 to ``most``: ``int()`` alone took
+    ``1.5`` as 1 and ``"abc"`` as a crash, a memory bound of 0 refused every script, and one
+    past what lupa takes (2**44 MiB) crashed it. A whole float (``1e3``) or a string of digits
+    (``"512"``, which ``int()`` took, and a code snapshot may hold) is read as its number."""
     value = limits.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and value.strip().isdigit():
+        number = int(value.strip())
+    if number is None or not 1 <= number <= most:
         raise ProjectLoadError(
-            f"lunaflow.toml in {root}: limits.{name} must be a whole number above 0 "
+            f"lunaflow.toml in {root}: limits.{name} must be a whole number from 1 to {most:,} "
             f"(got {value!r}); write, for example, {name} = {example}"
         )
-    return value
+    return number
 
 
 MiB = 2**20
+MAX_MEMORY_MB = 2**20  # a TiB: far past any machine, and well inside what lupa takes
+MAX_INSTRUCTIONS = 2**62  # a Lua integer, with room for the hook's arithmetic
 
 
 @dataclass(frozen=True)
@@ -142,8 +153,11 @@ class ProjectSource:
                 f"(got {cpu_seconds!r}); write, for example, cpu_seconds = 60"
             )
         limits = Limits(
-            memory_bytes=_whole_limit(root, limits_cfg, "memory_mb", DEFAULT_MEMORY_BYTES // MiB, 256) * MiB,
-            instructions=_whole_limit(root, limits_cfg, "instructions", DEFAULT_INSTRUCTIONS, 200_000_000),
+            memory_bytes=MiB
+            * _whole_limit(root, limits_cfg, "memory_mb", DEFAULT_MEMORY_BYTES // MiB, 256, MAX_MEMORY_MB),
+            instructions=_whole_limit(
+                root, limits_cfg, "instructions", DEFAULT_INSTRUCTIONS, 200_000_000, MAX_INSTRUCTIONS
+            ),
             cpu_seconds=float(cpu_seconds),
         )
         snapshot_of = root / SNAPSHOT_NAME  # a snapshot keeps its project's name

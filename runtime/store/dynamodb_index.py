@@ -11,7 +11,7 @@ import heapq
 import itertools
 import json
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ from runtime.store.dynamodb_layout import (
     RUN_SK,
     SHARDS,
     STATUS_PARTITIONS,
+    TTL_ATTRIBUTE,
     VALUE_SK,
     WORKFLOWS_PK,
     _created_sk,
@@ -60,6 +61,8 @@ MAX_RANGE_READ = 5000
 # any other list leaves out runs past their expiry that TTL has not deleted yet (up to about
 # two days) and runs whose status moved since the index was read.
 LIST_SCAN = 20_000
+# What a list reads of a run before it reads it whole: whether the list keeps it.
+DECIDES = f"id, #st, #wf, {TTL_ATTRIBUTE}, expires_ms"
 # Runs a list of completed ones looks through, newest first, and the index entries it reads
 # a Query (keys only, about 100 bytes each: well under a Query's 1 MB).
 COMPLETED_SCAN = 100_000
@@ -184,25 +187,41 @@ class Index(Reads):
             # changed status may be listed under both, and is read once).
             if flight and status is not None:
                 return self._kept(entries, status, workflow, limit, scan=max(limit, LIST_SCAN))
-            return self._first(
-                _once(_id_of(item) for item in entries),
-                limit,
-                lambda r: status in (None, r.status) and workflow in (None, r.workflow),
-            )
+            return self._first(_once(_id_of(item) for item in entries), limit, status, workflow)
 
-    def _first(self, ids: Iterator[str], limit: int, keep: Callable[[RunRecord], bool]) -> list[RunRecord]:
-        """The first ``limit`` runs of ``ids`` that ``keep`` holds for, read a batch at a
-        time: the first batch as long as the list (all a list reads when nothing is left
-        out), then what is missing, at least 100. A run left out (past its expiry, or moved)
-        does not shorten the list; it looks at most ``max(limit, LIST_SCAN)`` runs deep."""
+    def _first(
+        self, ids: Iterator[str], limit: int, status: str | None, workflow: str | None
+    ) -> list[RunRecord]:
+        """The first ``limit`` runs of ``ids`` of ``status`` and ``workflow`` (None: any), a
+        batch at a time. The first batch is as long as the list and read whole: all a list
+        reads when nothing is left out. Later ones (what is missing, at least 100) read what
+        decides first (status, workflow, expiry), then whole only the runs kept, so a list
+        of failed runs of one workflow does not read other workflows' runs whole. A run left
+        out (past its expiry, moved, another workflow's) does not shorten the list; it looks
+        at most ``max(limit, LIST_SCAN)`` runs deep."""
+
+        def wanted(its_status: str, its_workflow: str) -> bool:
+            return status in (None, its_status) and workflow in (None, its_workflow)
+
         out: list[RunRecord] = []
         deepest, looked, size = max(limit, LIST_SCAN), 0, limit
         while len(out) < limit and looked < deepest:
             batch = list(itertools.islice(ids, min(size, deepest - looked)))
             if not batch:
                 break
-            looked += len(batch)
-            out.extend(r for r in self._hydrate(batch) if keep(r))
+            taken = len(batch)
+            if looked:
+                now = self.clock.now()
+                found = self._items(batch, DECIDES, {"#st": "status", "#wf": "workflow"})
+                batch = [
+                    r
+                    for r in batch
+                    if r in found
+                    and not expired(found[r], now)
+                    and wanted(found[r]["status"]["S"], found[r]["workflow"]["S"])
+                ]
+            looked += taken
+            out.extend(r for r in self._hydrate(batch) if wanted(r.status, r.workflow))
             size = max(limit - len(out), 100)
         return out[:limit]
 

@@ -555,3 +555,33 @@ def test_runs_ttl_has_yet_to_delete_do_not_shorten_a_list(
     assert store.list_runs(limit=3) == []
     monkeypatch.setattr(dynamodb_index, "LIST_SCAN", 8)  # the 8th newest is old0
     assert [r.id for r in store.list_runs(limit=3)] == ["old2", "old1", "old0"]
+
+
+def test_a_list_filtered_by_status_and_workflow_reads_other_workflows_runs_by_what_decides(
+    store: DynamoDBStore,
+) -> None:
+    """Past its first batch, a list reads each run's status, workflow and expiry first and
+    whole only the runs it keeps: failed runs of other workflows (whose large inputs are
+    their first chunks) are not read whole, page after page (found in review)."""
+
+    def failed(run_id: str, workflow: str, size: int) -> None:
+        at = store.clock.now()
+        given = {"v": "x" * size}
+        record = RunRecord(run_id, workflow, Status.RUNNING, given, created_at=at, updated_at=at)
+        store.create_run(record, Entry(1, Kind.STARTED, workflow, {"format": 1, "input": given}, at))
+        store.append(run_id, 1, [], update=RunUpdate(Status.FAILED, None, error="boom"))
+        later(store, 1)
+
+    failed("b0", "b", 1)
+    for i in range(150):
+        failed(f"a{i:03d}", "a", 40_000)
+    whole: list[int] = []  # the keys of each BatchGetItem that reads items whole
+    store._db.meta.events.register(
+        "provide-client-params.dynamodb.BatchGetItem",
+        lambda params, **_: whole.extend(
+            len(t["Keys"]) for t in params["RequestItems"].values() if "ProjectionExpression" not in t
+        ),
+    )
+    assert [r.id for r in store.list_runs(status=Status.FAILED, workflow="b", limit=5)] == ["b0"]
+    # The first batch whole (5 run items and their first chunks), then b0 and its item alone.
+    assert sum(whole) <= 2 * 5 + 2, whole

@@ -106,17 +106,45 @@ def test_a_cpu_time_limit_that_is_not_a_positive_number_refuses_the_project(
         LocalPlatform(project)
 
 
-@pytest.mark.parametrize("name", ["memory_mb", "instructions"])
-@pytest.mark.parametrize("value", ["0", "-1", "1.5", '"abc"', "true"])
-def test_a_memory_or_instruction_limit_that_is_not_a_whole_number_above_0_refuses_the_project(
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        *(
+            (name, value)
+            for name in ("memory_mb", "instructions")
+            for value in ("0", "-1", "1.5", '"abc"', "true")
+        ),
+        ("memory_mb", "1048577"),  # a MiB past a TiB
+        ("memory_mb", "17592186044416"),  # 2**44 MiB: lupa crashed
+        ("instructions", "4611686018427387905"),
+    ],
+)
+def test_a_memory_or_instruction_limit_that_is_not_a_whole_number_in_range_refuses_the_project(
     make_project: MakeProject, name: str, value: str
 ) -> None:
-    """``int()`` alone took 1.5 as 1 and "abc" as a crash with a traceback, and a memory bound
-    of 0 refused every script as out of memory."""
+    """``int()`` alone took 1.5 as 1 and "abc" as a crash with a traceback, a memory bound of
+    0 refused every script as out of memory, and one of 2**44 MiB crashed lupa."""
     from runtime.errors import ProjectLoadError
 
     project = make_project(
         {"lunaflow.toml": f"[limits]\n{name} = {value}\n", "main.lua": 'workflow "w" (function() end)'}
     )
-    with pytest.raises(ProjectLoadError, match=rf"limits\.{name} must be a whole number above 0 \(got "):
+    with pytest.raises(
+        ProjectLoadError, match=rf"limits\.{name} must be a whole number from 1 to [0-9,]+ \(got "
+    ):
         LocalPlatform(project)
+
+
+@pytest.mark.parametrize(("value", "mib"), [('"512"', 512), ("1e3", 1000), ("1048576", 1048576)])
+def test_a_memory_limit_written_as_a_string_or_a_whole_float_is_read_as_its_number(
+    make_project: MakeProject, value: str, mib: int
+) -> None:
+    """``int()`` took "512", and a code snapshot may hold it so."""
+    from runtime.engine.project import ProjectSource
+
+    project = make_project(
+        {"lunaflow.toml": f"[limits]\nmemory_mb = {value}\n", "main.lua": 'workflow "w" (function() end)'}
+    )
+    assert ProjectSource.read(project).limits.memory_bytes == mib * 2**20
+    with LocalPlatform(project) as p:
+        assert p.start("w").status == "completed"
