@@ -634,9 +634,10 @@ def _usage(
                 counts["timer_fires"] += 1
             if e.kind == Kind.WAIT_DONE and e.data.get("by") == "signal":
                 counts["signals"] += 1  # every signal these workloads send is consumed
-    locks = sum(c.wru for c in d.meter.calls if wanted(c.phase) and c.what == "object: lock")
+    locks = [c for c in d.meter.calls if wanted(c.phase) and c.what == "object: lock"]
     return Usage(
-        lock_wru=locks,
+        lock_wru=sum(c.wru for c in locks),
+        lock_requests=len(locks),
         label=label,
         per=per,
         units=units,

@@ -23,7 +23,9 @@ a checkpoint call (a round trip); checkpoint data written $0.25/GB and retained
 (durable_retention_days) $0.15/GB-month; its invocations write Lambda's platform log lines
 (the default text format) and pay INIT at the same cold share. Both peers pay the same
 application work (less lunaflow's object locks: a peer's step writes an object's state with
-one conditional write) and the same HTTP ingress (API Gateway, or a Function URL with
+one conditional write), in DynamoDB and in the Lambda time their step bodies wait on its
+requests (ROUND_TRIP_MS each, as lunaflow's; before stop 52 only lunaflow paid that time),
+and the same HTTP ingress (API Gateway, or a Function URL with
 ``--ingress url``, and an invocation per request: a durable function has no URL of its own,
 so a plain function takes the request and starts the execution or sends the callback).
 
@@ -42,7 +44,8 @@ pays on these services, with the run's activations running where its requests la
   one per timer that fires (Scheduler invokes the worker, no queue between); Scheduler per
   fire; no SQS (the backstop is the wake-up on the run item, which the reconciler's fixed
   monthly cost already reads);
-- GB-seconds: HANDLER_MS per invocation and ROUND_TRIP_MS per write and read; INIT at the
+- GB-seconds: HANDLER_MS per invocation and ROUND_TRIP_MS per write and read, and per request
+  of the application's own work (its step bodies wait on them as lunaflow's do); INIT at the
   cold share; logs: one own line per invocation; no X-Ray;
 - storage: the journal's bytes and 100 bytes per item, one month, with PITR;
 - the same application work and the same API Gateway requests as lunaflow.
@@ -82,6 +85,7 @@ class Usage:
     signals: int  # signals sent
     timer_fires: int  # waits ended by their timer or timeout
     lock_wru: float = 0.0  # of app's: the object calls' lock writes, which a peer's step does without
+    lock_requests: int = 0  # of app's: those writes' requests
     batch: int = 1  # wakes per worker invocation (the trigger's batch, under load)
     url: bool = False  # HTTP through Lambda Function URLs (every side), not API Gateway
     tracing: bool = False  # the stack's -c tracing (infra/settings.py; off by default)
@@ -132,6 +136,11 @@ class Usage:
             "application work (kv, objects)": self.application(prices),
         }
 
+    def app_trips(self, peer: bool = False) -> float:
+        """The project's own requests, which its code waits on in a Lambda on every side: a
+        peer's step bodies make the same, less lunaflow's object lock writes."""
+        return float(self.app.requests - (self.lock_requests if peer else 0))
+
     def application(self, prices: dict[str, float], peer: bool = False) -> float:
         """The project's own data work. A peer's step bodies do the same reads and writes, but
         an object call's state is one conditional write there: lunaflow's lock write per call
@@ -164,7 +173,8 @@ class Usage:
         invocations = self.runs + self.sleeps + self.awaits  # the start, a resume after each wait
         checkpoints = self.steps + self.sleeps + self.awaits + self.awaits  # + the callback id's write
         sender_trips = 2 * self.signals  # look the callback id up, send to it
-        gb_s = gb_seconds(invocations * p.HANDLER_MS + (checkpoints + sender_trips) * p.ROUND_TRIP_MS)
+        trips = checkpoints + sender_trips + self.app_trips(peer=True)
+        gb_s = gb_seconds(invocations * p.HANDLER_MS + trips * p.ROUND_TRIP_MS)
         retained = (
             self.journal_bytes
             / GB
@@ -193,7 +203,7 @@ class Usage:
         """The same workflow on Step Functions Standard (steps as Lambda tasks; a signal as a
         task token, looked up and sent like a durable callback), $ per workload."""
         transitions = self.steps + self.sleeps + self.awaits + 2 * self.runs
-        gb_s = gb_seconds(self.steps * p.HANDLER_MS)
+        gb_s = gb_seconds(self.steps * p.HANDLER_MS + self.app_trips(peer=True) * p.ROUND_TRIP_MS)
         return (
             transitions * prices["stepfunctions_transitions_per_million"] * M
             + self.steps * prices["lambda_requests_per_million"] * M
@@ -216,7 +226,8 @@ class Usage:
         index_writes = self.runs + 2 * (self.awaits + self.sleeps)
         reads = self.signals + self.timer_fires
         invocations = self.api + self.timer_fires
-        gb_s = gb_seconds(invocations * p.HANDLER_MS + (writes + reads) * p.ROUND_TRIP_MS)
+        trips = writes + reads + self.app_trips(peer=True)
+        gb_s = gb_seconds(invocations * p.HANDLER_MS + trips * p.ROUND_TRIP_MS)
         items = self.runs + self.steps + self.signals
         stored = self.journal_bytes + 100 * items
         return {

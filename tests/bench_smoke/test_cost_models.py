@@ -68,8 +68,10 @@ def test_the_peers_pay_the_same_application_work_less_lunaflows_object_locks() -
     assert busy.lines(table)["application work (kv, objects)"] == pytest.approx(work)
     # a peer's step writes an object's state with one conditional write: no lock write
     peers = work - 1 * 0.625e-6
-    assert busy.durable(table) - plain.durable(table) == pytest.approx(peers)
-    assert busy.step_functions(table) - plain.step_functions(table) == pytest.approx(peers)
+    # and waits on the 4 requests in its Lambda (the next test)
+    waited = 4 * prices.ROUND_TRIP_MS / 1000 * prices.MEMORY_MB / 1024 * table["lambda_arm_gb_second"]
+    assert busy.durable(table) - plain.durable(table) == pytest.approx(peers + waited)
+    assert busy.step_functions(table) - plain.step_functions(table) == pytest.approx(peers + waited)
     assert busy.floor_lines(table)["application work (kv, objects)"] == pytest.approx(peers)
 
 
@@ -159,3 +161,19 @@ def test_the_cost_model_prices_the_memory_the_stack_gives_a_default_project() ->
     from runtime.engine.sandbox import DEFAULT_MEMORY_BYTES
 
     assert function_memory_mb(DEFAULT_MEMORY_BYTES) == prices.MEMORY_MB
+
+
+def test_every_side_waits_in_lambda_on_the_applications_own_requests() -> None:
+    """A peer's step bodies make the project's kv and object requests too, and wait on them
+    in its Lambda as lunaflow's do: before stop 52 only lunaflow's Lambda time counted them
+    (the auction's 16 requests, about $1.71 per million auctions)."""
+    table = prices.apply([])
+    plain, busy = _sale(), _sale(app=_sums(4, 6, 2, 3), lock_wru=1, lock_requests=1)
+    waited = prices.ROUND_TRIP_MS / 1000 * prices.MEMORY_MB / 1024 * table["lambda_arm_gb_second"]
+    gb = "Lambda GB-seconds (arm64, model)"
+    assert busy.lines(table)[gb] - plain.lines(table)[gb] == pytest.approx(4 * waited)
+    work = busy.application(table, peer=True) - plain.application(table, peer=True)
+    # less the object lock's request, which a peer's step does without
+    assert busy.durable(table) - plain.durable(table) == pytest.approx(work + 3 * waited)
+    assert busy.step_functions(table) - plain.step_functions(table) == pytest.approx(work + 3 * waited)
+    assert busy.floor_lines(table)[gb] - plain.floor_lines(table)[gb] == pytest.approx(3 * waited)
