@@ -50,7 +50,7 @@ def _whole_limit(root: Path, limits: dict[str, Any], name: str, default: int, ex
         number = value
     elif isinstance(value, float) and value.is_integer():
         number = int(value)
-    elif isinstance(value, str) and value.strip().isdigit():
+    elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         number = int(value.strip())
     if number is None or not 1 <= number <= most:
         raise ProjectLoadError(

@@ -132,8 +132,11 @@ class Index(Reads):
         """The listed running runs with the step each is in, as ``get_run`` shows it: a woken
         run's step intent is a chunk write alone (its run item keeps no step while the step
         runs), so the step is the last entry of its tip chunk, read here a few at once, a
-        Query of two items' keys and ``tail`` each. A chunk that keeps no ``tail`` (its last
-        entry's name too long, or written before stop 46) leaves the step as the item has it."""
+        consistent Query of two items each, as ``get_run``'s (1 RRU for a run item and a
+        chunk under 4 KB: a projection saves bytes sent, not units). A chunk that keeps no
+        ``tail`` (its last entry's name too long, or written before stop 46), or one this code
+        cannot read (a kind a newer lunaflow wrote), leaves the step as the item has it,
+        without reading its rows: one run never fails a list."""
         running = [r for r in runs if r.status == Status.RUNNING and r.current_step is None]
         if not running:
             return runs
@@ -151,13 +154,17 @@ class Index(Reads):
             ExpressionAttributeNames={"#xc": START_ATTR},
             ScanIndexForward=False,
             Limit=2,
+            ConsistentRead=True,
         ).get("Items", [])
         run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
         chunk = next((i for i in items if i["sk"]["S"].startswith("J#")), None)
         if run_item is None or chunk is None or "tail" not in chunk or of_another_start(chunk, run_item):
             return None
-        kind, name = json.loads(chunk["tail"]["S"])
-        return Entry(run.journal_len, Kind(kind), name)
+        try:
+            kind, name = json.loads(chunk["tail"]["S"])
+            return Entry(run.journal_len, Kind(kind), name)
+        except (ValueError, TypeError):  # JSONDecodeError is a ValueError
+            return None
 
     def _list(self, status: str | None, workflow: str | None, limit: int) -> list[RunRecord]:
         if status == Status.COMPLETED:
@@ -444,7 +451,7 @@ class Index(Reads):
 
     def running_runs(self) -> list[str]:
         """Running runs, oldest first."""
-        return [r.id for r in reversed(self.list_runs(status=Status.RUNNING, limit=10**9))]
+        return [r.id for r in reversed(self._list(Status.RUNNING, None, 10**9))]  # ids: no steps
 
     def stale_running(self, before: float, now_ms: int, limit: int | None = None) -> list[str]:
         """Runs left running, unchanged since ``before`` and unleased, among the items older

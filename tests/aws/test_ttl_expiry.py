@@ -585,3 +585,26 @@ def test_a_list_filtered_by_status_and_workflow_reads_other_workflows_runs_by_wh
     assert [r.id for r in store.list_runs(status=Status.FAILED, workflow="b", limit=5)] == ["b0"]
     # The first batch whole (5 run items and their first chunks), then b0 and its item alone.
     assert sum(whole) <= 2 * 5 + 2, whole
+
+
+def test_a_list_shows_a_running_runs_step_and_one_unreadable_tail_hides_no_run(store: DynamoDBStore) -> None:
+    """A list reads the step a woken run is in from its tip chunk's ``tail`` (the intent is a
+    journal write alone); a tail it cannot read (a kind a newer lunaflow wrote) leaves that
+    run's step unread rather than fail the list (found in review)."""
+    for run_id in ("r1", "r2"):
+        start(store, run_id)
+        at = store.clock.now()
+        intent = Entry(2, Kind.STEP_INTENT, "work", {"pass": 1, "attempt": 1}, at)
+        store.append(run_id, 1, [intent], update=RunUpdate(Status.RUNNING, "work", progress_only=True))
+        later(store, 1)
+    assert [(r.id, r.current_step) for r in store.list_runs()] == [
+        ("r2", "step 'work'"),
+        ("r1", "step 'work'"),
+    ]
+    store._db.update_item(
+        TableName=store.table,
+        Key={"pk": {"S": run_pk("r2")}, "sk": {"S": "J#0000000002"}},
+        UpdateExpression="SET tail = :t",
+        ExpressionAttributeValues={":t": {"S": '["step.future", "work"]'}},
+    )
+    assert [(r.id, r.current_step) for r in store.list_runs()] == [("r2", None), ("r1", "step 'work'")]

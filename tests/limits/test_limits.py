@@ -114,6 +114,7 @@ def test_a_cpu_time_limit_that_is_not_a_positive_number_refuses_the_project(
             for name in ("memory_mb", "instructions")
             for value in ("0", "-1", "1.5", '"abc"', "true")
         ),
+        ("memory_mb", '"\u00b2"'),  # a digit to str.isdigit, not to int()
         ("memory_mb", "1048577"),  # a MiB past a TiB
         ("memory_mb", "17592186044416"),  # 2**44 MiB: lupa crashed
         ("instructions", "4611686018427387905"),
