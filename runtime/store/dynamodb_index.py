@@ -46,7 +46,7 @@ from runtime.store.dynamodb_layout import (
     status_partition,
 )
 from runtime.store.dynamodb_reads import Reads, with_current_step
-from runtime.store.dynamodb_ttl import START_ATTR, expired, of_another_start
+from runtime.store.dynamodb_ttl import expired, of_another_start
 from runtime.store.items import num, s, text
 
 log = logging.getLogger("lunaflow.store")
@@ -133,7 +133,7 @@ class Index(Reads):
         run's step intent is a chunk write alone (its run item keeps no step while the step
         runs), so the step is the last entry of its tip chunk, read here a few at once, a
         consistent Query of two items each, as ``get_run``'s (1 RRU for a run item and a
-        chunk under 4 KB: a projection saves bytes sent, not units). A chunk that keeps no
+        chunk under 4 KB). A chunk that keeps no
         ``tail`` (its last entry's name too long, or written before stop 46), or one this code
         cannot read (a kind a newer lunaflow wrote), leaves the step as the item has it,
         without reading its rows: one run never fails a list."""
@@ -146,16 +146,7 @@ class Index(Reads):
 
     def _tip_tail(self, run: RunRecord) -> Entry | None:
         """The last entry (kind and name) of a run's tip chunk, when the chunk keeps it."""
-        items = self._db.query(
-            TableName=self.table,
-            KeyConditionExpression="pk = :pk AND sk BETWEEN :j AND :run",
-            ExpressionAttributeValues={":pk": s(run_pk(run.id)), ":j": s("J#"), ":run": s(RUN_SK)},
-            ProjectionExpression="sk, tail, created_sk, #xc",
-            ExpressionAttributeNames={"#xc": START_ATTR},
-            ScanIndexForward=False,
-            Limit=2,
-            ConsistentRead=True,
-        ).get("Items", [])
+        items = self._newest_to(run.id, RUN_SK, 2)  # get_run's read (_run_and_tip)
         run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
         chunk = next((i for i in items if i["sk"]["S"].startswith("J#")), None)
         if run_item is None or chunk is None or "tail" not in chunk or of_another_start(chunk, run_item):
@@ -206,31 +197,36 @@ class Index(Reads):
         of failed runs of one workflow does not read other workflows' runs whole. A run left
         out (past its expiry, moved, another workflow's) does not shorten the list; it looks
         at most ``max(limit, LIST_SCAN)`` runs deep."""
-
-        def wanted(its_status: str, its_workflow: str) -> bool:
-            return status in (None, its_status) and workflow in (None, its_workflow)
-
         out: list[RunRecord] = []
         deepest, looked, size = max(limit, LIST_SCAN), 0, limit
         while len(out) < limit and looked < deepest:
             batch = list(itertools.islice(ids, min(size, deepest - looked)))
             if not batch:
                 break
-            taken = len(batch)
-            if looked:
-                now = self.clock.now()
-                found = self._items(batch, DECIDES, {"#st": "status", "#wf": "workflow"})
-                batch = [
-                    r
-                    for r in batch
-                    if r in found
-                    and not expired(found[r], now)
-                    and wanted(found[r]["status"]["S"], found[r]["workflow"]["S"])
-                ]
-            looked += taken
-            out.extend(r for r in self._hydrate(batch) if wanted(r.status, r.workflow))
+            looked += len(batch)
+            if looked > len(batch):  # past the first batch
+                batch = self._decided(batch, status, workflow)
+            out.extend(
+                r
+                for r in self._hydrate(batch)
+                if status in (None, r.status) and workflow in (None, r.workflow)
+            )
             size = max(limit - len(out), 100)
         return out[:limit]
+
+    def _decided(self, batch: list[str], status: str | None, workflow: str | None) -> list[str]:
+        """The runs of ``batch`` a list of ``status`` and ``workflow`` (None: any) keeps, from
+        what decides it (``DECIDES``: status, workflow, expiry), read before any run whole."""
+        now = self.clock.now()
+        found = self._items(batch, DECIDES, {"#st": "status", "#wf": "workflow"})
+        return [
+            r
+            for r in batch
+            if r in found
+            and not expired(found[r], now)
+            and status in (None, found[r]["status"]["S"])
+            and workflow in (None, found[r]["workflow"]["S"])
+        ]
 
     def _completed(self, workflow: str | None, limit: int) -> list[RunRecord]:
         """Completed runs (of ``workflow``), newest first: a completed run is in no status
@@ -332,15 +328,7 @@ class Index(Reads):
         batch: list[str] = []
 
         def flush() -> None:
-            found = self._items(batch, "id, #st, #wf", {"#st": "status", "#wf": "workflow"})
-            wanted = [
-                r
-                for r in batch
-                if r in found
-                and found[r]["status"]["S"] == status
-                and (workflow is None or found[r]["workflow"]["S"] == workflow)
-            ]
-            out.extend(r for r in self._hydrate(wanted) if r.status == status)
+            out.extend(r for r in self._hydrate(self._decided(batch, status, workflow)) if r.status == status)
             batch.clear()
 
         for item in entries if scan is None else itertools.islice(entries, scan):
