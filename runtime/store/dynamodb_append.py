@@ -5,11 +5,13 @@ step (the rules are in ``runtime.store.dynamodb``'s docstring and docs/architect
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from runtime.core import published
 from runtime.core.journal import ENDED, Entry, Status
@@ -39,7 +41,7 @@ from runtime.store.dynamodb_chunks import (
     tip_of,
     unchanged_check,
 )
-from runtime.store.dynamodb_expiry import expiry_parts
+from runtime.store.dynamodb_expiry import DELETE_THREADS, expiry_parts
 from runtime.store.dynamodb_flow import AlsoRefused, DynamoFlow
 from runtime.store.dynamodb_layout import (
     CHANGED_AT,
@@ -87,7 +89,7 @@ from runtime.store.dynamodb_ttl import (
 )
 from runtime.store.items import Lost, conditional, error_code, item_bytes, n, s, whole
 
-FIRST_APPENDED = _journal_sk(2)  # a run's first chunk, its input on the run item
+log = logging.getLogger("lunaflow.store")
 
 
 class Appends(Reads):
@@ -358,10 +360,13 @@ class Appends(Reads):
         slot = expected_len + 1
         tip = self._tip(run_id, expected_len)
         ttl = self._ttl(run_id, tip, entries, update)
-        if ttl is None and tip.expires and not (entries and tip.v2 and extends(tip, entries)):
+        extended = bool(entries) and tip.v2 and extends(tip, entries)
+        if tip.expires and not extended and (ttl is None or entries):
             # An end gave the tip a TTL and its summary did not follow (a signal numbered
             # meanwhile, a crash): the run goes on, or ends otherwise, so the chunk must not
-            # expire. An extension takes the TTL back in its own write.
+            # expire. An extension takes the TTL back (or gives it anew) in its own write;
+            # an end that begins a chunk after it gives it its TTL after the summary, as it
+            # does every earlier chunk; a summary alone keeps it (the rule in ``_ttl``).
             tip = self._keep_untimed(run_id, tip)
         chunk_sk: str | None = None
         if entries and tip.v2:
@@ -381,13 +386,17 @@ class Appends(Reads):
         written: list[str] = []
         position = entries[-1].seq if entries else expected_len
         token = _write_id()
-        summary = self._summary(run_id, position, entries, chunk_sk, update, timer, written, token, ttl)
+        # A summary alone points at the tip this start wrote (never at a chunk an earlier run
+        # of the id left above it: runtime.store.dynamodb_ttl).
+        ends_in = chunk_sk or (tip.sk if tip.v2 else None)
+        summary = self._summary(run_id, position, entries, ends_in, update, timer, written, token, ttl)
         # A child's end wakes its parent in the same transaction (twice the write units,
         # for child runs' ends only): no crash between the two can lose the parent's wake.
         woken = [] if update is None or update.wake is None else [{"Update": self._wake_item(update.wake)}]
         if entries and woken:
             update_ = {**summary, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
             self._transact([*woken, {"Update": update_}], run_id, position + 1, token, written)
+            self._time_earlier(run_id, ttl)
             return
         if entries:
             saved = conditional(
@@ -396,6 +405,7 @@ class Appends(Reads):
             if not saved and not _mine(saved, token):
                 self._drop(written, saved.item)
                 raise JournalConflict(run_id, position + 1)
+            self._time_earlier(run_id, ttl)
             return
         if tip.v2:
             check = unchanged_check(self.table, run_id, tip)
@@ -407,6 +417,41 @@ class Appends(Reads):
             }
         update_ = {**summary, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
         self._transact([{"ConditionCheck": check}, *woken, {"Update": update_}], run_id, slot, token, written)
+        self._time_earlier(run_id, ttl)
+
+    def _time_earlier(self, run_id: str, ttl: Ttl | None) -> None:
+        """Give the journal's earlier chunks the end's chunk TTL, once the end's summary has
+        committed: before it, a run whose summary then failed (a signal numbered meanwhile)
+        and that went on could lose its journal to TTL. Each write holds on the chunk being
+        this start's (a new run of the id, after the expiry, writes over it). A process that
+        dies before them leaves those chunks without a TTL: no reader of a later run of the
+        id reads them (``dynamodb_ttl.of_another_start``), and a write of that run's goes
+        over each; a write that fails is logged and left, as that."""
+        if ttl is None or not ttl.earlier:
+            return
+
+        def give(sk: str) -> None:
+            try:
+                conditional(
+                    self._db.update_item,
+                    TableName=self.table,
+                    Key={"pk": s(run_pk(run_id)), "sk": s(sk)},
+                    UpdateExpression=f"SET {TTL_ATTRIBUTE} = :ttl_at",
+                    ConditionExpression=f"{START_ATTR} = :start",
+                    ExpressionAttributeValues={":ttl_at": n(ttl.chunk_at), ":start": start_of(ttl.start)},
+                )
+            except (ClientError, BotoCoreError) as e:
+                log.warning(
+                    "run '%s' ended, and its journal chunk '%s' could not be given its expiry "
+                    "(%s): it stays in the table after the run is deleted",
+                    run_id,
+                    sk,
+                    e,
+                )
+
+        # A few at once, as the sweep deletes: the end's activation waits for them.
+        with ThreadPoolExecutor(max_workers=min(DELETE_THREADS, len(ttl.earlier))) as pool:
+            list(pool.map(give, ttl.earlier))
 
     def _ttl(self, run_id: str, tip: Tip, entries: Sequence[Entry], update: RunUpdate | None) -> Ttl | None:
         """The TTL a completing run's end gives it (``runtime.store.dynamodb_ttl``), from a
@@ -415,14 +460,11 @@ class Appends(Reads):
             return None
         if self.retention_s is None or self.retention_s < MIN_RETENTION_S:
             return None
-        # The end begins the journal's first chunk (J#2, the input on the run item) or goes
-        # into it. Any other (a chunk after another, a large input's J#1, a generation
-        # continue_as_new began) is a journal of more than one chunk, or an unusual one: swept.
-        begins = bool(entries) and tip.sk is None
-        goes_into = tip.sk == FIRST_APPENDED and (not entries or extends(tip, entries))
-        if not (begins or goes_into):
+        # The end goes into the journal's last chunk, or begins one after it (the first, J#2,
+        # when the input is on the run item); a summary alone follows the chunk its end wrote.
+        if not entries and tip.sk is None:
             return None
-        end_chunk = tip.sk
+        end_chunk = tip.sk if not entries or extends(tip, entries) else None
         texts = [update.current_step or "", update.error or ""]
         spills = any(len(t.encode("utf-8")) > INLINE_TEXT_BYTES for t in texts) or (
             bool(entries) and len(compact([_elided(e) for e in entries]).encode("utf-8")) > INLINE_CHUNK_BYTES

@@ -149,7 +149,10 @@ class Index(Reads):
         items = self._newest_to(run.id, RUN_SK, 2)  # get_run's read (_run_and_tip)
         run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
         chunk = next((i for i in items if i["sk"]["S"].startswith("J#")), None)
-        if run_item is None or chunk is None or "tail" not in chunk or of_another_start(chunk, run_item):
+        if run_item is None:
+            return None
+        chunk = self._own_chunk(run.id, run_item, chunk)
+        if chunk is None or "tail" not in chunk:
             return None
         try:
             kind, name = json.loads(chunk["tail"]["S"])
@@ -426,8 +429,11 @@ class Index(Reads):
     def _results(self, run_items: list[dict[str, Any]]) -> dict[str, Any]:
         """Completed runs' results, from the chunks their run items point at."""
         out: dict[str, Any] = {}
+        by_pk = {i["pk"]["S"]: i for i in run_items}
         for chunk in self._by_key([{"pk": i["pk"], "sk": i["result_sk"]} for i in run_items]):
             run_id = chunk["pk"]["S"].removeprefix("RUN#")
+            if of_another_start(chunk, by_pk[chunk["pk"]["S"]]):
+                continue  # an earlier run of the id's: no result of this run's
             try:
                 out[run_id] = self._result_in(chunk)
             except LunaflowError as e:

@@ -313,13 +313,22 @@ class Reads(Spill):
         chunk = next((i for i in items if i["sk"]["S"].startswith("J#")), None)
         if run_item is None or expired(run_item, self.clock.now()):
             return None, None  # past its TTL expiry: deleted (runtime.store.dynamodb_ttl)
-        while chunk is not None and of_another_start(chunk, run_item):
-            chunk = self._chunk_below(run_id, chunk["sk"]["S"])  # an earlier run's leftover
+        chunk = self._own_chunk(run_id, run_item, chunk)
         if needed_layout(run_item) > LAYOUT:
             self._tips.pop(run_id, None)  # a newer lunaflow's run: an append reads it again, and refuses
         elif run_item is not None:
             self._keep_tip(run_id, tip_of(run_item, chunk))
         return run_item, chunk
+
+    def _own_chunk(
+        self, run_id: str, run_item: dict[str, Any], chunk: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """``chunk``, or the first one below it of the run item's start: a chunk of an
+        earlier run of the id (one TTL has yet to delete, up to ``MAX_CHUNKS`` of them) is
+        stepped over, a Query each."""
+        while chunk is not None and of_another_start(chunk, run_item):
+            chunk = self._chunk_below(run_id, chunk["sk"]["S"])
+        return chunk
 
     def _chunk_below(self, run_id: str, sk: str) -> dict[str, Any] | None:
         """The journal's chunk before ``sk``, if any."""
@@ -497,7 +506,7 @@ class Reads(Spill):
         refuse_newer(run_id, run_item)  # before reading anything a newer layout may have moved
         if after and journal_v2(run_item) and start == _journal_sk(after + 1):
             # Not known here which chunk holds entry ``after``: it may have grown past it.
-            items = own(self._holding(run_id, after), self.clock.now(), run_item) + items
+            items = own(self._holding(run_id, after, run_item), self.clock.now(), run_item) + items
         after_rows = after
         done = _ids(json.loads(run_item.get("sig_done", {}).get("S", "[]"))) | self._done.get(run_id, set())
         sent = whole(run_item.get("signal_seq"))
@@ -533,9 +542,12 @@ class Reads(Spill):
             items.append(signal)
         return items
 
-    def _holding(self, run_id: str, seq: int) -> list[dict[str, Any]]:
-        """The chunk holding entry ``seq``, if it starts before it (one item, or none)."""
-        return [i for i in self._newest_to(run_id, _journal_sk(seq), 1) if whole(i.get("last")) > seq]
+    def _holding(self, run_id: str, seq: int, run_item: dict[str, Any]) -> list[dict[str, Any]]:
+        """The chunk of the run item's start holding entry ``seq``, if it starts before it
+        (one item, or none)."""
+        newest = next(iter(self._newest_to(run_id, _journal_sk(seq), 1)), None)
+        chunk = self._own_chunk(run_id, run_item, newest)
+        return [] if chunk is None or whole(chunk.get("last")) <= seq else [chunk]
 
     def _keep_created(self, run_id: str, created: str) -> None:
         if len(self._created) >= CREATED_KEPT and run_id not in self._created:
@@ -577,7 +589,9 @@ class Reads(Spill):
             Key={"pk": s(run_pk(run_id)), "sk": run_item["result_sk"]},
             ConsistentRead=True,
         ).get("Item")
-        return None if chunk is None else self._result_in(chunk)
+        if chunk is None or of_another_start(chunk, run_item):
+            return None  # not this run's: its end pointed at no chunk of an earlier run of the id
+        return self._result_in(chunk)
 
     def _result_in(self, chunk: dict[str, Any]) -> Any:
         """The result in the chunk's run.completed entry: its last batch's, or (an entry a

@@ -5,11 +5,16 @@ apply them.
 The reconciler's sweep (``runtime.store.dynamodb_expiry``) deletes an expired run with a
 mark, a read of its partition and a delete per item: 3 write units and 3 index deletes for
 a run of one chunk. TTL deletes for nothing, but in no order and up to a few days late. A
-run whose partition at its end is only the run item and the chunk the end writes to takes
-TTL instead: the end's own two writes give both items ``expires_at`` (the table's TTL
-attribute), so nothing else is written, and the sweep never files it. Any other run (a
-journal of several chunks, a signal of its own item, a published value, a secret pin, a
-child or a parent, an S3 object, a cancel) is swept as before.
+completed run whose partition at its end is only the run item and its journal's chunks
+takes TTL instead: the end's own two writes give the run item and the chunk the end writes
+to ``expires_at`` (the table's TTL attribute), and the sweep never files it. The journal's
+earlier chunks (a run of more than a few steps: chunks hold about 700 bytes) take theirs
+after the end's summary has committed, one conditional write each (``Ttl.earlier``), where
+the sweep would have deleted each: a crash before them leaves those chunks without a TTL
+(storage, not meaning: below), never a run whose journal expires while it goes on. Any
+other run (a journal of more than ``MAX_CHUNKS`` chunks, a chunk of older code's without a
+start, a signal of its own item, a published value, a secret pin, a child or a parent, an
+S3 object, a cancel) is swept as before.
 
 What keeps a run id safe when its items go in any order:
 - A run item past its expiry (``expires_ms``, which TTL's whole seconds round up) is gone
@@ -42,6 +47,7 @@ from runtime.store.dynamodb_layout import RUN_SK, TTL_ATTRIBUTE, run_signal_id
 from runtime.store.dynamodb_spill import _pointed
 from runtime.store.items import Item, n, num, text, whole
 
+CHUNK_PREFIX = "J#"  # a journal chunk's sort key (``dynamodb_layout._journal_sk``)
 START_ATTR = "xc"  # on a run's chunks and signal items: its start (``start_of``)
 # TTL deletes up to a few days late and a run item past its expiry reads as deleted at once,
 # but a run that ends moments before its retention would be gone before anyone read it: a
@@ -51,8 +57,13 @@ CHUNK_SLACK_S = 7 * 86_400.0
 # Kinds whose runs leave something besides the partition's two items (a child run, a
 # published value's item).
 OUTSIDE = frozenset({Kind.CHILD_STARTED, Kind.VALUE_SET})
-# More items than this in the partition and the run is swept (the read stops there).
-PARTITION_READ = 3
+# A journal of more chunks than this is swept: the end gives each earlier chunk its TTL in a
+# write of its own, one after another, so this bounds what the end adds to its activation
+# (a chunk holds about 700 bytes of entries: some 100 steps).
+MAX_CHUNKS = 16
+# The end's read of the partition stops here: the run item, its chunks, one more to tell
+# "more than that" (the run is then swept).
+PARTITION_READ = MAX_CHUNKS + 2
 
 
 def expired(run_item: Item | None, now: float) -> bool:
@@ -103,11 +114,13 @@ def own(items: Iterable[Item], now: float, run_item: Item | None = None) -> list
 class Ttl:
     """What the end of a run that TTL deletes writes: its expiry on the run item, that +
     ``CHUNK_SLACK_S`` and the start on its chunk, and the ``signal_seq`` its summary holds
-    on."""
+    on. ``earlier``: the journal's other chunks, which take the chunk's TTL once the end's
+    summary has committed."""
 
     at_ms: int
     start: str
     signal_seq: int
+    earlier: tuple[str, ...] = ()
 
     @property
     def at(self) -> int:
@@ -142,8 +155,9 @@ def ttl_for(
 ) -> Ttl | None:
     """The TTL of a run that completes with ``entries``, from a consistent read of its
     partition (at most ``PARTITION_READ`` items) before the end's writes; None if it is
-    swept instead. ``end_chunk``: the chunk the entries extend (None: they start the first
-    chunk); ``spills``: whether the end writes anything to S3; ``rows_of``: a chunk's rows."""
+    swept instead. ``end_chunk``: the chunk the entries extend, the journal's last (None:
+    they start a chunk after every one read); ``spills``: whether the end writes anything to
+    S3; ``rows_of``: a chunk's rows."""
     if retention_s is None or retention_s < MIN_RETENTION_S or spills:
         return None
     if any(e.kind in OUTSIDE for e in entries):
@@ -152,16 +166,21 @@ def ttl_for(
     others = [i for i in partition if i is not run_item]
     if run_item is None or "parent_id" in run_item or _pointed(run_item):
         return None
-    if [i["sk"]["S"] for i in others] != ([] if end_chunk is None else [end_chunk]):
+    keys = [i["sk"]["S"] for i in others]
+    if not all(k.startswith(CHUNK_PREFIX) for k in keys) or len(keys) > MAX_CHUNKS:
+        return None  # a signal's own item, a pin, a published value, a gate; or a long journal
+    if end_chunk is not None and keys[-1:] != [end_chunk]:
         return None
-    if others and (_pointed(others[0]) or of_another_start(others[0], run_item)):
-        return None
-    if others and rows_outside(rows_of(others[0])):
-        return None
+    for chunk in others:
+        if _pointed(chunk) or of_another_start(chunk, run_item) or rows_outside(rows_of(chunk)):
+            return None
+        if chunk["sk"]["S"] != end_chunk and START_ATTR not in chunk:
+            return None  # older code's: the write that gives it its TTL holds on its start
     sent = whole(run_item.get("signal_seq"))
     if sent > 1 or (sent == 1 and run_signal_id(run_item) != 1):
         return None  # a signal of its own item, or one numbered and not yet written
-    return Ttl(int((now + retention_s) * 1000), str(run_item["created_sk"]["S"]), sent)
+    earlier = tuple(k for k in keys if k != end_chunk)
+    return Ttl(int((now + retention_s) * 1000), str(run_item["created_sk"]["S"]), sent, earlier)
 
 
 def rows_outside(rows: Iterable[Sequence[Any]]) -> bool:

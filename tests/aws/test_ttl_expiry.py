@@ -19,7 +19,7 @@ from runtime.errors import JournalConflict, NoSuchRun
 from runtime.store import dynamodb_index
 from runtime.store.base import RunRecord, RunUpdate
 from runtime.store.dynamodb import TTL_ATTRIBUTE, DynamoDBStore, run_key, run_pk
-from runtime.store.dynamodb_ttl import CHUNK_SLACK_S, START_ATTR, start_of
+from runtime.store.dynamodb_ttl import CHUNK_SLACK_S, MAX_CHUNKS, START_ATTR, start_of
 from tests.support.moto_table import Requests, store_table
 
 DAY = 86_400.0
@@ -44,9 +44,11 @@ def start(store: DynamoDBStore, run_id: str = "r1", value: str = "a") -> None:
     store.create_run(record, Entry(1, Kind.STARTED, "wf", {"format": 1, "input": {"v": value}}, at))
 
 
-def finish(store: DynamoDBStore, run_id: str = "r1", result: Any = "done", *, steps: int = 1) -> None:
-    """A step per ``steps`` (intent and result), then the end."""
-    at, seq = store.clock.now(), 1
+def finish(
+    store: DynamoDBStore, run_id: str = "r1", result: Any = "done", *, steps: int = 1, seq: int = 1
+) -> None:
+    """A step per ``steps`` (intent and result), then the end; ``seq``: the journal's length."""
+    at = store.clock.now()
     for i in range(steps):
         store.append(
             run_id,
@@ -196,8 +198,60 @@ def test_a_start_over_a_run_item_past_its_expiry_makes_a_new_run(store: DynamoDB
     assert TTL_ATTRIBUTE not in items(store)["K"]
 
 
-def journal_of_two_chunks(store: DynamoDBStore) -> None:
-    finish(store, steps=12)
+def chunks(store: DynamoDBStore, run_id: str = "r1") -> list[str]:
+    return sorted(k for k in items(store, run_id) if k.startswith("J#"))
+
+
+def journal_past_the_ends_read(store: DynamoDBStore) -> None:
+    steps = 0
+    while len(chunks(store)) <= MAX_CHUNKS:
+        step(store, 1 + 2 * steps, steps)
+        steps += 1
+    finish(store, steps=0, seq=1 + 2 * steps)
+
+
+def step(store: DynamoDBStore, seq: int, i: int, kind: Kind = Kind.STEP_INTENT) -> None:
+    at = store.clock.now()
+    store.append("r1", seq, [Entry(seq + 1, kind, f"s{i}", {"pass": 1, "attempt": 1}, at)])
+    store.append("r1", seq + 1, [Entry(seq + 2, Kind.STEP_RESULT, f"s{i}", {"n": 1, "values": [i]}, at)])
+
+
+def an_earlier_chunk_of_older_code(store: DynamoDBStore) -> None:
+    """A chunk written before stop 50 carries no start, which the write giving it a TTL
+    would hold on."""
+    for i in range(12):
+        step(store, 1 + 2 * i, i)
+    assert len(chunks(store)) == 2
+    store._db.update_item(
+        TableName="t",
+        Key={"pk": {"S": run_pk("r1")}, "sk": {"S": "J#0000000002"}},
+        UpdateExpression="REMOVE xc",
+    )
+    store._tips.clear()
+    finish(store, steps=0, seq=25)
+
+
+def a_child_in_an_earlier_chunk(store: DynamoDBStore) -> None:
+    """The journal says a child started (its run not written yet: the index has none)."""
+    at = store.clock.now()
+    store.append("r1", 1, [Entry(2, Kind.CHILD_STARTED, "c", {"id": "r1-c", "workflow": "wf"}, at)])
+    for i in range(12):
+        step(store, 2 + 2 * i, i)
+    assert len(chunks(store)) == 2
+    finish(store, steps=0, seq=26)
+
+
+def an_earlier_chunk_in_s3(store: DynamoDBStore) -> None:
+    for i in range(12):
+        step(store, 1 + 2 * i, i)
+    store._db.update_item(
+        TableName="t",
+        Key={"pk": {"S": run_pk("r1")}, "sk": {"S": "J#0000000002"}},
+        UpdateExpression="ADD batches_ref :k",
+        ExpressionAttributeValues={":k": {"SS": ["runs/r1/elsewhere"]}},
+    )
+    store._tips.clear()
+    finish(store, steps=0, seq=25)
 
 
 def large_signal(store: DynamoDBStore) -> None:
@@ -229,7 +283,17 @@ def short_retention(store: DynamoDBStore) -> None:
 
 
 @pytest.mark.parametrize(
-    "case", [journal_of_two_chunks, large_signal, published_value, a_child, short_retention]
+    "case",
+    [
+        journal_past_the_ends_read,
+        an_earlier_chunk_of_older_code,
+        a_child_in_an_earlier_chunk,
+        an_earlier_chunk_in_s3,
+        large_signal,
+        published_value,
+        a_child,
+        short_retention,
+    ],
 )
 def test_a_run_with_more_than_its_run_item_and_one_chunk_is_swept(store: DynamoDBStore, case: Any) -> None:
     start(store)
@@ -324,6 +388,23 @@ def test_on_the_aws_path_ttl_deletes_the_run_whole_and_its_id_starts_anew(tmp_pa
         assert items(store, "g-1")["J#0000000002"][START_ATTR] != start_of(table["K"]["created_sk"]["S"])
         p.advance("60d")  # the new run's retention and its chunk's week: all gone
         assert items(store, "g-1") == {}
+
+
+def test_on_the_aws_path_a_journal_of_several_chunks_goes_by_ttl_alone(tmp_path: Any) -> None:
+    """End to end: a run of 40 steps takes TTL on every item (nothing filed for the sweep),
+    and after the run item's expiry and the chunks' week nothing of it is left."""
+    from runtime.aws.harness import AwsPlatform
+
+    with AwsPlatform(RETENTION_PROJECT, data_dir=tmp_path) as p:
+        assert p.start("many", {"n": 40, "tag": "x"}, id="m-1").result == {"total": 820, "tag": "x"}
+        store = p.runtime.store
+        table = items(store, "m-1")
+        assert len(chunks(store, "m-1")) >= 4 and all(TTL_ATTRIBUTE in i for i in table.values())
+        assert "timer_pk" not in table["K"]
+        p.advance("50h")
+        assert set(items(store, "m-1")) == set(chunks(store, "m-1")) == set(table) - {"K"}
+        p.advance("8d")
+        assert items(store, "m-1") == {}
 
 
 def lose_the_end_to_a_signal(store: DynamoDBStore) -> None:
@@ -608,3 +689,239 @@ def test_a_list_shows_a_running_runs_step_and_one_unreadable_tail_hides_no_run(s
         ExpressionAttributeValues={":t": {"S": '["step.future", "work"]'}},
     )
     assert [(r.id, r.current_step) for r in store.list_runs()] == [("r2", None), ("r1", "step 'work'")]
+
+
+def test_a_journal_of_several_chunks_expires_by_ttl_whole_the_earlier_chunks_after_the_end(
+    store: DynamoDBStore,
+) -> None:
+    """A run of a few dozen steps (chunks hold about 700 bytes): its end gives the run item
+    and its last chunk their TTL in its two writes, then every earlier chunk its own, one
+    write each; the sweep never files it, and TTL leaves nothing of it."""
+    start(store)
+    for i in range(30):
+        step(store, 1 + 2 * i, i)
+    before = chunks(store)
+    assert len(before) >= 4
+    written: list[str] = []
+
+    def note(params: dict[str, Any], **_: Any) -> None:
+        written.append(params["Key"]["sk"]["S"])
+
+    store._db.meta.events.register("before-parameter-build.dynamodb.UpdateItem", note, unique_id="note")
+    requests = Requests(store._db)
+    finish(store, steps=0, seq=61)
+    ops = requests.take()
+    store._db.meta.events.unregister("before-parameter-build.dynamodb.UpdateItem", unique_id="note")
+    assert [op for op in ops if op != "Query"] == ["UpdateItem"] * (len(before) + 1)
+    assert written[:2] == [before[-1], "K"] and sorted(written[2:]) == before[:-1]  # then the rest
+    table = items(store)
+    run_item, expiry = table["K"], 1_000.5 + 2 * DAY
+    assert int(run_item[TTL_ATTRIBUTE]["N"]) == int(expiry) + 1 and "timer_pk" not in run_item
+    for sk in chunks(store):
+        assert int(table[sk][TTL_ATTRIBUTE]["N"]) == int(expiry) + 1 + int(CHUNK_SLACK_S), sk
+        assert table[sk][START_ATTR] == start_of(run_item["created_sk"]["S"])
+    assert [e.kind for e in store.journal("r1")][-1] == Kind.COMPLETED
+    later(store, 2 * DAY + 1)
+    assert store.get_run("r1") is None and store.expire(store.clock.now()) == []
+    later(store, CHUNK_SLACK_S)
+    ttl_deletes(store)
+    assert items(store) == {}
+
+
+def test_an_end_that_loses_its_summary_gives_the_earlier_chunks_no_ttl(store: DynamoDBStore) -> None:
+    """Before the summary commits, the run may yet go on (here it then fails, and a failed
+    run is kept for its resume): its earlier chunks must not expire, so they are given
+    nothing until the summary has committed."""
+    start(store)
+    for i in range(12):
+        step(store, 1 + 2 * i, i)
+    assert len(chunks(store)) == 2
+    tip = chunks(store)[-1]
+    fired: list[int] = []
+
+    def between(params: dict[str, Any], **_: Any) -> None:
+        if not fired and params.get("Key", {}).get("sk", {}).get("S") == tip:
+            fired.append(1)
+            number_a_signal(store)
+
+    store._db.meta.events.register("before-parameter-build.dynamodb.UpdateItem", between, unique_id="between")
+    at = store.clock.now()
+    with pytest.raises(JournalConflict):
+        store.append(
+            "r1",
+            25,
+            [Entry(26, Kind.COMPLETED, None, {"result": 1}, at)],
+            update=RunUpdate(Status.COMPLETED, None, result=1),
+        )
+    store._db.meta.events.unregister("before-parameter-build.dynamodb.UpdateItem", unique_id="between")
+    assert TTL_ATTRIBUTE in items(store)[tip] and TTL_ATTRIBUTE not in items(store)["J#0000000002"]
+    store.append("r1", 26, [], update=RunUpdate(Status.FAILED, None, error="not declared"))
+    assert not any(TTL_ATTRIBUTE in i for i in items(store).values())
+    later(store, 2 * DAY + CHUNK_SLACK_S + 10)
+    ttl_deletes(store)
+    assert store.get_run("r1").status == Status.FAILED  # type: ignore[union-attr]
+    assert len(store.journal("r1")) == 26
+
+
+def test_a_summary_alone_after_a_lost_answer_gives_the_earlier_chunks_their_ttl(store: DynamoDBStore) -> None:
+    """The end's chunk committed with its TTL and the process died before the summary: the
+    replay's summary alone gives the run item its TTL, and the earlier chunks theirs."""
+    start(store)
+    for i in range(12):
+        step(store, 1 + 2 * i, i)
+
+    class Crash(Exception):
+        pass
+
+    def crash(params: dict[str, Any], **_: Any) -> None:
+        if params.get("Key", {}).get("sk", {}).get("S") == "K" and "summary_at" in params.get(
+            "UpdateExpression", ""
+        ):
+            raise Crash()
+
+    store._db.meta.events.register("before-parameter-build.dynamodb.UpdateItem", crash, unique_id="crash")
+    with pytest.raises(Crash):
+        finish(store, steps=0, seq=25)
+    store._db.meta.events.unregister("before-parameter-build.dynamodb.UpdateItem", unique_id="crash")
+    assert TTL_ATTRIBUTE not in items(store)["J#0000000002"]
+    store._tips.clear()  # a new process: the replay reads the run
+    store.append("r1", 26, [], update=RunUpdate(Status.COMPLETED, None, result="done"))
+    assert all(TTL_ATTRIBUTE in i for i in items(store).values())
+    assert "timer_pk" not in items(store)["K"]
+
+
+def test_earlier_chunks_left_without_their_ttl_are_no_part_of_a_new_run(
+    store: DynamoDBStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The end committed and its earlier chunks' writes failed (logged) or never came (the
+    process died): they outlive the run, and a new run of the id neither reads them nor is
+    refused its own writes over them."""
+    start(store, value="old")
+    for i in range(12):
+        step(store, 1 + 2 * i, i)
+
+    def refuse(params: dict[str, Any], **_: Any) -> None:
+        if params.get("Key", {}).get("sk", {}).get("S") == "J#0000000002":
+            from botocore.exceptions import ClientError
+
+            raise ClientError({"Error": {"Code": "InternalServerError", "Message": "no"}}, "UpdateItem")
+
+    store._db.meta.events.register("before-parameter-build.dynamodb.UpdateItem", refuse, unique_id="refuse")
+    with caplog.at_level("WARNING", logger="lunaflow.store"):
+        finish(store, steps=0, seq=25, result="old")
+    store._db.meta.events.unregister("before-parameter-build.dynamodb.UpdateItem", unique_id="refuse")
+    assert "run 'r1' ended, and its journal chunk 'J#0000000002' could not be given its expiry" in caplog.text
+    assert store.get_run("r1").result == "old"  # type: ignore[union-attr]
+    later(store, 2 * DAY + CHUNK_SLACK_S + 10)
+    ttl_deletes(store)
+    assert set(items(store)) == {"J#0000000002"}
+    start(store, value="new")
+    assert [e.kind for e in store.journal("r1")] == [Kind.STARTED]
+    finish(store, result="new")
+    assert store.get_run("r1").result == "new"  # type: ignore[union-attr]
+    assert len(store.journal("r1")) == 4
+
+
+def old_long_run_expired(store: DynamoDBStore) -> list[str]:
+    """A run of 30 steps ended by TTL and its run item past its expiry (TTL has deleted
+    nothing yet): its chunks, of the old start, stay for a week more. Their keys."""
+    start(store, value="old")
+    for i in range(30):
+        step(store, 1 + 2 * i, i)
+    finish(store, steps=0, seq=61, result="OLD")
+    old = chunks(store)
+    assert len(old) >= 4 and all(TTL_ATTRIBUTE in items(store)[k] for k in old)
+    later(store, 2 * DAY + 10)
+    start(store, value="new")
+    return old
+
+
+@pytest.mark.parametrize("deleted", ["nothing", "the run item"])
+def test_a_new_run_of_the_id_ends_with_its_own_result_beside_an_old_runs_chunks(
+    store: DynamoDBStore, deleted: str
+) -> None:
+    """Its end's summary lost and written again alone: it points at the new run's chunk,
+    not at the highest chunk of the partition (an old one), and every read of the result
+    says the new run's."""
+    old_long_run_expired(store)
+    if deleted == "the run item":
+        ttl_deletes(store, keep={k for k in items(store) if k != "K"})  # TTL took the old run item only
+    step(store, 1, 0)
+
+    class Crash(Exception):
+        pass
+
+    def crash(params: dict[str, Any], **_: Any) -> None:
+        if params.get("Key", {}).get("sk", {}).get("S") == "K" and "summary_at" in params.get(
+            "UpdateExpression", ""
+        ):
+            raise Crash()
+
+    store._db.meta.events.register("before-parameter-build.dynamodb.UpdateItem", crash, unique_id="crash")
+    at = store.clock.now()
+    with pytest.raises(Crash):
+        store.append(
+            "r1",
+            3,
+            [Entry(4, Kind.COMPLETED, None, {"result": "NEW"}, at)],
+            update=RunUpdate(Status.COMPLETED, None, result="NEW"),
+        )
+    store._db.meta.events.unregister("before-parameter-build.dynamodb.UpdateItem", unique_id="crash")
+    store._tips.clear()  # a new process
+    store.append("r1", 4, [], update=RunUpdate(Status.COMPLETED, None, result="NEW"))
+    assert items(store)["K"]["result_sk"]["S"] == "J#0000000002"
+    assert store.get_run("r1").result == "NEW"  # type: ignore[union-attr]
+    assert [(r.id, r.result) for r in store.list_runs()] == [("r1", "NEW")]
+    assert [(r.id, r.result) for r in store.list_runs(status=Status.COMPLETED)] == [("r1", "NEW")]
+    assert len(store.journal("r1")) == 4
+
+
+def test_a_new_runs_load_from_an_entry_finds_its_own_chunk_under_an_old_runs(store: DynamoDBStore) -> None:
+    """A warm load from entry n reads the chunk holding n: the newest chunk up to it may be
+    an old run's, which the read steps over to the new run's own."""
+    old = old_long_run_expired(store)
+    at = store.clock.now()
+    for seq in range(1, 41):
+        store.append("r1", seq, [Entry(seq + 1, Kind.STEP_INTENT, "a", {"pass": 1, "attempt": seq}, at)])
+    old_start = items(store)[old[-1]][START_ATTR]
+    mine = [k for k, i in items(store).items() if k.startswith("J#") and i[START_ATTR] != old_start]
+    assert len(mine) >= 3 and any(mine[0] < o < mine[-1] for o in old)  # old chunks between the new's
+    for after in range(1, 41):
+        store._tips.clear()  # a new process, which knows no tip
+        snap = store.load("r1", after=after)
+        assert snap is not None and snap.run.journal_len == 41, after
+        assert [e.seq for e in snap.journal] == list(range(after + 1, 42)), after
+    assert store.get_run("r1").current_step == "step 'a'"  # type: ignore[union-attr]
+    assert [r.current_step for r in store.list_runs()] == ["step 'a'"]
+
+
+def test_a_journal_of_max_chunks_goes_by_ttl_and_one_with_a_signal_item_besides_is_swept(
+    store: DynamoDBStore,
+) -> None:
+    def grow_to(run_id: str, count: int) -> int:
+        seq, i = 1, 0
+        while True:
+            at = store.clock.now()
+            entry = [Entry(seq + 1, Kind.STEP_INTENT, f"s{i}", {"pass": 1, "attempt": 1}, at)]
+            probe = chunks(store, run_id)
+            if len(probe) == count and store._tips[run_id].last == seq:
+                # one more entry must still go into the last chunk: stop while it would
+                from runtime.store.dynamodb_chunks import extends
+
+                if not extends(store._tips[run_id], entry):
+                    raise AssertionError("the tip is full")
+                return seq
+            store.append(run_id, seq, entry)
+            seq, i = seq + 1, i + 1
+
+    start(store, "r1")
+    seq = grow_to("r1", MAX_CHUNKS)
+    finish(store, "r1", steps=0, seq=seq)
+    assert len(chunks(store)) == MAX_CHUNKS
+    assert all(TTL_ATTRIBUTE in i for i in items(store).values())
+    start(store, "r2")
+    seq = grow_to("r2", MAX_CHUNKS)
+    store.add_signal("r2", "big", "y" * 500, store.clock.now())  # an item of its own
+    finish(store, "r2", steps=0, seq=seq)
+    assert not any(TTL_ATTRIBUTE in i for i in items(store, "r2").values())
+    assert items(store, "r2")["K"]["timer_pk"]["S"].startswith("#EXPIRE")

@@ -42,6 +42,21 @@ def test_a_completed_run_is_kept_for_its_retention_then_deleted_and_its_id_start
     assert [e.kind.value for e in p.journal("g-1")][0] == "run.started" and len(p.journal("g-1")) == 4
 
 
+def test_a_run_of_many_steps_is_kept_for_its_retention_then_deleted_whole(p: Any) -> None:
+    """A long journal (on AWS, several chunks, which the end gives their expiry one by one)
+    reads whole until the retention is over, and nothing of it is part of the id's next run."""
+    first = p.start("many", {"n": 40, "tag": "old"}, id="m-1")
+    assert first.result == {"total": 820, "tag": "old"}
+    p.advance("47h")
+    assert len(p.journal("m-1")) == 82 and p.get("m-1").result == {"total": 820, "tag": "old"}
+    p.advance("2h")
+    with pytest.raises(NoSuchRun):
+        p.journal("m-1")
+    again = p.start("many", {"n": 2, "tag": "new"}, id="m-1")
+    assert again.result == {"total": 3, "tag": "new"}
+    assert len(p.journal("m-1")) == 6 and p.journal("m-1")[-1].data["result"] == {"total": 3, "tag": "new"}
+
+
 def test_a_child_ended_long_ago_is_kept_until_its_parent_reads_it(p: Any) -> None:
     p.start("late-reader", {"child_id": "kid-1"}, id="reader-1")
     assert p.get("kid-1").status == Status.COMPLETED

@@ -36,3 +36,12 @@ workflow "impatient" (function(wf, input)
     local ok = pcall(c.result, c, { timeout = "1h" })
     return { waited = ok }
 end)
+
+-- n steps: a journal of several chunks on AWS (each holds about 700 bytes).
+workflow "many" (function(wf, input)
+    local total = 0
+    for i = 1, input.n do
+        total = total + wf:step("s" .. i, function() return i end)
+    end
+    return { total = total, tag = input.tag }
+end)
