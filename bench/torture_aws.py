@@ -11,9 +11,14 @@ server process (``AwsPlatform``'s deployment, the real clock), while:
   (at-least-once delivery), a share of the received ones is lost (deleted unprocessed) or
   delayed (left invisible for 1-5 s);
 - driver threads start runs and send signals through the fetch handler (a share twice, some
-  before the run waits), each thread with a container of its own;
+  before the run waits), each thread through a fetch process of its own (a container,
+  which advances the runs it starts or signals there: eager activations, with the longest
+  budget, so a step with an 8 s timeout runs in the request); fetch processes are
+  SIGKILLed at random too (``fetch_kills`` of the kills), mid-request, and the thread sends
+  its request again to a new one, as a client retries a 502;
 - the reconcile rule runs every second, with its thresholds cut to seconds (a lost wake
-  heals in about two), and leases last 5 s (a killed worker's run is free within 5 s).
+  heals in about two), and leases last 5 s (a killed worker's run is free within 5 s; a
+  killed fetch process's eager lease, taken for the request's 29 s, within 30 s).
 
 The plans, the effects ledger and the driving are the dev server's torture's
 (bench/torture_common.py): every step body posts its step id to the ledger, with its
@@ -31,6 +36,7 @@ import functools
 import json
 import os
 import random
+import select
 import shutil
 import signal
 import sqlite3
@@ -86,6 +92,7 @@ class AwsSettings:
     kill_max: float = 3.0
     dup: float = 0.3  # signals sent twice
     workers: int = 3  # worker processes at once
+    fetch_kills: float = 0.3  # the share of kills that hit a fetch process (else a worker)
     redeliver: float = 0.1  # processed wake messages delivered again
     lose: float = 0.05  # received wake messages lost
     delay: float = 0.05  # received wake messages held back 1-5 s
@@ -106,6 +113,7 @@ class AwsOutcome:
     driver_errors: list[str] = field(default_factory=list)
     failed_by_kills: int = 0  # planned runs failed after 3 starts, each start's worker killed
     awaiting_failed_child: int = 0  # parents still awaiting the signal of such a failed child
+    fetch_kills: int = 0  # SIGKILLs of fetch processes
 
     @property
     def ok(self) -> bool:
@@ -113,6 +121,68 @@ class AwsOutcome:
 
 
 # --- a worker process -------------------------------------------------------------------------
+
+
+def _process_platform(project: str, data: str, endpoint: str, gen: int) -> Any:
+    """A Lambda container of a process of its own (a worker's or a fetch function's) on the
+    deployment: its step bodies post to the ledger with its generation, and every journal
+    chunk it writes is logged (``audit``)."""
+    from runtime.core.clock import SystemClock
+    from runtime.services import builtins
+    from runtime.testing import AwsPlatform
+
+    def http(spec: dict[str, Any], body: bytes | None) -> dict[str, Any]:
+        headers = {**(spec.get("headers") or {}), GEN_HEADER: str(gen)}
+        return builtins.http_request({**spec, "headers": headers}, body)
+
+    class Container(AwsPlatform):
+        def settle(self) -> None:
+            pass  # this process only plays its function: nothing else serves wakes here
+
+    p = Container(project, data_dir=data, endpoint_url=endpoint, clock=SystemClock(), http=http, strict=False)
+    audit(p.clients.dynamodb, Path(data).parent / "logs" / f"chunks-{gen}.txt")
+    return p
+
+
+def fetch_main(argv: list[str]) -> None:
+    """One fetch function container's life: a request a line on stdin (``{"path", "value"}``),
+    its answer a line on the pipe that was stdout; what the process prints (log lines) goes
+    to its log, stderr."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("project")
+    ap.add_argument("data")
+    ap.add_argument("endpoint")
+    ap.add_argument("gen", type=int)
+    a = ap.parse_args(argv)
+    answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+
+    from runtime.aws.config import MAX_EAGER_MS
+    from runtime.aws.contract import FETCH_TIMEOUT_S, Handler
+    from runtime.aws.events import http_event
+
+    p = _process_platform(a.project, a.data, a.endpoint, a.gen)
+    rt = p.runtime
+    # The longest budget (-c eagerMs=10000): the waits' "after-go" step (8 s timeout) then
+    # runs in the signal's request, beside workers killed at random.
+    rt.eager_ms = MAX_EAGER_MS
+    answers.write("ready\n")
+    answers.flush()
+    for line in sys.stdin:
+        request = json.loads(line)
+        event = http_event(
+            "POST",
+            request["path"],
+            json.dumps(request["value"]),
+            {"content-type": "application/json"},
+            now_s=time.time(),
+        )
+        try:
+            answer = p.invoke(Handler.FETCH, event, FETCH_TIMEOUT_S, rt)
+        except Exception as e:  # reported to the driver, which counts it as an error
+            answer = {"statusCode": 599, "body": f"{type(e).__name__}: {e}"}
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
 
 
 def worker_main(argv: list[str]) -> None:
@@ -129,24 +199,10 @@ def worker_main(argv: list[str]) -> None:
 
     from runtime.aws.contract import Handler
     from runtime.aws.events import sqs_event
-    from runtime.core.clock import SystemClock
-    from runtime.services import builtins
-    from runtime.testing import AwsPlatform
 
-    def http(spec: dict[str, Any], data: bytes | None) -> dict[str, Any]:
-        headers = {**(spec.get("headers") or {}), GEN_HEADER: str(a.gen)}
-        return builtins.http_request({**spec, "headers": headers}, data)
-
-    class Worker(AwsPlatform):
-        def settle(self) -> None:
-            pass  # this process only plays the worker Lambda, below
-
-    p = Worker(
-        a.project, data_dir=a.data, endpoint_url=a.endpoint, clock=SystemClock(), http=http, strict=False
-    )
+    p = _process_platform(a.project, a.data, a.endpoint, a.gen)
     rt = p.runtime
     rt.lease_ms, rt.renew_s = LEASE_MS, RENEW_S
-    audit(p.clients.dynamodb, Path(a.data).parent / "logs" / f"chunks-{a.gen}.txt")
     rng = random.Random(a.gen)
     sqs, url, arn = p.clients.sqs, p.config.wake_queue_url, p.config.wake_queue_arn
     print(f"worker {a.gen} ready", flush=True)
@@ -256,10 +312,16 @@ class Workers:
         self.kills = 0
         self.lock = threading.Lock()
 
-    def spawn(self) -> None:
+    def next_gen(self) -> int:
+        """A new generation, for a worker or a fetch process, recorded in the ledger."""
         with self.lock:
             self.gen += 1
             gen = self.gen
+        self.ledger.write("INSERT INTO gens (gen, spawned_at) VALUES (?, ?)", (gen, time.time()))
+        return gen
+
+    def spawn(self) -> None:
+        gen = self.next_gen()
         out = open(self.logs / f"worker-{gen}.log", "wb")  # noqa: SIM115 (the process owns it)
         process = subprocess.Popen(
             [
@@ -282,7 +344,6 @@ class Workers:
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-        self.ledger.write("INSERT INTO gens (gen, spawned_at) VALUES (?, ?)", (gen, time.time()))
         with self.lock:
             self.live[gen] = process
 
@@ -294,9 +355,11 @@ class Workers:
             process = self.live.pop(gen)
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=30)
-        self.kills += 1
+        # Dead on its own before the signal: the checker's server death, not a kill.
+        ended_by = "sigkill" if process.returncode == -signal.SIGKILL else f"died (exit {process.returncode})"
+        self.kills += ended_by == "sigkill"
         self.ledger.write(
-            "UPDATE gens SET ended_at = ?, ended_by = 'sigkill' WHERE gen = ?", (time.time(), gen)
+            "UPDATE gens SET ended_at = ?, ended_by = ? WHERE gen = ?", (time.time(), ended_by, gen)
         )
 
     def stop(self) -> None:
@@ -315,36 +378,171 @@ class Workers:
         ]
 
 
+class Fetchers:
+    """The fetch function's containers: a process per driver thread, started when the thread
+    first sends, each a generation in the ledger. The killer SIGKILLs them as it does the
+    workers, a process in the middle of a request first; a thread whose process died sends
+    its request again to a new one (a client retrying a 502), so a start joins its run and a
+    signal may be stored twice, as one sent twice is."""
+
+    READY_S = 120.0  # the longest a new process may take to answer "ready" (a loaded machine)
+
+    def __init__(self, workers: Workers, data: Path, endpoint: str) -> None:
+        self.workers, self.data, self.endpoint = workers, data, endpoint
+        self.local = threading.local()
+        self.live: dict[int, subprocess.Popen[str]] = {}
+        self.busy: set[int] = set()  # generations with a request sent and not yet answered
+        self.lock = threading.Lock()
+        self.closing = False
+        self.kills = 0
+        self.mid_request = 0  # kills of a process while it had a request
+        self.resent = 0  # requests a process had when it died, sent again
+
+    def _spawn(self) -> tuple[int, subprocess.Popen[str]]:
+        gen = self.workers.next_gen()
+        log = open(self.workers.logs / f"fetch-{gen}.log", "wb")  # noqa: SIM115 (the process owns it)
+        with self.lock:
+            if self.closing:
+                log.close()
+                self.workers.ledger.write(
+                    "UPDATE gens SET ended_at = ?, ended_by = 'stop' WHERE gen = ?", (time.time(), gen)
+                )
+                raise RuntimeError("the torture is stopping: no new fetch process")
+            process = subprocess.Popen(
+                [sys.executable, str(Path(__file__).resolve()), "--fetch"]
+                + [str(PROJECT), str(self.data), self.endpoint, str(gen)],
+                cwd=ROOT,
+                env={**os.environ, "PYTHONPATH": str(ROOT), "POWERTOOLS_METRICS_DISABLED": "true"},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
+            # Live from its start: the killer may take it while it starts, and stop() ends it.
+            self.live[gen] = process
+        log.close()  # the child holds its own descriptor
+        assert process.stdout is not None
+        ready = select.select([process.stdout], [], [], self.READY_S)[0]
+        if not ready or process.stdout.readline().strip() != "ready":
+            self._ended(gen, process)
+            raise _Died(gen)
+        return gen, process
+
+    def _ended(self, gen: int, process: subprocess.Popen[str]) -> None:
+        """A process found ended (EOF, a broken pipe, no "ready"): killed by us, already
+        recorded, or dead on its own, recorded here as the checker's server death."""
+        with self.lock:
+            ours = gen not in self.live
+            self.live.pop(gen, None)
+            self.busy.discard(gen)
+        if not ours:
+            process.kill()
+            process.wait(timeout=30)
+            self.workers.ledger.write(
+                "UPDATE gens SET ended_at = ?, ended_by = ? WHERE gen = ?",
+                (time.time(), f"died (exit {process.returncode})", gen),
+            )
+        for pipe in (process.stdin, process.stdout):
+            with contextlib.suppress(OSError):
+                if pipe is not None:
+                    pipe.close()
+
+    def call(self, path: str, value: Any) -> dict[str, Any]:
+        request = json.dumps({"path": path, "value": value}) + "\n"
+        for _ in range(20):
+            mine = getattr(self.local, "process", None)
+            if mine is None:
+                try:
+                    mine = self.local.process = self._spawn()
+                except _Died:
+                    continue
+            gen, process = mine
+            assert process.stdin is not None and process.stdout is not None
+            sent, line = False, ""
+            with self.lock:
+                self.busy.add(gen)
+            try:
+                process.stdin.write(request)
+                process.stdin.flush()
+                sent = True
+                line = process.stdout.readline()
+            except (BrokenPipeError, OSError):
+                pass
+            with self.lock:
+                self.busy.discard(gen)
+            if line.endswith("\n"):
+                answer: dict[str, Any] = json.loads(line)
+                return answer
+            self.local.process = None
+            self._ended(gen, process)
+            if sent:
+                with self.lock:
+                    self.resent += 1
+        raise RuntimeError(f"POST {path}: no fetch process answered in 20 tries")
+
+    def kill_one(self, rng: random.Random) -> bool:
+        """SIGKILL one live fetch process, one with a request if any; False if none is live."""
+        with self.lock:
+            if not self.live:
+                return False
+            busy = sorted(self.busy & set(self.live))
+            gen = rng.choice(busy or sorted(self.live))
+            process = self.live.pop(gen)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+        # Dead on its own before the signal (not yet noticed by its thread): not a kill.
+        ended_by = "sigkill" if process.returncode == -signal.SIGKILL else f"died (exit {process.returncode})"
+        self.workers.ledger.write(
+            "UPDATE gens SET ended_at = ?, ended_by = ? WHERE gen = ?", (time.time(), ended_by, gen)
+        )
+        if ended_by == "sigkill":
+            self.kills += 1
+            self.mid_request += bool(busy)
+        return True
+
+    def stop(self) -> None:
+        with self.lock:
+            self.closing = True
+            live, self.live = dict(self.live), {}
+        for gen, process in live.items():
+            process.send_signal(signal.SIGKILL)
+            process.wait(timeout=30)
+            ended_by = (
+                "stop" if process.returncode == -signal.SIGKILL else f"died (exit {process.returncode})"
+            )
+            self.workers.ledger.write(
+                "UPDATE gens SET ended_at = ?, ended_by = ? WHERE gen = ?", (time.time(), ended_by, gen)
+            )
+
+    def output(self) -> list[str]:
+        logs = sorted(self.workers.logs.glob("fetch-*.log"))
+        return [p.read_text(encoding="utf-8", errors="replace") for p in logs]
+
+
+class _Died(Exception):
+    """A fetch process that never answered "ready"."""
+
+    def __init__(self, gen: int) -> None:
+        super().__init__(f"fetch process {gen} did not start")
+
+
 # --- the driver --------------------------------------------------------------------------------
 
 
 class Front(RunStates):
-    """The fetch function: one container per driver thread, and the runs' states."""
+    """The fetch function (a process per driver thread: ``Fetchers``), and the runs' states."""
 
     interval_s = 0.25
 
-    def __init__(self, platform: Any, run_ids: list[str]) -> None:
+    def __init__(self, platform: Any, fetchers: Fetchers, run_ids: list[str]) -> None:
         self.p = platform
-        self.local = threading.local()
+        self.fetchers = fetchers
         self.store: Any = None  # the watching thread's container's
         self.run_ids = run_ids
         super().__init__()
 
     def call(self, path: str, value: Any) -> Any:
-        from runtime.aws.config import MAX_EAGER_MS
-        from runtime.aws.contract import FETCH_TIMEOUT_S, Handler
-        from runtime.aws.events import http_event
-
-        rt = getattr(self.local, "rt", None)
-        if rt is None:
-            rt = self.local.rt = self.p.container(self.p.project)
-            # The longest budget (-c eagerMs=10000): the waits' "after-go" step (8 s timeout)
-            # then runs in the signal's request, beside workers killed at random.
-            rt.eager_ms = MAX_EAGER_MS
-        event = http_event(
-            "POST", path, json.dumps(value), {"content-type": "application/json"}, now_s=time.time()
-        )
-        answer = self.p.invoke(Handler.FETCH, event, FETCH_TIMEOUT_S, rt)
+        answer = self.fetchers.call(path, value)
         if answer["statusCode"] != 200:
             raise RuntimeError(f"POST {path} {value}: {answer['statusCode']} {answer.get('body', '')[:300]}")
         return json.loads(answer["body"])
@@ -602,8 +800,9 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
     )
     platform.runtime.reconcile_after_s, platform.runtime.stale_running_s = RECONCILE_AFTER_S, STALE_RUNNING_S
     workers = Workers(settings, deployment, server.endpoint, ledger, work / "logs")
+    fetchers = Fetchers(workers, deployment, server.endpoint)
     children = {c[0]: p.run_id for p in plans for c in p.children}
-    front = Front(platform, list(children) + [p.run_id for p in plans])
+    front = Front(platform, fetchers, list(children) + [p.run_id for p in plans])
     stop = threading.Event()
     calm = threading.Event()  # set once every run is driven: no more kills
     stats: Counter[str] = Counter()
@@ -621,11 +820,15 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
                 except Exception as e:
                     errors.append(f"reconcile: {e}")
 
+        min_fetch_kills = 1 if settings.fetch_kills > 0 else 0
+
         def kill_loop() -> None:
             krng = random.Random(settings.seed + 1)
             while not stop.wait(krng.uniform(settings.kill_min, settings.kill_max)) and (
-                not calm.is_set() or workers.kills < MIN_KILLS
+                not calm.is_set() or workers.kills < MIN_KILLS or fetchers.kills < min_fetch_kills
             ):
+                if krng.random() < settings.fetch_kills and fetchers.kill_one(krng):
+                    continue  # its thread starts a new one when it next sends
                 workers.kill_one(krng)
                 workers.spawn()
 
@@ -665,7 +868,11 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
             stats["runs ended" if ended else "runs not ended in time"] += 1
         # However fast the runs went, the workers were killed a few times.
         kills_by = time.monotonic() + MIN_KILLS * settings.kill_max * 2
-        while settings.kills and workers.kills < MIN_KILLS and time.monotonic() < kills_by:
+        while (
+            settings.kills
+            and (workers.kills < MIN_KILLS or fetchers.kills < min_fetch_kills)
+            and time.monotonic() < kills_by
+        ):
             time.sleep(0.1)
         # A run woken after it settled (a wake delivered late or twice, a child's failure
         # waking its parent) is being served: the lease that serves it marks it running
@@ -679,10 +886,12 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
         for t in threads:
             t.join(timeout=30)
         workers.stop()
+        fetchers.stop()
     finally:
         stop.set()
         front.stop()
         workers.stop()
+        fetchers.stop()
         with contextlib.suppress(Exception):
             ledger.quiesce(timeout=5)
         ledger.close()
@@ -691,7 +900,7 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
     exported.mkdir(exist_ok=True)
     export(platform.runtime.store, exported)
     server.close()
-    logs = workers.output() + [json.dumps(r) for r in platform.logs]
+    logs = workers.output() + fetchers.output() + [json.dumps(r) for r in platform.logs]
     report = check(PROJECT, exported, work / "ledger.sqlite", logs=logs)
     repeats_after_outcome(report, exported, work / "ledger.sqlite")
     audited_slots(report, work / "logs")
@@ -703,6 +912,8 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
     stats["parents awaiting a child failed so"] = orphaned
     lost = sum(line.startswith("lost ") for text in workers.output() for line in text.splitlines())
     stats["wake messages lost (deleted unprocessed)"] = lost
+    stats["requests resent as their fetch process died"] = fetchers.resent
+    stats["fetch processes killed mid-request"] = fetchers.mid_request
     lines = [
         f"lunaflow crash torture on the AWS path: {settings.runs} runs started at most "
         f"{settings.rate:g}/s by {settings.clients} clients through the fetch handler (seed {settings.seed}, "
@@ -715,8 +926,8 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
     ]
     if settings.kills:
         lines.append(
-            f"SIGKILLs of worker processes: {workers.kills}, "
-            f"every {settings.kill_min:g}-{settings.kill_max:g} s"
+            f"SIGKILLs: {workers.kills} of worker processes, {fetchers.kills} of fetch processes "
+            f"(a share of {settings.fetch_kills:g}), every {settings.kill_min:g}-{settings.kill_max:g} s"
         )
     lines += [f"wall time: {seconds:.1f} s", "driver"]
     for name, n in sorted(stats.items()):
@@ -727,7 +938,9 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
     lines.append(report.format())
     text = "\n".join(lines)
     out(text)
-    outcome = AwsOutcome(report, text, workers.kills, seconds, work, errors, failed_by_kills, orphaned)
+    outcome = AwsOutcome(
+        report, text, workers.kills, seconds, work, errors, failed_by_kills, orphaned, fetchers.kills
+    )
     if not settings.keep and settings.work is None and outcome.ok:
         shutil.rmtree(work, ignore_errors=True)
     else:
@@ -738,5 +951,7 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         worker_main(sys.argv[2:])
+    elif len(sys.argv) > 1 and sys.argv[1] == "--fetch":
+        fetch_main(sys.argv[2:])
     else:
         sys.exit(run_aws(AwsSettings()).ok and 0 or 1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
@@ -32,6 +33,28 @@ def store() -> Iterator[DynamoDBStore]:
         store = DynamoDBStore(db, "t", clock=FakeClock(1_000.5))
         store.retention_s = 2 * DAY
         yield store
+
+
+class Crash(Exception):
+    """The process dies (here: as it would send the run item's summary)."""
+
+
+@contextmanager
+def dying_before_the_summary(store: DynamoDBStore) -> Iterator[None]:
+    """The process dies as it would write a summary on the run item: what ran before stays."""
+
+    def crash(params: dict[str, Any], **_: Any) -> None:
+        if params.get("Key", {}).get("sk", {}).get("S") == "K" and "summary_at" in params.get(
+            "UpdateExpression", ""
+        ):
+            raise Crash()
+
+    store._db.meta.events.register("before-parameter-build.dynamodb.UpdateItem", crash, unique_id="crash")
+    try:
+        with pytest.raises(Crash):
+            yield
+    finally:
+        store._db.meta.events.unregister("before-parameter-build.dynamodb.UpdateItem", unique_id="crash")
 
 
 def later(store: DynamoDBStore, seconds: float) -> None:
@@ -472,19 +495,8 @@ def test_a_summary_alone_gives_no_ttl_when_the_ends_chunk_has_none(store: Dynamo
     start(store)
     store.ttl_runs = False
 
-    class Crash(Exception):
-        pass
-
-    def crash(params: dict[str, Any], **_: Any) -> None:
-        if params.get("Key", {}).get("sk", {}).get("S") == "K" and "summary_at" in params.get(
-            "UpdateExpression", ""
-        ):
-            raise Crash()
-
-    store._db.meta.events.register("before-parameter-build.dynamodb.UpdateItem", crash, unique_id="crash")
-    with pytest.raises(Crash):
+    with dying_before_the_summary(store):
         finish(store, steps=0)
-    store._db.meta.events.unregister("before-parameter-build.dynamodb.UpdateItem", unique_id="crash")
     store.ttl_runs = True
     store._tips.clear()  # a new process: the replay reads the run
     store.append("r1", 2, [], update=RunUpdate(Status.COMPLETED, None, result="done"))
@@ -559,6 +571,24 @@ def test_signal_items_older_code_left_without_a_start_are_no_signals_of_a_new_ru
     assert [(x.id, x.name) for x in store.pending_signals("r1")] == [(1, "new")]
 
 
+def a_new_run_goes_over_what_is_left(store: DynamoDBStore) -> None:
+    """Past every TTL, with the old run's first chunk left without one: a new run of the id
+    reads none of it and writes over it."""
+    later(store, 2 * DAY + CHUNK_SLACK_S + 10)
+    ttl_deletes(store)
+    assert set(items(store)) == {"J#0000000002"}
+    start(store, value="new")
+    assert [e.kind for e in store.journal("r1")] == [Kind.STARTED]
+    finish(store, result="new")
+    assert store.get_run("r1").result == "new"  # type: ignore[union-attr]
+    assert [e.kind for e in store.journal("r1")] == [
+        Kind.STARTED,
+        Kind.STEP_INTENT,
+        Kind.STEP_RESULT,
+        Kind.COMPLETED,
+    ]
+
+
 def test_a_chunk_a_racing_writer_left_without_its_ttl_is_still_no_part_of_a_new_run(
     store: DynamoDBStore,
 ) -> None:
@@ -573,19 +603,7 @@ def test_a_chunk_a_racing_writer_left_without_its_ttl_is_still_no_part_of_a_new_
         Key={"pk": {"S": run_pk("r1")}, "sk": {"S": "J#0000000002"}},
         UpdateExpression=f"REMOVE {TTL_ATTRIBUTE}",
     )
-    later(store, 2 * DAY + CHUNK_SLACK_S + 10)
-    ttl_deletes(store)
-    assert set(items(store)) == {"J#0000000002"}
-    start(store, value="new")
-    assert [e.kind for e in store.journal("r1")] == [Kind.STARTED]
-    finish(store, result="new")
-    assert store.get_run("r1").result == "new"  # type: ignore[union-attr]
-    assert [e.kind for e in store.journal("r1")] == [
-        Kind.STARTED,
-        Kind.STEP_INTENT,
-        Kind.STEP_RESULT,
-        Kind.COMPLETED,
-    ]
+    a_new_run_goes_over_what_is_left(store)
 
 
 def test_a_secret_pin_an_earlier_run_of_the_id_left_is_no_pin_of_the_new_run(store: DynamoDBStore) -> None:
@@ -770,19 +788,8 @@ def test_a_summary_alone_after_a_lost_answer_gives_the_earlier_chunks_their_ttl(
     for i in range(12):
         step(store, 1 + 2 * i, i)
 
-    class Crash(Exception):
-        pass
-
-    def crash(params: dict[str, Any], **_: Any) -> None:
-        if params.get("Key", {}).get("sk", {}).get("S") == "K" and "summary_at" in params.get(
-            "UpdateExpression", ""
-        ):
-            raise Crash()
-
-    store._db.meta.events.register("before-parameter-build.dynamodb.UpdateItem", crash, unique_id="crash")
-    with pytest.raises(Crash):
+    with dying_before_the_summary(store):
         finish(store, steps=0, seq=25)
-    store._db.meta.events.unregister("before-parameter-build.dynamodb.UpdateItem", unique_id="crash")
     assert TTL_ATTRIBUTE not in items(store)["J#0000000002"]
     store._tips.clear()  # a new process: the replay reads the run
     store.append("r1", 26, [], update=RunUpdate(Status.COMPLETED, None, result="done"))
@@ -812,14 +819,7 @@ def test_earlier_chunks_left_without_their_ttl_are_no_part_of_a_new_run(
     store._db.meta.events.unregister("before-parameter-build.dynamodb.UpdateItem", unique_id="refuse")
     assert "run 'r1' ended, and its journal chunk 'J#0000000002' could not be given its expiry" in caplog.text
     assert store.get_run("r1").result == "old"  # type: ignore[union-attr]
-    later(store, 2 * DAY + CHUNK_SLACK_S + 10)
-    ttl_deletes(store)
-    assert set(items(store)) == {"J#0000000002"}
-    start(store, value="new")
-    assert [e.kind for e in store.journal("r1")] == [Kind.STARTED]
-    finish(store, result="new")
-    assert store.get_run("r1").result == "new"  # type: ignore[union-attr]
-    assert len(store.journal("r1")) == 4
+    a_new_run_goes_over_what_is_left(store)
 
 
 def old_long_run_expired(store: DynamoDBStore) -> list[str]:
@@ -848,25 +848,14 @@ def test_a_new_run_of_the_id_ends_with_its_own_result_beside_an_old_runs_chunks(
         ttl_deletes(store, keep={k for k in items(store) if k != "K"})  # TTL took the old run item only
     step(store, 1, 0)
 
-    class Crash(Exception):
-        pass
-
-    def crash(params: dict[str, Any], **_: Any) -> None:
-        if params.get("Key", {}).get("sk", {}).get("S") == "K" and "summary_at" in params.get(
-            "UpdateExpression", ""
-        ):
-            raise Crash()
-
-    store._db.meta.events.register("before-parameter-build.dynamodb.UpdateItem", crash, unique_id="crash")
     at = store.clock.now()
-    with pytest.raises(Crash):
+    with dying_before_the_summary(store):
         store.append(
             "r1",
             3,
             [Entry(4, Kind.COMPLETED, None, {"result": "NEW"}, at)],
             update=RunUpdate(Status.COMPLETED, None, result="NEW"),
         )
-    store._db.meta.events.unregister("before-parameter-build.dynamodb.UpdateItem", unique_id="crash")
     store._tips.clear()  # a new process
     store.append("r1", 4, [], update=RunUpdate(Status.COMPLETED, None, result="NEW"))
     assert items(store)["K"]["result_sk"]["S"] == "J#0000000002"

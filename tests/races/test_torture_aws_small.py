@@ -1,5 +1,5 @@
 """The AWS crash torture, small (bench/torture.py --aws): a couple of dozen runs through the
-Lambda handlers on a moto server, worker processes SIGKILLed at random instants, SQS
+Lambda handlers on a moto server, worker and fetch processes SIGKILLed at random instants, SQS
 delivering twice, losing and holding back wakes; bench/torture_check.py's counts (plus the
 chunk-write audit and the effect-after-outcome check of the AWS mode) must all be 0.
 One run (module fixture, ~15-25 s) feeds the tests."""
@@ -17,8 +17,8 @@ if str(ROOT) not in sys.path:
 
 from bench.torture_aws import AwsOutcome, AwsSettings, run_aws  # noqa: E402
 
-# The driver calls the fetch handler from several threads; Powertools warns on each call
-# that publishes no metric, and a warnings filter is not thread-safe.
+# The driver calls the reconcile handler in-process, beside its threads; Powertools warns on
+# each call that publishes no metric, and a warnings filter is not thread-safe.
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics")
 
 # Kills every 0.8-2.5 s: a worker lives long enough to start (about a second on a loaded
@@ -42,6 +42,9 @@ def test_killed_workers_and_unreliable_sqs_finish_every_run_with_its_expected_re
 ) -> None:
     r = torture.report
     assert torture.kills >= 2, explain(torture)
+    # Fetch processes too (the killer goes on until one was, a busy one first): a start's or
+    # a signal's request cut mid-way, its eager activation with it, and sent again.
+    assert torture.fetch_kills >= 1, explain(torture)
     assert r.runs_planned > SMALL.runs
     # A run whose attempt was started three times by workers that were each killed fails by
     # the rule for interrupted attempts, as promised (the checker verifies the kills); a
