@@ -58,8 +58,8 @@ CHUNK_SLACK_S = 7 * 86_400.0
 # published value's item).
 OUTSIDE = frozenset({Kind.CHILD_STARTED, Kind.VALUE_SET})
 # A journal of more chunks than this is swept: the end gives each earlier chunk its TTL in a
-# write of its own, one after another, so this bounds what the end adds to its activation
-# (a chunk holds about 700 bytes of entries: some 100 steps).
+# write of its own (a few at once), and reads them all first, so this bounds what the end
+# adds to its activation (a chunk holds about 700 bytes of entries: some 100 steps).
 MAX_CHUNKS = 16
 # The end's read of the partition stops here: the run item, its chunks, one more to tell
 # "more than that" (the run is then swept).
