@@ -136,10 +136,10 @@ class Usage:
             "application work (kv, objects)": self.application(prices),
         }
 
-    def app_trips(self, peer: bool = False) -> float:
-        """The project's own requests, which its code waits on in a Lambda on every side: a
-        peer's step bodies make the same, less lunaflow's object lock writes."""
-        return float(self.app.requests - (self.lock_requests if peer else 0))
+    def peer_app_trips(self) -> float:
+        """The project's own requests a peer's step bodies wait on in a Lambda: lunaflow's
+        (whose waits its own figure counts), less its object lock writes."""
+        return float(self.app.requests - self.lock_requests)
 
     def application(self, prices: dict[str, float], peer: bool = False) -> float:
         """The project's own data work. A peer's step bodies do the same reads and writes, but
@@ -173,7 +173,7 @@ class Usage:
         invocations = self.runs + self.sleeps + self.awaits  # the start, a resume after each wait
         checkpoints = self.steps + self.sleeps + self.awaits + self.awaits  # + the callback id's write
         sender_trips = 2 * self.signals  # look the callback id up, send to it
-        trips = checkpoints + sender_trips + self.app_trips(peer=True)
+        trips = checkpoints + sender_trips + self.peer_app_trips()
         gb_s = gb_seconds(invocations * p.HANDLER_MS + trips * p.ROUND_TRIP_MS)
         retained = (
             self.journal_bytes
@@ -203,7 +203,7 @@ class Usage:
         """The same workflow on Step Functions Standard (steps as Lambda tasks; a signal as a
         task token, looked up and sent like a durable callback), $ per workload."""
         transitions = self.steps + self.sleeps + self.awaits + 2 * self.runs
-        gb_s = gb_seconds(self.steps * p.HANDLER_MS + self.app_trips(peer=True) * p.ROUND_TRIP_MS)
+        gb_s = gb_seconds(self.steps * p.HANDLER_MS + self.peer_app_trips() * p.ROUND_TRIP_MS)
         return (
             transitions * prices["stepfunctions_transitions_per_million"] * M
             + self.steps * prices["lambda_requests_per_million"] * M
@@ -226,7 +226,7 @@ class Usage:
         index_writes = self.runs + 2 * (self.awaits + self.sleeps)
         reads = self.signals + self.timer_fires
         invocations = self.api + self.timer_fires
-        trips = writes + reads + self.app_trips(peer=True)
+        trips = writes + reads + self.peer_app_trips()
         gb_s = gb_seconds(invocations * p.HANDLER_MS + trips * p.ROUND_TRIP_MS)
         items = self.runs + self.steps + self.signals
         stored = self.journal_bytes + 100 * items

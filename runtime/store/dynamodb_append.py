@@ -393,31 +393,27 @@ class Appends(Reads):
         # A child's end wakes its parent in the same transaction (twice the write units,
         # for child runs' ends only): no crash between the two can lose the parent's wake.
         woken = [] if update is None or update.wake is None else [{"Update": self._wake_item(update.wake)}]
+        update_ = {**summary, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
         if entries and woken:
-            update_ = {**summary, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
             self._transact([*woken, {"Update": update_}], run_id, position + 1, token, written)
-            self._time_earlier(run_id, ttl)
-            return
-        if entries:
-            saved = conditional(
-                self._db.update_item, **summary, ReturnValuesOnConditionCheckFailure="ALL_OLD"
-            )
+        elif entries:
+            saved = conditional(self._db.update_item, **update_)
             if not saved and not _mine(saved, token):
                 self._drop(written, saved.item)
                 raise JournalConflict(run_id, position + 1)
-            self._time_earlier(run_id, ttl)
-            return
-        if tip.v2:
-            check = unchanged_check(self.table, run_id, tip)
         else:
-            check = {
-                "TableName": self.table,
-                "Key": {"pk": s(run_pk(run_id)), "sk": s(_journal_sk(slot))},
-                "ConditionExpression": "attribute_not_exists(pk)",
-            }
-        update_ = {**summary, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
-        self._transact([{"ConditionCheck": check}, *woken, {"Update": update_}], run_id, slot, token, written)
-        self._time_earlier(run_id, ttl)
+            if tip.v2:
+                check = unchanged_check(self.table, run_id, tip)
+            else:
+                check = {
+                    "TableName": self.table,
+                    "Key": {"pk": s(run_pk(run_id)), "sk": s(_journal_sk(slot))},
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            self._transact(
+                [{"ConditionCheck": check}, *woken, {"Update": update_}], run_id, slot, token, written
+            )
+        self._time_earlier(run_id, ttl)  # the summary has committed
 
     def _time_earlier(self, run_id: str, ttl: Ttl | None) -> None:
         """Give the journal's earlier chunks the end's chunk TTL, once the end's summary has

@@ -29,7 +29,6 @@ from runtime.store.dynamodb_layout import (
     INDEXES,
     LIVE_PARTITION,
     REF,
-    RUN_SK,
     SHARDS,
     STATUS_PARTITIONS,
     TTL_ATTRIBUTE,
@@ -146,12 +145,7 @@ class Index(Reads):
 
     def _tip_tail(self, run: RunRecord) -> Entry | None:
         """The last entry (kind and name) of a run's tip chunk, when the chunk keeps it."""
-        items = self._newest_to(run.id, RUN_SK, 2)  # get_run's read (_run_and_tip)
-        run_item = next((i for i in items if i["sk"]["S"] == RUN_SK), None)
-        chunk = next((i for i in items if i["sk"]["S"].startswith("J#")), None)
-        if run_item is None:
-            return None
-        chunk = self._own_chunk(run.id, run_item, chunk)
+        _, chunk = self._run_and_tip(run.id)  # get_run's read
         if chunk is None or "tail" not in chunk:
             return None
         try:
