@@ -439,7 +439,9 @@ class Appends(Reads):
             except (ClientError, BotoCoreError) as e:
                 log.warning(
                     "run '%s' ended, and its journal chunk '%s' could not be given its expiry "
-                    "(%s): it stays in the table after the run is deleted",
+                    "(%s): a run's earlier chunks take theirs after its end, so this one stays "
+                    "in the table after the run is deleted; no run reads it, and deleting the "
+                    "item by hand reclaims its storage",
                     run_id,
                     sk,
                     e,
