@@ -101,6 +101,7 @@ os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 # --- item sizes (DynamoDB's rules: runtime.store.items, whose run-item room check uses them)
 
 from runtime.store.dynamodb import INDEXES, TTL_ATTRIBUTE  # noqa: E402
+from runtime.store.dynamodb_layout import run_key  # noqa: E402
 from runtime.store.items import item_bytes as item_size  # noqa: E402
 
 
@@ -278,6 +279,13 @@ class Meter:
         if op == "GetItem":
             full = context.get("lf_full", parsed.get("Item"))
             call.rru = read_units(item_size(full), bool(params.get("ConsistentRead")))
+        elif op == "BatchGetItem":  # each item billed alone, by its whole size
+            for table, items in parsed.get("Responses", {}).items():
+                consistent = bool(params["RequestItems"][table].get("ConsistentRead"))
+                for item in items:
+                    key = {"pk": item["pk"], "sk": item["sk"]} if "sk" in item else run_key(item["id"]["S"])
+                    whole_item = self._get(key)
+                    call.rru += read_units(item_size(whole_item), consistent)
         elif op == "Query":
             size = sum(item_size(i) for i in parsed.get("Items", []))
             call.rru = read_units(size, bool(params.get("ConsistentRead")) and not params.get("IndexName"))
@@ -471,6 +479,16 @@ class Deployment:
                 n += 1
         raise SystemExit("wakes kept coming: the workload does not settle")
 
+    def look(self) -> None:
+        """The reconciler's look for stranded starts (``index_stranded_starts``), over every
+        run in flight now: a workload calls it once each of its runs has parked for good, so
+        each run that is in flight two minutes after its start is read once, as in
+        production. The look's mark is dropped first (unmetered): the fake clock moves in
+        jumps, and a mark past a later run's created time would hide it."""
+        self.admin.delete_item(TableName=self.table, Key={"pk": {"S": "#STARTS"}, "sk": {"S": "#STARTS"}})
+        with self.meter.measuring("starts look"):
+            self.worker.store.index_stranded_starts(self.clock.now() + 1, 1_000)
+
     def sums(self, phase: str | None = None, side: str | None = "engine") -> Sums:
         out = Sums()
         for c in self.meter.calls:
@@ -608,6 +626,8 @@ def _usage(
     for c in d.meter.calls:
         if wanted(c.phase):
             (db if c.side == "engine" else app).add(c)
+        elif c.phase == "starts look" and c.op == "BatchGetItem":
+            db.add(c)  # the runs' items the look read; its mark and index Queries are fixed
     for (phase, service, op), k in d.meter.other.items():
         if wanted(phase):
             other[f"{service} {op}"] += k
@@ -716,6 +736,7 @@ def all_in_steps(n: int, keep: bool = False) -> Usage:
         with d.meter.measuring("run"):
             _post(d, "run", "/start/steps/steps-run", {"n": n})
             d.settle()
+        d.look()  # nothing in flight: a run of straight steps has ended
         return _with_expiry(d, _usage(d, f"{n}-step run", "steps", n, ["run"], ["steps-run"]))
 
 
@@ -735,12 +756,14 @@ def all_in_auction(keep: bool = False) -> Usage:
         with d.meter.measuring(phases[0]):
             post(phases[0], "/api/sale", {"id": "lot-1", "winner": "ada", "price": 25})
             d.settle()
+        d.look()  # sale-lot-1, parked for its payment
         with d.meter.measuring(phases[1]):
             post(phases[1], "/api/sale/pay", {"id": "lot-1", "user": "ada"})
             d.settle()
         with d.meter.measuring(phases[2]):
             post(phases[2], "/api/sale", {"id": "lot-2", "winner": "bob", "price": 5})
             d.settle()
+            d.look()  # sale-lot-2, parked on its 72 hours
             d.clock.advance(72 * 3600)
             d.settle()
         runs = ["sale-lot-1", "pay-lot-1", "sale-lot-2"]
@@ -758,6 +781,7 @@ def all_in_fanout(n: int, keep: bool = False, workflow: str = "signals") -> Usag
             for rid in ids:
                 _post(d, "fan", f"/start/{workflow}/{rid}", {"n": 1})
             d.settle()
+            d.look()  # every run, parked on its signal
             for i, rid in enumerate(ids):
                 _post(d, "fan", f"/signal/{workflow}/{rid}/go", {"i": i})
             d.settle()
@@ -859,11 +883,14 @@ def print_all_in(
 
     shards = getattr(dynamodb, "SHARDS", 1)  # 1: the unsharded indexes before issue 16
     per_month = 43_200  # one reconcile a minute
-    queries = 4 * shards  # wake-ups, running runs, due timers, expired runs, each over every shard
+    # Wake-ups, running runs, due timers, expired runs and the runs started since the look for
+    # stranded starts, each over every shard; and that look's mark, read and written.
+    queries = 5 * shards
     reconcile = per_month * (
         prices["lambda_requests_per_million"] * 1e-6
-        + gb_seconds(p.HANDLER_MS + queries * p.ROUND_TRIP_MS) * prices["lambda_arm_gb_second"]
-        + queries * 0.5 * prices["dynamodb_rru_per_million"] * 1e-6
+        + gb_seconds(p.HANDLER_MS + (queries + 2) * p.ROUND_TRIP_MS) * prices["lambda_arm_gb_second"]
+        + (queries + 1) * 0.5 * prices["dynamodb_rru_per_million"] * 1e-6
+        + prices["dynamodb_wru_per_million"] * 1e-6
         + p.LOG_BYTES_PER_INVOCATION / 2**30 * prices["cloudwatch_logs_gb"]
     )
     metrics = 8 * prices["cloudwatch_metric_month"]

@@ -50,6 +50,9 @@ BUSY_FIRST_S = 10  # a wake that found the run busy comes back after this, doubl
 RECONCILE_LIMIT = 100  # wake-ups one reconcile re-sends at most
 RECONCILE_AFTER_S = 60.0  # a wake-up waiting this long is taken for lost
 STALE_RUNNING_S = 300.0  # a run left running this long, with no live lease, is woken
+# A start still pending this long after its creation lost its request (which ends within
+# FETCH_TIMEOUT_S) or its prompt; the margin over that is the status index's lag.
+STRANDED_AFTER_S = 120.0
 RESEND_MAX_PAUSES = 15  # a re-sent wake-up is looked at again after 1, 2, 4... minutes, at most 15
 # A request's starts and signals are advanced where the request landed (``AwsRuntime.fetch``,
 # for at most ``AwsConfig.eager_ms`` in all) only while the request has this long left.
@@ -116,6 +119,7 @@ class AwsRuntime:
         self.owner = owner or f"lambda-{uuid.uuid4()}"
         self.stuck: list[str] = []  # the runs the last reconcile found stuck (the StuckRuns metric)
         self.swept: list[str] = []  # the runs the last reconcile admitted to slots a crash had left held
+        self.stranded: list[str] = []  # the starts whose pending wake-up the last reconcile indexed
         self.expired: list[str] = []  # the runs the last reconcile deleted at their expiry
         self._holding: set[str] = set()  # the runs whose leases this container renews
         self._lock = threading.Lock()
@@ -321,6 +325,9 @@ class AwsRuntime:
         # Slots a crash left held by runs that ended are freed, and keys with room filled
         # (the admitted runs' wake-ups are recorded and prompted as they are admitted).
         self.swept = self.store.sweep_slots()
+        # A start whose request died before its park has its pending wake-up indexed here,
+        # so the look at waiting wake-ups below sends it on.
+        self.stranded = self.store.index_stranded_starts(now - STRANDED_AFTER_S, limit)
         overdue = self.store.fire_due_timers(now_at - int(after_s * 1000), limit)
         waiting = self.store.wakeups_older_than(now - after_s, limit)
         # A run left running with a wake-up waiting is the wake-ups' business (and their
@@ -357,9 +364,13 @@ class AwsRuntime:
         held: list[str] = []
         began = time.monotonic()
         try:
+            # The runs its handler starts are advanced below: their wake-ups wait unindexed
+            # (``DynamoDBStore.create_run``), so a park or an end here writes no index.
+            self.store.pending_starts = True
             with self.waker.holding() as held:
                 response, failure = self.platform.fetch(request)
         finally:
+            self.store.pending_starts = False
             # What the handler spent is gone from the invocation: the budget counts from here.
             spent_ms = int((time.monotonic() - began) * 1000)
             try:

@@ -137,10 +137,15 @@ class Appends(Reads):
             "summary_at": n(1),
             "created_sk": s(created),
             "workflow_pk": s(sharded(f"WF#{run.workflow}", run.id)),
-            "wake_pk": s(sharded(WAKE_PK, run.id)),
             "wake_sk": s(f"{run.created_at:020.6f}"),
             "wake_token": n(1),
         }
+        # A run its request advances next (``pending_starts``) keeps its wake-up out of the
+        # ``wakes`` index: a park or an end there then writes no index (2 index WRU a run).
+        # Any other way on indexes it: a worker's lease, or the reconciler if the request
+        # died (``Timers.index_stranded_starts``).
+        if not self.pending_starts:
+            item["wake_pk"] = s(sharded(WAKE_PK, run.id))
         # In flight, unless a golden journal's (a completed one: where older code put it).
         partition = status_partition(run.status) or legacy_partition(run.status)
         if partition is not None:

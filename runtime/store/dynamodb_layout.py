@@ -40,7 +40,15 @@ def needed_layout(run_item: Item) -> int:
 
 
 OWNER_PK = "#OWNER"  # a lease owner's heartbeat: pk OWNER_PK, sk the owner
-WAKE_PK = "#WAKE"  # a run asked to advance carries wake_pk/wake_sk (a sparse index)
+# A run asked to advance carries wake_pk/wake_sk (a sparse index: an item is in it only
+# with both). A start whose own request advances it carries wake_sk alone, a wake-up
+# *pending* (``Appends.create_run``): in no index, so a park or end in that request writes
+# none. A worker's lease indexes it (``_marking``), as the reconciler does for a start whose
+# request died first (``Timers.index_stranded_starts``).
+WAKE_PK = "#WAKE"
+# The reconciler's mark of how far it has looked for stranded starts: pk and sk STARTS_PK,
+# ``swept`` the created_sk of the newest run looked at.
+STARTS_PK = "#STARTS"
 TIMER_PK = "#TIMER"
 EXPIRE_PK = "#EXPIRE"  # an ended run's expiry, in the timers index beside the timers
 CANCEL_PK = "#CANCEL"  # a cancel's intent until its cascade is done: pk CANCEL_PK, sk the run

@@ -16,6 +16,7 @@ from runtime.store.dynamodb_layout import (
     OWNER_PK,
     RUNNING_SINCE,
     TTL_ATTRIBUTE,
+    WAKE_PK,
     run_key,
     sharded,
 )
@@ -27,8 +28,9 @@ from runtime.store.items import conditional, n, s, text, whole
 FREE_OR_MINE = "(attribute_not_exists(lease_until) OR lease_until < :now OR lease_owner = :me)"
 
 # A lease marks a run running (``acquire_lease``) only while it is in flight and a wake-up
-# waits: then a crash before its park or end leaves the run running with that wake-up.
-MARKABLE = "#st IN (:running, :sleeping, :awaiting) AND attribute_exists(wake_pk)"
+# waits (indexed, or a start's pending one: ``wake_sk`` is in both): then a crash before its
+# park or end leaves the run running with that wake-up, indexed by the same write.
+MARKABLE = "#st IN (:running, :sleeping, :awaiting) AND attribute_exists(wake_sk)"
 
 
 def _marking(run_id: str, now_ms: int) -> tuple[str, dict[str, str], dict[str, Any]]:
@@ -43,10 +45,13 @@ def _marking(run_id: str, now_ms: int) -> tuple[str, dict[str, str], dict[str, A
     - no current step: the one its park named (a wait, a sleep) is over, and a running
       run's step is its journal's last intent, which a read derives
       (``runtime.store.base.current_step``); a list, which reads run items alone, shows it
-      running with no step."""
+      running with no step;
+    - its wake-up in the ``wakes`` index: a start's pending one (``create_run``) enters it
+      here, so the reconciler finds the run if this activation dies; an indexed one is
+      written with the key it has, which writes no index."""
     sets = (
-        f"#st = :running, status_pk = :live, {RUNNING_SINCE} = if_not_exists({RUNNING_SINCE}, :at) "
-        "REMOVE current_step, current_step_ref"
+        f"#st = :running, status_pk = :live, {RUNNING_SINCE} = if_not_exists({RUNNING_SINCE}, :at), "
+        "wake_pk = :wake_pk REMOVE current_step, current_step_ref"
     )
     values = {
         ":running": s(Status.RUNNING),
@@ -54,6 +59,7 @@ def _marking(run_id: str, now_ms: int) -> tuple[str, dict[str, str], dict[str, A
         ":awaiting": s(Status.AWAITING),
         ":live": s(sharded(LIVE_PARTITION, run_id)),
         ":at": n(now_ms / 1000),
+        ":wake_pk": s(sharded(WAKE_PK, run_id)),
     }
     return sets, {"#st": "status"}, values
 
@@ -141,7 +147,7 @@ class Leases(Reads):
             ExpressionAttributeValues={**values, **marks, ":now": n(now_ms)},
         )
         old = None if taken else taken.item
-        if old is not None and (text(old.get("status")) not in IN_FLIGHT or "wake_pk" not in old):
+        if old is not None and (text(old.get("status")) not in IN_FLIGHT or "wake_sk" not in old):
             taken = conditional(
                 self._db.update_item,
                 **request,

@@ -109,6 +109,9 @@ class Activation(threading.local):
         self.serving_loaded = False
         # Runs this thread created, as a load would read them then (``Reads.seed``).
         self.seeded: dict[str, Snapshot] = {}
+        # While set (a request's handler, ``AwsRuntime.fetch``), a run created is advanced
+        # by the request right after: its wake-up is written pending (``create_run``).
+        self.pending_starts = False
 
 
 class ThreadsOwn(Generic[T]):
@@ -147,6 +150,7 @@ class Reads(Spill):
     _done = ThreadsOwn[dict[str, set[int]]]("done")
     serving_loaded = ThreadsOwn[bool]("serving_loaded")
     _seeded = ThreadsOwn[dict[str, Snapshot]]("seeded")
+    pending_starts = ThreadsOwn[bool]("pending_starts")
 
     if TYPE_CHECKING:  # another part's (runtime.store.dynamodb_signals)
 
@@ -184,17 +188,21 @@ class Reads(Spill):
         *,
         newest_first: bool = False,
         below: str | None = None,
+        since: str | None = None,
         page: int | None = None,
         pool: Executor | None = None,
         grow_to: int | None = None,
     ) -> Iterator[dict[str, Any]]:
         """An index's entries under a sharded partition key, every shard's merged in sort
         key order (ties by run): each shard is one Query, read a page at a time, as far as
-        the caller goes. ``below``: sort keys less than it only. ``pool``: each shard's
-        first page is asked for at once on it (a list merging many partitions would wait
-        for a hundred Queries one after another). ``grow_to``: later pages grow to it."""
+        the caller goes. ``below``: sort keys less than it only; with ``since`` too, from
+        ``since`` up to ``below``, both included. ``pool``: each shard's first page is asked
+        for at once on it (a list merging many partitions would wait for a hundred Queries
+        one after another). ``grow_to``: later pages grow to it."""
         pk, sk = INDEXES[index]
-        condition = "#k = :v" + ("" if below is None else " AND #s < :below")
+        condition = "#k = :v"
+        if below is not None:
+            condition += " AND #s < :below" if since is None else " AND #s BETWEEN :since AND :below"
         names = {"#k": pk, **({} if below is None else {"#s": sk})}
 
         def one(n_: int) -> Iterator[tuple[str, str, dict[str, Any]]]:
@@ -206,6 +214,7 @@ class Reads(Spill):
                 "ExpressionAttributeValues": {
                     ":v": s(f"{base}#{n_:02d}"),
                     **({} if below is None else {":below": s(below)}),
+                    **({} if below is None or since is None else {":since": s(since)}),
                 },
                 "ScanIndexForward": not newest_first,
                 **({} if page is None else {"Limit": page}),
@@ -560,13 +569,18 @@ class Reads(Spill):
         self._tips[run_id] = tip
 
     def _by_key(
-        self, keys: Sequence[Any], projection: str | None = None, names: dict[str, str] | None = None
+        self,
+        keys: Sequence[Any],
+        projection: str | None = None,
+        names: dict[str, str] | None = None,
+        *,
+        consistent: bool = True,
     ) -> list[dict[str, Any]]:
-        """Items by key (``projection``: some attributes), consistently, 100 at a time (a
-        ``BatchGetItem``'s most), each batch until DynamoDB has answered every key."""
+        """Items by key (``projection``: some attributes), consistently unless told, 100 at
+        a time (a ``BatchGetItem``'s most), each batch until DynamoDB has answered every key."""
         out: list[dict[str, Any]] = []
         for start in range(0, len(keys), 100):
-            request: Any = {"Keys": list(keys[start : start + 100]), "ConsistentRead": True}
+            request: Any = {"Keys": list(keys[start : start + 100]), "ConsistentRead": consistent}
             if projection is not None:
                 request["ProjectionExpression"] = projection
             if names:

@@ -11,7 +11,17 @@ from typing import Any
 from runtime.core.clock import now_ms
 from runtime.core.values import compact
 from runtime.store.base import Progress
-from runtime.store.dynamodb_layout import TIMER_PK, WAKE_PK, _armed_from, _id_of, run_key, wake_up
+from runtime.store.dynamodb_layout import (
+    LIVE_PARTITION,
+    STARTS_PK,
+    TIMER_PK,
+    WAKE_PK,
+    _armed_from,
+    _id_of,
+    run_key,
+    sharded,
+    wake_up,
+)
 from runtime.store.dynamodb_reads import Reads
 from runtime.store.items import conditional, n, s, whole
 
@@ -24,6 +34,11 @@ def _fired(write: Any, **request: Any) -> bool:
         return True
     old = done.item or {}
     return "timer_due" not in old and "wake_pk" in old and "pk" in old
+
+
+# How far back the first look for stranded starts goes (no mark yet: a table that code
+# writing pending wake-ups has just been deployed on, ``index_stranded_starts``).
+STARTS_FIRST_LOOK_S = 15 * 60
 
 
 class Timers(Reads):
@@ -103,6 +118,67 @@ class Timers(Reads):
                 break
         return ids
 
+    def index_stranded_starts(self, before: float, limit: int) -> list[str]:
+        """Index the pending wake-up of each run created before ``before`` (epoch seconds)
+        that still has one: its request died (or its prompt was lost) between the write
+        that created it and the park, end or lease that settles it (``create_run``). Such a
+        run is in flight, so it is under ``STATUS#live`` by its created time: the runs
+        created since the last look (``STARTS_PK``'s ``swept``) are read, at most ``limit``
+        at a time, and each one found pending is indexed, so the reconciler's look at
+        wake-ups waiting over a minute sends it to a worker. Returns the runs indexed.
+
+        A run that parks or ends in its request costs this look an eventually consistent
+        read of its item (0.5 RRU) where its wake-up's index entry, in and out, was 2 WRU;
+        the mark is one write a reconcile."""
+        mark = self._db.get_item(
+            TableName=self.table, Key={"pk": s(STARTS_PK), "sk": s(STARTS_PK)}, ConsistentRead=True
+        ).get("Item")
+        swept = None if mark is None else str(mark["swept"]["S"])
+        since = swept if swept is not None else f"{before - STARTS_FIRST_LOOK_S:020.6f}"
+        upto = f"{before:020.6f}"  # every created_sk of a run created then is above it
+        if since >= upto:
+            return []
+        seen: list[str] = []  # created_sk, in order
+        ids: list[str] = []
+        for item in self._gathered("by_status", LIVE_PARTITION, since=since, below=upto, page=limit):
+            created = str(item["created_sk"]["S"])
+            if created == swept:
+                continue  # looked at last time
+            seen.append(created)
+            ids.append(_id_of(item))
+            if len(ids) >= limit:
+                break
+        keys = [run_key(run_id) for run_id in ids]
+        pending = [
+            str(item["id"]["S"])
+            for item in self._by_key(keys, "id, wake_pk, wake_sk", consistent=False)
+            if "wake_sk" in item and "wake_pk" not in item
+        ]
+        indexed = [run_id for run_id in pending if self._index_pending(run_id)]
+        # All of them looked at, up to ``upto``; or as far as this look went.
+        reached = seen[-1] if len(ids) >= limit else upto
+        conditional(
+            self._db.put_item,
+            TableName=self.table,
+            Item={"pk": s(STARTS_PK), "sk": s(STARTS_PK), "swept": s(reached)},
+            # Another reconcile that went as far or further keeps its mark.
+            ConditionExpression="attribute_not_exists(swept) OR swept < :reached",
+            ExpressionAttributeValues={":reached": s(reached)},
+        )
+        return indexed
+
+    def _index_pending(self, run_id: str) -> bool:
+        return bool(
+            conditional(
+                self._db.update_item,
+                TableName=self.table,
+                Key=run_key(run_id),
+                UpdateExpression="SET wake_pk = :wake_pk",
+                ConditionExpression="attribute_exists(wake_sk) AND attribute_not_exists(wake_pk)",
+                ExpressionAttributeValues={":wake_pk": s(sharded(WAKE_PK, run_id))},
+            )
+        )
+
     def clear_wakeup(self, run_id: str, token: int) -> None:
         self.release_wake(run_id, token)
 
@@ -111,11 +187,11 @@ class Timers(Reads):
             TableName=self.table,
             Key=run_key(run_id),
             ConsistentRead=True,
-            ProjectionExpression="wake_pk, wake_sk, wake_resends, lease_owner, lease_until",
+            ProjectionExpression="wake_sk, wake_resends, lease_owner, lease_until",
         ).get("Item")
         if not item:
             return Progress()
-        waiting = "wake_pk" in item and "wake_sk" in item
+        waiting = "wake_sk" in item  # indexed, or a start's pending one
         return Progress(
             wakeup_at=float(item["wake_sk"]["S"]) if waiting else None,
             wake_resends=whole(item.get("wake_resends")) if waiting else 0,
@@ -175,8 +251,8 @@ class Timers(Reads):
         )
 
     def waiting(self, run_ids: Sequence[str]) -> set[str]:
-        """The runs among ``run_ids`` with a wake-up waiting."""
-        return {run_id for run_id, item in self._items(run_ids, "id, wake_pk").items() if "wake_pk" in item}
+        """The runs among ``run_ids`` with a wake-up waiting (a start's pending one too)."""
+        return {run_id for run_id, item in self._items(run_ids, "id, wake_sk").items() if "wake_sk" in item}
 
     def resends(self, run_ids: Sequence[str]) -> dict[str, int]:
         """How often the reconciler has re-sent each run's waiting wake."""

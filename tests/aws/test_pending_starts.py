@@ -1,0 +1,160 @@
+"""Issue 31: a start whose own request advances it writes its wake-up *pending* (the run
+item's ``wake_sk`` without ``wake_pk``, so in no index). A park or an end in that request
+then writes no index at all: the fan-out run's start costs 2 index WRU instead of 4.
+
+What the index entry was for is kept another way: a worker's lease indexes a pending
+wake-up (so a worker that dies mid-activation leaves the run to the reconciler), and the
+reconciler indexes the pending wake-up of any run still in flight two minutes after its
+start (its request died, or its prompt was lost), then sends it on as any lost wake.
+
+Each test invokes the fetch handler alone (``AwsPlatform.invoke``), as tests/aws/test_eager.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.aws.contract import Handler
+from runtime.aws.events import http_event
+from runtime.aws.runtime import STRANDED_AFTER_S
+from runtime.core.clock import now_ms
+from runtime.store.base import Lease
+from runtime.testing import AwsPlatform
+from tests.support.aws_items import run_item
+
+PROJECT = Path(__file__).resolve().parents[1] / "projects" / "aws_eager"
+SHORT_S = 4.0  # an invocation with this little left advances nothing: the worker's, prompted
+
+
+@pytest.fixture
+def p() -> Iterator[AwsPlatform]:
+    with AwsPlatform(PROJECT) as platform:
+        yield platform
+
+
+def post(p: AwsPlatform, path: str, body: Any, timeout_s: float = 29.0) -> int:
+    event = http_event("POST", path, json.dumps(body), None, now_s=p.now)
+    answer: dict[str, Any] = p.invoke(Handler.FETCH, event, timeout_s)
+    return int(answer["statusCode"])
+
+
+def writes_to(p: AwsPlatform, run_id: str) -> list[dict[str, Any]]:
+    """The run item writes the platform's store makes from now on (their parameters)."""
+    seen: list[dict[str, Any]] = []
+
+    def note(model: Any, params: dict[str, Any], **_: Any) -> None:
+        key = params.get("Key") or params.get("Item") or {}
+        ours = key.get("pk", {}).get("S") == f"RUN#{run_id}" and key.get("sk", {}).get("S") == "K"
+        if model.name in ("PutItem", "UpdateItem") and ours:
+            seen.append(json.loads(json.dumps(params, default=str)))
+
+    p.runtime.store._db.meta.events.register("before-parameter-build.dynamodb", note)
+    return seen
+
+
+def move(p: AwsPlatform, seconds: float) -> None:
+    """Move the fake clock with no settling: nothing serves a wake meanwhile."""
+    p._clock.advance(seconds)  # type: ignore[attr-defined]
+
+
+def lose_prompts(p: AwsPlatform) -> None:
+    """The wake messages are gone, as if the request had died before sending them."""
+    p.clients.sqs.purge_queue(QueueUrl=p.config.wake_queue_url)
+
+
+def test_a_start_parked_by_its_own_request_never_enters_the_wakes_index(p: AwsPlatform) -> None:
+    writes = writes_to(p, "in-1")
+    assert post(p, "/start/inbox/in-1", {"k": 1}) == 201
+    create, park = writes
+    assert "wake_sk" in create["Item"] and "wake_pk" not in create["Item"]
+    assert "wake_pk" not in park["UpdateExpression"].split("REMOVE")[0]  # nothing indexed by the park
+    item = run_item(p, "in-1")
+    assert item["status"]["S"] == "awaiting"
+    assert "wake_sk" not in item and "wake_pk" not in item  # the park settled it
+    assert p.platform.store.wakeups() == []
+
+
+def test_a_start_from_outside_a_request_is_indexed_as_before(p: AwsPlatform) -> None:
+    """A start the request does not advance next (here the harness's own, as the console's
+    or a schedule's) keeps its wake-up in the index from its first write."""
+    p.start("inbox", {"k": 2}, id="in-2")
+    assert [w[0] for w in p.platform.store.wakeups()] in ([], ["in-2"])  # settled, or waiting
+    p.settle()
+    assert p.get("in-2").status == "awaiting"
+
+
+def test_a_worker_s_lease_indexes_a_pending_wake_up(p: AwsPlatform) -> None:
+    """A worker that takes the run and then dies must leave it where the reconciler looks."""
+    assert post(p, "/start/stepper/st-1", {}, timeout_s=SHORT_S) == 201  # left to the worker
+    assert p.platform.store.wakeups() == []
+    assert p.runtime.store.acquire_lease("st-1", "worker-a", now_ms(p._clock), 30_000) == Lease.OK
+    assert [w[0] for w in p.platform.store.wakeups()] == ["st-1"]
+    item = run_item(p, "st-1")
+    assert item["status"]["S"] == "running" and item["wake_pk"]["S"].startswith("#WAKE#")
+    # The worker dies here: once its lease has lapsed, the reconciler sends the run on.
+    lose_prompts(p)
+    p.advance("2m")
+    run = p.get("st-1")
+    assert run.status == "awaiting"
+    assert [str(e.kind) for e in p.journal("st-1")][-1] == "wait"
+
+
+def test_a_start_whose_request_died_is_found_and_sent_on_by_the_reconciler(p: AwsPlatform) -> None:
+    assert post(p, "/start/stepper/st-2", {}, timeout_s=SHORT_S) == 201
+    lose_prompts(p)  # the request died after its write, before its prompt
+    assert p.platform.store.wakeups() == []
+    # Not before the time a request may still be running it (and the index's lag).
+    move(p, STRANDED_AFTER_S - 10)
+    p.reconcile()
+    assert p.runtime.stranded == [] and p.get("st-2").status == "running"
+    move(p, 20)
+    p.reconcile()
+    assert p.runtime.stranded == ["st-2"]
+    p.settle()  # the wake the reconciler sent: the step, then the park
+    assert p.get("st-2").status == "awaiting"
+    assert [str(e.kind) for e in p.journal("st-2")][-1] == "wait"
+    move(p, 300)
+    p.reconcile()
+    assert p.runtime.stranded == []  # looked at once
+
+
+def test_the_look_for_stranded_starts_goes_on_from_where_it_stopped(p: AwsPlatform) -> None:
+    """At most ``limit`` runs a look, each run looked at once; a mark says how far it went."""
+    ids = [f"st-{i}" for i in range(5)]
+    for run_id in ids:
+        assert post(p, f"/start/stepper/{run_id}", {}, timeout_s=SHORT_S) == 201
+        move(p, 1)
+    lose_prompts(p)
+    store = p.runtime.store
+    before = p.now + 1
+    found = [store.index_stranded_starts(before, 2) for _ in range(4)]
+    assert [len(f) for f in found] == [2, 2, 1, 0]
+    assert sorted(r for f in found for r in f) == ids
+    assert sorted(w[0] for w in store.wakeups()) == ids
+
+
+def test_a_run_settled_before_the_look_is_left_alone(p: AwsPlatform) -> None:
+    """A parked run has no pending wake-up: the look reads it and writes nothing."""
+    assert post(p, "/start/inbox/in-3", {}) == 201
+    writes = writes_to(p, "in-3")
+    assert p.runtime.store.index_stranded_starts(p.now + 1, 100) == []
+    assert writes == []
+    assert p.get("in-3").status == "awaiting"
+
+
+def test_a_signal_to_a_pending_start_indexes_its_wake_up(p: AwsPlatform) -> None:
+    """The signal's write indexes the wake-up it finds pending (keeping its time), so the
+    run waits in the index as any signalled run does."""
+    assert post(p, "/start/stepper/st-9", {}, timeout_s=SHORT_S) == 201
+    created_at = run_item(p, "st-9")["wake_sk"]["S"]
+    lose_prompts(p)
+    move(p, 5)
+    p.platform.signal("st-9", "go", {"n": 1})
+    item = run_item(p, "st-9")
+    assert item["wake_sk"]["S"] == created_at and "wake_pk" in item
+    assert [w[0] for w in p.platform.store.wakeups()] == ["st-9"]
