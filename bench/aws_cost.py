@@ -487,7 +487,7 @@ class Deployment:
         jumps, and a mark past a later run's created time would hide it."""
         self.admin.delete_item(TableName=self.table, Key={"pk": {"S": "#STARTS"}, "sk": {"S": "#STARTS"}})
         with self.meter.measuring("starts look"):
-            self.worker.store.index_stranded_starts(self.clock.now() + 1, 1_000)
+            self.worker.store.index_stranded_starts(self.clock.now() + 1, budget=10**9)
 
     def sums(self, phase: str | None = None, side: str | None = "engine") -> Sums:
         out = Sums()
@@ -884,12 +884,13 @@ def print_all_in(
     shards = getattr(dynamodb, "SHARDS", 1)  # 1: the unsharded indexes before issue 16
     per_month = 43_200  # one reconcile a minute
     # Wake-ups, running runs, due timers, expired runs and the runs started since the look for
-    # stranded starts, each over every shard; and that look's mark, read and written.
+    # stranded starts, each over every shard; and that look's mark, read (consistently: 1 RRU)
+    # and written.
     queries = 5 * shards
     reconcile = per_month * (
         prices["lambda_requests_per_million"] * 1e-6
         + gb_seconds(p.HANDLER_MS + (queries + 2) * p.ROUND_TRIP_MS) * prices["lambda_arm_gb_second"]
-        + (queries + 1) * 0.5 * prices["dynamodb_rru_per_million"] * 1e-6
+        + (queries * 0.5 + 1) * prices["dynamodb_rru_per_million"] * 1e-6
         + prices["dynamodb_wru_per_million"] * 1e-6
         + p.LOG_BYTES_PER_INVOCATION / 2**30 * prices["cloudwatch_logs_gb"]
     )

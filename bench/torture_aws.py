@@ -17,7 +17,9 @@ server process (``AwsPlatform``'s deployment, the real clock), while:
   SIGKILLed at random too (``fetch_kills`` of the kills), mid-request, and the thread sends
   its request again to a new one, as a client retries a 502;
 - the reconcile rule runs every second, with its thresholds cut to seconds (a lost wake
-  heals in about two), and leases last 5 s (a killed worker's run is free within 5 s; a
+  heals in about two; a start its killed fetch process left pending is indexed after 5 s,
+  which also indexes some whose request is still advancing them: a worker then races the
+  request, as the eager design allows), and leases last 5 s (a killed worker's run is free within 5 s; a
   killed fetch process's eager lease, taken for the request's 29 s, within 30 s).
 
 The plans, the effects ledger and the driving are the dev server's torture's
@@ -73,6 +75,9 @@ from bench.torture_common import (  # noqa: E402
 LEASE_MS = 5_000
 RENEW_S = 1.5
 RECONCILE_AFTER_S = 2.0
+# A start still pending this long is indexed by the reconciler (a killed fetch process left
+# it): over a request's eager budget (1 s), so mostly starts whose request died.
+STRANDED_AFTER_S = 5.0
 STALE_RUNNING_S = 8.0
 WORKER_TIMEOUT_S = 120.0  # each batch's context: far more than a torture step needs
 
@@ -799,6 +804,7 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
         PROJECT, data_dir=deployment, endpoint_url=server.endpoint, clock=SystemClock(), strict=False
     )
     platform.runtime.reconcile_after_s, platform.runtime.stale_running_s = RECONCILE_AFTER_S, STALE_RUNNING_S
+    platform.runtime.stranded_after_s = STRANDED_AFTER_S
     workers = Workers(settings, deployment, server.endpoint, ledger, work / "logs")
     fetchers = Fetchers(workers, deployment, server.endpoint)
     children = {c[0]: p.run_id for p in plans for c in p.children}
@@ -817,6 +823,7 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
                 try:
                     answer = platform.reconcile()
                     stats["wakes re-sent by the reconciler"] += len(answer.get("rewoken", []))
+                    stats["starts left pending, indexed by the reconciler"] += len(platform.runtime.stranded)
                 except Exception as e:
                     errors.append(f"reconcile: {e}")
 

@@ -441,11 +441,15 @@ class AwsPlatform(Harness):
         return earliest_after(now_ms(self._clock), dues)
 
     def _healing_left(self) -> bool:
-        """Whether the reconciler may have work: a wake-up not served, or a run left running
-        that it lists (``stale_running``: items older code wrote; a run the current code
-        writes has its wake-up while it runs)."""
+        """Whether the reconciler may have work: a wake-up not served, a start whose request
+        left its wake-up pending, or a run left running that it lists (``stale_running``:
+        items older code wrote; a run the current code writes has its wake-up while it runs)."""
         store = self.runtime.store
-        return bool(store.wakeups()) or bool(store.stale_running(float("inf"), now_ms(self._clock)))
+        return (
+            bool(store.wakeups())
+            or bool(store.unlooked_pending_starts())
+            or bool(store.stale_running(float("inf"), now_ms(self._clock)))
+        )
 
     # --- code and containers -----------------------------------------------------------
 

@@ -127,6 +127,7 @@ class AwsRuntime:
         # The lease and reconcile timings (a bench shortens them to heal within seconds).
         self.lease_ms, self.renew_s = LEASE_MS, RENEW_S
         self.reconcile_after_s, self.stale_running_s = RECONCILE_AFTER_S, STALE_RUNNING_S
+        self.stranded_after_s = STRANDED_AFTER_S
         self.eager_ms = config.eager_ms  # 0: every start and signal goes to the worker
         secrets = SecretsManagerSecrets(
             clients.secretsmanager, clients.dynamodb, config.table, prefix=config.secrets_prefix
@@ -325,9 +326,14 @@ class AwsRuntime:
         # Slots a crash left held by runs that ended are freed, and keys with room filled
         # (the admitted runs' wake-ups are recorded and prompted as they are admitted).
         self.swept = self.store.sweep_slots()
-        # A start whose request died before its park has its pending wake-up indexed here,
-        # so the look at waiting wake-ups below sends it on.
-        self.stranded = self.store.index_stranded_starts(now - STRANDED_AFTER_S, limit)
+        # A start whose request died before its park has its pending wake-up indexed here;
+        # the look at waiting wake-ups sends it on (below, or a reconcile later: the index
+        # lags the write).
+        try:
+            self.stranded = self.store.index_stranded_starts(now - self.stranded_after_s)
+        except Exception:  # must not hold back the healing below
+            log.exception("the look for stranded starts failed; the next reconcile tries again")
+            self.stranded = []
         overdue = self.store.fire_due_timers(now_at - int(after_s * 1000), limit)
         waiting = self.store.wakeups_older_than(now - after_s, limit)
         # A run left running with a wake-up waiting is the wake-ups' business (and their
@@ -365,8 +371,11 @@ class AwsRuntime:
         began = time.monotonic()
         try:
             # The runs its handler starts are advanced below: their wake-ups wait unindexed
-            # (``DynamoDBStore.create_run``), so a park or an end here writes no index.
-            self.store.pending_starts = True
+            # (``DynamoDBStore.create_run``), so a park or an end here writes no index. Not
+            # when no time is left for that: a lost prompt would then wait for the look.
+            self.store.pending_starts = self.eager_ms > 0 and (
+                remaining_ms is None or remaining_ms > EAGER_SPARE_MS
+            )
             with self.waker.holding() as held:
                 response, failure = self.platform.fetch(request)
         finally:

@@ -5,7 +5,9 @@ which wake-up an activation served. And the timer transport AwsWaker armed for a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+import logging
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from runtime.core.clock import now_ms
@@ -36,9 +38,12 @@ def _fired(write: Any, **request: Any) -> bool:
     return "timer_due" not in old and "wake_pk" in old and "pk" in old
 
 
-# How far back the first look for stranded starts goes (no mark yet: a table that code
-# writing pending wake-ups has just been deployed on, ``index_stranded_starts``).
-STARTS_FIRST_LOOK_S = 15 * 60
+# The runs one look for stranded starts reads at most (``index_stranded_starts``): 20
+# BatchGetItem requests, 1,000 RRU, in a reconcile's minute.
+STARTS_LOOK_BUDGET = 2_000
+
+
+log = logging.getLogger(__name__)
 
 
 class Timers(Reads):
@@ -118,45 +123,42 @@ class Timers(Reads):
                 break
         return ids
 
-    def index_stranded_starts(self, before: float, limit: int) -> list[str]:
+    def index_stranded_starts(self, before: float, budget: int = STARTS_LOOK_BUDGET) -> list[str]:
         """Index the pending wake-up of each run created before ``before`` (epoch seconds)
         that still has one: its request died (or its prompt was lost) between the write
         that created it and the park, end or lease that settles it (``create_run``). Such a
         run is in flight, so it is under ``STATUS#live`` by its created time: the runs
-        created since the last look (``STARTS_PK``'s ``swept``) are read, at most ``limit``
-        at a time, and each one found pending is indexed, so the reconciler's look at
-        wake-ups waiting over a minute sends it to a worker. Returns the runs indexed.
+        created since the last look (``STARTS_PK``'s ``swept``; with none yet, every live
+        run) are read, a page of 100 at a time, at most ``budget`` runs a look, and each one
+        found pending is indexed, so the reconciler's look at waiting wake-ups sends it to a
+        worker. A look that stops at its budget says so in the log: the next goes on from
+        there. Returns the runs indexed.
 
         A run that parks or ends in its request costs this look an eventually consistent
         read of its item (0.5 RRU) where its wake-up's index entry, in and out, was 2 WRU;
-        the mark is one write a reconcile."""
-        mark = self._db.get_item(
-            TableName=self.table, Key={"pk": s(STARTS_PK), "sk": s(STARTS_PK)}, ConsistentRead=True
-        ).get("Item")
-        swept = None if mark is None else str(mark["swept"]["S"])
-        since = swept if swept is not None else f"{before - STARTS_FIRST_LOOK_S:020.6f}"
+        the mark is one write a look."""
+        swept = self._starts_swept()
         upto = f"{before:020.6f}"  # every created_sk of a run created then is above it
-        if since >= upto:
+        if swept is not None and swept >= upto:
             return []
-        seen: list[str] = []  # created_sk, in order
-        ids: list[str] = []
-        for item in self._gathered("by_status", LIVE_PARTITION, since=since, below=upto, page=limit):
-            created = str(item["created_sk"]["S"])
-            if created == swept:
-                continue  # looked at last time
-            seen.append(created)
-            ids.append(_id_of(item))
-            if len(ids) >= limit:
+        indexed: list[str] = []
+        reached, looked = upto, 0
+        for page in self._unlooked(swept, upto):
+            for run_id in self._pending_of(page):
+                if self._index_pending(run_id):
+                    indexed.append(run_id)
+            looked += len(page)
+            if looked >= budget:
+                reached = str(page[-1]["created_sk"]["S"])
+                log.warning(
+                    "the look for stranded starts read %d runs and stopped at its budget, at runs "
+                    "created at %s; the rule: each look reads at most %d runs started since the last; "
+                    "the next look goes on from there (many runs started and still in flight)",
+                    looked,
+                    reached.split("#", 1)[0],
+                    budget,
+                )
                 break
-        keys = [run_key(run_id) for run_id in ids]
-        pending = [
-            str(item["id"]["S"])
-            for item in self._by_key(keys, "id, wake_pk, wake_sk", consistent=False)
-            if "wake_sk" in item and "wake_pk" not in item
-        ]
-        indexed = [run_id for run_id in pending if self._index_pending(run_id)]
-        # All of them looked at, up to ``upto``; or as far as this look went.
-        reached = seen[-1] if len(ids) >= limit else upto
         conditional(
             self._db.put_item,
             TableName=self.table,
@@ -166,6 +168,39 @@ class Timers(Reads):
             ExpressionAttributeValues={":reached": s(reached)},
         )
         return indexed
+
+    def unlooked_pending_starts(self) -> list[str]:
+        """The runs started since the last look for stranded starts whose wake-up is still
+        pending (the test harness's: whether a reconcile has work left)."""
+        pages = self._unlooked(self._starts_swept(), None)
+        return [run_id for page in pages for run_id in self._pending_of(page)]
+
+    def _starts_swept(self) -> str | None:
+        mark = self._db.get_item(
+            TableName=self.table, Key={"pk": s(STARTS_PK), "sk": s(STARTS_PK)}, ConsistentRead=True
+        ).get("Item")
+        return None if mark is None else str(mark["swept"]["S"])
+
+    def _unlooked(self, swept: str | None, upto: str | None) -> Iterator[list[dict[str, Any]]]:
+        """The live runs' index entries created after ``swept`` (every one, with None) and
+        before ``upto`` (all, with None), oldest first, 100 a page."""
+        since = swept if swept is not None else f"{0:020.6f}"
+        below = upto if upto is not None else "~"  # above every created_sk
+        entries = self._gathered(
+            "by_status", LIVE_PARTITION, since=since, below=below, page=100, grow_to=1_000
+        )
+        while page := [e for e in itertools.islice(entries, 100) if e["created_sk"]["S"] != swept]:
+            yield page
+
+    def _pending_of(self, page: list[dict[str, Any]]) -> list[str]:
+        """The runs of these index entries whose wake-up is pending (read eventually
+        consistently: a pending wake-up is only ever removed, and these are minutes old)."""
+        keys = [run_key(_id_of(e)) for e in page]
+        return [
+            str(item["id"]["S"])
+            for item in self._by_key(keys, "id, wake_pk, wake_sk", consistent=False)
+            if "wake_sk" in item and "wake_pk" not in item
+        ]
 
     def _index_pending(self, run_id: str) -> bool:
         return bool(

@@ -29,6 +29,7 @@ from tests.support.aws_items import run_item
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "aws_eager"
 SHORT_S = 4.0  # an invocation with this little left advances nothing: the worker's, prompted
+# "stepper" begins with a step with no timeout: its request leaves it to the worker, prompted.
 
 
 @pytest.fixture
@@ -90,7 +91,7 @@ def test_a_start_from_outside_a_request_is_indexed_as_before(p: AwsPlatform) -> 
 
 def test_a_worker_s_lease_indexes_a_pending_wake_up(p: AwsPlatform) -> None:
     """A worker that takes the run and then dies must leave it where the reconciler looks."""
-    assert post(p, "/start/stepper/st-1", {}, timeout_s=SHORT_S) == 201  # left to the worker
+    assert post(p, "/start/stepper/st-1", {}) == 201  # its step: left to the worker
     assert p.platform.store.wakeups() == []
     assert p.runtime.store.acquire_lease("st-1", "worker-a", now_ms(p._clock), 30_000) == Lease.OK
     assert [w[0] for w in p.platform.store.wakeups()] == ["st-1"]
@@ -105,7 +106,7 @@ def test_a_worker_s_lease_indexes_a_pending_wake_up(p: AwsPlatform) -> None:
 
 
 def test_a_start_whose_request_died_is_found_and_sent_on_by_the_reconciler(p: AwsPlatform) -> None:
-    assert post(p, "/start/stepper/st-2", {}, timeout_s=SHORT_S) == 201
+    assert post(p, "/start/stepper/st-2", {}) == 201
     lose_prompts(p)  # the request died after its write, before its prompt
     assert p.platform.store.wakeups() == []
     # Not before the time a request may still be running it (and the index's lag).
@@ -124,18 +125,69 @@ def test_a_start_whose_request_died_is_found_and_sent_on_by_the_reconciler(p: Aw
 
 
 def test_the_look_for_stranded_starts_goes_on_from_where_it_stopped(p: AwsPlatform) -> None:
-    """At most ``limit`` runs a look, each run looked at once; a mark says how far it went."""
-    ids = [f"st-{i}" for i in range(5)]
+    """A look reads at most its budget of runs (a page of 100 at a time), oldest first, and
+    marks how far it went: runs started in a burst and still in flight (here 120 parked
+    ones) delay a stranded start behind them by a look, never hide it."""
+    for i in range(120):
+        p.start("inbox", {"k": i}, id=f"old-{i:03d}")
+    p.settle()
+    move(p, 1)
+    ids = [f"st-{i}" for i in range(3)]
     for run_id in ids:
-        assert post(p, f"/start/stepper/{run_id}", {}, timeout_s=SHORT_S) == 201
-        move(p, 1)
+        assert post(p, f"/start/stepper/{run_id}", {}) == 201
     lose_prompts(p)
     store = p.runtime.store
     before = p.now + 1
-    found = [store.index_stranded_starts(before, 2) for _ in range(4)]
-    assert [len(f) for f in found] == [2, 2, 1, 0]
-    assert sorted(r for f in found for r in f) == ids
+    assert store.index_stranded_starts(before, budget=100) == []  # the first 100 parked runs
+    assert sorted(store.index_stranded_starts(before, budget=100)) == ids  # 20 more, then these
     assert sorted(w[0] for w in store.wakeups()) == ids
+    assert store.index_stranded_starts(before, budget=100) == []  # each run looked at once
+
+
+def test_the_first_look_reads_every_run_in_flight(p: AwsPlatform) -> None:
+    """With no mark yet (the first reconcile of a deployment of this code), the look goes
+    back to the oldest live run: a start stranded long before it is found too."""
+    assert post(p, "/start/stepper/st-old", {}) == 201
+    lose_prompts(p)
+    move(p, 3600)
+    assert p.runtime.store.index_stranded_starts(p.now - STRANDED_AFTER_S) == ["st-old"]
+
+
+def test_a_failing_look_holds_back_none_of_the_reconciler_s_other_healing(p: AwsPlatform) -> None:
+    """The look's mark unreadable (here not a string): the reconcile logs it and goes on
+    to re-send the wake-ups that wait."""
+    assert post(p, "/start/inbox/in-7", {}) == 201
+    p.platform.signal("in-7", "go", {"n": 7})
+    lose_prompts(p)  # the signal's prompt: its wake-up waits in the index
+    p.clients.dynamodb.put_item(
+        TableName=p.config.table, Item={"pk": {"S": "#STARTS"}, "sk": {"S": "#STARTS"}, "swept": {"N": "1"}}
+    )
+    move(p, 120)
+    assert p.reconcile()["rewoken"] == ["in-7"]
+    assert p.runtime.stranded == []
+    p.settle()
+    assert p.get("in-7").status == "completed"
+
+
+def test_a_request_that_cannot_advance_its_starts_indexes_them(p: AwsPlatform) -> None:
+    """With too little time left for its own activations, a request's starts are the
+    worker's, indexed as any: a lost prompt is then re-sent after a minute, not three."""
+    assert post(p, "/start/inbox/in-5", {}, timeout_s=SHORT_S) == 201
+    assert [w[0] for w in p.platform.store.wakeups()] == ["in-5"]
+    assert p.runtime.store.pending_starts is False  # and nothing of the request is left on
+
+
+def test_an_eager_lease_indexes_the_wake_up_it_takes(p: AwsPlatform) -> None:
+    """A request that runs its start's first step (its timeout fits the budget) takes the
+    lease at it, and that write indexes the wake-up: were the request to die mid-step, the
+    reconciler would find the run once the lease lapsed. Its park then removes it."""
+    writes = writes_to(p, "qf-1")
+    assert post(p, "/start/quickfirst/qf-1", {}) == 201
+    leases = [w for w in writes if "lease_owner = :me" in w.get("UpdateExpression", "")]
+    assert len(leases) == 1 and "wake_pk = :wake_pk" in leases[0]["UpdateExpression"]
+    item = run_item(p, "qf-1")
+    assert item["status"]["S"] == "awaiting" and "wake_sk" not in item and "wake_pk" not in item
+    assert [str(e.kind) for e in p.journal("qf-1")][-1] == "wait"
 
 
 def test_a_run_settled_before_the_look_is_left_alone(p: AwsPlatform) -> None:
@@ -150,7 +202,7 @@ def test_a_run_settled_before_the_look_is_left_alone(p: AwsPlatform) -> None:
 def test_a_signal_to_a_pending_start_indexes_its_wake_up(p: AwsPlatform) -> None:
     """The signal's write indexes the wake-up it finds pending (keeping its time), so the
     run waits in the index as any signalled run does."""
-    assert post(p, "/start/stepper/st-9", {}, timeout_s=SHORT_S) == 201
+    assert post(p, "/start/stepper/st-9", {}) == 201
     created_at = run_item(p, "st-9")["wake_sk"]["S"]
     lose_prompts(p)
     move(p, 5)

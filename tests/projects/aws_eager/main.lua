@@ -71,11 +71,18 @@ workflow "branchy" (function(wf, input)
     return { got = wf:await("go"), tag = input.tag }
 end)
 
+-- A step whose timeout fits the request's budget first: the start's request runs it, under the
+-- lease it takes there, then parks (tests/aws/test_pending_starts.py).
+workflow "quickfirst" (function(wf, input)
+    local a = wf:step("a", { timeout = "500ms" }, function() return 1 end)
+    return { a = a, got = wf:await("go") }
+end)
+
 local handles = {
     inbox = workflows "inbox", stepper = workflows "stepper", quick = workflows "quick",
     slow = workflows "slow", mixed = workflows "mixed", flaky = workflows "flaky",
     endless = workflows "endless", kvquick = workflows "kvquick", branchy = workflows "branchy",
-    patient = workflows "patient",
+    patient = workflows "patient", quickfirst = workflows "quickfirst",
 }
 
 local function reply(status, value)
