@@ -207,8 +207,11 @@ class AwsRuntime:
         if due_ms is not None and due_ms > now:
             self.waker.early(run_id, due_ms)
             return "early"
-        if reason == "timer":
-            self.store.fire_timer(run_id, now)  # no stale timer while it runs
+        # A timer's wake writes nothing before its lease: the lease marks the run running at
+        # its due timer, which stays (in the timers index) until the park or end moves it,
+        # the crash backstop the reconciler fires (``fire_due_timers``). It was a write
+        # turning the timer into a wake-up (1 WRU, 2 index WRU) and the wake-up's removal
+        # (1 index WRU).
         left_ms = WORKER_TIMEOUT_S * 1000 if remaining_ms is None else remaining_ms
         started = time.monotonic()
         deadline = ActivationDeadline(
@@ -334,7 +337,7 @@ class AwsRuntime:
         except Exception:  # must not hold back the healing below
             log.exception("the look for stranded starts failed; the next reconcile tries again")
             self.stranded = []
-        overdue = self.store.fire_due_timers(now_at - int(after_s * 1000), limit)
+        overdue = self.store.fire_due_timers(now_at - int(after_s * 1000), limit, unleased_at=now_at)
         waiting = self.store.wakeups_older_than(now - after_s, limit)
         # A run left running with a wake-up waiting is the wake-ups' business (and their
         # pause); one without gets a wake-up, which then follows the same rules.

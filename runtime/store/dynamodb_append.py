@@ -141,9 +141,10 @@ class Appends(Reads):
             "wake_token": n(1),
         }
         # A run its request advances next (``pending_starts``) keeps its wake-up out of the
-        # ``wakes`` index: a park or an end there then writes no index (2 index WRU a run).
-        # Any other way on indexes it: a worker's lease, or the reconciler if the request
-        # died (``Timers.index_stranded_starts``).
+        # ``wakes`` index: a park or an end there, or a worker's it is handed to, then writes
+        # no index (2 index WRU a run). A signal indexes it, and the reconciler does for a
+        # run still in flight two minutes on (``Timers.index_stranded_starts``): its request
+        # or its worker may have died.
         if not self.pending_starts:
             item["wake_pk"] = s(sharded(WAKE_PK, run.id))
         # In flight, unless a golden journal's (a completed one: where older code put it).

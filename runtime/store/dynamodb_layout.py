@@ -42,9 +42,9 @@ def needed_layout(run_item: Item) -> int:
 OWNER_PK = "#OWNER"  # a lease owner's heartbeat: pk OWNER_PK, sk the owner
 # A run asked to advance carries wake_pk/wake_sk (a sparse index: an item is in it only
 # with both). A start whose own request advances it carries wake_sk alone, a wake-up
-# *pending* (``Appends.create_run``): in no index, so a park or end in that request writes
-# none. A worker's lease indexes it (``_marking``), as the reconciler does for a start whose
-# request died first (``Timers.index_stranded_starts``).
+# *pending* (``Appends.create_run``): in no index, so a park or end in that request (or in
+# the worker it hands the run to) writes none. A signal indexes it, and the reconciler does
+# for a run still in flight two minutes on (``Timers.index_stranded_starts``).
 WAKE_PK = "#WAKE"
 # The reconciler's mark of how far it has looked for stranded starts: pk and sk STARTS_PK,
 # ``swept`` the created_sk of the newest run looked at.

@@ -16,7 +16,6 @@ from runtime.store.dynamodb_layout import (
     OWNER_PK,
     RUNNING_SINCE,
     TTL_ATTRIBUTE,
-    WAKE_PK,
     run_key,
     sharded,
 )
@@ -27,10 +26,21 @@ from runtime.store.items import conditional, n, s, text, whole
 # owner taking it again, or its own write sent again by botocore after a lost answer).
 FREE_OR_MINE = "(attribute_not_exists(lease_until) OR lease_until < :now OR lease_owner = :me)"
 
-# A lease marks a run running (``acquire_lease``) only while it is in flight and a wake-up
-# waits (indexed, or a start's pending one: ``wake_sk`` is in both): then a crash before its
-# park or end leaves the run running with that wake-up, indexed by the same write.
-MARKABLE = "#st IN (:running, :sleeping, :awaiting) AND attribute_exists(wake_sk)"
+# A lease marks a run running (``acquire_lease``) only while it is in flight and something
+# asks for the work: a wake-up (indexed, or a start's pending one: ``wake_sk`` is in both),
+# or a timer that is due (a timer's wake: the lease leaves the timer as it is, in the timers
+# index, so the lease is the wake's only write). Then a crash before its park or end leaves
+# the run running with that wake-up (a pending one is indexed by the reconciler's look at
+# new runs, ``index_stranded_starts``) or that due timer, which the reconciler fires once it
+# is overdue and no lease is live (``fire_due_timers``).
+MARKABLE = "#st IN (:running, :sleeping, :awaiting) AND (attribute_exists(wake_sk) OR timer_due <= :now)"
+
+
+def _markable(item: dict[str, Any], now_ms: int) -> bool:
+    """Whether a lease write may mark the run item as it is (``MARKABLE``, read back)."""
+    due = item.get("timer_due")
+    asked = "wake_sk" in item or (due is not None and whole(due) <= now_ms)
+    return text(item.get("status")) in IN_FLIGHT and asked
 
 
 def _marking(run_id: str, now_ms: int) -> tuple[str, dict[str, str], dict[str, Any]]:
@@ -45,13 +55,13 @@ def _marking(run_id: str, now_ms: int) -> tuple[str, dict[str, str], dict[str, A
     - no current step: the one its park named (a wait, a sleep) is over, and a running
       run's step is its journal's last intent, which a read derives
       (``runtime.store.base.current_step``); a list, which reads run items alone, shows it
-      running with no step;
-    - its wake-up in the ``wakes`` index: a start's pending one (``create_run``) enters it
-      here, so the reconciler finds the run if this activation dies; an indexed one is
-      written with the key it has, which writes no index."""
+      running with no step.
+    The wake-up stays as it is: a start's pending one (``create_run``) is indexed by the
+    reconciler if the run is still in flight two minutes after its start
+    (``index_stranded_starts``), so a run whose activation dies is found either way."""
     sets = (
-        f"#st = :running, status_pk = :live, {RUNNING_SINCE} = if_not_exists({RUNNING_SINCE}, :at), "
-        "wake_pk = :wake_pk REMOVE current_step, current_step_ref"
+        f"#st = :running, status_pk = :live, {RUNNING_SINCE} = if_not_exists({RUNNING_SINCE}, :at) "
+        "REMOVE current_step, current_step_ref"
     )
     values = {
         ":running": s(Status.RUNNING),
@@ -59,7 +69,6 @@ def _marking(run_id: str, now_ms: int) -> tuple[str, dict[str, str], dict[str, A
         ":awaiting": s(Status.AWAITING),
         ":live": s(sharded(LIVE_PARTITION, run_id)),
         ":at": n(now_ms / 1000),
-        ":wake_pk": s(sharded(WAKE_PK, run_id)),
     }
     return sets, {"#st": "status"}, values
 
@@ -147,7 +156,7 @@ class Leases(Reads):
             ExpressionAttributeValues={**values, **marks, ":now": n(now_ms)},
         )
         old = None if taken else taken.item
-        if old is not None and (text(old.get("status")) not in IN_FLIGHT or "wake_sk" not in old):
+        if old is not None and not _markable(old, now_ms):
             taken = conditional(
                 self._db.update_item,
                 **request,
@@ -170,7 +179,13 @@ class Leases(Reads):
             **marked,
             ConditionExpression=f"lease_owner = :holder AND lease_until = :held AND {markable}",
             **({"ExpressionAttributeNames": names} if names else {}),
-            ExpressionAttributeValues={**values, **marks, ":holder": s(holder), ":held": old["lease_until"]},
+            ExpressionAttributeValues={
+                **values,
+                **marks,
+                ":holder": s(holder),
+                ":held": old["lease_until"],
+                **({":now": n(now_ms)} if names else {}),
+            },
         )
         if not stolen:
             return Lease.BUSY

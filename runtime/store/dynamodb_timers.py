@@ -62,12 +62,23 @@ class Timers(Reads):
                 break
         return found
 
-    def fire_due_timers(self, now_ms: int, limit: int | None = None) -> list[str]:
+    def fire_due_timers(
+        self, now_ms: int, limit: int | None = None, *, unleased_at: int | None = None
+    ) -> list[str]:
+        """Turn the timers due by ``now_ms`` into wake-ups. ``unleased_at`` (the
+        reconciler's, the time now): only those of runs with no lease live then. A timer's
+        wake leases the run with its timer left due (``MARKABLE``), so a run being advanced
+        for its timer shows one; the activation's park or end moves or removes it, and if
+        the activation dies, its lease lapses and the timer is fired here."""
+        condition, values = "timer_due = :due", {}
+        if unleased_at is not None:
+            condition += " AND (attribute_not_exists(lease_until) OR lease_until < :unleased)"
+            values[":unleased"] = n(unleased_at)
         # Each still this timer (else moved or fired since the index was read).
         return [
             run_id
             for due, run_id in self._due(now_ms, limit)
-            if self._fire(run_id, now_ms, "timer_due = :due", {":due": n(due)})
+            if self._fire(run_id, now_ms, condition, {":due": n(due), **values})
         ]
 
     def _fire(self, run_id: str, now_ms: int, condition: str, values: dict[str, Any]) -> bool:

@@ -2,10 +2,11 @@
 item's ``wake_sk`` without ``wake_pk``, so in no index). A park or an end in that request
 then writes no index at all: the fan-out run's start costs 2 index WRU instead of 4.
 
-What the index entry was for is kept another way: a worker's lease indexes a pending
-wake-up (so a worker that dies mid-activation leaves the run to the reconciler), and the
-reconciler indexes the pending wake-up of any run still in flight two minutes after its
-start (its request died, or its prompt was lost), then sends it on as any lost wake.
+What the index entry was for is kept another way: the reconciler indexes the pending
+wake-up of any run still in flight two minutes after its start (its request or the worker
+it was handed to died, or its prompt was lost), then sends it on as any lost wake; a signal
+indexes it too. A run handed to the worker and parked there within two minutes writes no
+wake-up index either.
 
 Each test invokes the fetch handler alone (``AwsPlatform.invoke``), as tests/aws/test_eager.py.
 """
@@ -89,19 +90,30 @@ def test_a_start_from_outside_a_request_is_indexed_as_before(p: AwsPlatform) -> 
     assert p.get("in-2").status == "awaiting"
 
 
-def test_a_worker_s_lease_indexes_a_pending_wake_up(p: AwsPlatform) -> None:
-    """A worker that takes the run and then dies must leave it where the reconciler looks."""
+def test_a_start_handed_to_a_worker_writes_no_wake_up_index(p: AwsPlatform) -> None:
+    """Its request meets a step with no timeout and hands it to the worker, whose lease
+    leaves the wake-up pending and whose park removes it: no index written for it."""
+    writes = writes_to(p, "st-0")
+    assert post(p, "/start/stepper/st-0", {}) == 201
+    p.settle()
+    assert p.get("st-0").status == "awaiting"
+    assert not any("wake_pk" in json.dumps(w.get("Item", {})) for w in writes)
+    assert not any("wake_pk =" in w.get("UpdateExpression", "") for w in writes)
+    item = run_item(p, "st-0")
+    assert "wake_sk" not in item and "wake_pk" not in item
+
+
+def test_a_worker_that_dies_after_its_lease_is_found_by_the_look(p: AwsPlatform) -> None:
+    """The worker takes the handed-off start and dies: its run is running with its wake-up
+    still pending, and the reconciler's look at runs two minutes old indexes it, so the
+    look at waiting wake-ups sends it on once the lease has lapsed."""
     assert post(p, "/start/stepper/st-1", {}) == 201  # its step: left to the worker
-    assert p.platform.store.wakeups() == []
-    assert p.runtime.store.acquire_lease("st-1", "worker-a", now_ms(p._clock), 30_000) == Lease.OK
-    assert [w[0] for w in p.platform.store.wakeups()] == ["st-1"]
-    item = run_item(p, "st-1")
-    assert item["status"]["S"] == "running" and item["wake_pk"]["S"].startswith("#WAKE#")
-    # The worker dies here: once its lease has lapsed, the reconciler sends the run on.
     lose_prompts(p)
-    p.advance("2m")
-    run = p.get("st-1")
-    assert run.status == "awaiting"
+    assert p.runtime.store.acquire_lease("st-1", "worker-a", now_ms(p._clock), 30_000) == Lease.OK
+    item = run_item(p, "st-1")
+    assert item["status"]["S"] == "running" and "wake_sk" in item and "wake_pk" not in item
+    p.advance("4m")  # the worker is dead: reconciles index the wake-up, then send the run on
+    assert p.get("st-1").status == "awaiting"
     assert [str(e.kind) for e in p.journal("st-1")][-1] == "wait"
 
 
@@ -177,36 +189,14 @@ def test_a_request_that_cannot_advance_its_starts_indexes_them(p: AwsPlatform) -
     assert p.runtime.store.pending_starts is False  # and nothing of the request is left on
 
 
-def test_an_eager_lease_indexes_the_wake_up_it_takes(p: AwsPlatform) -> None:
+def test_a_request_that_runs_its_start_s_step_writes_no_wake_up_index(p: AwsPlatform) -> None:
     """A request that runs its start's first step (its timeout fits the budget) takes the
-    lease at it, and that write indexes the wake-up: were the request to die mid-step, the
-    reconciler would find the run once the lease lapsed. Its park then removes it."""
+    lease at it and parks the run after: the wake-up was pending all along. Were the request
+    to die mid-step, the look would index it (the run is still in flight two minutes on)."""
     writes = writes_to(p, "qf-1")
     assert post(p, "/start/quickfirst/qf-1", {}) == 201
     leases = [w for w in writes if "lease_owner = :me" in w.get("UpdateExpression", "")]
-    assert len(leases) == 1 and "wake_pk = :wake_pk" in leases[0]["UpdateExpression"]
+    assert len(leases) == 1 and "wake_pk" not in leases[0]["UpdateExpression"]
     item = run_item(p, "qf-1")
     assert item["status"]["S"] == "awaiting" and "wake_sk" not in item and "wake_pk" not in item
     assert [str(e.kind) for e in p.journal("qf-1")][-1] == "wait"
-
-
-def test_a_run_settled_before_the_look_is_left_alone(p: AwsPlatform) -> None:
-    """A parked run has no pending wake-up: the look reads it and writes nothing."""
-    assert post(p, "/start/inbox/in-3", {}) == 201
-    writes = writes_to(p, "in-3")
-    assert p.runtime.store.index_stranded_starts(p.now + 1, 100) == []
-    assert writes == []
-    assert p.get("in-3").status == "awaiting"
-
-
-def test_a_signal_to_a_pending_start_indexes_its_wake_up(p: AwsPlatform) -> None:
-    """The signal's write indexes the wake-up it finds pending (keeping its time), so the
-    run waits in the index as any signalled run does."""
-    assert post(p, "/start/stepper/st-9", {}) == 201
-    created_at = run_item(p, "st-9")["wake_sk"]["S"]
-    lose_prompts(p)
-    move(p, 5)
-    p.platform.signal("st-9", "go", {"n": 1})
-    item = run_item(p, "st-9")
-    assert item["wake_sk"]["S"] == created_at and "wake_pk" in item
-    assert [w[0] for w in p.platform.store.wakeups()] == ["st-9"]

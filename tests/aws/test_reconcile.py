@@ -4,8 +4,9 @@ On main every wake queued longer than 60 s was re-sent each minute, one ``SendMe
 a time, without bound; and a run woken by a timer kept its old ``timer_due`` while it ran,
 so the reconciler fired it again and it bounced. Now a reconcile re-sends at most a bounded
 batch, ten to a request; each re-sent wake-up is looked at again only after a pause that
-doubles; a timer's wake turns the timer into a wake-up; and runs whose wake is being served
-(a live lease) are skipped.
+doubles; and runs whose wake is being served (a live lease) are skipped, their overdue timers
+too (a timer's wake turned the timer into a wake-up until stop 54; it now leases the run at
+its due timer).
 """
 
 from __future__ import annotations
@@ -96,20 +97,42 @@ def test_a_wake_that_stays_lost_is_not_resent_every_minute(p: AwsPlatform) -> No
     assert 2 <= len(resent) <= 3  # at 1, 3 and 7 minutes: each pause doubles
 
 
-def test_a_run_woken_by_its_timer_carries_no_timer_while_it_runs() -> None:
+def test_a_run_woken_by_its_timer_is_not_fired_again_while_it_runs() -> None:
+    """Its timer's wake leases the run and leaves the due timer where it is (the crash
+    backstop: since stop 54 the wake writes nothing else). The reconciler, minutes later
+    while the activation still runs, finds the timer overdue and leaves it: a live lease
+    serves it. The run does not bounce, and its end removes the timer."""
+    release = threading.Event()
+    entered = threading.Event()
     seen: list[dict[str, Any]] = []
 
     def gate(*_: Any) -> list[Any]:
         seen.append(run_item(platform, "n1"))
+        entered.set()
+        assert release.wait(30)
         return ["through"]
 
     with AwsPlatform(PROJECT, objects=gate) as platform:
-        platform.start("nap", {"sleep": "30m"}, id="n1")
+        holder = platform.container(platform.project, owner="holder")
+        platform.start("nap", {"sleep": "5m"}, id="n1")
         assert "timer_due" in run_item(platform, "n1")
-        platform.advance("30m")
+        later(platform, 5 * 60)  # the timer's delayed wake is due
+        args = (platform.config.wake_queue_url, platform.config.wake_queue_arn, Handler.WORKER, 900, holder)
+        worker = threading.Thread(target=platform.deliver, args=args, daemon=True)
+        worker.start()
+        assert entered.wait(30)
+        item = seen[0]
+        assert item["status"]["S"] == "running" and "timer_due" in item and "wake_sk" not in item
+        sent = record_sends(platform)
+        platform.advance("3m")  # three reconciles with the timer overdue; the holder beats all along
+        assert [r for _, runs in sent for r in runs if r == "n1"] == []
+        assert "wake_sk" not in run_item(platform, "n1")  # not fired
+        release.set()
+        worker.join(30)
+        platform.settle()
         assert platform.get("n1").status == "completed"
-        assert len(seen) == 1
-        assert "timer_due" not in seen[0]  # the reconciler has no overdue timer to fire again
+        assert len(seen) == 1  # one activation
+        assert "timer_due" not in run_item(platform, "n1")
 
 
 def test_a_run_whose_wake_is_being_served_is_not_resent() -> None:

@@ -1,0 +1,97 @@
+"""Issue 31: a timer's wake writes nothing before its lease. Until stop 54 the worker first
+turned the due timer into a wake-up (a write: 1 WRU, the timer's index entry out and the
+wake-up's in) so that a crash after the lease left a wake-up for the reconciler, and the
+park or end then removed the wake-up (1 index WRU more). Now the lease marks the run running
+at its due timer (``MARKABLE``) and leaves the timer in the timers index: that is the crash
+backstop, fired by the reconciler once it is overdue and no lease is live; the park or the
+end moves or removes it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.core.clock import now_ms
+from runtime.store.base import Lease
+from runtime.testing import AwsPlatform
+from tests.support.aws_items import run_item
+
+PROJECT = Path(__file__).resolve().parents[1] / "projects" / "aws_limits"
+
+
+@pytest.fixture
+def p() -> Iterator[AwsPlatform]:
+    with AwsPlatform(PROJECT, objects=lambda *a: ["through"]) as platform:
+        yield platform
+
+
+def later(p: AwsPlatform, seconds: float) -> None:
+    """Move the fake clock without delivering anything."""
+    p._move_clock(now_ms(p._clock) + int(seconds * 1000))
+
+
+def run_item_writes(p: AwsPlatform, run_id: str) -> list[str]:
+    """The run item writes from now on, by what they change (their update expressions)."""
+    seen: list[str] = []
+
+    def note(model: Any, params: dict[str, Any], **_: Any) -> None:
+        key = params.get("Key") or {}
+        if model.name == "UpdateItem" and key == {"pk": {"S": f"RUN#{run_id}"}, "sk": {"S": "K"}}:
+            seen.append(str(params["UpdateExpression"]))
+
+    p.runtime.store._db.meta.events.register("before-parameter-build.dynamodb", note)
+    return seen
+
+
+def lose_every_wake(p: AwsPlatform) -> None:
+    sqs, url = p.clients.sqs, p.config.wake_queue_url
+    while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+        for m in got:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+
+
+def test_a_timer_wake_writes_its_lease_and_its_end_and_nothing_else(p: AwsPlatform) -> None:
+    p.start("nap", {"sleep": "5m"}, id="n1")
+    token = int(run_item(p, "n1")["wake_token"]["N"])
+    writes = run_item_writes(p, "n1")
+    p.advance("5m")
+    assert p.get("n1").status == "completed"
+    assert len(writes) == 2, json.dumps(writes)
+    lease, end = writes
+    assert "lease_owner = :me" in lease and "timer_due" not in lease  # the timer left as it is
+    assert "REMOVE" in end and "timer_due" in end.split("REMOVE", 1)[1]
+    assert int(run_item(p, "n1")["wake_token"]["N"]) == token  # no wake-up was written
+
+
+def test_a_worker_that_dies_after_a_timer_s_lease_leaves_the_run_to_the_reconciler(p: AwsPlatform) -> None:
+    p.start("nap", {"sleep": "5m"}, id="n2")
+    later(p, 5 * 60)
+    lose_every_wake(p)  # the timer's wake is taken by the worker below, which then dies
+    store = p.runtime.store
+    assert store.acquire_lease("n2", "dead-worker", now_ms(p._clock), 30_000) == Lease.OK
+    item = run_item(p, "n2")
+    assert item["status"]["S"] == "running" and "timer_due" in item  # marked, at its due timer
+    assert "wake_sk" not in item
+    later(p, 20)
+    p.reconcile()  # overdue by a minute, but a lease is live: left alone
+    assert "wake_sk" not in run_item(p, "n2")
+    p.advance("2m")  # the lease has lapsed: the reconciler fires the timer and sends the run on
+    assert p.get("n2").status == "completed"
+
+
+def test_a_lease_at_a_timer_not_yet_due_does_not_mark_the_run(p: AwsPlatform) -> None:
+    """A wake with no work (a duplicate, or one that came after the work was done) finds
+    the run parked on a timer still in the future: leased, not marked running."""
+    p.start("nap", {"sleep": "1h"}, id="n3")
+    assert p.get("n3").status == "sleeping"
+    store = p.runtime.store
+    assert store.acquire_lease("n3", "someone", now_ms(p._clock), 30_000) == Lease.OK
+    assert run_item(p, "n3")["status"]["S"] == "sleeping"
+    store.release_lease("n3", "someone")
+    p.advance("1h")
+    assert p.get("n3").status == "completed"
