@@ -47,8 +47,8 @@ signal name awaited; minimal: one per wait) and Step Functions Standard, with th
 application work and HTTP ingress on every side; the rules and the floor's arithmetic are
 bench/cost_models.py's docstring. Issue 31's targets: lunaflow at most 0.12 of durable
 functions on the steps, 0.25 on the auction and on the fan-out. A timer's wake is delivered
-as production delivers it (its message, so ``fire_timer`` runs), and Scheduler is charged
-per fire, with the fire's SQS delivery.
+as production delivers it (its message, with its reason and due time: the worker leases the
+run at its due timer), and Scheduler is charged per fire, with the fire's SQS delivery.
 
 Targets (on the engine's requests in the N-step run, whole run included):
 - at most one DynamoDB round trip per step on average;

@@ -442,13 +442,17 @@ class AwsPlatform(Harness):
 
     def _healing_left(self) -> bool:
         """Whether the reconciler may have work: a wake-up not served, a start whose request
-        left its wake-up pending, or a run left running that it lists (``stale_running``:
-        items older code wrote; a run the current code writes has its wake-up while it runs)."""
+        left its wake-up pending, a timer past due (a worker that took its wake died), or a
+        run left running that it lists (``stale_running``: items older code wrote; a run the
+        current code writes has its wake-up, or its due timer, while it runs)."""
         store = self.runtime.store
+        now = now_ms(self._clock)
+        due = store.next_due()
         return (
             bool(store.wakeups())
             or bool(store.unlooked_pending_starts())
-            or bool(store.stale_running(float("inf"), now_ms(self._clock)))
+            or (due is not None and due <= now - int(self.runtime.reconcile_after_s * 1000))
+            or bool(store.stale_running(float("inf"), now))
         )
 
     # --- code and containers -----------------------------------------------------------

@@ -276,7 +276,7 @@ class Executor:
             if run.workflow not in code.workflows:
                 error = _undeclared(run)
                 update = child_runs.waking_parent(run, RunUpdate(Status.FAILED, None, error=error))
-                self.store.append(run_id, run.journal_len, [], update=update)
+                self.store.append(run_id, run.journal_len, [], update=update, timer=TimerSet(None))
                 child_runs.prompt_parent(self.wakes, update)
                 self.observer.ended(run_id, run.workflow, Status.FAILED, error=error)
                 return Status.FAILED
@@ -524,10 +524,13 @@ class Executor:
         activation replays to here. A step attempt about to start (``withdrawn``) is taken
         back: its intent is not saved, so no attempt is spent on a body that never ran."""
         entries = _withdrawn(s.replay.take_unsaved(), withdrawn)
-        update = RunUpdate(Status.RUNNING, s.replay.current)
-        self.store.append(s.run.id, s.saved_len, entries, update=update)
+        # Its wake-up in the same write, and its timer gone: a timer's wake leased it at the
+        # timer (left due, the crash backstop), which the reconciler would otherwise fire
+        # between this activation and the next.
+        update = RunUpdate(Status.RUNNING, s.replay.current, woken=True)
+        self.store.append(s.run.id, s.saved_len, entries, update=update, timer=TimerSet(None))
         s.saved_len += len(entries)
-        self.wakes.wake(s.run.id)
+        self.wakes.prompt(s.run.id)
         return Status.RUNNING
 
     def _never_fits(self, s: Session, ex: Execute, longest_ms: int) -> Status:

@@ -349,7 +349,8 @@ class Store(Protocol):
         A backend may count only changes of the run's summary (DynamoDB does): a run whose
         journal moves meanwhile is kept off the list by its lease. DynamoDB lists only items
         older code wrote: a run it writes now keeps its wake-up while it runs (released only
-        by the work that took it, with no other lease live), which the reconciler reads."""
+        by the work that took it, with no other lease live), or its due timer if that woke
+        it, which the reconciler reads."""
 
     # --- leases: one worker advances a run at a time ---------------------------------
 

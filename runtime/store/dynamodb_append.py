@@ -658,6 +658,19 @@ class Appends(Reads):
             sets.append(wake_set)
             adds.append(wake_add)
             values.update(wake_values)
+        elif (
+            update is not None
+            and update.status == Status.RUNNING
+            and timer is not None
+            and timer.due_ms is None
+        ):
+            # A run going on with its timer cleared (a continue_as_new) keeps something to
+            # wake it if this activation dies: its lease may have been taken at that timer
+            # (``MARKABLE``), its only backstop. A wake-up, with no new token: this
+            # activation's own park still holds.
+            wake_set, _, wake_values = wake_up(run_id, self.clock.now())
+            sets.append(wake_set)
+            values.update({k: v for k, v in wake_values.items() if k != ":wake_one"})
         if ttl is not None:
             # Deleted by TTL (runtime.store.dynamodb_ttl): out of the timers index, and the
             # write holds only while no signal was numbered since the end read the run.

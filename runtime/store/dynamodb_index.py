@@ -445,9 +445,10 @@ class Index(Reads):
         """Runs left running, unchanged since ``before`` and unleased, among the items older
         code wrote (``STATUS#running``). A run the current code writes is listed with every
         in-flight run (``STATUS#live``), where finding the running ones would read them
-        all: it needs no such list, because a run that is running carries its wake-up until
-        the work that took it parks or ends it or releases it with no other lease held
-        (``release_wake``), so the reconciler's wake-ups cover it."""
+        all: it needs no such list, because a run that is running carries its wake-up (or,
+        woken by its timer, that timer due) until the work that took it parks or ends it or
+        releases it with no other lease held (``release_wake``), so the reconciler's wake-ups
+        and overdue timers cover it."""
         candidates = [
             _id_of(i)
             for i in self._gathered("by_status", f"STATUS#{Status.RUNNING}")

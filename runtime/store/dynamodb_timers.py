@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.core.clock import now_ms
 from runtime.core.values import compact
@@ -41,6 +41,9 @@ def _fired(write: Any, **request: Any) -> bool:
 # The runs one look for stranded starts reads at most (``index_stranded_starts``): 20
 # BatchGetItem requests, 1,000 RRU, in a reconcile's minute.
 STARTS_LOOK_BUDGET = 2_000
+# How many overdue timers the reconciler reads at most to find ``limit`` of runs with no lease
+# live (``fire_due_timers``): runs woken by their timers keep them due while they run.
+LEASED_TIMERS_READ = 1_000
 
 
 log = logging.getLogger(__name__)
@@ -48,6 +51,10 @@ log = logging.getLogger(__name__)
 
 class Timers(Reads):
     """Timers and wake-ups: a part of ``DynamoDBStore``."""
+
+    if TYPE_CHECKING:  # another part's (runtime.store.dynamodb_leases)
+
+        def leased(self, run_ids: Sequence[str], now_ms: int) -> set[str]: ...
 
     # --- timers and wake-ups -----------------------------------------------------------
 
@@ -69,16 +76,22 @@ class Timers(Reads):
         reconciler's, the time now): only those of runs with no lease live then. A timer's
         wake leases the run with its timer left due (``MARKABLE``), so a run being advanced
         for its timer shows one; the activation's park or end moves or removes it, and if
-        the activation dies, its lease lapses and the timer is fired here."""
+        the activation dies, its lease lapses and the timer is fired here. Runs with a live
+        lease are passed over by a read of their leases (no write), so however many of them
+        come first in the index, the ``limit`` timers fired are ones that need it: the read
+        goes up to ``LEASED_TIMERS_READ`` due timers deep."""
         condition, values = "timer_due = :due", {}
-        if unleased_at is not None:
+        if unleased_at is None:
+            due = self._due(now_ms, limit)
+        else:
             condition += " AND (attribute_not_exists(lease_until) OR lease_until < :unleased)"
             values[":unleased"] = n(unleased_at)
+            deep = self._due(now_ms, None if limit is None else max(limit, LEASED_TIMERS_READ))
+            held = self.leased([run_id for _, run_id in deep], unleased_at)
+            due = [(d, run_id) for d, run_id in deep if run_id not in held][:limit]
         # Each still this timer (else moved or fired since the index was read).
         return [
-            run_id
-            for due, run_id in self._due(now_ms, limit)
-            if self._fire(run_id, now_ms, condition, {":due": n(due), **values})
+            run_id for d, run_id in due if self._fire(run_id, now_ms, condition, {":due": n(d), **values})
         ]
 
     def _fire(self, run_id: str, now_ms: int, condition: str, values: dict[str, Any]) -> bool:
@@ -277,12 +290,6 @@ class Timers(Reads):
                 ExpressionAttributeValues={":token": n(token), ":now": n(now_ms(self.clock))},
             )
         )
-
-    def fire_timer(self, run_id: str, now_ms: int) -> bool:
-        """The run's timer, if due by ``now_ms``, becomes a wake-up (as ``fire_due_timers``
-        does for every run): a run woken by its timer carries no stale timer while it runs,
-        and if the activation fails, the wake-up is still there for the reconciler."""
-        return self._fire(run_id, now_ms, "timer_due <= :now", {":now": n(now_ms)})
 
     def defer_wake(self, run_id: str, until: float, *, resent: bool = True) -> None:
         """The reconciler looked at this wake-up: look at it again at ``until`` (epoch

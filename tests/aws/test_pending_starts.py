@@ -200,3 +200,25 @@ def test_a_request_that_runs_its_start_s_step_writes_no_wake_up_index(p: AwsPlat
     item = run_item(p, "qf-1")
     assert item["status"]["S"] == "awaiting" and "wake_sk" not in item and "wake_pk" not in item
     assert [str(e.kind) for e in p.journal("qf-1")][-1] == "wait"
+
+
+def test_a_run_settled_before_the_look_is_left_alone(p: AwsPlatform) -> None:
+    """A parked run has no pending wake-up: the look reads it and writes nothing."""
+    assert post(p, "/start/inbox/in-3", {}) == 201
+    writes = writes_to(p, "in-3")
+    assert p.runtime.store.index_stranded_starts(p.now + 1) == []
+    assert writes == []
+    assert p.get("in-3").status == "awaiting"
+
+
+def test_a_signal_to_a_pending_start_indexes_its_wake_up(p: AwsPlatform) -> None:
+    """The signal's write indexes the wake-up it finds pending (keeping its time), so the
+    run waits in the index as any signalled run does."""
+    assert post(p, "/start/stepper/st-9", {}) == 201
+    created_at = run_item(p, "st-9")["wake_sk"]["S"]
+    lose_prompts(p)
+    move(p, 5)
+    p.platform.signal("st-9", "go", {"n": 1})
+    item = run_item(p, "st-9")
+    assert item["wake_sk"]["S"] == created_at and "wake_pk" in item
+    assert [w[0] for w in p.platform.store.wakeups()] == ["st-9"]

@@ -95,3 +95,77 @@ def test_a_lease_at_a_timer_not_yet_due_does_not_mark_the_run(p: AwsPlatform) ->
     store.release_lease("n3", "someone")
     p.advance("1h")
     assert p.get("n3").status == "completed"
+
+
+def test_a_new_generation_after_a_timer_s_wake_keeps_something_to_wake_it() -> None:
+    """A timer's wake leased the run at its due timer, its only backstop; the activation's
+    ``continue_as_new`` clears the timer, so its write records a wake-up (no new token: the
+    same activation goes on and parks). Found by a review: the new generation's step ran
+    with neither, and a worker that died there left the run for good."""
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+    seen: list[dict[str, Any]] = []
+
+    def gate(*_: Any) -> list[Any]:
+        seen.append(run_item(platform, "c1"))
+        entered.set()
+        assert release.wait(30)
+        return ["through"]
+
+    with AwsPlatform(PROJECT, objects=gate) as platform:
+        platform.start("napcontinue", {}, id="c1")
+        assert platform.get("c1").status == "sleeping"
+        later(platform, 5 * 60)
+        from runtime.aws.contract import Handler
+
+        args = (platform.config.wake_queue_url, platform.config.wake_queue_arn, Handler.WORKER, 900)
+        worker = threading.Thread(target=platform.deliver, args=args, daemon=True)
+        worker.start()
+        assert entered.wait(30)
+        item = seen[0]  # the new generation's step, running
+        assert item["status"]["S"] == "running" and "timer_due" not in item
+        assert "wake_sk" in item and "wake_pk" in item  # the reconciler would find it
+        release.set()
+        worker.join(30)
+        platform.settle()
+        assert platform.get("c1").status == "completed"
+        assert "wake_sk" not in run_item(platform, "c1")
+
+
+def test_runs_running_at_their_due_timers_do_not_hide_a_lost_timer_behind_them(p: AwsPlatform) -> None:
+    """The reconciler fires at most ``limit`` overdue timers a reconcile; runs being
+    advanced for their timers (leased, their timers left due) are passed over by a read of
+    their leases, not counted against it nor written to. Found by a review: three such runs
+    at the head of the index kept a lost timer behind them from ever being fired."""
+    for i in range(3):
+        p.start("nap", {"sleep": "5m"}, id=f"a{i}")
+    p.start("nap", {"sleep": "6m"}, id="late")
+    later(p, 5 * 60)
+    lose_every_wake(p)
+    store = p.runtime.store
+    for i in range(3):  # three long activations, alive (a long lease stands for its renewals)
+        assert store.acquire_lease(f"a{i}", "alive", now_ms(p._clock), 3_600_000) == Lease.OK
+    later(p, 60)
+    lose_every_wake(p)  # late's timer wake is lost
+    later(p, 3 * 60)
+    writes = run_item_writes(p, "a0")
+    assert "late" in p.runtime.reconcile(limit=3)
+    assert writes == []  # a leased run's timer is not tried
+
+
+def test_a_dead_owner_s_lease_is_taken_over_at_a_due_timer_and_marks_the_run(p: AwsPlatform) -> None:
+    """An owner that leased a sleeping run (its timer not yet due: no mark) and died holds
+    it past its timer; the timer's wake takes the lease over from the dead owner and marks
+    the run running, as it would a free one."""
+    p.start("nap", {"sleep": "1h"}, id="n4")
+    store = p.runtime.store
+    now = now_ms(p._clock)
+    store.heartbeat("old", now)
+    assert store.acquire_lease("n4", "old", now, 3 * 3_600_000) == Lease.OK
+    assert run_item(p, "n4")["status"]["S"] == "sleeping"
+    later(p, 3600)  # its owner has stopped beating; the timer is due
+    lose_every_wake(p)
+    assert store.acquire_lease("n4", "new", now_ms(p._clock), 30_000) == Lease.OK
+    item = run_item(p, "n4")
+    assert item["lease_owner"]["S"] == "new" and item["status"]["S"] == "running"

@@ -40,6 +40,15 @@ workflow "nap" (function(wf, input)
     return "rested"
 end)
 
+-- A timer, then a new generation whose step waits on the gate (tests/aws/test_timer_wakes.py).
+workflow "napcontinue" (function(wf, input)
+    if not input.again then
+        wf:sleep("5m")
+        return wf:continue_as_new({ again = true })
+    end
+    return wf:step("after", function() return Gate(wf.id):pass("after", wf.step_id) end)
+end)
+
 -- A long timer, then (after "x") a short one.
 workflow "switch" (function(wf, input)
     wf:await("x", { timeout = "1h" })
