@@ -823,7 +823,7 @@ def run_aws(settings: AwsSettings, out: Callable[[str], None] = print) -> AwsOut
                 try:
                     answer = platform.reconcile()
                     stats["wakes re-sent by the reconciler"] += len(answer.get("rewoken", []))
-                    stats["starts left pending, indexed by the reconciler"] += len(platform.runtime.stranded)
+                    stats["pending starts indexed by the reconciler"] += len(platform.runtime.stranded)
                 except Exception as e:
                     errors.append(f"reconcile: {e}")
 
