@@ -21,9 +21,9 @@ import pytest
 
 from runtime.aws.contract import Handler
 from runtime.aws.runtime import RECONCILE_LIMIT
-from runtime.core.clock import now_ms
 from runtime.testing import AwsPlatform
-from tests.support.aws_items import run_item
+from tests.support.aws_items import HeldGate, run_item
+from tests.support.aws_world import later, lose_every_wake
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "aws_limits"
 
@@ -47,19 +47,6 @@ def record_sends(p: AwsPlatform) -> list[tuple[str, list[str]]]:
     p.clients.sqs.meta.events.register("before-parameter-build.sqs.SendMessage", single)
     p.clients.sqs.meta.events.register("before-parameter-build.sqs.SendMessageBatch", batch)
     return sent
-
-
-def lose_every_wake(p: AwsPlatform) -> None:
-    """Take every visible wake message off the queue unprocessed (SQS lost them)."""
-    sqs, url = p.clients.sqs, p.config.wake_queue_url
-    while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
-        for m in got:
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-
-
-def later(p: AwsPlatform, seconds: float) -> None:
-    """Move the fake clock without delivering anything (the queue is lost or stuck)."""
-    p._move_clock(now_ms(p._clock) + int(seconds * 1000))
 
 
 def test_one_reconcile_resends_a_bounded_batch_ten_to_a_request(p: AwsPlatform) -> None:
@@ -102,17 +89,9 @@ def test_a_run_woken_by_its_timer_is_not_fired_again_while_it_runs() -> None:
     backstop: since stop 54 the wake writes nothing else). The reconciler, minutes later
     while the activation still runs, finds the timer overdue and leaves it: a live lease
     serves it. The run does not bounce, and its end removes the timer."""
-    release = threading.Event()
-    entered = threading.Event()
-    seen: list[dict[str, Any]] = []
-
-    def gate(*_: Any) -> list[Any]:
-        seen.append(run_item(platform, "n1"))
-        entered.set()
-        assert release.wait(30)
-        return ["through"]
-
+    gate = HeldGate("n1")
     with AwsPlatform(PROJECT, objects=gate) as platform:
+        gate.platform = platform
         holder = platform.container(platform.project, owner="holder")
         platform.start("nap", {"sleep": "5m"}, id="n1")
         assert "timer_due" in run_item(platform, "n1")
@@ -120,18 +99,18 @@ def test_a_run_woken_by_its_timer_is_not_fired_again_while_it_runs() -> None:
         args = (platform.config.wake_queue_url, platform.config.wake_queue_arn, Handler.WORKER, 900, holder)
         worker = threading.Thread(target=platform.deliver, args=args, daemon=True)
         worker.start()
-        assert entered.wait(30)
-        item = seen[0]
+        assert gate.entered.wait(30)
+        item = gate.seen[0]
         assert item["status"]["S"] == "running" and "timer_due" in item and "wake_sk" not in item
         sent = record_sends(platform)
         platform.advance("3m")  # three reconciles with the timer overdue; the holder beats all along
         assert [r for _, runs in sent for r in runs if r == "n1"] == []
         assert "wake_sk" not in run_item(platform, "n1")  # not fired
-        release.set()
+        gate.release.set()
         worker.join(30)
         platform.settle()
         assert platform.get("n1").status == "completed"
-        assert len(seen) == 1  # one activation
+        assert len(gate.seen) == 1  # one activation
         assert "timer_due" not in run_item(platform, "n1")
 
 

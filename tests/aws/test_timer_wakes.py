@@ -19,7 +19,8 @@ import pytest
 from runtime.core.clock import now_ms
 from runtime.store.base import Lease
 from runtime.testing import AwsPlatform
-from tests.support.aws_items import run_item
+from tests.support.aws_items import HeldGate, run_item
+from tests.support.aws_world import later, lose_every_wake
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "aws_limits"
 
@@ -28,11 +29,6 @@ PROJECT = Path(__file__).resolve().parents[1] / "projects" / "aws_limits"
 def p() -> Iterator[AwsPlatform]:
     with AwsPlatform(PROJECT, objects=lambda *a: ["through"]) as platform:
         yield platform
-
-
-def later(p: AwsPlatform, seconds: float) -> None:
-    """Move the fake clock without delivering anything."""
-    p._move_clock(now_ms(p._clock) + int(seconds * 1000))
 
 
 def run_item_writes(p: AwsPlatform, run_id: str) -> list[str]:
@@ -46,13 +42,6 @@ def run_item_writes(p: AwsPlatform, run_id: str) -> list[str]:
 
     p.runtime.store._db.meta.events.register("before-parameter-build.dynamodb", note)
     return seen
-
-
-def lose_every_wake(p: AwsPlatform) -> None:
-    sqs, url = p.clients.sqs, p.config.wake_queue_url
-    while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
-        for m in got:
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
 
 
 def test_a_timer_wake_writes_its_lease_and_its_end_and_nothing_else(p: AwsPlatform) -> None:
@@ -104,16 +93,9 @@ def test_a_new_generation_after_a_timer_s_wake_keeps_something_to_wake_it() -> N
     with neither, and a worker that died there left the run for good."""
     import threading
 
-    entered, release = threading.Event(), threading.Event()
-    seen: list[dict[str, Any]] = []
-
-    def gate(*_: Any) -> list[Any]:
-        seen.append(run_item(platform, "c1"))
-        entered.set()
-        assert release.wait(30)
-        return ["through"]
-
+    gate = HeldGate("c1")
     with AwsPlatform(PROJECT, objects=gate) as platform:
+        gate.platform = platform
         platform.start("napcontinue", {}, id="c1")
         assert platform.get("c1").status == "sleeping"
         later(platform, 5 * 60)
@@ -122,11 +104,11 @@ def test_a_new_generation_after_a_timer_s_wake_keeps_something_to_wake_it() -> N
         args = (platform.config.wake_queue_url, platform.config.wake_queue_arn, Handler.WORKER, 900)
         worker = threading.Thread(target=platform.deliver, args=args, daemon=True)
         worker.start()
-        assert entered.wait(30)
-        item = seen[0]  # the new generation's step, running
+        assert gate.entered.wait(30)
+        item = gate.seen[0]  # the new generation's step, running
         assert item["status"]["S"] == "running" and "timer_due" not in item
         assert "wake_sk" in item and "wake_pk" in item  # the reconciler would find it
-        release.set()
+        gate.release.set()
         worker.join(30)
         platform.settle()
         assert platform.get("c1").status == "completed"

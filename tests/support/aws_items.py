@@ -3,6 +3,7 @@ harness's own client, beside the platform's store)."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from runtime.store.dynamodb import RUN_SK, run_pk
@@ -32,3 +33,24 @@ def needs_layout(p: AwsPlatform, run_id: str, layout: int | None) -> None:
         UpdateExpression=f"SET {LAYOUT_ATTR} = :v",
         ExpressionAttributeValues={":v": n(layout)},
     )
+
+
+class HeldGate:
+    """The objects stand-in of a project whose step calls ``Gate(...):pass(...)``: each call
+    records the run item of ``run_id`` as it is then (``seen``), says it has come
+    (``entered``), and is held until ``release`` is set. ``platform``: set once the harness
+    exists (the stand-in is given to it)."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.platform: AwsPlatform | None = None
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.seen: list[dict[str, Any]] = []
+
+    def __call__(self, *_: Any) -> list[Any]:
+        assert self.platform is not None
+        self.seen.append(run_item(self.platform, self.run_id))
+        self.entered.set()
+        assert self.release.wait(30)
+        return ["through"]

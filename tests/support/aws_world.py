@@ -28,6 +28,8 @@ from typing import Any
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from moto.sqs.models import sqs_backends
 
+from runtime.core.clock import now_ms as clock_ms
+
 ACCOUNT = "123456789012"  # moto's default account
 REGION = "eu-west-1"
 
@@ -247,3 +249,18 @@ def run_due(world: AwsWorld, now_s: float, worker: Callable[[dict[str, Any], Any
         if not fired and not released and not delivered:
             return total
     raise AssertionError("the wake path did not settle")
+
+
+def lose_every_wake(p: Any) -> None:
+    """Take every visible wake message off an ``AwsPlatform``'s queue unprocessed (SQS lost
+    them)."""
+    sqs, url = p.clients.sqs, p.config.wake_queue_url
+    while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+        for m in got:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+
+
+def later(p: Any, seconds: float) -> None:
+    """Move an ``AwsPlatform``'s fake clock without delivering anything (the queue is lost
+    or stuck)."""
+    p._move_clock(clock_ms(p._clock) + int(seconds * 1000))
