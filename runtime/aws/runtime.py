@@ -379,6 +379,7 @@ class AwsRuntime:
             self.store.pending_starts = self.eager_ms > 0 and (
                 remaining_ms is None or remaining_ms > EAGER_SPARE_MS
             )
+            self.store.created_pending = set()
             with self.waker.holding() as held:
                 response, failure = self.platform.fetch(request)
         finally:
@@ -400,7 +401,12 @@ class AwsRuntime:
             spent_ms = int((time.monotonic() - started) * 1000)
             budget_ms = min(self.eager_ms - spent_ms, left_ms - spent_ms - EAGER_SPARE_MS)
             done = False
-            if budget_ms > 0:
+            if budget_ms <= 0:
+                if run_id in self.store.created_pending:
+                    # Its wake-up was written pending for an activation that has no time
+                    # left here: indexed now, a lost prompt is re-sent after a minute.
+                    self.store.index_pending_wake(run_id)
+            else:
                 try:
                     done = self.eager(run_id, budget_ms, left_ms - spent_ms)
                 except Exception as e:  # the worker does it, as it would have

@@ -277,6 +277,7 @@ class Executor:
                 error = _undeclared(run)
                 update = child_runs.waking_parent(run, RunUpdate(Status.FAILED, None, error=error))
                 self.store.append(run_id, run.journal_len, [], update=update, timer=TimerSet(None))
+                self.wakes.timer(run_id, None)
                 child_runs.prompt_parent(self.wakes, update)
                 self.observer.ended(run_id, run.workflow, Status.FAILED, error=error)
                 return Status.FAILED

@@ -147,6 +147,8 @@ class Appends(Reads):
         # or its worker may have died.
         if not self.pending_starts:
             item["wake_pk"] = s(sharded(WAKE_PK, run.id))
+        else:
+            self.created_pending.add(run.id)
         # In flight, unless a golden journal's (a completed one: where older code put it).
         partition = status_partition(run.status) or legacy_partition(run.status)
         if partition is not None:

@@ -110,8 +110,10 @@ class Activation(threading.local):
         # Runs this thread created, as a load would read them then (``Reads.seed``).
         self.seeded: dict[str, Snapshot] = {}
         # While set (a request's handler, ``AwsRuntime.fetch``), a run created is advanced
-        # by the request right after: its wake-up is written pending (``create_run``).
+        # by the request right after: its wake-up is written pending (``create_run``), and
+        # its id kept in ``created_pending`` for the request.
         self.pending_starts = False
+        self.created_pending: set[str] = set()
 
 
 class ThreadsOwn(Generic[T]):
@@ -151,6 +153,7 @@ class Reads(Spill):
     serving_loaded = ThreadsOwn[bool]("serving_loaded")
     _seeded = ThreadsOwn[dict[str, Snapshot]]("seeded")
     pending_starts = ThreadsOwn[bool]("pending_starts")
+    created_pending = ThreadsOwn[set[str]]("created_pending")
 
     if TYPE_CHECKING:  # another part's (runtime.store.dynamodb_signals)
 

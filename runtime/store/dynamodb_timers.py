@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runtime.core.clock import now_ms
 from runtime.core.values import compact
@@ -38,9 +38,9 @@ def _fired(write: Any, **request: Any) -> bool:
     return "timer_due" not in old and "wake_pk" in old and "pk" in old
 
 
-# The runs one look for stranded starts reads at most (``index_stranded_starts``): 20
-# BatchGetItem requests, 1,000 RRU, in a reconcile's minute.
-STARTS_LOOK_BUDGET = 2_000
+# The runs one look for stranded starts reads at most (``index_stranded_starts``): 100
+# BatchGetItem requests, 5,000 RRU, a few seconds of a reconcile's minute.
+STARTS_LOOK_BUDGET = 10_000
 # How many overdue timers the reconciler reads at most to find ``limit`` of runs with no lease
 # live (``fire_due_timers``): runs woken by their timers keep them due while they run.
 LEASED_TIMERS_READ = 1_000
@@ -51,10 +51,6 @@ log = logging.getLogger(__name__)
 
 class Timers(Reads):
     """Timers and wake-ups: a part of ``DynamoDBStore``."""
-
-    if TYPE_CHECKING:  # another part's (runtime.store.dynamodb_leases)
-
-        def leased(self, run_ids: Sequence[str], now_ms: int) -> set[str]: ...
 
     # --- timers and wake-ups -----------------------------------------------------------
 
@@ -87,7 +83,9 @@ class Timers(Reads):
             condition += " AND (attribute_not_exists(lease_until) OR lease_until < :unleased)"
             values[":unleased"] = n(unleased_at)
             deep = self._due(now_ms, None if limit is None else max(limit, LEASED_TIMERS_READ))
-            held = self.leased([run_id for _, run_id in deep], unleased_at)
+            leases = self._items([run_id for _, run_id in deep], "id, lease_until")
+            # As the write's condition reads it: any lease unexpired, its owner alive or not.
+            held = {r for r, item in leases.items() if whole(item.get("lease_until")) >= unleased_at}
             due = [(d, run_id) for d, run_id in deep if run_id not in held][:limit]
         # Each still this timer (else moved or fired since the index was read).
         return [
@@ -169,7 +167,7 @@ class Timers(Reads):
         reached, looked = upto, 0
         for page in self._unlooked(swept, upto):
             for run_id in self._pending_of(page):
-                if self._index_pending(run_id):
+                if self.index_pending_wake(run_id):
                     indexed.append(run_id)
             looked += len(page)
             if looked >= budget:
@@ -226,7 +224,8 @@ class Timers(Reads):
             if "wake_sk" in item and "wake_pk" not in item
         ]
 
-    def _index_pending(self, run_id: str) -> bool:
+    def index_pending_wake(self, run_id: str) -> bool:
+        """Index the run's pending wake-up, if it still has one (True then)."""
         return bool(
             conditional(
                 self._db.update_item,

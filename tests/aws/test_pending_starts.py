@@ -84,8 +84,10 @@ def test_a_start_parked_by_its_own_request_never_enters_the_wakes_index(p: AwsPl
 def test_a_start_from_outside_a_request_is_indexed_as_before(p: AwsPlatform) -> None:
     """A start the request does not advance next (here the harness's own, as the console's
     or a schedule's) keeps its wake-up in the index from its first write."""
+    writes = writes_to(p, "in-2")
     p.start("inbox", {"k": 2}, id="in-2")
-    assert [w[0] for w in p.platform.store.wakeups()] in ([], ["in-2"])  # settled, or waiting
+    create = writes[0]["Item"]
+    assert "wake_pk" in create and "wake_sk" in create
     p.settle()
     assert p.get("in-2").status == "awaiting"
 
@@ -222,3 +224,14 @@ def test_a_signal_to_a_pending_start_indexes_its_wake_up(p: AwsPlatform) -> None
     item = run_item(p, "st-9")
     assert item["wake_sk"]["S"] == created_at and "wake_pk" in item
     assert [w[0] for w in p.platform.store.wakeups()] == ["st-9"]
+
+
+def test_a_start_its_request_ran_out_of_time_for_is_indexed_before_its_prompt(p: AwsPlatform) -> None:
+    """The request had the time when its handler began (the start is written pending), and
+    its handler used it up: the run is the worker's, its wake-up indexed before the prompt,
+    so a lost prompt is re-sent after a minute, not two."""
+    assert post(p, "/start/inbox/in-6", {}, timeout_s=5.001) == 201  # 1 ms over the spare
+    assert [w[0] for w in p.platform.store.wakeups()] == ["in-6"]
+    lose_prompts(p)
+    p.advance("150s")  # re-sent by the reconcile after the wake-up has waited a minute
+    assert p.get("in-6").status == "awaiting"
