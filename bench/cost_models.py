@@ -49,6 +49,16 @@ pays on these services, with the run's activations running where its requests la
   cold share; logs: one own line per invocation; no X-Ray;
 - storage: the journal's bytes and 100 bytes per item, one month, with PITR;
 - the same application work and the same API Gateway requests as lunaflow.
+
+The floor with hand-offs (``floor_handoff_lines``): the floor runs every step where its request
+lands, a step with no ``timeout`` too, which no design can do while an HTTP request waits
+(its length is unbounded, and a Lambda function does no work after its response short of an
+external extension). Such an activation goes to a worker: the floor plus, per hand-off, one
+invocation (HANDLER_MS, one round trip, INIT at the cold share, a log line) and one read of
+the run (1 RRU); no queue (the worker invoked directly) and no lease (the floor's guarantees
+name none). The hand-offs are lunaflow's own wakes that no timer fire caused (a timer's wake
+runs on the worker in the floor already): each is an activation that met a step its request
+could not run.
 """
 
 from __future__ import annotations
@@ -219,6 +229,25 @@ class Usage:
         )
 
     # --- the floor ---
+
+    def handoffs(self) -> int:
+        """Activations a request began that met a step it could not run (no ``timeout``, or
+        one past the request's budget): lunaflow's wakes less the timer fires."""
+        return max(0, self.wakes - self.fired)
+
+    def floor_handoff_lines(self, prices: dict[str, float]) -> dict[str, float]:
+        """The floor with each hand-off's invocation and read (the module's docstring)."""
+        lines = self.floor_lines(prices)
+        k = self.handoffs()
+        added = {
+            "DynamoDB reads": k * prices["dynamodb_rru_per_million"] * M,
+            "Lambda requests": k * prices["lambda_requests_per_million"] * M,
+            "Lambda GB-seconds (arm64, model)": gb_seconds(k * (p.HANDLER_MS + p.ROUND_TRIP_MS))
+            * prices["lambda_arm_gb_second"],
+            "Lambda INIT (cold share, model)": init(k, prices["lunaflow_init_ms"], prices),
+            "CloudWatch logs": k * p.OWN_LOG_BYTES / GB * prices["cloudwatch_logs_gb"],
+        }
+        return {name: dollars + added.get(name, 0.0) for name, dollars in lines.items()}
 
     def floor_lines(self, prices: dict[str, float]) -> dict[str, float]:
         """The floor's $ per workload, by line (the module's docstring gives the rules)."""

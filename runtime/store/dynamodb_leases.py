@@ -138,10 +138,13 @@ class Leases(Reads):
         request = {
             "TableName": self.table,
             "Key": run_key(run_id),
-            # The token comes back with the write (no read of its own).
+            # The token comes back with the write (no read of its own, and no read units: a
+            # write's return values are free). The whole item, because ``UPDATED_NEW`` may
+            # leave out an attribute set to the value it had (moto does), and a timer's wake
+            # takes the lease at the token the last one was taken at.
             "UpdateExpression": "SET lease_owner = :me, lease_until = :until, "
             "lease_token = if_not_exists(wake_token, :zero)",
-            "ReturnValues": "UPDATED_NEW",
+            "ReturnValues": "ALL_NEW",
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
         values = {":me": s(owner), ":until": n(now_ms + lease_ms), ":zero": n(0)}
@@ -226,8 +229,8 @@ class Leases(Reads):
         )
 
     def _token_of(self, run_id: str, taken: Any) -> int:
-        """The token a lease write returned; moto leaves out an attribute it set to the value
-        it had (a lease taken again by its owner), which only a read then tells."""
+        """The token a lease write returned (``ALL_NEW``: always there; a read only if an
+        answer ever lacks it)."""
         found = taken.get("Attributes", {}).get("lease_token")
         return whole(found) if found is not None else self.wake_token(run_id) or 0
 

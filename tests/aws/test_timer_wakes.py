@@ -57,6 +57,28 @@ def test_a_timer_wake_writes_its_lease_and_its_end_and_nothing_else(p: AwsPlatfo
     assert int(run_item(p, "n1")["wake_token"]["N"]) == token  # no wake-up was written
 
 
+def test_a_timer_wake_reads_the_run_only_with_its_load(p: AwsPlatform) -> None:
+    """The lease's write returns the wake token it was taken at. Its token did not move
+    since the last lease (no signal came), and ``UPDATED_NEW`` leaves out an attribute set
+    to the value it had (moto does), so the worker read the run item again for it: 1 RRU
+    and a round trip a timer's wake. The write now returns the item (``ALL_NEW``, no read
+    units), so the only read before the step is the load."""
+    p.start("nap", {"sleep": "5m"}, id="n0")
+    reads: list[str] = []
+
+    def note(model: Any, params: dict[str, Any], **_: Any) -> None:
+        if model.name in ("GetItem", "BatchGetItem", "Query") and "IndexName" not in params:
+            reads.append(
+                f"{model.name} {json.dumps(params.get('Key') or params.get('KeyConditionExpression'))}"
+            )
+
+    p.runtime.store._db.meta.events.register("before-parameter-build.dynamodb", note)
+    p.advance("5m")
+    assert p.get("n0").status == "completed"
+    gets = [r for r in reads if r.startswith("GetItem") and "RUN#n0" in r]
+    assert gets == [], reads
+
+
 def test_a_worker_that_dies_after_a_timer_s_lease_leaves_the_run_to_the_reconciler(p: AwsPlatform) -> None:
     p.start("nap", {"sleep": "5m"}, id="n2")
     later(p, 5 * 60)

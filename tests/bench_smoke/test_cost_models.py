@@ -85,6 +85,26 @@ def test_the_floor_counts_one_write_per_run_step_signal_and_fired_timer() -> Non
     assert floor["Scheduler (fires)"] == pytest.approx(table["scheduler_invocations_per_million"] * 1e-6)
 
 
+def test_the_floor_with_hand_offs_adds_an_invocation_and_a_read_per_wake_no_timer_caused() -> None:
+    """A step with no timeout cannot run while an HTTP request waits: each activation that
+    met one (lunaflow's wakes less its timer fires, which the floor runs on the worker
+    already) costs the floor an invocation and a read of the run, and nothing else."""
+    table = prices.apply([])
+    u = _sale(wakes=3, fired=1)
+    assert u.handoffs() == 2
+    floor, handed = u.floor_lines(table), u.floor_handoff_lines(table)
+    assert handed["DynamoDB reads"] - floor["DynamoDB reads"] == pytest.approx(
+        2 * table["dynamodb_rru_per_million"] * 1e-6
+    )
+    assert handed["Lambda requests"] - floor["Lambda requests"] == pytest.approx(
+        2 * table["lambda_requests_per_million"] * 1e-6
+    )
+    for same in ("DynamoDB writes", "DynamoDB index writes", "Scheduler (fires)", "API Gateway"):
+        assert handed[same] == floor[same], same
+    assert "SQS requests" not in handed  # the worker invoked directly: no queue
+    assert _sale(wakes=1, fired=1).floor_handoff_lines(table) == _sale(wakes=1, fired=1).floor_lines(table)
+
+
 def test_batched_wakes_lower_lunaflows_invocations_not_its_writes() -> None:
     table = prices.apply([])
     one = _sale(wakes=10).lines(table)
@@ -128,6 +148,9 @@ def test_the_bench_measures_a_small_fan_out_and_prints_the_floor_beside_it() -> 
         if line.strip().startswith("lunaflow / durable functions:"):
             ours_to_floor = float(line.rsplit("lunaflow / floor", 1)[1])
             assert ours_to_floor >= 1.0, line  # nothing measured beats the floor
+        if line.strip().startswith("the floor with its hand-offs:"):
+            assert float(line.rsplit("lunaflow / it", 1)[1]) >= 1.0, line
+    assert text.count("the floor with its hand-offs:") == 3
     assert cost_models.__doc__ and "The floor" in cost_models.__doc__
     # Retention: each workload's runs are deleted at their expiry and charged for it, with the
     # same workload's runs kept for ever printed beside it, cheaper by the deletes.
@@ -177,3 +200,23 @@ def test_every_side_waits_in_lambda_on_the_applications_own_requests() -> None:
     assert busy.durable(table) - plain.durable(table) == pytest.approx(work + 3 * waited)
     assert busy.step_functions(table) - plain.step_functions(table) == pytest.approx(work + 3 * waited)
     assert busy.floor_lines(table)[gb] - plain.floor_lines(table)[gb] == pytest.approx(3 * waited)
+
+
+def test_a_jump_of_the_clock_charges_no_warm_container_s_reads_of_the_names() -> None:
+    """A warm container reads the recorded workflow names every ``WORKFLOWS_RECHECK_S``: a
+    few reads an hour, not a workload's. The auction's 72-hour jump of the fake clock charged
+    its timed-out sale one (0.5 RRU and a round trip) until the bench kept its containers
+    warm across a jump (``Deployment.later``)."""
+    import aws_cost
+
+    with aws_cost.deployment(aws_cost.STEPS_PROJECT) as d:
+        d.later(72 * 3600)
+        with d.meter.measuring("after the jump"):
+            for rt in (d.front, d.worker):
+                for name in sorted(rt.platform.worker.code.workflows):
+                    assert rt.store.register_workflow(name)
+        assert [c.what for c in d.meter.calls if c.phase == "after the jump"] == []
+        d.clock.advance(72 * 3600)  # a jump the containers did not stay warm through
+        with d.meter.measuring("cold names"):
+            d.worker.store.register_workflow(sorted(d.worker.platform.worker.code.workflows)[0])
+        assert [c.op for c in d.meter.calls if c.phase == "cold names"] == ["GetItem"]
