@@ -97,6 +97,17 @@ def _late(
             )
         return Why(f"queued: woken at {when(progress.wakeup_at)}, waiting for a worker")
     if timer_due_ms is not None and timer_due_ms / 1000 < now - stuck_after_s:
+        owner, until_ms = progress.lease_owner, progress.lease_until_ms
+        if owner is not None and until_ms is not None and timer_due_ms <= until_ms < now * 1000:
+            # Its timer did fire: a worker took the run at it and stopped without a park or
+            # an end (on AWS the lease leaves the timer where it is, the crash backstop).
+            return Why(
+                f"stuck: its timer was due at {when(timer_due_ms / 1000)}; {owner} took the run at "
+                f"it and its lease ran out at {when(until_ms / 1000)} with the run neither parked "
+                "nor ended (did that worker stop? on AWS the reconciler fires the timer again once "
+                "the lease has lapsed)",
+                stuck=True,
+            )
         return Why(
             f"stuck: its timer was due at {when(timer_due_ms / 1000)} and has not fired (is a worker "
             "running? on AWS the reconciler turns a late timer into a wake)",

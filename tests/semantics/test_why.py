@@ -106,3 +106,20 @@ def test_a_timer_long_past_due_is_stuck(p: Any) -> None:
     assert due is not None
     late = why(run, store.journal("n2"), due, store.progress("n2"), due / 1000 + STUCK_AFTER_S + 1)
     assert late.stuck and late.text.startswith("stuck: its timer was due at 2026-01-01 02:00:00 UTC")
+
+
+def test_a_timer_a_worker_took_and_dropped_says_whose_lease_ran_out(p: Any) -> None:
+    """A worker took the run at its due timer and stopped: the timer did fire, so the line
+    names the worker and its lease's end rather than saying the timer has not fired."""
+    p.start("napper", None, id="n3")
+    store = p.platform.store
+    due = store.timer("n3")
+    assert due is not None
+    assert store.acquire_lease("n3", "worker-gone", due, 30_000) == "ok"
+    run, later = p.get("n3"), due / 1000 + STUCK_AFTER_S + 1
+    late = why(run, store.journal("n3"), store.timer("n3"), store.progress("n3"), later)
+    assert late.stuck, late.text
+    assert late.text.startswith(
+        "stuck: its timer was due at 2026-01-01 02:00:00 UTC; worker-gone took the run at it and its "
+        "lease ran out at 2026-01-01 02:00:30 UTC"
+    ), late.text
