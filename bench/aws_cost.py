@@ -398,7 +398,10 @@ class Deployment:
         )
         self.clock = FakeClock()
         self.meter = Meter(self.admin, self.table, INDEXES)
-        self.front = self.container()
+        # Wakes the fetch function sent for an activation its request began and did not
+        # finish (a step it does not run), per phase: the floor's hand-offs.
+        self.handed: Counter[str] = Counter()
+        self.front = self.container(front=True)
         self.worker = self.container()
         self.containers = [self.front, self.worker]  # warm all along (a cold one serves one wake)
         self.held: list[tuple[int, dict[str, Any]]] = []  # (deliver at ms, the wake's message)
@@ -406,8 +409,9 @@ class Deployment:
         self.delivered: Counter[str] = Counter()  # wakes delivered to the worker, per phase
         self.api_calls: Counter[str] = Counter()  # requests through the API (fetch Lambda), per phase
 
-    def container(self) -> Any:
-        """A Lambda container: its own clients (metered) and runtime."""
+    def container(self, front: bool = False) -> Any:
+        """A Lambda container: its own clients (metered) and runtime; ``front``: the fetch
+        function's."""
         from runtime.aws.runtime import AwsRuntime, Clients
 
         c = Clients(
@@ -421,11 +425,19 @@ class Deployment:
         self.meter.attach_other(c.s3, "s3")
         self.meter.attach_other(c.sqs, "sqs")
         self.meter.attach_other(c.scheduler, "scheduler")
+        if front:
+            c.sqs.meta.events.register("before-parameter-build.sqs", self._handing)
         rt = AwsRuntime(self.config, c, clock=self.clock, owner=f"lambda-{uuid.uuid4()}")
         if self.keep:
             rt.store.retention_s = None
         self._warm(rt)
         return rt
+
+    def _handing(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        bodies = [params.get("MessageBody")] + [e.get("MessageBody") for e in params.get("Entries", [])]
+        for body in bodies:
+            if body and json.loads(body).get("reason") != "timer":  # a short timer: no hand-off
+                self.handed[self.meter.phase] += 1
 
     def _warm(self, rt: Any) -> None:
         """A warm container's: a container records each workflow's name with its first
@@ -678,6 +690,7 @@ def _usage(
         app=app,
         other=dict(other),
         wakes=sum(k for ph, k in d.delivered.items() if wanted(ph)),
+        handed=sum(k for ph, k in d.handed.items() if wanted(ph)),
         fired=sum(k for ph, k in d.fired.items() if wanted(ph)),
         api=sum(k for ph, k in d.api_calls.items() if wanted(ph)),
         stored_bytes=stored,

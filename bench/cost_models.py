@@ -55,10 +55,11 @@ lands, a step with no ``timeout`` too, which no design can do while an HTTP requ
 (its length is unbounded, and a Lambda function does no work after its response short of an
 external extension). Such an activation goes to a worker: the floor plus, per hand-off, one
 invocation (HANDLER_MS, one round trip, INIT at the cold share, a log line) and one read of
-the run (1 RRU); no queue (the worker invoked directly) and no lease (the floor's guarantees
-name none). The hand-offs are lunaflow's own wakes that no timer fire caused (a timer's wake
-runs on the worker in the floor already): each is an activation that met a step its request
-could not run.
+the run (1 RRU: the worker reads the run itself, as no message is trusted with a journal);
+no queue (the worker invoked directly) and no lease (the floor's guarantees name none). The
+hand-offs are the wakes lunaflow's fetch function hands to its worker (a timer's wake runs on
+the worker in the floor already, and a signal a worker's step sends is run in that worker's
+invocation): each is an activation a request began that met a step it could not run.
 """
 
 from __future__ import annotations
@@ -104,6 +105,9 @@ class Usage:
     # The same workload with its steps' timeouts fitting a request's budget: run where the
     # signal lands (AwsRuntime.eager), no worker.
     quick: Any = None
+    # Activations a request began and handed to the worker: wake messages the fetch function
+    # sent for a step it does not run (not a short timer's).
+    handed: int = 0
 
     def api_gateway(self, prices: dict[str, float]) -> float:
         return 0.0 if self.url else self.api * prices["http_api_requests_per_million"] * M
@@ -232,8 +236,10 @@ class Usage:
 
     def handoffs(self) -> int:
         """Activations a request began that met a step it could not run (no ``timeout``, or
-        one past the request's budget): lunaflow's wakes less the timer fires."""
-        return max(0, self.wakes - self.fired)
+        one past the request's budget): the wakes the fetch function handed to the worker.
+        A wake a worker sends (a step's signal to another run) is none: the floor runs that
+        activation in the worker's own invocation."""
+        return self.handed
 
     def floor_handoff_lines(self, prices: dict[str, float]) -> dict[str, float]:
         """The floor with each hand-off's invocation and read (the module's docstring)."""

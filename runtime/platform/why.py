@@ -98,9 +98,11 @@ def _late(
         return Why(f"queued: woken at {when(progress.wakeup_at)}, waiting for a worker")
     if timer_due_ms is not None and timer_due_ms / 1000 < now - stuck_after_s:
         owner, until_ms = progress.lease_owner, progress.lease_until_ms
-        if owner is not None and until_ms is not None and timer_due_ms <= until_ms < now * 1000:
-            # Its timer did fire: a worker took the run at it and stopped without a park or
-            # an end (on AWS the lease leaves the timer where it is, the crash backstop).
+        taken = run.status == Status.RUNNING and owner is not None
+        if taken and until_ms is not None and timer_due_ms <= until_ms < now * 1000:
+            # Its timer did fire: a worker's lease at it marked the run running (DynamoDB's,
+            # which leaves the timer where it is, the crash backstop), and the worker stopped
+            # without a park or an end.
             return Why(
                 f"stuck: its timer was due at {when(timer_due_ms / 1000)}; {owner} took the run at "
                 f"it and its lease ran out at {when(until_ms / 1000)} with the run neither parked "

@@ -191,7 +191,15 @@ class Leases(Reads):
             },
         )
         if not stolen:
-            return Lease.BUSY
+            now_item = stolen.item or {}
+            mine = text(now_item.get("lease_owner")) == owner and now_item.get("lease_until") == n(
+                now_ms + lease_ms
+            )
+            if not (stolen.retried and mine):
+                return Lease.BUSY
+            # botocore sent it again after its answer was lost: the item is this write's own
+            # commit (its owner and its expiry to the millisecond), not another worker's.
+            stolen = {"Attributes": now_item}
         self._tokens = {run_id: self._token_of(run_id, stolen)}
         return Lease.OK
 

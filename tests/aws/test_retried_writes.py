@@ -25,6 +25,7 @@ from runtime.aws.services import DynamoObjects
 from runtime.aws.wake import schedule_name
 from runtime.core.clock import FakeClock
 from runtime.services import effects
+from runtime.store.base import Lease
 from runtime.store.blobs import run_prefix
 from runtime.store.items import whole
 from runtime.testing import AwsPlatform
@@ -232,6 +233,26 @@ def test_a_retried_timer_firing_says_it_fired(p: AwsPlatform, lost: LostAnswers)
     assert store.fire_due_timers(due) == ["fire-1"]
     assert lost.lost, "the firing was not retried"
     assert store.timer("fire-1") is None and "fire-1" in store.waiting(["fire-1"])
+
+
+def test_a_retried_lease_steal_takes_the_lease(p: AwsPlatform, lost: LostAnswers) -> None:
+    """Measured on main: a worker taking over a dead owner's lease whose write committed and
+    whose answer was lost had botocore's retry fail its own condition (the holder is no
+    longer the dead owner), and answered BUSY while holding the lease: the run waited for
+    that lease to lapse and the reconciler to send it on."""
+    p.start("wait-then-raise", None, id="steal-1")
+    store = p.platform.store
+    start_ms = int(p._clock.now() * 1000)
+    store.heartbeat("gone", start_ms)
+    assert store.acquire_lease("steal-1", "gone", start_ms, 3_600_000) == Lease.OK
+    p._clock.advance(600)  # the owner stopped beating long ago; its lease has not lapsed
+    lost.lose(writes("UpdateItem", "lease_owner = :holder"))
+    now_ms = int(p._clock.now() * 1000)
+    assert store.acquire_lease("steal-1", "next", now_ms, 30_000) == Lease.OK
+    assert lost.lost, "the steal was not retried"
+    item = run_item(p, "steal-1")
+    assert item["lease_owner"]["S"] == "next" and whole(item["lease_until"]) == now_ms + 30_000
+    assert store.lease_token("steal-1") == whole(item["lease_token"])
 
 
 def test_an_object_state_write_of_unknown_outcome_that_committed_says_so(table: Any) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from runtime.core.clock import now_ms
+from runtime.platform.why import STUCK_AFTER_S, why
 from runtime.store.base import Lease
 from runtime.testing import AwsPlatform
 from tests.support.aws_items import HeldGate, run_item
@@ -77,6 +78,7 @@ def test_a_timer_wake_reads_the_run_only_with_its_load(p: AwsPlatform) -> None:
     assert p.get("n0").status == "completed"
     gets = [r for r in reads if r.startswith("GetItem") and "RUN#n0" in r]
     assert gets == [], reads
+    assert 'Query "pk = :pk"' in reads, reads  # the activation's load, which reads the run
 
 
 def test_a_worker_that_dies_after_a_timer_s_lease_leaves_the_run_to_the_reconciler(p: AwsPlatform) -> None:
@@ -93,6 +95,27 @@ def test_a_worker_that_dies_after_a_timer_s_lease_leaves_the_run_to_the_reconcil
     assert "wake_sk" not in run_item(p, "n2")
     p.advance("2m")  # the lease has lapsed: the reconciler fires the timer and sends the run on
     assert p.get("n2").status == "completed"
+
+
+def test_why_names_the_worker_that_took_a_timer_and_stopped(p: AwsPlatform) -> None:
+    """The run's timer did fire: a worker's lease at it marked the run running and the worker
+    stopped. ``why`` names that worker and its lease's end, where it said the timer "has not
+    fired"."""
+    p.start("nap", {"sleep": "5m"}, id="n5")
+    store = p.platform.store
+    due = store.timer("n5")
+    assert due is not None
+    later(p, 5 * 60)
+    lose_every_wake(p)
+    assert store.acquire_lease("n5", "worker-gone", due, 30_000) == Lease.OK
+    run = p.get("n5")
+    assert run.status == "running"
+    now = due / 1000 + STUCK_AFTER_S + 1
+    late = why(run, store.journal("n5"), store.timer("n5"), store.progress("n5"), now)
+    assert late.stuck and late.text.startswith(
+        "stuck: its timer was due at 2026-01-01 00:05:00 UTC; worker-gone took the run at it and "
+        "its lease ran out at 2026-01-01 00:05:30 UTC"
+    ), late.text
 
 
 def test_a_lease_at_a_timer_not_yet_due_does_not_mark_the_run(p: AwsPlatform) -> None:

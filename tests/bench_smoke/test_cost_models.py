@@ -85,24 +85,31 @@ def test_the_floor_counts_one_write_per_run_step_signal_and_fired_timer() -> Non
     assert floor["Scheduler (fires)"] == pytest.approx(table["scheduler_invocations_per_million"] * 1e-6)
 
 
-def test_the_floor_with_hand_offs_adds_an_invocation_and_a_read_per_wake_no_timer_caused() -> None:
-    """A step with no timeout cannot run while an HTTP request waits: each activation that
-    met one (lunaflow's wakes less its timer fires, which the floor runs on the worker
-    already) costs the floor an invocation and a read of the run, and nothing else."""
+def test_the_floor_with_hand_offs_adds_an_invocation_and_a_read_per_hand_off() -> None:
+    """A step with no timeout cannot run while an HTTP request waits: each activation a
+    request began that met one (a wake the fetch function handed to the worker) costs the
+    floor an invocation, with its time, INIT share and log line, and a read of the run."""
     table = prices.apply([])
-    u = _sale(wakes=3, fired=1)
+    u = _sale(wakes=3, fired=1, handed=2)
     assert u.handoffs() == 2
     floor, handed = u.floor_lines(table), u.floor_handoff_lines(table)
-    assert handed["DynamoDB reads"] - floor["DynamoDB reads"] == pytest.approx(
-        2 * table["dynamodb_rru_per_million"] * 1e-6
+    added = {name: handed[name] - floor[name] for name in floor}
+    assert added["DynamoDB reads"] == pytest.approx(2 * table["dynamodb_rru_per_million"] * 1e-6)
+    assert added["Lambda requests"] == pytest.approx(2 * table["lambda_requests_per_million"] * 1e-6)
+    gb_s = 2 * (prices.HANDLER_MS + prices.ROUND_TRIP_MS) / 1000 * prices.MEMORY_MB / 1024
+    assert added["Lambda GB-seconds (arm64, model)"] == pytest.approx(gb_s * table["lambda_arm_gb_second"])
+    init_gb_s = 2 * table["cold_start_share"] * table["lunaflow_init_ms"] / 1000 * prices.MEMORY_MB / 1024
+    assert added["Lambda INIT (cold share, model)"] == pytest.approx(
+        init_gb_s * table["lambda_arm_gb_second"]
     )
-    assert handed["Lambda requests"] - floor["Lambda requests"] == pytest.approx(
-        2 * table["lambda_requests_per_million"] * 1e-6
+    assert added["CloudWatch logs"] == pytest.approx(
+        2 * prices.OWN_LOG_BYTES / 2**30 * table["cloudwatch_logs_gb"]
     )
-    for same in ("DynamoDB writes", "DynamoDB index writes", "Scheduler (fires)", "API Gateway"):
-        assert handed[same] == floor[same], same
-    assert "SQS requests" not in handed  # the worker invoked directly: no queue
-    assert _sale(wakes=1, fired=1).floor_handoff_lines(table) == _sale(wakes=1, fired=1).floor_lines(table)
+    changed = {"DynamoDB reads", "Lambda requests", "Lambda GB-seconds (arm64, model)"}
+    changed |= {"Lambda INIT (cold share, model)", "CloudWatch logs"}
+    assert {name for name, dollars in added.items() if dollars} == changed
+    # A wake a worker sent (a step signalling another run) or a timer's is no hand-off.
+    assert _sale(wakes=3, fired=1).floor_handoff_lines(table) == _sale(wakes=3, fired=1).floor_lines(table)
 
 
 def test_batched_wakes_lower_lunaflows_invocations_not_its_writes() -> None:
@@ -151,6 +158,14 @@ def test_the_bench_measures_a_small_fan_out_and_prints_the_floor_beside_it() -> 
         if line.strip().startswith("the floor with its hand-offs:"):
             assert float(line.rsplit("lunaflow / it", 1)[1]) >= 1.0, line
     assert text.count("the floor with its hand-offs:") == 3
+    # Hand-offs are the fetch function's: the 2-step run's start, the auction's three starts
+    # (its paid sale's wake comes from the payment's step, on the worker), each fan-out signal.
+    handed = [
+        line.split("(", 1)[1].split(" hand-offs")[0]
+        for line in text.splitlines()
+        if "with its hand-offs:" in line
+    ]
+    assert handed == ["1", "3", "2"], handed
     assert cost_models.__doc__ and "The floor" in cost_models.__doc__
     # Retention: each workload's runs are deleted at their expiry and charged for it, with the
     # same workload's runs kept for ever printed beside it, cheaper by the deletes.

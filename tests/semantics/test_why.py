@@ -108,18 +108,19 @@ def test_a_timer_long_past_due_is_stuck(p: Any) -> None:
     assert late.stuck and late.text.startswith("stuck: its timer was due at 2026-01-01 02:00:00 UTC")
 
 
-def test_a_timer_a_worker_took_and_dropped_says_whose_lease_ran_out(p: Any) -> None:
-    """A worker took the run at its due timer and stopped: the timer did fire, so the line
-    names the worker and its lease's end rather than saying the timer has not fired."""
+def test_a_lease_taken_before_the_due_time_does_not_say_the_timer_fired(p: Any) -> None:
+    """A wake with no work (a duplicate) leased the sleeping run before its timer was due and
+    lapsed after it: the run was never taken at its timer, whose line stays as it was."""
     p.start("napper", None, id="n3")
     store = p.platform.store
     due = store.timer("n3")
     assert due is not None
-    assert store.acquire_lease("n3", "worker-gone", due, 30_000) == "ok"
-    run, later = p.get("n3"), due / 1000 + STUCK_AFTER_S + 1
-    late = why(run, store.journal("n3"), store.timer("n3"), store.progress("n3"), later)
-    assert late.stuck, late.text
-    assert late.text.startswith(
-        "stuck: its timer was due at 2026-01-01 02:00:00 UTC; worker-gone took the run at it and its "
-        "lease ran out at 2026-01-01 02:00:30 UTC"
+    assert store.acquire_lease("n3", "early-worker", due - 10_000, 30_000) == "ok"
+    run = p.get("n3")
+    assert run.status == "sleeping"
+    late = why(
+        run, store.journal("n3"), store.timer("n3"), store.progress("n3"), due / 1000 + STUCK_AFTER_S + 1
+    )
+    assert late.stuck and late.text.startswith(
+        "stuck: its timer was due at 2026-01-01 02:00:00 UTC and has not fired"
     ), late.text
