@@ -28,6 +28,7 @@ from runtime.aws.contract import Env
 from runtime.aws.runtime import AwsRuntime
 from runtime.engine.project import ProjectSource
 from runtime.testing import AwsPlatform
+from tests.support.aws_events import GateContext
 
 OLD = """
 workflow "order" (function(wf, input)
@@ -77,22 +78,12 @@ def answers() -> Iterator[tuple[str, list[dict[str, Any]]]]:
         server.shutdown()
 
 
-class Context:
-    function_name = "gate"
-    memory_limit_in_mb = 1024
-    invoked_function_arn = "arn:aws:lambda:eu-west-1:123456789012:function:gate"
-    aws_request_id = "req-1"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 900_000
-
-
 def _event(
     url: str, *, digest: str = "new", force: bool = False, kind: str = "Update", old_version: str = ""
 ) -> dict[str, Any]:
     event = {
         "RequestType": kind,
-        "ServiceToken": Context.invoked_function_arn,
+        "ServiceToken": GateContext.invoked_function_arn,
         "ResponseURL": url,
         "StackId": "arn:aws:cloudformation:eu-west-1:123456789012:stack/lunaflow-shop/1",
         "RequestId": "r-1",
@@ -148,7 +139,7 @@ def _gate(p: AwsPlatform, project: Path, url: str, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv(Env.CODE_DIGEST, "new")
     checking = AwsRuntime(replace(p.config, project=str(project)), p.new_clients(), read_only=True)
     with container.serving(checking):
-        gate.handler(_event(url, **event), Context())  # type: ignore[arg-type]
+        gate.handler(_event(url, **event), GateContext())  # type: ignore[arg-type]
 
 
 IN_FLIGHT = 4  # awaiting, sleeping, backoff, failed

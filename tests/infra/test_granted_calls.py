@@ -48,6 +48,7 @@ from runtime.aws.events import http_event
 from runtime.aws.runtime import AwsRuntime, Clients
 from runtime.engine.project import ProjectSource
 from runtime.testing import AwsPlatform
+from tests.support.aws_events import GateContext
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics")
 
@@ -373,18 +374,6 @@ def test_the_queue_functions_calls_are_granted(queue_project: Synth) -> None:
 
 RENAMED_STEP = ('wf:step("notify",', 'wf:step("notify-winner",')
 PIN_RUNS = "\n[deploys]\npin_runs = true\n"
-
-
-class GateContext:
-    """The Lambda context of the gate's invocation (its 15 minutes, barely begun)."""
-
-    function_name = "gate"
-    memory_limit_in_mb = 1024
-    invoked_function_arn = "arn:aws:lambda:eu-west-1:123456789012:function:gate"
-    aws_request_id = "req-1"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 900_000
 
 
 def gate_event(old_version: str = "") -> dict[str, Any]:

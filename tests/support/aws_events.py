@@ -73,3 +73,15 @@ class FakeRdsData(SqliteDataApi):
     def __init__(self, resource_arn: str = DB_ARN, secret_arn: str = DB_SECRET_ARN) -> None:
         self._folder = tempfile.TemporaryDirectory(prefix="lunaflow-rds-")
         super().__init__(Path(self._folder.name), resource_arn, secret_arn)
+
+
+class GateContext:
+    """The Lambda context of the deploy gate's invocation (its 15 minutes, barely begun)."""
+
+    function_name = "gate"
+    memory_limit_in_mb = 1024
+    invoked_function_arn = "arn:aws:lambda:eu-west-1:123456789012:function:gate"
+    aws_request_id = "req-1"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 900_000
