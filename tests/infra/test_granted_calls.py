@@ -17,12 +17,14 @@ the harness answers itself (``runtime.aws.dataapi``: moto runs no SQL), is recor
 stand-in; each of its calls also needs ``secretsmanager:GetSecretValue`` on the cluster's
 secret, which the Data API reads with the caller's credentials. The deploy gate
 (``functions/gate.py``) is run as CloudFormation runs it, on a deployment holding in-flight
-runs, and its calls are checked against its own role.
+runs, and its calls are checked against its own role; the runs it pinned to the old code are
+then advanced by the worker on that code, loaded from its snapshot in the values bucket.
 
 Actions are checked for every call; resources for the calls on the table (its indexes
-included) and the values bucket, whose ARNs the template names directly. The queues',
-schedules' and secrets' resources are not checked here (tests/infra/test_stack.py checks
-those for the calls it lists).
+included), the values bucket, the queues and the Scheduler role, whose ARNs the template
+names directly, and on schedules (a timer's ARN as the stack formats it in the timers'
+group, a declared schedule's its own). The secrets' and the cluster's resources are not
+checked here (tests/infra/test_stack.py checks those for the calls it lists).
 """
 
 from __future__ import annotations
@@ -40,12 +42,13 @@ from typing import Any
 import pytest
 
 import functions.gate as gate
-from conftest import Synth, as_list
+from conftest import Synth, as_list, render
 from runtime.aws import container
 from runtime.aws.config import AwsConfig
 from runtime.aws.contract import CONSOLE_TIMEOUT_S, Env, Handler
 from runtime.aws.events import http_event
 from runtime.aws.runtime import AwsRuntime, Clients
+from runtime.aws.versions import code_key
 from runtime.engine.project import ProjectSource
 from runtime.testing import AwsPlatform
 from tests.support.aws_events import GateContext
@@ -83,17 +86,31 @@ TRANSACT = {
     "ConditionCheck": "dynamodb:ConditionCheckItem",
 }
 # An action, and the resource it touches as the template names it (the table, its indexes,
-# the bucket and its objects), or None where resources are not checked.
+# the bucket and its objects, a queue, a schedule, the Scheduler role passed on), or None
+# where resources are not checked (secrets, the Data API's cluster).
 Call = tuple[str, str | None]
 
 
 class Resources:
-    """The deployment's table and bucket names -> the ARNs the synthesized template gives them
-    (``<GetAtt:Id.Arn>``, as ``conftest.render`` writes them)."""
+    """The deployment's resources -> the ARNs the synthesized template gives them: the table,
+    the bucket, the queues and the Scheduler role as ``<GetAtt:Id.Arn>`` (as ``conftest.render``
+    writes them), a timer's schedule as the ARN the stack formats in the timers' group, a
+    declared schedule as its own ``<GetAtt>``."""
 
     def __init__(self, synth: Synth, p: AwsPlatform) -> None:
-        self.table = (p.names.table, f"<GetAtt:{synth.id(synth.stack.journal.table)}.Arn>")
-        self.bucket = (p.config.values_bucket, f"<GetAtt:{synth.id(synth.stack.values.bucket)}.Arn>")
+        stack = synth.stack
+        self.table = (p.names.table, f"<GetAtt:{synth.id(stack.journal.table)}.Arn>")
+        self.bucket = (p.config.values_bucket, f"<GetAtt:{synth.id(stack.values.bucket)}.Arn>")
+        urls = {p.config.wake_queue_url: stack.wake.queue}
+        urls |= {p.config.queue_urls[name]: queue for name, queue in stack.queues.queues.items()}
+        # A queue's name (the last part of its URL) -> its ARN.
+        self.queues = {url.rsplit("/", 1)[-1]: f"<GetAtt:{synth.id(q)}.Arn>" for url, q in urls.items()}
+        self.group = (p.config.scheduler_group, str(stack.resolve(stack.wake.group.name)))
+        self.declared = {
+            str(s.name): f"<GetAtt:{synth.id(s)}.Arn>" for s in stack.schedules.schedules.values()
+        }
+        self.scheduler_role = (p.config.scheduler_role_arn, f"<GetAtt:{synth.id(stack.wake.role)}.Arn>")
+        self._stack = stack
 
     def table_arn(self, name: str, index: str | None = None) -> str:
         arn = self.table[1] if name == self.table[0] else f"<another table: {name}>"
@@ -102,6 +119,22 @@ class Resources:
     def object_arn(self, bucket: str, key: str | None) -> str:
         arn = self.bucket[1] if bucket == self.bucket[0] else f"<another bucket: {bucket}>"
         return arn if key is None else f"{arn}/{key}"
+
+    def queue_arn(self, url_or_name: str) -> str:
+        return self.queues.get(url_or_name.rsplit("/", 1)[-1], f"<another queue: {url_or_name}>")
+
+    def schedule_arn(self, group: str, name: str) -> str:
+        if group != self.group[0]:
+            return f"<another group: {group}>"
+        if name in self.declared:
+            return self.declared[name]
+        arn = self._stack.format_arn(
+            service="scheduler", resource="schedule", resource_name=f"{self.group[1]}/{name}"
+        )
+        return str(render(self._stack.resolve(arn)))
+
+    def role_arn(self, arn: str) -> str:
+        return self.scheduler_role[1] if arn == self.scheduler_role[0] else f"<another role: {arn}>"
 
 
 def calls_of(service: str, operation: str, params: dict[str, Any], names: Resources) -> set[Call]:
@@ -119,8 +152,13 @@ def calls_of(service: str, operation: str, params: dict[str, Any], names: Resour
     action = RENAMED.get(f"{service}:{operation}", f"{service}:{operation}")
     if service == "s3":
         return {(action, names.object_arn(params["Bucket"], params.get("Key")))}
-    if service == "scheduler" and operation in ("CreateSchedule", "UpdateSchedule"):
-        return {(action, None), ("iam:PassRole", None)}  # the schedule carries the Scheduler role
+    if service == "sqs":
+        return {(action, names.queue_arn(params.get("QueueUrl") or params["QueueName"]))}
+    if service == "scheduler" and "Name" in params:  # one schedule's call (a list's names none)
+        schedule = names.schedule_arn(params.get("GroupName", "default"), params["Name"])
+        if operation in ("CreateSchedule", "UpdateSchedule"):  # the schedule carries the Scheduler role
+            return {(action, schedule), ("iam:PassRole", names.role_arn(params["Target"]["RoleArn"]))}
+        return {(action, schedule)}
     return {(action, None)}
 
 
@@ -146,7 +184,8 @@ class Recorder:
         for service in SERVICES:
 
             def note(params: dict[str, Any], model: Any, service: str = service, **_: Any) -> None:
-                self.note(calls_of(service, model.name, params, self.names))
+                if self.p.invoking:  # not the harness's own calls (Lambda's, Scheduler's)
+                    self.note(calls_of(service, model.name, params, self.names))
 
             getattr(clients, service).meta.events.register(f"before-parameter-build.{service}", note)
         api = clients.rds_data
@@ -417,12 +456,15 @@ def run_gate(p: AwsPlatform, synth: Synth, calls: Recorder, project: Path, old_v
         p.invoking.remove(Handler.GATE)
 
 
-def test_the_deploy_gates_calls_are_granted(
-    auction: Synth, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@contextmanager
+def pinned_sales(
+    synth: Synth, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[AwsPlatform, Recorder, Path, str]]:
     """The auction with ``[deploys] pin_runs``, sales in flight (one with an input too large
     for its item, in the values bucket): the gate lets the same code through (and saves it in
-    the bucket), then code renaming a step the sales recorded, pinning them to the old code."""
+    the bucket), then code renaming a step the sales recorded, pinning them to the old code.
+    Yields the harness (serving the old code still), its recorder, the new code and the old
+    code's version."""
     old = shutil.copytree(ROOT / "examples" / "auction", tmp_path / "old")
     with (old / "lunaflow.toml").open("a", encoding="utf-8") as toml:
         toml.write(PIN_RUNS)
@@ -432,20 +474,51 @@ def test_the_deploy_gates_calls_are_granted(
     old_version = ProjectSource.read(old).digest
     monkeypatch.setenv(Env.CODE_DIGEST, "new")  # the gate's bundle is the code it checks
     with AwsPlatform(old) as p, answered(monkeypatch) as answers:
-        calls = Recorder(p, auction)
-        cold_started(p, auction, calls)
+        calls = Recorder(p, synth)
+        cold_started(p, synth, calls)
         assert post(p, "/api/sale", {"id": "lot-1", "winner": "ada", "price": 25})["statusCode"] == 201
         big = {"id": "lot-2", "winner": "bob", "price": 5, "note": "x" * 100_000}
         assert p.start("settle-sale", big, id="sale-lot-2").status == "awaiting"
         assert p.get("sale-lot-1").status == "awaiting"
-        run_gate(p, auction, calls, old)  # the old code, let through: saved for later pins
+        run_gate(p, synth, calls, old)  # the old code, let through: saved for later pins
         assert answers.pop()[0] == "SUCCESS"
-        run_gate(p, auction, calls, new, old_version)
+        run_gate(p, synth, calls, new, old_version)
         [(status, reason)] = answers
         assert status == "SUCCESS", reason
         assert {p.runtime.store.pin_of(r) for r in ("sale-lot-1", "sale-lot-2")} == {old_version}
+        yield p, calls, new, old_version
+
+
+def test_the_deploy_gates_calls_are_granted(
+    auction: Synth, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gate's two deploys of ``pinned_sales``: the first saves the old code, the second
+    pins the sales to it (reading the big input from the bucket to replay it)."""
+    with pinned_sales(auction, tmp_path, monkeypatch) as (_, calls, _, _):
+        pass
     gate_calls = calls.actions("Gate")
     assert {"dynamodb:Query", "dynamodb:UpdateItem", "s3:GetObject", "s3:PutObject"} <= gate_calls
     assert any(r and "/runs/" in r for a, r in calls.made["Gate"] if a == "s3:GetObject")  # the big input
     assert any(r and "/code/" in r for a, r in calls.made["Gate"] if a == "s3:PutObject")  # the saved code
+    check(auction, calls.made)
+
+
+def test_the_calls_of_runs_advanced_on_pinned_code_are_granted(
+    auction: Synth, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the gate's deploy of ``pinned_sales`` the aliases move: new containers serve the
+    new code. Both sales are paid (``pay-sale``, on the new code, signals ``paid``); the
+    request leaves a pinned sale to the worker, whose container loads the old code from its
+    snapshot in the values bucket (``code/<version>.json``) and ends the sale on it (the
+    new code, its step renamed, would not replay it: a failed wake raises here)."""
+    with pinned_sales(auction, tmp_path, monkeypatch) as (p, calls, new, old_version):
+        p.project, p.runtime = new, p.container(new)  # every function's next container: the new code
+        for lot, user in (("lot-1", "ada"), ("lot-2", "bob")):
+            assert post(p, "/api/sale/pay", {"id": lot, "user": user})["statusCode"] == 202
+        for run_id in ("sale-lot-1", "sale-lot-2"):
+            assert p.get(run_id).status == "completed"
+            assert p.runtime.store.pin_of(run_id) is None, "an ended run's pin is dropped"
+    snapshot = calls.names.object_arn(p.config.values_bucket, code_key(old_version))
+    assert ("s3:GetObject", snapshot) in calls.made["Worker"]  # the pinned code, loaded by the worker
+    assert ("s3:GetObject", snapshot) not in calls.made["Fetch"]  # a request leaves a pinned run alone
     check(auction, calls.made)
