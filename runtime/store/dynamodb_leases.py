@@ -176,11 +176,14 @@ class Leases(Reads):
         holder = text(old.get("lease_owner"))
         if holder is None or not self._owner_dead(holder, now_ms):
             return Lease.BUSY
-        # The holder stopped beating: take its lease, unless someone moved it meanwhile.
+        # The holder stopped beating: take its lease, unless someone moved it meanwhile. A
+        # lease already this write's own (this owner, this expiry to the millisecond) is
+        # botocore sending it again after its answer was lost, and holds too.
         stolen = conditional(
             self._db.update_item,
             **marked,
-            ConditionExpression=f"lease_owner = :holder AND lease_until = :held AND {markable}",
+            ConditionExpression="((lease_owner = :holder AND lease_until = :held) OR "
+            f"(lease_owner = :me AND lease_until = :until)) AND {markable}",
             **({"ExpressionAttributeNames": names} if names else {}),
             ExpressionAttributeValues={
                 **values,
@@ -191,15 +194,7 @@ class Leases(Reads):
             },
         )
         if not stolen:
-            now_item = stolen.item or {}
-            mine = text(now_item.get("lease_owner")) == owner and now_item.get("lease_until") == n(
-                now_ms + lease_ms
-            )
-            if not (stolen.retried and mine):
-                return Lease.BUSY
-            # botocore sent it again after its answer was lost: the item is this write's own
-            # commit (its owner and its expiry to the millisecond), not another worker's.
-            stolen = {"Attributes": now_item}
+            return Lease.BUSY
         self._tokens = {run_id: self._token_of(run_id, stolen)}
         return Lease.OK
 
