@@ -28,7 +28,7 @@ from runtime.aws.contract import Env
 from runtime.aws.runtime import AwsRuntime
 from runtime.engine.project import ProjectSource
 from runtime.testing import AwsPlatform
-from tests.support.aws_events import GateContext
+from tests.support.aws_events import GATE_ARN, gate_context
 
 OLD = """
 workflow "order" (function(wf, input)
@@ -83,7 +83,7 @@ def _event(
 ) -> dict[str, Any]:
     event = {
         "RequestType": kind,
-        "ServiceToken": GateContext.invoked_function_arn,
+        "ServiceToken": GATE_ARN,
         "ResponseURL": url,
         "StackId": "arn:aws:cloudformation:eu-west-1:123456789012:stack/lunaflow-shop/1",
         "RequestId": "r-1",
@@ -139,7 +139,7 @@ def _gate(p: AwsPlatform, project: Path, url: str, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv(Env.CODE_DIGEST, "new")
     checking = AwsRuntime(replace(p.config, project=str(project)), p.new_clients(), read_only=True)
     with container.serving(checking):
-        gate.handler(_event(url, **event), GateContext())  # type: ignore[arg-type]
+        gate.handler(_event(url, **event), gate_context())  # type: ignore[arg-type]
 
 
 IN_FLIGHT = 4  # awaiting, sleeping, backoff, failed

@@ -51,7 +51,7 @@ from runtime.aws.runtime import AwsRuntime, Clients
 from runtime.aws.versions import code_key
 from runtime.engine.project import ProjectSource
 from runtime.testing import AwsPlatform
-from tests.support.aws_events import GateContext
+from tests.support.aws_events import GATE_ARN, gate_context
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics")
 
@@ -419,7 +419,7 @@ def gate_event(old_version: str = "") -> dict[str, Any]:
     """The custom resource's Update, as CloudFormation sends it (tests/aws/test_deploy_gate.py)."""
     event: dict[str, Any] = {
         "RequestType": "Update",
-        "ServiceToken": GateContext.invoked_function_arn,
+        "ServiceToken": GATE_ARN,
         "ResponseURL": "http://127.0.0.1:9/response",
         "StackId": "arn:aws:cloudformation:eu-west-1:123456789012:stack/lunaflow-auction/1",
         "RequestId": "r-1",
@@ -451,7 +451,7 @@ def run_gate(p: AwsPlatform, synth: Synth, calls: Recorder, project: Path, old_v
         config = replace(function_config(synth, "Gate", p), project=str(project))
         checking = AwsRuntime(config, clients, read_only=True)
         with container.serving(checking):
-            gate.handler(gate_event(old_version), GateContext())  # type: ignore[arg-type]
+            gate.handler(gate_event(old_version), gate_context())  # type: ignore[arg-type]
     finally:
         p.invoking.remove(Handler.GATE)
 

@@ -27,6 +27,7 @@ from runtime.aws.wake import AwsWaker
 from runtime.core.clock import FakeClock
 from runtime.core.journal import Status
 from runtime.store.dynamodb import table_definition
+from tests.support.aws_world import FakeContext
 
 XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 RECEIVE = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"}
@@ -470,18 +471,10 @@ def test_reconcile_rule_invokes_the_worker_with_the_event_it_handles(
         def reconcile(self) -> list[str]:
             return ["lost-1"]
 
-    class Context:
-        function_name = "worker"
-        memory_limit_in_mb = 1024
-        invoked_function_arn = "arn:aws:lambda:eu-west-1:123456789012:function:worker"
-        aws_request_id = "req-1"
-
-        def get_remaining_time_in_millis(self) -> int:
-            return 60_000
-
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
     monkeypatch.setattr(container, "_runtime", Reconciler())
-    assert worker.handler(event, Context()) == {"rewoken": ["lost-1"], "stuck": []}
+    context = FakeContext(remaining_ms=60_000)  # the worker's, a reconcile's minute
+    assert worker.handler(event, context) == {"rewoken": ["lost-1"], "stuck": []}
     permissions = auction.of_type("AWS::Lambda::Permission")
     assert any(
         p["Principal"] == "events.amazonaws.com" and p["FunctionName"] == live(auction, "Worker")

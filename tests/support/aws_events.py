@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.aws.dataapi import SqliteDataApi
-from tests.support.aws_world import ACCOUNT, REGION
+from tests.support.aws_world import ACCOUNT, REGION, FakeContext
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "tests" / "events"
@@ -75,13 +75,9 @@ class FakeRdsData(SqliteDataApi):
         super().__init__(Path(self._folder.name), resource_arn, secret_arn)
 
 
-class GateContext:
+GATE_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:gate"
+
+
+def gate_context() -> FakeContext:
     """The Lambda context of the deploy gate's invocation (its 15 minutes, barely begun)."""
-
-    function_name = "gate"
-    memory_limit_in_mb = 1024
-    invoked_function_arn = "arn:aws:lambda:eu-west-1:123456789012:function:gate"
-    aws_request_id = "req-1"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 900_000
+    return FakeContext(function_name="gate", invoked_function_arn=GATE_ARN)
