@@ -82,6 +82,7 @@ STEPS_PROJECT = ROOT / "bench" / "projects" / "aws_steps"
 AUCTION_PROJECT = ROOT / "bench" / "projects" / "aws_auction"
 REGION = "eu-west-1"
 ACCOUNT = "123456789012"  # moto's default account
+RUNNER_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:lunaflow-runner:live"
 SFN_STANDARD = 25.0  # $ per million state transitions
 LAMBDA_DURABLE = 8.0  # $ per million durable operations
 TARGET_TRIPS_PER_STEP = 1.0
@@ -100,6 +101,7 @@ os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 
 # --- item sizes (DynamoDB's rules: runtime.store.items, whose run-item room check uses them)
 
+from runtime.aws.wake import HAND_OFF  # noqa: E402
 from runtime.store.dynamodb import INDEXES, TTL_ATTRIBUTE  # noqa: E402
 from runtime.store.dynamodb_layout import run_key  # noqa: E402
 from runtime.store.items import item_bytes as item_size  # noqa: E402
@@ -395,6 +397,7 @@ class Deployment:
             scheduler_group=self.group,
             scheduler_role_arn=f"arn:aws:iam::{ACCOUNT}:role/lunaflow-scheduler",
             values_bucket=self.bucket,
+            runner_arn=RUNNER_ARN,  # fetch hands off to the runner, as the stack deploys it
         )
         self.clock = FakeClock()
         self.meter = Meter(self.admin, self.table, INDEXES)
@@ -407,6 +410,7 @@ class Deployment:
         self.held: list[tuple[int, dict[str, Any]]] = []  # (deliver at ms, the wake's message)
         self.fired: Counter[str] = Counter()  # Scheduler entries that fired, per phase
         self.delivered: Counter[str] = Counter()  # wakes delivered to the worker, per phase
+        self.direct: Counter[str] = Counter()  # of those, the runner's (fetch's hand-offs), per phase
         self.api_calls: Counter[str] = Counter()  # requests through the API (fetch Lambda), per phase
 
     def container(self, front: bool = False) -> Any:
@@ -427,6 +431,7 @@ class Deployment:
         self.meter.attach_other(c.scheduler, "scheduler")
         if front:
             c.sqs.meta.events.register("before-parameter-build.sqs", self._handing)
+            c = replace(c, lambda_=RunnerInvokes(self))
         rt = AwsRuntime(self.config, c, clock=self.clock, owner=f"lambda-{uuid.uuid4()}")
         if self.keep:
             rt.store.retention_s = None
@@ -493,6 +498,8 @@ class Deployment:
             self.held = [h for h in self.held if h[0] > now]
             for _, body in due:
                 worker = self.container() if cold else self.worker
+                if body.get("reason") == HAND_OFF:  # the runner: the worker's code, its own function
+                    self.direct[self.meter.phase] += 1
                 worker.advance(
                     body["run_id"],
                     remaining_ms=900_000,
@@ -523,6 +530,24 @@ class Deployment:
 
     def run(self, run_id: str) -> Any:
         return self.front.store.get_run(run_id)
+
+
+class RunnerInvokes:
+    """The fetch container's Lambda client: an asynchronous invocation of the runner is one
+    request (a round trip, counted with the other services' requests) and a wake delivered
+    at once, with no queue between (moto's Lambda runs no code)."""
+
+    def __init__(self, d: Deployment) -> None:
+        self.d = d
+
+    def invoke(self, *, FunctionName: str, InvocationType: str, Payload: bytes) -> dict[str, Any]:  # noqa: N803
+        from runtime.core.clock import now_ms
+
+        assert FunctionName == RUNNER_ARN and InvocationType == "Event"
+        self.d.meter.other[(self.d.meter.phase, "lambda", "Invoke")] += 1
+        self.d.handed[self.d.meter.phase] += 1
+        self.d.held.append((now_ms(self.d.clock), json.loads(Payload)))
+        return {"StatusCode": 202}
 
 
 @contextmanager
@@ -690,6 +715,7 @@ def _usage(
         app=app,
         other=dict(other),
         wakes=sum(k for ph, k in d.delivered.items() if wanted(ph)),
+        direct=sum(k for ph, k in d.direct.items() if wanted(ph)),
         handed=sum(k for ph, k in d.handed.items() if wanted(ph)),
         fired=sum(k for ph, k in d.fired.items() if wanted(ph)),
         api=sum(k for ph, k in d.api_calls.items() if wanted(ph)),
@@ -930,10 +956,16 @@ def print_all_in(
         + prices["dynamodb_wru_per_million"] * 1e-6
         + p.LOG_BYTES_PER_INVOCATION / 2**30 * prices["cloudwatch_logs_gb"]
     )
+    # The same rule keeps a runner warm: an invocation that builds its runtime and returns.
+    warm = per_month * (
+        prices["lambda_requests_per_million"] * 1e-6
+        + gb_seconds(p.HANDLER_MS) * prices["lambda_arm_gb_second"]
+    )
     metrics = 8 * prices["cloudwatch_metric_month"]
     print(
         f"\nfixed, per month whatever runs: the reconciler ${reconcile:.2f} (43,200 invocations, {queries} "
-        f"index queries each), CloudWatch custom metrics ${metrics:.2f} (8 metrics)"
+        f"index queries each), the runner kept warm ${warm:.2f} (43,200 invocations), CloudWatch custom "
+        f"metrics ${metrics:.2f} (8 metrics)"
     )
 
 

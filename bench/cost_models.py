@@ -6,7 +6,8 @@ table of ``bench/prices.py``.
 lunaflow: every DynamoDB request measured (table, index and read units from item sizes), the
 project's own kv and object requests apart ("application work"); SQS: our sends, each
 Scheduler fire's delivery to the wake queue, and the trigger's receive and delete of every
-wake; Lambda requests and GB-seconds (round trips x ROUND_TRIP_MS + HANDLER_MS per
+wake on the queue (a hand-off to the runner, an asynchronous invocation, has none, and no
+batch: ``Usage.direct``); Lambda requests and GB-seconds (round trips x ROUND_TRIP_MS + HANDLER_MS per
 invocation, at MEMORY_MB), INIT for the share of invocations that start a container; X-Ray's
 recorded traces when the stack traces (``-c tracing=true``; off by default, as ``tracing``
 here); Scheduler per fire; API Gateway per request; CloudWatch logs; S3. Under load
@@ -83,7 +84,7 @@ class Usage:
     db: Any  # aws_cost.Sums of the engine's DynamoDB requests
     app: Any  # aws_cost.Sums of the project's own kv and object requests
     other: dict[str, int]  # "service op" -> requests (SQS, Scheduler, S3)
-    wakes: int  # wake messages delivered to the worker
+    wakes: int  # wakes delivered to the worker (and to the runner: ``direct``)
     fired: int  # Scheduler entries that fired
     api: int  # HTTP requests through API Gateway
     stored_bytes: int
@@ -108,21 +109,28 @@ class Usage:
     # Activations a request began and handed to the worker: wake messages the fetch function
     # sent for a step it does not run (not a short timer's).
     handed: int = 0
+    # Of ``wakes``, the runner's: fetch's hand-offs, each an asynchronous invocation of its
+    # own (no queue between, no batch).
+    direct: int = 0
 
     def api_gateway(self, prices: dict[str, float]) -> float:
         return 0.0 if self.url else self.api * prices["http_api_requests_per_million"] * M
 
     # --- lunaflow ---
 
+    def queued(self) -> float:
+        """The wake trigger's invocations: the wake queue's wakes, a batch at a time."""
+        return (self.wakes - self.direct) / self.batch
+
     def worker_invocations(self) -> float:
-        return self.wakes / self.batch
+        return self.queued() + self.direct
 
     def lines(self, prices: dict[str, float]) -> dict[str, float]:
         """lunaflow's $ per workload, by line."""
         sqs_ours = sum(k for name, k in self.other.items() if name.startswith("sqs "))
         # The wake trigger receives and deletes each wake (a batch at a time under load), and
         # each Scheduler fire sends its wake to the queue.
-        sqs = sqs_ours + self.fired + 2 * self.worker_invocations()
+        sqs = sqs_ours + self.fired + 2 * self.queued()
         invocations = self.worker_invocations() + self.api
         trips = self.db.requests + self.app.requests + sum(self.other.values())
         gb_s = gb_seconds(invocations * p.HANDLER_MS + trips * p.ROUND_TRIP_MS)

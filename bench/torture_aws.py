@@ -5,8 +5,10 @@ The torture project (tests/projects/torture) runs through the Lambda handlers on
 server process (``AwsPlatform``'s deployment, the real clock), while:
 
 - several worker processes at once play the worker Lambda: each receives batches from the
-  wake queue and calls the worker handler with a container of its own; they are SIGKILLed
-  at random instants (mid-step, mid-batch) and replaced;
+  wake queue and calls the worker handler with a container of its own, and takes the fetch
+  processes' hand-offs to the runner (Lambda's event queue, ``runtime.aws.runner_events``),
+  calling the runner's handler; they are SIGKILLed at random instants (mid-step, mid-batch)
+  and replaced;
 - the workers take SQS at its worst: a share of the processed messages is delivered again
   (at-least-once delivery), a share of the received ones is lost (deleted unprocessed) or
   delayed (left invisible for 1-5 s);
@@ -208,10 +210,23 @@ def worker_main(argv: list[str]) -> None:
     p = _process_platform(a.project, a.data, a.endpoint, a.gen)
     rt = p.runtime
     rt.lease_ms, rt.renew_s = LEASE_MS, RENEW_S
+    # The runner is a function of its own: a container of its own here, with its own lease
+    # owner, racing this process's worker and every other process's.
+    runner = p.container(p.project)
+    runner.lease_ms, runner.renew_s = LEASE_MS, RENEW_S
     rng = random.Random(a.gen)
     sqs, url, arn = p.clients.sqs, p.config.wake_queue_url, p.config.wake_queue_arn
     print(f"worker {a.gen} ready", flush=True)
     while True:
+        # The fetch processes' hand-offs, as Lambda invokes the runner (the worker's code): an
+        # event each, gone whatever becomes of it (no retries: the reconciler heals), and now
+        # and then delivered twice (Lambda's event queue is at least once).
+        for event in p.runner_events.take() if p.runner_events is not None else []:
+            for _ in range(2 if rng.random() < a.redeliver else 1):
+                try:
+                    p.invoke(Handler.RUNNER, event, WORKER_TIMEOUT_S, runner)
+                except Exception as e:  # dropped, as Lambda drops a failed event with no retries
+                    print(f"hand-off of {event.get('run_id')} failed: {type(e).__name__}: {e}", flush=True)
         got = sqs.receive_message(
             QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"]
         ).get("Messages", [])

@@ -42,6 +42,12 @@ def _record(record: dict[str, Any], context: LambdaContext) -> None:
         logger.warning("wake message without a run id dropped", extra={"body": body})
         return
     assert isinstance(message, dict)
+    wake(run_id, message, context)
+
+
+def wake(run_id: str, message: dict[str, Any], context: LambdaContext, heals: str = "SQS retries it") -> None:
+    """Advance the run a wake names (a message of the wake queue, or the runner's event);
+    ``heals``: what brings a failed one back before the reconciler does."""
     rt = runtime()
     try:
         with rt.lend() if rt.config.wake_threads > 1 else nullcontext() as worker:
@@ -55,7 +61,7 @@ def _record(record: dict[str, Any], context: LambdaContext) -> None:
             )
     except Exception:
         PowertoolsObserver(logger, metrics).wake_failed(run_id)
-        logger.exception("wake failed; SQS retries it and the reconciler heals it", extra={"run_id": run_id})
+        logger.exception(f"wake failed; {heals} and the reconciler heals it", extra={"run_id": run_id})
         raise
     logger.debug("advanced", extra={"run_id": run_id, "outcome": outcome, "reason": message.get("reason")})
 

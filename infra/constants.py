@@ -12,6 +12,7 @@ from runtime.aws.contract import (
     CONSOLE_TIMEOUT_S,
     DLQ_RETENTION_DAYS,
     FETCH_TIMEOUT_S,
+    LAZY_CLIENT_SERVICES,
     LOG_RETENTION_DAYS,
     MAX_RECEIVES,
     QUEUE_TIMEOUT_S,
@@ -50,7 +51,7 @@ LUA_BUILD = "lua54"  # runtime/engine/sandbox.py imports lupa.lua54: the bundle 
 # The botocore models the bundle keeps: the handlers' clients (runtime.aws.runtime.Clients),
 # X-Ray, whose SDK makes a client for its sampling rules at import (outside Lambda's own
 # sampling), and STS, which credential providers may call.
-BOTOCORE_SERVICES = frozenset({*CLIENT_SERVICES, "xray", "sts"})
+BOTOCORE_SERVICES = frozenset({*CLIENT_SERVICES, *LAZY_CLIENT_SERVICES, "xray", "sts"})
 # What bundling installs: the lock file, or (tests) a list of plain requirements.
 BUNDLE_SOURCE: Path | list[str] = BUNDLE_LOCK
 

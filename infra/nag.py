@@ -42,8 +42,8 @@ VALUES_OBJECTS = (
 )
 CODE_OBJECTS = (
     "each code version a pinned run may need is one S3 object named by the version's hash, unknown "
-    "at deploy time; the wildcard is limited to the values bucket's code/ prefix: the worker reads, "
-    "the deploy gate reads and writes"
+    "at deploy time; the wildcard is limited to the values bucket's code/ prefix: the worker and the "
+    "runner read, the deploy gate reads and writes"
 )
 VALUES_ACCESS_LOGS = (
     "the values bucket is read and written only by this stack's functions, which log every run "

@@ -2,9 +2,11 @@
 defaults and checks. Each is documented in docs/operations.md.
 
 - ``alarmEmail``: an address subscribed to the alarm topic (no subscription without it).
-- ``fetchConcurrency``, ``workerConcurrency``, ``queueConcurrency``, ``consoleConcurrency``:
-  each function's reserved concurrency (a cap, and capacity kept for it); ``none`` leaves a
-  function unreserved, for an account whose concurrency quota is too small to reserve any.
+- ``fetchConcurrency``, ``workerConcurrency``, ``runnerConcurrency``, ``queueConcurrency``,
+  ``consoleConcurrency``: each function's reserved concurrency (a cap, and capacity kept for
+  it); ``none`` leaves a function unreserved, for an account whose concurrency quota is too
+  small to reserve any. The runner's cap bounds a burst of requests' hand-offs, apart from
+  the worker's wake queue.
 - ``wakeMaxConcurrency``: the wake queue's event source maximum concurrency (at most the
   worker's reserved concurrency less the reconciler's one, so SQS never drives the worker
   into throttling); ``queueMaxConcurrency``: the same for each handled user queue.
@@ -35,10 +37,11 @@ from typing import Any
 
 from constructs import Node
 
-# Defaults: 225 reserved executions in all, well inside the default account quota of 1,000
+# Defaults: 275 reserved executions in all, well inside the default account quota of 1,000
 # (Lambda keeps 100 unreserved). The worker advances runs; fetch answers HTTP (the API's
-# throttle, 100 requests/s at about 0.1 s each, needs far fewer); the console serves people.
-CONCURRENCY = {"Fetch": 100, "Worker": 100, "Queue": 20, "Console": 5}
+# throttle, 100 requests/s at about 0.1 s each, needs far fewer); the runner takes the runs
+# fetch hands off (at most one a request); the console serves people.
+CONCURRENCY = {"Fetch": 100, "Worker": 100, "Runner": 50, "Queue": 20, "Console": 5}
 WAKE_MAX_CONCURRENCY = 90  # the worker's 100 less headroom for reconcile and wakes in flight
 QUEUE_MAX_CONCURRENCY = 10
 # The reconciler re-sends a lost wake after a minute, then after pauses that double; a run

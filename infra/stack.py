@@ -23,7 +23,7 @@ from infra.capabilities.schedules import Schedules
 from infra.capabilities.values import ValuesBucket
 from infra.capabilities.wake import WakePath
 from infra.settings import Settings
-from runtime.aws.contract import RECONCILE_EVENT, Output
+from runtime.aws.contract import RECONCILE_EVENT, WARM_EVENT, Output
 from runtime.aws.invocation import too_long as steps_too_long
 from runtime.platform.describe import describe
 from runtime.store.dynamodb import INDEXES
@@ -102,9 +102,12 @@ class LunaflowStack(Stack):
             targets=[
                 targets.LambdaFunction(
                     self.functions.live["Worker"], event=events.RuleTargetInput.from_object(RECONCILE_EVENT)
-                )
+                ),
+                targets.LambdaFunction(
+                    self.functions.live["Runner"], event=events.RuleTargetInput.from_object(WARM_EVENT)
+                ),
             ],
-            description="Re-send wakes that waited over a minute (a lost message heals)",
+            description="Re-send wakes that waited over a minute (a lost message heals); keep a runner warm",
         )
         self.schedules.grant_console(self.functions.console)
         self.console = Console(

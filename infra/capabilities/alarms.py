@@ -53,8 +53,8 @@ class Alarms(Construct):
         self._any(
             "FailedWakes",
             metric(Metric.WAKE_FAILURES),
-            "The worker failed a wake (throttling, an error): SQS retries it and the reconciler heals "
-            "it; many in a row point at a cause to fix",
+            "The worker or the runner failed a wake (throttling, an error): SQS retries the worker's, "
+            "and the reconciler heals both; many in a row point at a cause to fix",
         )
         self._any(
             "StuckRuns",
@@ -75,6 +75,15 @@ class Alarms(Construct):
                 fn.metric_throttles(period=PERIOD),
                 f"Lambda throttled the {name} function: it reached its reserved concurrency (raise "
                 f"-c {name[0].lower()}{name[1:]}Concurrency) or the account's quota",
+            )
+        runner = functions.get("Runner")
+        if runner is not None:
+            self._any(
+                "RunnerEventsDropped",
+                runner.metric("AsyncEventsDropped", period=PERIOD, statistic="Sum"),
+                "Lambda dropped hand-offs to the runner (throttled for 15 minutes, or failed: it has no "
+                "retries); the reconciler re-sent their runs' wakes through the wake queue, a minute or "
+                "more late: raise -c runnerConcurrency if it recurs",
             )
         self._add(
             wake_queue.metric_approximate_age_of_oldest_message(

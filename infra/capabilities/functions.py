@@ -52,6 +52,12 @@ class Role:
 
 FETCH = Role("Fetch", Handler.FETCH, constants.FETCH_TIMEOUT_S, "HTTP API -> the project's fetch handler")
 WORKER = Role("Worker", Handler.WORKER, constants.WORKER_TIMEOUT_S, "advances runs from the wake queue")
+RUNNER = Role("Runner", Handler.RUNNER, constants.WORKER_TIMEOUT_S, "advances the runs a request handed off")
+# The runner's events (fetch's hand-offs, functions/runner.py): a failed activation is not
+# retried by Lambda (its wake-up is the reconciler's to re-send through the wake queue), and
+# an event throttled this long is dropped, the reconciler having re-sent it long before.
+RUNNER_RETRIES = 0
+RUNNER_EVENT_AGE_S = 15 * 60
 QUEUE = Role("Queue", Handler.QUEUE, constants.QUEUE_TIMEOUT_S, 'user queues -> on "queue" handlers')
 LIVE_ALIAS = "live"
 # Lambda's own START, END and REPORT lines (INFO) cost every invocation ~350 bytes of log
@@ -150,7 +156,9 @@ class Functions(Construct):
         self.tracing = tracing(settings)
         self.functions: dict[str, lambda_.Function] = {}
         self.live: dict[str, lambda_.Alias] = {}  # role name -> its ``live`` alias (project code only)
-        roles = (FETCH, WORKER, QUEUE, CONSOLE) if handled_queues else (FETCH, WORKER, CONSOLE)
+        roles = (
+            (FETCH, WORKER, RUNNER, QUEUE, CONSOLE) if handled_queues else (FETCH, WORKER, RUNNER, CONSOLE)
+        )
         for role in roles:
             fn = lambda_.Function(
                 self,
@@ -176,13 +184,22 @@ class Functions(Construct):
                 ),
             )
             self.functions[role.name] = fn
-            if role is not CONSOLE:
+            if role is RUNNER:
+                self.live[role.name] = lambda_.Alias(
+                    self,
+                    f"{role.name}Live",
+                    alias_name=LIVE_ALIAS,
+                    version=fn.current_version,
+                    retry_attempts=RUNNER_RETRIES,
+                    max_event_age=Duration.seconds(RUNNER_EVENT_AGE_S),
+                )
+            elif role is not CONSOLE:
                 self.live[role.name] = lambda_.Alias(
                     self, f"{role.name}Live", alias_name=LIVE_ALIAS, version=fn.current_version
                 )
             self._grant_store(fn, journal)
             values.grant(fn)
-            if role is WORKER:  # a run pinned to older code is advanced on that code, read here
+            if role in (WORKER, RUNNER):  # a run pinned to older code is advanced on that code, read here
                 fn.add_to_role_policy(
                     iam.PolicyStatement(
                         actions=["s3:GetObject"], resources=[values.bucket.arn_for_objects(f"{CODE_PREFIX}*")]
@@ -201,6 +218,15 @@ class Functions(Construct):
 
         self.fetch = self.functions[FETCH.name]
         self.worker = self.functions[WORKER.name]
+        self.runner = self.functions[RUNNER.name]
+        # Fetch hands the runs it began and did not finish to the runner's alias. Its ARN is
+        # the function's with the alias's name, not the alias's own reference: the alias
+        # waits on the deploy gate, which waits on fetch's new version.
+        runner_arn = f"{self.runner.function_arn}:{LIVE_ALIAS}"
+        self.fetch.add_environment(Env.RUNNER_ARN, runner_arn)
+        self.fetch.add_to_role_policy(
+            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[runner_arn])
+        )
         self.queue: lambda_.Function | None = self.functions.get(QUEUE.name)
         self.console = self.functions[CONSOLE.name]
         self.live[WORKER.name].add_event_source(
@@ -233,7 +259,7 @@ class Functions(Construct):
         # reads the queue's backlog.
         sends = ["sqs:SendMessage", "sqs:GetQueueAttributes"] if role is WORKER else ["sqs:SendMessage"]
         fn.add_to_role_policy(iam.PolicyStatement(actions=sends, resources=[wake.queue.queue_arn]))
-        if role not in (WORKER, FETCH):
+        if role not in (WORKER, RUNNER, FETCH):
             # A cancel drops the run's schedule; the worker and a request's eager activation
             # (AwsRuntime.eager, in fetch) park a run and set one.
             fn.add_to_role_policy(

@@ -34,6 +34,10 @@ class AwsConfig:
     # The fetch function advances the runs a request started or signalled for at most this
     # long (``AwsRuntime.fetch``); 0 hands every one to the worker.
     eager_ms: int = EAGER_MS
+    # The runner function's ``live`` alias: the fetch function hands the runs it began and did
+    # not finish to it with an asynchronous invocation, not a message on the wake queue
+    # (``AwsWaker.hand_off``). None: the wake queue, as every other wake.
+    runner_arn: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> AwsConfig:
@@ -65,6 +69,7 @@ class AwsConfig:
             wake_threads=_threads(env.get(Env.WAKE_THREADS)),
             stuck_after_s=_stuck_after(env.get(Env.STUCK_AFTER_S)),
             eager_ms=_eager_ms(env.get(Env.EAGER_MS)),
+            runner_arn=env.get(Env.RUNNER_ARN) or None,
         )
 
 

@@ -31,6 +31,7 @@ class Env(StrEnum):
     WAKE_THREADS = "LUNAFLOW_WAKE_THREADS"  # the worker: wakes of one batch advanced at once
     STUCK_AFTER_S = "LUNAFLOW_STUCK_AFTER_S"  # the reconciler: a run woken this long ago is stuck
     EAGER_MS = "LUNAFLOW_EAGER_MS"  # the fetch function: how long a request advances its runs
+    RUNNER_ARN = "LUNAFLOW_RUNNER_ARN"  # the fetch function: the runner's alias, which it invokes
 
 
 class Output(StrEnum):
@@ -77,6 +78,9 @@ class Metric(StrEnum):
 # The AWS services a Lambda handler makes clients for (runtime.aws.runtime.Clients); the
 # bundle keeps botocore's models of these alone.
 CLIENT_SERVICES = ("dynamodb", "sqs", "scheduler", "secretsmanager", "s3", "rds-data")
+# Made on first use, not at a cold start: only the fetch function calls it (its hand-offs to
+# the runner, runtime.aws.wake.AwsWaker.hand_off).
+LAZY_CLIENT_SERVICES = ("lambda",)
 
 LOG_RETENTION_DAYS = 30  # every function's and the API's log group
 
@@ -87,6 +91,7 @@ class Handler(StrEnum):
 
     FETCH = "functions.fetch.handler"
     WORKER = "functions.worker.handler"
+    RUNNER = "functions.runner.handler"
     QUEUE = "functions.queue.handler"
     CONSOLE = "functions.console.handler"
     GATE = "functions.gate.handler"
@@ -119,6 +124,9 @@ MAX_RECEIVES = 5  # deliveries of a wake before it goes to its dead-letter queue
 DLQ_RETENTION_DAYS = 14
 RECONCILE_MINUTES = 1
 RECONCILE_EVENT = {"lunaflow": "reconcile"}  # what the reconcile rule sends the worker
+# What the same rule sends the runner: it builds its runtime (the project's code loaded) and
+# returns, so one container stays warm as the worker's does, for a hand-off at low traffic.
+WARM_EVENT = {"lunaflow": "warm"}
 
 
 def user_queue_visibility_s(retry_delay_s: float) -> int:

@@ -50,6 +50,11 @@ class Names:
         return f"lunaflow-{self.suffix}-wake"
 
     @property
+    def runner_events(self) -> str:
+        """The queue standing for Lambda's event queue of the runner (``runtime.aws.runner_events``)."""
+        return f"lunaflow-{self.suffix}-runner-events"
+
+    @property
     def group(self) -> str:
         return f"lunaflow-{self.suffix}-timers"
 
@@ -130,6 +135,19 @@ def create(clients: Any, names: Names, project: Path, queues: Mapping[str, Queue
         queue_urls=queue_urls,
         secrets_prefix=names.secrets_prefix,
     )
+
+
+def runner_events_queue(sqs: Any, names: Names) -> str:
+    """Make (or find) the queue the harness plays the runner's asynchronous invocations on."""
+    return _queue(sqs, names.runner_events, {"VisibilityTimeout": str(WAKE_VISIBILITY_S)})[0]
+
+
+def remove_queue(sqs: Any, url: str) -> None:
+    try:
+        sqs.delete_queue(QueueUrl=url)
+    except ClientError as e:
+        if error_code(e) not in ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"):
+            raise
 
 
 def _location(s3: Any) -> dict[str, Any]:

@@ -62,6 +62,7 @@ from runtime.aws.dataapi import SqliteDataApi
 from runtime.aws.events import LambdaContext, http_event, sqs_event
 from runtime.aws.motoserver import CLOCK_HEADER, MotoServer, at_ms
 from runtime.aws.pgdataapi import PgDataApi
+from runtime.aws.runner_events import RunnerEvents, runner_arn
 from runtime.aws.runtime import AwsRuntime, Clients
 from runtime.core.clock import Clock, now_ms
 from runtime.engine.schedules import Schedule, iso
@@ -106,14 +107,20 @@ class AwsPlatform(Harness):
         cache_size: int = 256,
         clock: Clock | None = None,
         workers: int = 1,
+        runner: bool = True,
     ) -> None:
         """``endpoint_url``: a server started by ``runtime.aws.motoserver`` (default: one per
         Python process, started on first use). ``data_dir`` keeps the deployment's names, so
         a harness opened again on it (and the same server) reaches the same resources.
         ``workers``: how many wakes of one SQS batch the worker function advances at once
-        (``LUNAFLOW_WAKE_THREADS``; the stack deploys 10), each on a Lua state of its own."""
+        (``LUNAFLOW_WAKE_THREADS``; the stack deploys 10), each on a Lua state of its own.
+        ``runner``: the fetch function hands the runs it does not finish to the runner, as the
+        stack deploys it (``runtime.aws.runner_events``); False: to the wake queue, as a stack
+        from before it did."""
         super().__init__(clock)
         self.workers = check_workers(workers)
+        self.runner = runner
+        self.runner_events: RunnerEvents | None = None
         self.project = Path(project)
         self.region = region
         self.strict = strict
@@ -159,6 +166,13 @@ class AwsPlatform(Harness):
         needs = describe(project)
         self._handled_queues = sorted(needs.queues)
         config = deployment.create(self.clients, self.names, project, needs.queue_settings)
+        if self.runner:
+            arn = runner_arn(self.region, self.names.suffix)
+            url = deployment.runner_events_queue(self.clients.sqs, self.names)
+            # A client of its own: these requests are Lambda's, not the functions' own.
+            self.runner_events = RunnerEvents(self.client("sqs"), url, arn)
+            self.clients = replace(self.clients, lambda_=self.runner_events)
+            config = replace(config, runner_arn=arn)
         deployment.sync_schedules(self.clients, config, needs.schedules)
         if needs.databases:  # Aurora's Data API, answered over SQLite files (moto runs no SQL)
             config = replace(
@@ -295,6 +309,24 @@ class AwsPlatform(Harness):
                 ) from crashed
         return len(got)
 
+    def deliver_hand_offs(self, rt: AwsRuntime | None = None) -> int:
+        """Lambda's asynchronous invocations of the runner: each queued hand-off to the
+        runner's handler, an invocation each, gone whatever its outcome (no retries: the
+        reconciler heals a failed one). Returns how many were delivered."""
+        if self.runner_events is None:
+            return 0
+        events = self.runner_events.take()
+        for event in events:
+            try:
+                self.invoke(Handler.RUNNER, event, self.worker_timeout_s, rt)
+            except Exception as e:
+                if self.strict:
+                    raise WakeFailed(
+                        f"the runner failed the hand-off of run {str(event.get('run_id'))!r}: {e}; "
+                        "AwsPlatform(strict=False) leaves failed hand-offs to the reconciler instead"
+                    ) from e
+        return len(events)
+
     def _delivery_errors(self, rt: AwsRuntime, message_ids: set[str]) -> list[str]:
         """The errors the queue function logged for these messages (not their handlers' own)."""
         return [
@@ -364,7 +396,8 @@ class AwsPlatform(Harness):
             self.reconcile()
             self.delete_expired_items()
         for _ in range(MAX_ROUNDS):
-            done = self._due_schedules() + self.deliver(
+            done = self._due_schedules() + self.deliver_hand_offs()
+            done += self.deliver(
                 self.config.wake_queue_url, self.config.wake_queue_arn, Handler.WORKER, self.worker_timeout_s
             )
             for name in self._handled_queues:
@@ -417,6 +450,8 @@ class AwsPlatform(Harness):
 
     def _next(self) -> dict[str, Any]:
         queues = [self.names.wake_queue] + [_name_of(self.config.queue_urls[q]) for q in self._handled_queues]
+        if self.runner_events is not None:
+            queues.append(self.names.runner_events)
         url = (
             f"{self.endpoint}/_lunaflow/next?region={self.region}&group={self.config.scheduler_group}"
             f"&queues={','.join(queues)}&now={now_ms(self._clock)}"
@@ -487,6 +522,8 @@ class AwsPlatform(Harness):
             self.databases.close()
         if self._own_dir:
             deployment.remove(self.clients, self.config)
+            if self.runner_events is not None:
+                deployment.remove_queue(self.clients.sqs, self.runner_events.queue_url)
             pgserver.discard(self.data_dir / "db")
             shutil.rmtree(self.data_dir, ignore_errors=True)
 

@@ -18,10 +18,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from runtime.aws.config import AwsConfig
-from runtime.aws.contract import CLIENT_SERVICES, FETCH_TIMEOUT_S, WORKER_TIMEOUT_S
+from runtime.aws.contract import CLIENT_SERVICES, FETCH_TIMEOUT_S, LAZY_CLIENT_SERVICES, WORKER_TIMEOUT_S
 from runtime.aws.database import DataApiDatabases
 from runtime.aws.invocation import LONGEST_STEP_MS, SAFETY_S, SAVE_S
 from runtime.aws.secrets import SecretsManagerSecrets
@@ -44,6 +45,10 @@ from runtime.store.dynamodb import DynamoDBStore
 
 log = logging.getLogger("lunaflow.aws")
 
+# A hand-off's invocation (fetch -> the runner) is answered once Lambda has queued the event:
+# one slow or throttled is better given up within seconds for the wake queue (the fallback)
+# than retried with botocore's defaults (5 attempts, 60 s timeouts) inside the request's 29 s.
+HAND_OFF_CLIENT = Config(retries={"mode": "standard", "max_attempts": 2}, connect_timeout=2, read_timeout=3)
 LEASE_MS = 30_000  # a run's lease lasts this long past its last renewal
 RENEW_S = 10.0  # a working invocation renews its lease this often: a dead one frees the run within 30 s
 BUSY_FIRST_S = 10  # a wake that found the run busy comes back after this, doubling each time
@@ -76,12 +81,14 @@ class Clients:
     secretsmanager: Any
     s3: Any = None
     rds_data: Any = None
+    lambda_: Any = None  # the runner's invocations (None: every wake goes to the wake queue)
 
     @classmethod
     def from_botocore(cls, session: Any) -> Clients:
         """From a botocore session (the Lambda handlers: no boto3 import)."""
-        made = {name: session.create_client(name) for name in CLIENT_SERVICES}
-        return cls(**{name.replace("-", "_"): client for name, client in made.items()})
+        made: dict[str, Any] = {name: session.create_client(name) for name in CLIENT_SERVICES}
+        made.update({name: LazyClient(session, name, HAND_OFF_CLIENT) for name in LAZY_CLIENT_SERVICES})
+        return cls(**{_field(name): client for name, client in made.items()})
 
     @classmethod
     def from_session(cls, session: Any) -> Clients:
@@ -93,6 +100,27 @@ class Clients:
             s3=session.client("s3"),
             rds_data=session.client("rds-data"),
         )
+
+
+def _field(service: str) -> str:
+    """The ``Clients`` field of a botocore service name (``lambda`` is a Python keyword)."""
+    return "lambda_" if service == "lambda" else service.replace("-", "_")
+
+
+class LazyClient:
+    """A botocore client made on its first call: loading a service's model and making its
+    client is tens of milliseconds of a cold start, spent only by a container that calls it."""
+
+    def __init__(self, session: Any, service: str, config: Config | None = None) -> None:
+        self._session, self._service, self._config = session, service, config
+        self._made: Any = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        with self._lock:
+            if self._made is None:
+                self._made = self._session.create_client(self._service, config=self._config)
+        return getattr(self._made, name)
 
 
 class AwsRuntime:
@@ -145,6 +173,8 @@ class AwsRuntime:
             group=config.scheduler_group,
             role_arn=config.scheduler_role_arn,
             ledger=self.store,
+            invoker=clients.lambda_ if config.runner_arn else None,
+            runner_arn=config.runner_arn,
         )
         for client in (clients.dynamodb, clients.sqs, clients.rds_data):
             events = getattr(getattr(client, "meta", None), "events", None)
@@ -397,6 +427,15 @@ class AwsRuntime:
     def _eager(self, run_ids: list[str], remaining_ms: int | None) -> None:
         started = time.monotonic()
         left_ms = FETCH_TIMEOUT_S * 1000 if remaining_ms is None else remaining_ms
+        unfinished: list[str] = []
+        try:
+            self._advance_eagerly(run_ids, started, left_ms, unfinished)
+        finally:
+            self.waker.hand_off(unfinished)
+
+    def _advance_eagerly(self, run_ids: list[str], started: float, left_ms: int, left: list[str]) -> None:
+        """Each run in turn, for what is left of the budget; ``left`` collects the runs not
+        finished (handed off after the last)."""
         for run_id in dict.fromkeys(run_ids):
             spent_ms = int((time.monotonic() - started) * 1000)
             budget_ms = min(self.eager_ms - spent_ms, left_ms - spent_ms - EAGER_SPARE_MS)
@@ -414,7 +453,7 @@ class AwsRuntime:
                         f"advancing run '{run_id}' eagerly failed: {e}", traceback.format_exc(), run=run_id
                     )
             if not done:
-                self.waker.prompt(run_id)
+                left.append(run_id)
 
     def eager(self, run_id: str, budget_ms: int, left_ms: int) -> bool:
         """Advance the run with no lease, writing only a park or an end reached with no effect
@@ -468,8 +507,14 @@ class AwsRuntime:
                     self.store.release_lease(run_id, self.owner)
                 except (ClientError, BotoCoreError):
                     log.warning("dropping run %s's lease failed; it lapses in 30 s", run_id, exc_info=True)
+            # The run itself, saved at its time's end, goes to the runner; what it woke (a
+            # child it started, a parent its end wakes) to the wake queue, where a batch
+            # takes a parent's many wakes on one thread instead of one invocation each.
             for other in dict.fromkeys(woken):
-                self.waker.prompt(other)
+                if other == run_id:
+                    self.waker.hand_off([other])
+                else:
+                    self.waker.prompt(other)
         executor = self.platform.used_worker().executor
         # Parked or ended; or saved and woken by it (its time's end, a conflict); else the
         # worker's.

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from runtime.aws.contract import TIMER_PREFIX
 from runtime.core.clock import Clock, now_ms
@@ -31,8 +32,12 @@ from runtime.engine.wake import TimerPlan
 from runtime.store.base import UNCHANGED, Unchanged
 from runtime.store.items import error_code
 
+log = logging.getLogger("lunaflow.aws")
+
 MAX_SQS_DELAY_S = 900
 SCHEDULE = "schedule"
+HAND_OFF = "hand-off"  # a wake's reason: a run the fetch function began, sent to the runner
+RUNNER_PER_REQUEST = 2  # runs one request hands to the runner; the rest go to the wake queue
 
 
 class TimerLedger(Protocol):
@@ -49,7 +54,7 @@ def schedule_name(run_id: str) -> str:
 
 
 def wake_message(run_id: str, reason: str, due_ms: int | None = None, tries: int | None = None) -> str:
-    """A wake's body: the run, why (``wake``, ``timer``, ``busy``), a timer's due time, and
+    """A wake's body: the run, why (``wake``, ``timer``, ``busy``, ``hand-off``), a timer's due time, and
     for a wake that found the run busy, how many times it has."""
     body: dict[str, Any] = {"run_id": run_id, "reason": reason}
     if due_ms is not None:
@@ -75,8 +80,15 @@ class AwsWaker:
         group: str,
         role_arn: str,
         ledger: TimerLedger,
+        invoker: Any = None,
+        runner_arn: str | None = None,
     ) -> None:
+        """``invoker``: a Lambda client, and ``runner_arn`` the runner's alias it invokes with a
+        run the fetch function began and did not finish (``hand_off``); without them such a
+        run goes to the wake queue as any other."""
         self._sqs = sqs
+        self._invoker = invoker
+        self.runner_arn = runner_arn if invoker is not None else None
         self._scheduler = scheduler
         self._clock = clock
         self._ledger = ledger
@@ -116,6 +128,50 @@ class AwsWaker:
             yield held
         finally:
             self._sent.held = outer
+
+    def hand_off(self, run_ids: Sequence[str]) -> None:
+        """Wake the runs a request began and did not finish: the first ``RUNNER_PER_REQUEST``
+        each with an asynchronous invocation of the runner (one request, where the wake
+        queue's send, receive and delete are three), the rest on the wake queue ten to a
+        request (a request that leaves many runs would otherwise wait on an invocation each,
+        and take the runner's concurrency from other requests' runs). Without a runner, or
+        when Lambda refuses an invocation, the wake queue. Each run's wake-up is recorded
+        before this, so a lost invocation (an event Lambda dropped, a failed activation) is
+        the reconciler's to re-send, as a lost message is. Inside ``holding``, collected as
+        ``prompt`` collects."""
+        if not run_ids:
+            return
+        held: list[str] | None = getattr(self._sent, "held", None)
+        if held is not None:
+            held.extend(run_ids)
+            return
+        direct = [] if self.runner_arn is None else list(run_ids[:RUNNER_PER_REQUEST])
+        queued = list(run_ids[len(direct) :])
+        queued += [run_id for run_id in direct if not self._invoke(run_id)]
+        if len(queued) == 1:
+            self.send(wake_message(queued[0], "wake"))
+        elif queued:
+            self.prompt_many(queued)
+
+    def _invoke(self, run_id: str) -> bool:
+        try:
+            self._invoker.invoke(
+                FunctionName=self.runner_arn,
+                InvocationType="Event",
+                Payload=wake_message(run_id, HAND_OFF).encode("utf-8"),
+            )
+        except (ClientError, BotoCoreError) as e:
+            # Sent or not (a timeout may hide a success), the wake queue takes it: a second
+            # activation finds the run's lease taken or its wake served.
+            log.warning(
+                "handing run '%s' to the runner (%s) failed (%s); it goes to the wake queue instead",
+                run_id,
+                self.runner_arn,
+                e,
+            )
+            return False
+        self._count(1)
+        return True
 
     def send(self, body: str, delay_s: int = 0) -> None:
         self._count(1)

@@ -47,6 +47,7 @@ FULL = {
     "LUNAFLOW_DATABASE_ARN": "arn:aws:rds:eu-west-1:123456789012:cluster:db",
     "LUNAFLOW_DATABASE_SECRET_ARN": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:db",
     "LUNAFLOW_DATABASE_NAME": "postgres",
+    "LUNAFLOW_RUNNER_ARN": "arn:aws:lambda:eu-west-1:123456789012:function:lunaflow-prod-runner:live",
 }
 
 
@@ -64,6 +65,7 @@ def test_every_setting_is_read_from_its_variable() -> None:
     assert config.database_resource_arn == FULL["LUNAFLOW_DATABASE_ARN"]
     assert config.database_secret_arn == FULL["LUNAFLOW_DATABASE_SECRET_ARN"]
     assert config.database_name == "postgres"
+    assert config.runner_arn == FULL["LUNAFLOW_RUNNER_ARN"]
 
 
 def test_optional_settings_have_defaults() -> None:
@@ -72,6 +74,7 @@ def test_optional_settings_have_defaults() -> None:
     assert config.queue_urls == {}
     assert config.secrets_prefix == ""
     assert config.database_resource_arn is None and config.database_secret_arn is None
+    assert config.runner_arn is None  # no runner: hand-offs take the wake queue
 
 
 @pytest.mark.parametrize("name", REQUIRED)
@@ -105,7 +108,7 @@ def test_importing_the_handler_modules_reads_no_configuration() -> None:
         env = Recording(os.environ._data, os.environ.encodekey, os.environ.decodekey,
                         os.environ.encodevalue, os.environ.decodevalue)
         os.environ = env
-        import functions.fetch, functions.worker, functions.queue
+        import functions.fetch, functions.worker, functions.runner, functions.queue
         import functions._runtime as container
         assert container._runtime is None, "a runtime was built at import"
         print("READS", reads)
@@ -176,3 +179,45 @@ def test_a_bad_eager_time_is_refused_naming_the_variable_and_the_setting(value: 
 def test_the_eager_time_is_read_from_its_variable() -> None:
     assert AwsConfig.from_env({**FULL, "LUNAFLOW_EAGER_MS": "0"}).eager_ms == 0
     assert AwsConfig.from_env({**FULL, "LUNAFLOW_EAGER_MS": "2500"}).eager_ms == 2500
+
+
+def test_the_lambda_client_is_made_on_its_first_call_not_at_a_cold_start() -> None:
+    """Only fetch calls Lambda (its hand-offs to the runner): the other functions' cold starts
+    do not load its model or make its client."""
+    import botocore.session
+
+    from runtime.aws.runtime import Clients, LazyClient
+
+    session = botocore.session.get_session()
+    session.set_config_variable("region", "eu-west-1")
+    clients = Clients.from_botocore(session)
+    assert isinstance(clients.lambda_, LazyClient) and clients.lambda_._made is None
+    assert clients.lambda_.meta.service_model.service_name == "lambda"  # made now
+    assert clients.lambda_._made is not None
+
+
+def test_the_lazy_client_is_made_once_when_two_threads_call_it_first() -> None:
+    import threading
+
+    from runtime.aws.runtime import LazyClient
+
+    made: list[object] = []
+    gate = threading.Barrier(2)
+
+    class Session:  # botocore's session, as far as LazyClient uses it
+        def create_client(self, service: str, config: object = None) -> object:
+            made.append(service)
+            return type("Client", (), {"invoke": lambda self, **_: {"StatusCode": 202}})()
+
+    lazy = LazyClient(Session(), "lambda")
+
+    def call() -> None:
+        gate.wait()
+        lazy.invoke(FunctionName="f", InvocationType="Event", Payload=b"{}")
+
+    threads = [threading.Thread(target=call) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert made == ["lambda"]

@@ -52,14 +52,18 @@ def post(
 
 
 def queued(p: AwsPlatform) -> int:
-    """Wake messages waiting for the worker."""
-    attributes = p.clients.sqs.get_queue_attributes(
-        QueueUrl=p.config.wake_queue_url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"],
-    )["Attributes"]
-    return int(attributes["ApproximateNumberOfMessages"]) + int(
-        attributes["ApproximateNumberOfMessagesDelayed"]
-    )
+    """Wakes waiting for a worker: messages on the wake queue, and the runs a request handed
+    to the runner (Lambda's event queue, as the harness plays it)."""
+    urls = [p.config.wake_queue_url] + ([p.runner_events.queue_url] if p.runner_events else [])
+    waiting = 0
+    for url in urls:
+        attributes = p.clients.sqs.get_queue_attributes(
+            QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"]
+        )["Attributes"]
+        waiting += int(attributes["ApproximateNumberOfMessages"]) + int(
+            attributes["ApproximateNumberOfMessagesDelayed"]
+        )
+    return waiting
 
 
 def kinds(p: AwsPlatform, run_id: str) -> list[str]:
@@ -369,21 +373,22 @@ def test_a_retried_lease_write_refused_after_its_first_try_committed_is_dropped(
 def test_the_worker_is_woken_only_after_the_request_dropped_its_lease(
     p: AwsPlatform, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """ "mixed": the request runs step a and wakes the run for step b. A worker that gets the
-    message at once finds the run free (before, the wake went out while the request still
+    """ "mixed": the request runs step a and hands the run off for step b. A runner invoked at
+    once finds the run free (before, the wake went out while the request still
     held the lease: the worker was told "busy" and came back 10 s later)."""
     post(p, "/start/mixed/m-2", {})
     worker = p.container(PROJECT, owner="worker-2")
-    waker = p.runtime.waker
-    original = waker.send
+    assert p.runner_events is not None
+    original = p.runner_events.invoke
     answers: list[str] = []
 
-    def send(body: str, delay_s: int = 0) -> None:
-        original(body, delay_s)
-        if '"m-2"' in body and not answers:
-            answers.append(worker.advance("m-2"))  # SQS to the worker, delivered at once
+    def invoke(**request: Any) -> dict[str, Any]:
+        answer = original(**request)
+        if '"m-2"' in str(request["Payload"]) and not answers:
+            answers.append(worker.advance("m-2"))  # the runner, invoked at once
+        return answer
 
-    monkeypatch.setattr(waker, "send", send)
+    monkeypatch.setattr(p.runner_events, "invoke", invoke)
     post(p, "/signal/mixed/m-2/go", {"n": 3})
     assert answers == ["done"]
     assert p.get("m-2").result == {"a": 3, "b": 30}

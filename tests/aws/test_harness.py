@@ -82,7 +82,7 @@ def test_requests_and_wakes_reach_the_handlers_by_the_names_the_stack_configures
 
     with AwsPlatform(LIMITS, objects=gate) as p:
         assert p.fetch("POST", "/hold/h1").status_code == 202
-        assert seen == [[Handler.WORKER]]
+        assert seen == [[Handler.RUNNER]]  # the request handed the step off to the runner
         assert p.fetch("GET", "/nowhere").status_code == 404
 
 

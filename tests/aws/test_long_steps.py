@@ -142,12 +142,12 @@ def test_the_worker_gives_a_step_until_the_invocation_ends_less_the_time_to_save
     assert LONGEST_STEP_MS == 14 * 60_000 < (900 - SAFETY_S) * 1000
 
 
-def test_the_fetch_function_hands_a_started_run_to_the_worker(p: AwsPlatform, gate: Gate) -> None:
-    """A route that starts a run answers at once; the step body runs in a worker invocation,
-    never inside the fetch function's 29 s."""
+def test_the_fetch_function_hands_a_started_run_to_the_runner(p: AwsPlatform, gate: Gate) -> None:
+    """A route that starts a run answers at once; the step body runs in the runner's
+    invocation (the worker's code, its 900 s), never inside the fetch function's 29 s."""
     response = p.fetch("POST", "/hold/f1")
     assert response.status_code == 202
-    assert [functions for _, functions in gate.calls] == [[Handler.WORKER]]
+    assert [functions for _, functions in gate.calls] == [[Handler.RUNNER]]
 
 
 # --- leases: heartbeats, dead invocations, busy wakes --------------------------------------

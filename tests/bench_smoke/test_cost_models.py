@@ -121,6 +121,18 @@ def test_batched_wakes_lower_lunaflows_invocations_not_its_writes() -> None:
     assert ten["DynamoDB writes"] == one["DynamoDB writes"]
 
 
+def test_a_hand_off_to_the_runner_is_an_invocation_with_no_queue_requests() -> None:
+    """A wake the runner takes (an asynchronous invocation) pays its invocation, and none of
+    the wake queue's send, receive and delete; under load it is not batched."""
+    table = prices.apply([])
+    queued, direct = _sale(wakes=2).lines(table), _sale(wakes=2, direct=1).lines(table)
+    assert queued["SQS requests"] - direct["SQS requests"] == pytest.approx(2 * 0.4e-6)  # receive, delete
+    assert direct["Lambda requests"] == queued["Lambda requests"]
+    loaded = _sale(wakes=20, direct=10, batch=10).lines(table)
+    # The queue's ten wakes in one invocation, the runner's ten in ten, and the two requests.
+    assert loaded["Lambda requests"] == pytest.approx((1 + 10 + 2) * 0.2e-6)
+
+
 def test_a_scheduler_fire_is_charged_with_its_sqs_delivery() -> None:
     table = prices.apply([])
     fired, not_fired = _sale(fired=1).lines(table), _sale().lines(table)
@@ -166,6 +178,10 @@ def test_the_bench_measures_a_small_fan_out_and_prints_the_floor_beside_it() -> 
         if "with its hand-offs:" in line
     ]
     assert handed == ["1", "3", "2"], handed
+    # Each a hand-off to the runner: the fan-out's wakes pay no queue requests.
+    fanout = text.split("fan-out: 2 parked runs", 1)[1]
+    sqs = next(line for line in fanout.splitlines() if line.strip().startswith("SQS requests"))
+    assert sqs.split()[3] == "0.00", sqs
     assert cost_models.__doc__ and "The floor" in cost_models.__doc__
     # Retention: each workload's runs are deleted at their expiry and charged for it, with the
     # same workload's runs kept for ever printed beside it, cheaper by the deletes.

@@ -30,6 +30,7 @@ def test_project_code_serves_through_a_live_alias_on_a_published_version(auction
     assert set(aliases) == {
         "Fetch",
         "Worker",
+        "Runner",
     }  # the auction handles no queue; the console runs no project code
     functions = auction.functions()
     for name, (_, props) in aliases.items():
@@ -73,7 +74,7 @@ def test_whatever_invokes_project_code_invokes_the_alias(auction: Synth) -> None
     [integration] = auction.of_type("AWS::ApiGatewayV2::Integration").values()
     assert integration["IntegrationUri"] == aliases["Fetch"]
     targets = [t for rule in auction.of_type("AWS::Events::Rule").values() for t in rule.get("Targets", [])]
-    assert [t["Arn"] for t in targets] == [aliases["Worker"]]
+    assert [t["Arn"] for t in targets] == [aliases["Worker"], aliases["Runner"]]
     functions = auction.functions()
     invoked = {p["FunctionName"] for p in auction.of_type("AWS::Lambda::Permission").values()}
     assert (

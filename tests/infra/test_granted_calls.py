@@ -59,6 +59,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ROLES = {
     Handler.FETCH: "Fetch",
     Handler.WORKER: "Worker",
+    Handler.RUNNER: "Runner",
     Handler.QUEUE: "Queue",
     Handler.CONSOLE: "Console",
     Handler.GATE: "Gate",
@@ -110,6 +111,8 @@ class Resources:
             str(s.name): f"<GetAtt:{synth.id(s)}.Arn>" for s in stack.schedules.schedules.values()
         }
         self.scheduler_role = (p.config.scheduler_role_arn, f"<GetAtt:{synth.id(stack.wake.role)}.Arn>")
+        # Fetch invokes the runner's alias, which the stack names as the function's ARN and ":live".
+        self.runner = (p.config.runner_arn, f"<GetAtt:{synth.id(stack.functions.runner)}.Arn>:live")
         self._stack = stack
 
     def table_arn(self, name: str, index: str | None = None) -> str:
@@ -132,6 +135,9 @@ class Resources:
             service="scheduler", resource="schedule", resource_name=f"{self.group[1]}/{name}"
         )
         return str(render(self._stack.resolve(arn)))
+
+    def function_arn(self, arn: str) -> str:
+        return self.runner[1] if arn == self.runner[0] else f"<another function: {arn}>"
 
     def role_arn(self, arn: str) -> str:
         return self.scheduler_role[1] if arn == self.scheduler_role[0] else f"<another role: {arn}>"
@@ -188,6 +194,7 @@ class Recorder:
                     self.note(calls_of(service, model.name, params, self.names))
 
             getattr(clients, service).meta.events.register(f"before-parameter-build.{service}", note)
+        self._lambda(clients.lambda_)
         api = clients.rds_data
         if api is None or getattr(api, "_recorded", False):
             return
@@ -195,6 +202,20 @@ class Recorder:
             if hasattr(api, method):
                 setattr(api, method, self._data_api(getattr(api, method), action))
         api._recorded = True
+
+    def _lambda(self, invoker: Any) -> None:
+        """The harness's Lambda stand-in (``runtime.aws.runner_events``): an invocation of
+        the runner is ``lambda:InvokeFunction`` on the alias it names."""
+        if invoker is None or getattr(invoker, "_recorded", False):
+            return
+        real = invoker.invoke
+
+        def invoke(**request: Any) -> Any:
+            self.note({("lambda:InvokeFunction", self.names.function_arn(request["FunctionName"]))})
+            return real(**request)
+
+        invoker.invoke = invoke
+        invoker._recorded = True
 
     def _data_api(self, real: Callable[..., Any], action: str) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -257,6 +278,7 @@ def _harness_env(config: AwsConfig) -> dict[str, str]:
         Env.DATABASE_ARN: config.database_resource_arn or "",
         Env.DATABASE_SECRET_ARN: config.database_secret_arn or "",
         Env.DATABASE_NAME: config.database_name or "",
+        Env.RUNNER_ARN: config.runner_arn or "",
     }
 
 
@@ -405,7 +427,9 @@ def test_the_queue_functions_calls_are_granted(queue_project: Synth) -> None:
 
     calls = run(ROOT / "tests" / "projects" / "infra_queue", queue_project, workload)
     assert {"sqs:SendMessage", "sqs:ChangeMessageVisibility"} <= calls.actions("Queue")
-    assert "secretsmanager:GetSecretValue" in calls.actions("Worker")
+    # The run's step, handed off by the request that started it, reads it in the runner.
+    assert "secretsmanager:GetSecretValue" in calls.actions("Runner")
+    assert "lambda:InvokeFunction" in calls.actions("Fetch")
     check(queue_project, calls.made)
 
 

@@ -46,6 +46,7 @@ DATA_API = {
 SECRETS = {"secretsmanager:GetSecretValue", "secretsmanager:UpdateSecretVersionStage"}
 CANCEL = {"scheduler:DeleteSchedule"}
 TIMERS = {"scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule", "iam:PassRole"}
+HAND_OFF = {"lambda:InvokeFunction"}  # fetch -> the runner (runtime.aws.wake.AwsWaker.hand_off)
 
 
 def alarms(synth: Synth) -> dict[str, dict[str, Any]]:
@@ -271,17 +272,17 @@ def test_the_queue_function_exists_only_when_the_project_handles_a_queue(
     auction: Synth, queue_project: Synth
 ) -> None:
     """examples/auction has no on "queue" handler: no queue function to pay for or patch."""
-    assert set(auction.functions()) == {"Fetch", "Worker", "Console"}
+    assert set(auction.functions()) == {"Fetch", "Worker", "Runner", "Console"}
     assert auction.stack.functions.queue is None
-    assert set(queue_project.functions()) == {"Fetch", "Worker", "Queue", "Console"}
+    assert set(queue_project.functions()) == {"Fetch", "Worker", "Runner", "Queue", "Console"}
 
 
 def test_each_function_has_exactly_the_actions_its_handler_reaches(
     auction: Synth, queue_project: Synth
 ) -> None:
     """Read from the code paths: every handler runs the store (STORE, VALUES) and wakes runs;
-    the worker and fetch (a request's eager activation) park runs (TIMERS); only the worker
-    reads the wake queue's backlog; a cancel from
+    the worker, the runner and fetch (a request's eager activation) park runs (TIMERS); only
+    the worker reads the wake queue's backlog; only fetch invokes the runner (HAND_OFF); a cancel from
     anywhere drops a schedule; project code (fetch, worker, queue) reaches secrets, user
     queues and the Data API; the console none of those, but reads, pauses and resumes the
     declared schedules where there are some (the auction's unpaid-report). No Scan, no
@@ -290,15 +291,17 @@ def test_each_function_has_exactly_the_actions_its_handler_reaches(
     db = DATA_API | {"secretsmanager:GetSecretValue"}
     declared_schedules = {"scheduler:GetSchedule", "scheduler:UpdateSchedule", "iam:PassRole"}
     expected_auction = {
-        "Fetch": STORE | VALUES | send | TIMERS | db,
+        "Fetch": STORE | VALUES | send | TIMERS | db | HAND_OFF,
         "Worker": STORE | VALUES | send | TIMERS | CONSUME | db,
+        "Runner": STORE | VALUES | send | TIMERS | db,
         "Console": STORE | VALUES | send | CANCEL | declared_schedules,
     }
     for name, fn in auction.functions().items():
         assert actions(auction, fn) == expected_auction[name], name
     expected_queue = {
-        "Fetch": STORE | VALUES | send | TIMERS | SECRETS,
+        "Fetch": STORE | VALUES | send | TIMERS | SECRETS | HAND_OFF,
         "Worker": STORE | VALUES | send | TIMERS | CONSUME | SECRETS,
+        "Runner": STORE | VALUES | send | TIMERS | SECRETS,
         "Queue": STORE | VALUES | send | CANCEL | SECRETS | CONSUME,
         "Console": STORE | VALUES | send | CANCEL,
     }

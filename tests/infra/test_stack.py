@@ -22,7 +22,7 @@ from conftest import QUEUE_PROJECT, TINY_REQUIREMENTS, Synth, as_list, render
 from infra import constants
 from infra.app import build
 from runtime.aws.config import AwsConfig
-from runtime.aws.contract import LOG_RETENTION_DAYS, NAMESPACE, Metric
+from runtime.aws.contract import LOG_RETENTION_DAYS, NAMESPACE, WARM_EVENT, Metric
 from runtime.aws.wake import AwsWaker
 from runtime.core.clock import FakeClock
 from runtime.core.journal import Status
@@ -56,6 +56,11 @@ def live(synth: Synth, role: str) -> str:
 def live_name(synth: Synth, role: str) -> str:
     """The alias as an event source mapping names it: <function name>:live."""
     return f"{{'Fn::Select': [6, {{'Fn::Split': [':', '{live(synth, role)}']}}]}}:live"
+
+
+def runner_live(synth: Synth, ids: Ids) -> str:
+    """The runner's ``live`` alias as fetch names it: the function's ARN and the alias."""
+    return f"<GetAtt:{ids.functions['Runner']}.Arn>:live"
 
 
 def environment(synth: Synth, function_id: str) -> dict[str, str]:
@@ -95,7 +100,7 @@ def test_every_function_runs_python_312_on_arm64(auction: Synth, ids: Ids) -> No
     """The bundle holds lupa's aarch64 cp312 wheel: every function must be arm64 + python3.12,
     with its handler in the bundle's functions/ package (no queue function: the auction has
     no queue)."""
-    assert set(ids.functions) == {"Fetch", "Worker", "Console"}
+    assert set(ids.functions) == {"Fetch", "Worker", "Runner", "Console"}
     for name, fn in ids.functions.items():
         auction.assertions.has_resource_properties(
             "AWS::Lambda::Function",
@@ -175,6 +180,7 @@ def test_every_function_policy_names_only_this_stacks_resources(auction: Synth, 
         f"<GetAtt:{ids.scheduler_role}.Arn>",
         ids.cluster_arn,
         f"<Ref:{ids.cluster_secret}>",
+        runner_live(auction, ids),
     }
     for name, fn in ids.functions.items():
         statements = auction.function_statements(fn)
@@ -223,7 +229,13 @@ def test_every_function_may_make_the_calls_the_runtime_makes(auction: Synth, ids
         ],
         ("secretsmanager:GetSecretValue", f"<Ref:{ids.cluster_secret}>"),
     ]
-    needs = {"Fetch": core + timers + database, "Worker": core + timers + backlog + database, "Console": core}
+    hand_off = [("lambda:InvokeFunction", runner_live(auction, ids))]
+    needs = {
+        "Fetch": core + timers + database + hand_off,
+        "Worker": core + timers + backlog + database,
+        "Runner": core + timers + database,
+        "Console": core,
+    }
     assert set(ids.functions) == set(needs)
     for name, fn in ids.functions.items():
         statements = auction.function_statements(fn)
@@ -251,7 +263,7 @@ def test_functions_may_pass_only_the_scheduler_role_and_only_to_scheduler(auctio
     the role."""
     for name, fn in ids.functions.items():
         passes = [s for s in auction.function_statements(fn) if "iam:PassRole" in as_list(s["Action"])]
-        assert bool(passes) == (name in ("Worker", "Fetch", "Console")), name
+        assert bool(passes) == (name in ("Worker", "Runner", "Fetch", "Console")), name
         for s in passes:
             assert as_list(s["Resource"]) == [f"<GetAtt:{ids.scheduler_role}.Arn>"], name
             assert s["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
@@ -337,6 +349,47 @@ def test_wake_queue_moves_a_poison_message_to_its_dead_letter_queue(auction: Syn
     dlq = auction.props(ids.wake_dlq)
     assert "RedrivePolicy" not in dlq
     assert dlq["MessageRetentionPeriod"] == constants.DLQ_RETENTION_DAYS * 86400
+
+
+def test_fetch_hands_off_to_the_runner_s_live_alias_whose_events_are_not_retried(
+    auction: Synth, ids: Ids
+) -> None:
+    """Fetch invokes the runner's ``live`` alias (the deploy gate moves it with the others)
+    asynchronously: it is told the alias's ARN and may invoke that alone. Lambda retries no
+    failed event (the reconciler re-sends the run's wake-up) and drops one throttled past 15
+    minutes; the runner has a reserved concurrency of its own, apart from the worker's."""
+    fetch = AwsConfig.from_env(environment(auction, ids.functions["Fetch"]))
+    assert fetch.runner_arn == runner_live(auction, ids)
+    for name in ("Worker", "Runner", "Console"):
+        assert AwsConfig.from_env(environment(auction, ids.functions[name])).runner_arn is None, name
+    invokers = [
+        name
+        for name, fn in ids.functions.items()
+        if any("lambda:InvokeFunction" in as_list(s["Action"]) for s in auction.function_statements(fn))
+    ]
+    assert invokers == ["Fetch"]
+    runner = auction.props(ids.functions["Runner"])
+    assert runner["Handler"] == "functions.runner.handler"
+    assert runner["ReservedConcurrentExecutions"] == 50
+    assert runner["Timeout"] == auction.props(ids.functions["Worker"])["Timeout"]
+    # The alias fetch names is the one the deploy gate moves (tests/infra/test_deploy_gate.py),
+    # and the one whose events have no retries.
+    alias_id = auction.id(auction.stack.functions.live["Runner"])
+    alias = auction.props(alias_id)
+    assert alias["Name"] == "live" and alias["FunctionName"] == f"<Ref:{ids.functions['Runner']}>"
+    [config] = auction.of_type("AWS::Lambda::EventInvokeConfig").values()
+    assert config["FunctionName"] == f"<Ref:{ids.functions['Runner']}>"
+    assert f"<Ref:{alias_id}>" in str(config["Qualifier"])  # the alias's name, split from its ARN
+    assert config["MaximumRetryAttempts"] == 0 and config["MaximumEventAgeInSeconds"] == 900
+    # What Lambda drops (no retries, or throttled past its age) is healed late: an alarm says so.
+    dropped = [
+        a
+        for a in auction.of_type("AWS::CloudWatch::Alarm").values()
+        if a.get("MetricName") == "AsyncEventsDropped"
+    ]
+    assert [a["Dimensions"] for a in dropped] == [
+        [{"Name": "FunctionName", "Value": f"<Ref:{ids.functions['Runner']}>"}]
+    ]
 
 
 def test_worker_consumes_the_wake_queue_with_partial_batch_failures(auction: Synth, ids: Ids) -> None:
@@ -459,7 +512,9 @@ def test_reconcile_rule_invokes_the_worker_with_the_event_it_handles(
     rule's Input, given to functions.worker.handler, reaches reconcile()."""
     rules = auction.of_type("AWS::Events::Rule")
     targets = [t for r in rules.values() for t in r["Targets"] if r["ScheduleExpression"] == "rate(1 minute)"]
-    assert [t["Arn"] for t in targets] == [live(auction, "Worker")]
+    # The same rule keeps a runner container warm (functions/runner.py: it builds its runtime).
+    assert [t["Arn"] for t in targets] == [live(auction, "Worker"), live(auction, "Runner")]
+    assert json.loads(targets[1]["Input"]) == WARM_EVENT
     event = json.loads(targets[0]["Input"])
 
     import functions._runtime as container
