@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from runtime.aws.deployment import ACCOUNT
 from runtime.errors import LunaflowError
-
-ACCOUNT = "123456789012"  # moto's
 
 
 def runner_arn(region: str, suffix: str) -> str:
-    """The runner's ``live`` alias in a harness deployment, as the stack names it to fetch."""
+    """The runner's ``live`` alias in a harness deployment: an alias ARN of the shape fetch is
+    told of (the function's name is CDK's on AWS, this deployment's here)."""
     return f"arn:aws:lambda:{region}:{ACCOUNT}:function:lunaflow-{suffix}-runner:live"
 
 
