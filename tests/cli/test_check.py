@@ -17,9 +17,11 @@ start` that no platform has advanced yet; plus one completed run, which is not i
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,9 +68,11 @@ def lunaflow(
     yield run
 
 
-@pytest.fixture
-def data(tmp_path: Path, lunaflow: Callable[..., Result]) -> Path:
-    folder = tmp_path / "data"
+@pytest.fixture(scope="module")
+def ran_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The data folder of runs in every in-flight state, made once: each test gets a copy
+    (``data``), as some change theirs."""
+    folder = tmp_path_factory.mktemp("check") / "data"
     with LocalPlatform(PROJECT, data_dir=folder) as p:
         p.set_secret("api-key", "v1")
         p.start("order", {"fail_times": 3}, id="failed")  # backoff 1h, then 2h, then final
@@ -90,10 +94,23 @@ def data(tmp_path: Path, lunaflow: Callable[..., Result]) -> Path:
         "backoff": "sleeping",
     }
     for workflow, run_id in (("order", "fresh"), ("secretive", "fresh-sec")):
-        started = lunaflow(
-            "start", workflow, "--id", run_id, "--data", str(folder), "--project", str(PROJECT)
-        )
-        assert started.code == 0, started.err
+        out, err = io.StringIO(), io.StringIO()
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(cli, "out", Console(file=out, highlight=False, soft_wrap=True, width=400))
+            m.setattr(cli, "err", Console(file=err, highlight=False, soft_wrap=True, width=400))
+            code = cli.main(
+                ["start", workflow, "--id", run_id, "--data", str(folder), "--project", str(PROJECT)]
+            )
+        assert code == 0, out.getvalue() + err.getvalue()
+    return folder
+
+
+@pytest.fixture
+def data(ran_data: Path, tmp_path: Path) -> Path:
+    """A copy of ``ran_data``, its server stopped: owners and modes kept, as the cluster's
+    server runs as another user when the tests run as root."""
+    folder = tmp_path / "data"
+    subprocess.run(["cp", "-a", str(ran_data), str(folder)], check=True)
     return folder
 
 

@@ -14,8 +14,10 @@ it is compared byte for byte before and after, and the tables of every database 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import sqlite3
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,11 +86,12 @@ def lunaflow(
     yield run
 
 
-@pytest.fixture
-def project(tmp_path: Path, lunaflow: Callable[..., Result]) -> Path:
+@pytest.fixture(scope="module")
+def ran_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A project that ran (runs awaiting, a secret pinned, a kv entry, orders reserved), then
-    gained a migration that drops the orders table, and one that started a run through the CLI."""
-    root = tmp_path / "shop"
+    gained a migration that drops the orders table, and one that started a run through the CLI.
+    Made once: each test gets a copy (``project``), as the tests change what they are given."""
+    root = tmp_path_factory.mktemp("read-only") / "shop"
     (root / "migrations" / "shop").mkdir(parents=True)
     (root / "tests").mkdir()
     (root / "main.lua").write_text(MAIN, encoding="utf-8")
@@ -100,10 +103,23 @@ def project(tmp_path: Path, lunaflow: Callable[..., Result]) -> Path:
         p.start("order", {}, id="o2")
         p.signal("o2", "paid", {"by": "ada"})
         assert {r.id: r.status for r in p.runs()} == {"o1": "awaiting", "o2": "completed"}
-    started = lunaflow("start", "order", "--id", "o3", "--project", str(root))
-    assert started.code == 0, started.err
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(cli, "out", Console(file=out, highlight=False, soft_wrap=True, width=400))
+        m.setattr(cli, "err", Console(file=err, highlight=False, soft_wrap=True, width=400))
+        code = cli.main(["start", "order", "--id", "o3", "--project", str(root)])
+    assert code == 0, out.getvalue() + err.getvalue()
     drop = root / "migrations" / "shop" / "002_drop_orders.sql"
     drop.write_text("DROP TABLE orders;\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def project(ran_project: Path, tmp_path: Path) -> Path:
+    """A copy of ``ran_project``, its servers stopped: owners and modes kept, as the cluster's
+    server runs as another user when the tests run as root."""
+    root = tmp_path / "shop"
+    subprocess.run(["cp", "-a", str(ran_project), str(root)], check=True)
     return root
 
 
@@ -120,12 +136,15 @@ def files(folder: Path) -> dict[str, str]:
 
 def pg_tables(data: Path) -> dict[str, list[tuple[Any, ...]]]:
     """Every table of the project's database on the data folder's server, row by row."""
-    if engine() != "postgres" or not databases.exists(data, "shop"):
+    if engine() != "postgres":
         return {}
-    return {
-        n: sorted(databases.rows(data, "shop", f'SELECT * FROM "{n}"'), key=repr)
-        for n in sorted(databases.tables(data, "shop"))
-    }
+    with databases.held(data):
+        if not databases.exists(data, "shop"):
+            return {}
+        return {
+            n: sorted(databases.rows(data, "shop", f'SELECT * FROM "{n}"'), key=repr)
+            for n in sorted(databases.tables(data, "shop"))
+        }
 
 
 def tables(db: Path) -> dict[str, list[tuple[Any, ...]]]:

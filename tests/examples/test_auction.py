@@ -22,11 +22,14 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "auction"
 
 
 @pytest.fixture(params=["local", "aws"])
-def p(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalPlatform]:
+def p(request: pytest.FixtureRequest) -> Iterator[LocalPlatform]:
     """The example on both harnesses: in-process on SQLite, and through the Lambda handlers
     on a moto server (its database through the Data API, answered over SQLite)."""
     harness = {"local": LocalPlatform, "aws": AwsPlatform}[request.param]
-    with harness(EXAMPLE, data_dir=tmp_path / "data") as platform:
+    # No data folder given: the harness's own, whose sales database goes on the process's
+    # scratch server (a CREATE DATABASE, where a folder given made a PostgreSQL cluster
+    # copied and started for each test, most of its time).
+    with harness(EXAMPLE) as platform:
         yield platform
 
 

@@ -200,11 +200,14 @@ def _engine(engine: str | None) -> Iterator[None]:
             os.environ["LUNAFLOW_DATABASES"] = before
 
 
-def run_case(case: Case) -> dict[str, Any]:
-    """Run every phase of ``case`` on one fresh platform, then the normal work."""
+def run_case(case: Case, *, scratch: bool = False) -> dict[str, Any]:
+    """Run every phase of ``case`` on one fresh platform, then the normal work. ``scratch``:
+    the platform's data folder is its own (``LocalPlatform`` given none), so its databases
+    go on the process's scratch server rather than on a cluster copied and started for the
+    case; a case run in a subprocess of its own would start that server anyway."""
     with tempfile.TemporaryDirectory(prefix="escape-") as tmp_dir, _engine(case.engine):
         tmp = Path(tmp_dir)
-        with LocalPlatform(PROJECT, data_dir=tmp / "data") as p:
+        with LocalPlatform(PROJECT, data_dir=None if scratch else tmp / "data") as p:
             began = time.monotonic()
             phases = [_run_phase(p, case, phase, i + 1, tmp) for i, phase in enumerate(case.phases)]
             took = time.monotonic() - began
@@ -292,7 +295,7 @@ def test_the_corpus_has_at_least_forty_hostile_scripts() -> None:
 def test_escape_attempt_is_refused_or_contained_and_the_platform_keeps_serving(case: Case) -> None:
     """SPEC 6: user Lua never reaches Python objects, the file system or the process; past
     a bound "the call fails with a clear error and the platform keeps serving"."""
-    check(case, run_case(case))
+    check(case, run_case(case, scratch=True))
 
 
 def test_a_deploy_refused_for_a_hostile_script_leaves_the_old_code_across_a_restart(tmp_path: Path) -> None:

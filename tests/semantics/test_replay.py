@@ -57,8 +57,11 @@ def probe() -> Probe:
 
 
 @pytest.fixture
-def p(harness: Any, tmp_path: Path, probe: Probe):
-    with harness(PROJECT, data_dir=tmp_path / "data", objects=probe) as platform:
+def p(harness: Any, probe: Probe):
+    # No data folder given: the harness's own, whose database goes on the process's scratch
+    # server (a CREATE DATABASE, where a folder given made a PostgreSQL cluster copied and
+    # started for each test, most of its time); a restart reopens that folder all the same.
+    with harness(PROJECT, objects=probe) as platform:
         probe.p = platform
         yield platform
 

@@ -26,9 +26,12 @@ def _postgres(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(params=["local", "aws"])
-def p(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+def p(request: pytest.FixtureRequest) -> Iterator[Any]:
     cls = LocalPlatform if request.param == "local" else AwsPlatform
-    with cls(project("svc_sql"), data_dir=tmp_path / "data") as platform:
+    # No data folder given: the harness's own, whose database goes on the process's scratch
+    # server (a CREATE DATABASE, where a folder given made a PostgreSQL cluster copied and
+    # started for each test, most of its time).
+    with cls(project("svc_sql")) as platform:
         yield platform
 
 

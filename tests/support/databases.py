@@ -11,12 +11,29 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from runtime.services import pgserver
 from runtime.services import sql as sql_api
 from runtime.services.local import engine
+
+
+@contextmanager
+def held(folder: Path) -> Iterator[None]:
+    """The folder's server kept up across several reads: a server that no platform holds is
+    started for one read and stopped at its end, and each start or stop takes a fraction of
+    a second (``contents`` and ``exists`` read three or more times)."""
+    if engine() == "sqlite":
+        yield
+        return
+    server = pgserver.acquire(Path(folder))
+    try:
+        yield
+    finally:
+        pgserver.release(server)
 
 
 def rows(folder: Path, db: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -54,15 +71,21 @@ def exists(folder: Path, db: str) -> bool:
     if engine() == "sqlite":
         return (Path(folder) / "db" / f"{db}.sqlite").is_file()
     server = pgserver.acquire(Path(folder))
-    pgserver.release(server)
-    return bool(rows(folder, "postgres", "SELECT 1 FROM pg_database WHERE datname = ?", server.physical(db)))
+    try:
+        found = rows(folder, "postgres", "SELECT 1 FROM pg_database WHERE datname = ?", server.physical(db))
+    finally:
+        pgserver.release(server)
+    return bool(found)
 
 
 def contents(folder: Path, db: str) -> dict[str, list[tuple[Any, ...]]]:
     """Every table of a database, row by row in a stable order (empty if it does not exist)."""
-    if not exists(folder, db):
-        return {}
-    return {n: sorted(rows(folder, db, f'SELECT * FROM "{n}"'), key=repr) for n in sorted(tables(folder, db))}
+    with held(folder):
+        if not exists(folder, db):
+            return {}
+        return {
+            n: sorted(rows(folder, db, f'SELECT * FROM "{n}"'), key=repr) for n in sorted(tables(folder, db))
+        }
 
 
 def files(folder: Path) -> dict[str, str]:

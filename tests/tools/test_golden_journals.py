@@ -169,6 +169,18 @@ def test_an_unreadable_golden_fails_with_a_reason(project: Path) -> None:
     assert not v.passed and v.message.startswith("cannot be read as a golden journal"), v
 
 
+@pytest.fixture(scope="module")
+def paid_golden(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The golden of a paid sale (run sale-lot-7) on the example's code, recorded once for
+    the cases that each put a broken copy of it beside it."""
+    tmp = tmp_path_factory.mktemp("paid-golden")
+    root = tmp / "auction"
+    shutil.copytree(AUCTION, root, ignore=shutil.ignore_patterns(".lunaflow", "golden"))
+    with LocalPlatform(root, data_dir=tmp / "data") as p:
+        _paid_sale(p, "lot-7")
+        return p.record("sale-lot-7").read_text(encoding="utf-8")
+
+
 @pytest.mark.parametrize(
     ("edit", "reason"),
     [
@@ -184,15 +196,18 @@ def test_an_unreadable_golden_fails_with_a_reason(project: Path) -> None:
     ],
 )
 def test_a_malformed_golden_is_one_verdict_and_the_others_are_judged(
-    project: Path, tmp_path: Path, edit, reason: str
+    project: Path, paid_golden: str, edit, reason: str
 ) -> None:
     """Issue 24 §5: a golden whose first entry's data is a list crashed `lunaflow test` and
     `check` with an AttributeError traceback and no verdicts. It is one "cannot be read"
     verdict naming the file and the fix; the other goldens are still judged."""
-    with LocalPlatform(project, data_dir=tmp_path / "data") as p:
-        _paid_sale(p, "lot-7")
-        good = p.record("sale-lot-7")
-    doc = json.loads(good.read_text(encoding="utf-8"))
+    # Goldens only: the example's Lua tests (a PostgreSQL cluster each, most of the time
+    # `lunaflow test` takes) judge no golden.
+    (project / "tests" / "sale_test.lua").unlink()
+    good = project / "tests" / "golden" / "sale-lot-7.json"
+    good.parent.mkdir(parents=True)
+    good.write_text(paid_golden, encoding="utf-8")
+    doc = json.loads(paid_golden)
     edit(doc)
     (good.parent / "bad.json").write_text(json.dumps(doc), encoding="utf-8")
 
