@@ -19,7 +19,6 @@ the test, reported with its file and line.
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,12 +109,13 @@ class _Session:
         self.call_function = call_function
         self.stubs: dict[tuple[str, str], Any] = {}
         self.http: Any = None
-        self.dir = tempfile.TemporaryDirectory(prefix="lunaflow-test-")
-        self.p = LocalPlatform(project, self.dir.name, objects=self._object, http=self._http)
+        # A folder of the platform's own (deleted when it closes): its databases go on the
+        # process's scratch server, each test's apart, where a folder given to it would copy
+        # and start a PostgreSQL cluster for every test.
+        self.p = LocalPlatform(project, objects=self._object, http=self._http)
 
     def close(self) -> None:
         self.p.close()
-        self.dir.cleanup()
 
     def _call_lua(self, fn: Any, *args: Any) -> list[Any]:
         ok, out, _tb = self.call_function(fn, self.sandbox.pack(args), self.sandbox.instructions)
