@@ -17,11 +17,9 @@ start` that no platform has advanced yet; plus one completed run, which is not i
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import shutil
-import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +32,7 @@ from runtime import cli
 from runtime.store.sqlite import STORE_FILE, SQLiteStore
 from runtime.testing import LocalPlatform
 from tests.support import databases
+from tests.support.cli import copy_kept, in_process
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "cli_check"
 IN_FLIGHT = {"awaiting", "backoff", "failed", "nap", "sec", "fresh", "fresh-sec"}
@@ -94,14 +93,10 @@ def ran_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "backoff": "sleeping",
     }
     for workflow, run_id in (("order", "fresh"), ("secretive", "fresh-sec")):
-        out, err = io.StringIO(), io.StringIO()
-        with pytest.MonkeyPatch.context() as m:
-            m.setattr(cli, "out", Console(file=out, highlight=False, soft_wrap=True, width=400))
-            m.setattr(cli, "err", Console(file=err, highlight=False, soft_wrap=True, width=400))
-            code = cli.main(
-                ["start", workflow, "--id", run_id, "--data", str(folder), "--project", str(PROJECT)]
-            )
-        assert code == 0, out.getvalue() + err.getvalue()
+        done = in_process(
+            ["start", workflow, "--id", run_id, "--data", str(folder), "--project", str(PROJECT)]
+        )
+        assert done.code == 0, done
     return folder
 
 
@@ -109,9 +104,7 @@ def ran_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def data(ran_data: Path, tmp_path: Path) -> Path:
     """A copy of ``ran_data``, its server stopped: owners and modes kept, as the cluster's
     server runs as another user when the tests run as root."""
-    folder = tmp_path / "data"
-    subprocess.run(["cp", "-a", str(ran_data), str(folder)], check=True)
-    return folder
+    return copy_kept(ran_data, tmp_path / "data")
 
 
 def copy_project(tmp_path: Path, name: str, edit: Callable[[str], str] | None = None) -> Path:

@@ -14,10 +14,8 @@ it is compared byte for byte before and after, and the tables of every database 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import sqlite3
-import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +29,7 @@ from runtime.services.local import engine
 from runtime.store.sqlite import SCHEMA_VERSION, STORE_FILE
 from runtime.testing import LocalPlatform
 from tests.support import databases
+from tests.support.cli import copy_kept, in_process
 
 MAIN = """
 local shop = database "shop" { migrations = "migrations/shop" }
@@ -103,12 +102,8 @@ def ran_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
         p.start("order", {}, id="o2")
         p.signal("o2", "paid", {"by": "ada"})
         assert {r.id: r.status for r in p.runs()} == {"o1": "awaiting", "o2": "completed"}
-    out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(cli, "out", Console(file=out, highlight=False, soft_wrap=True, width=400))
-        m.setattr(cli, "err", Console(file=err, highlight=False, soft_wrap=True, width=400))
-        code = cli.main(["start", "order", "--id", "o3", "--project", str(root)])
-    assert code == 0, out.getvalue() + err.getvalue()
+    done = in_process(["start", "order", "--id", "o3", "--project", str(root)])
+    assert done.code == 0, done
     drop = root / "migrations" / "shop" / "002_drop_orders.sql"
     drop.write_text("DROP TABLE orders;\n", encoding="utf-8")
     return root
@@ -118,9 +113,7 @@ def ran_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def project(ran_project: Path, tmp_path: Path) -> Path:
     """A copy of ``ran_project``, its servers stopped: owners and modes kept, as the cluster's
     server runs as another user when the tests run as root."""
-    root = tmp_path / "shop"
-    subprocess.run(["cp", "-a", str(ran_project), str(root)], check=True)
-    return root
+    return copy_kept(ran_project, tmp_path / "shop")
 
 
 def files(folder: Path) -> dict[str, str]:

@@ -57,3 +57,28 @@ def cli(
         env=worktree_env(env),
     )
     return Done(proc.returncode, proc.stdout, proc.stderr)
+
+
+def in_process(args: list[str]) -> Done:
+    """``cli.main(args)`` in this process, its output captured: for a module-scoped fixture,
+    which has no ``monkeypatch`` (a real process would import the code again, seconds a call)."""
+    import io
+
+    import pytest
+    from rich.console import Console
+
+    from runtime import cli as command
+
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(command, "out", Console(file=out, highlight=False, soft_wrap=True, width=400))
+        m.setattr(command, "err", Console(file=err, highlight=False, soft_wrap=True, width=400))
+        code = command.main(args)
+    return Done(code, out.getvalue(), err.getvalue())
+
+
+def copy_kept(source: Path, target: Path) -> Path:
+    """A copy of a folder with its owners and modes kept (``cp -a``): a PostgreSQL cluster in
+    it belongs to the server's own user when the tests run as root."""
+    subprocess.run(["cp", "-a", str(source), str(target)], check=True)
+    return target
