@@ -470,10 +470,15 @@ class AwsPlatform(Harness):
 
     def _next_due(self) -> int | None:
         found = self._next()
-        dues = [found["message_ms"], found["schedule_ms"]]
-        if self._healing_left():
-            dues.append(int((self._last_reconcile + RECONCILE_MINUTES * 60) * 1000))
-        return earliest_after(now_ms(self._clock), dues)
+        now = now_ms(self._clock)
+        sooner = earliest_after(now, [found["message_ms"], found["schedule_ms"]])
+        heal_ms = int((self._last_reconcile + RECONCILE_MINUTES * 60) * 1000)
+        # The reconciler's next look is a stop only if it comes first and has work: asking
+        # is a read of every index shard, which a stop a message or a schedule makes anyway
+        # does not need (a paced run's advance makes one a second).
+        if heal_ms > now and (sooner is None or heal_ms < sooner) and self._healing_left():
+            return heal_ms
+        return sooner
 
     def _healing_left(self) -> bool:
         """Whether the reconciler may have work: a wake-up not served, a start whose request
