@@ -465,7 +465,8 @@ class AwsRuntime:
         A step whose timeout fits the budget runs here: the lease is taken at it, only while
         free and at the token the load read (``take_served_lease``), and the activation goes
         on as a worker's would until a park, an end, or the budget's end (saved, the lease
-        dropped, the worker prompted). Any other step is left to the worker untouched.
+        dropped, and left to the request's hand-offs). Any other step is left to the worker
+        untouched.
         ``left_ms``: the time the invocation has left."""
         ends = time.monotonic() + budget_ms / 1000
         tried: list[bool] = []
@@ -507,18 +508,17 @@ class AwsRuntime:
                     self.store.release_lease(run_id, self.owner)
                 except (ClientError, BotoCoreError):
                     log.warning("dropping run %s's lease failed; it lapses in 30 s", run_id, exc_info=True)
-            # The run itself, saved at its time's end, goes to the runner; what it woke (a
-            # child it started, a parent its end wakes) to the wake queue, where a batch
-            # takes a parent's many wakes on one thread instead of one invocation each.
+            # What it woke besides the run itself (a child it started, a parent its end
+            # wakes) goes to the wake queue, where a batch takes a parent's many wakes on one
+            # thread instead of one invocation each. The run itself, saved at its time's end
+            # or moved under it, is left to the request's hand-offs (``_eager``), within
+            # their cap on the runner's invocations.
             for other in dict.fromkeys(woken):
-                if other == run_id:
-                    self.waker.hand_off([other])
-                else:
+                if other != run_id:
                     self.waker.prompt(other)
+        # Parked or ended here, and not woken since; else a worker's.
         executor = self.platform.used_worker().executor
-        # Parked or ended; or saved and woken by it (its time's end, a conflict); else the
-        # worker's.
-        return outcome == Lease.OK and (executor.parked_or_ended or run_id in woken)
+        return outcome == Lease.OK and executor.parked_or_ended and run_id not in woken
 
     def log_error(self, message: str, tb: str | None, *, run: str | None = None, **more: Any) -> None:
         """Keep an error in the platform's log, as ``lunaflow dev`` and the harness show them

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
+from runtime.aws.config import MAX_EAGER_MS
 from runtime.aws.contract import FETCH_TIMEOUT_S, WARM_EVENT, WORKER_TIMEOUT_S, Handler
 from runtime.aws.events import http_event
 from runtime.aws.wake import HAND_OFF, RUNNER_PER_REQUEST
@@ -189,6 +190,20 @@ def test_a_request_that_leaves_many_runs_hands_two_to_the_runner_and_queues_the_
         assert sorted(m["run_id"] for m in wake_queue(p)) == ["sf-3", "sf-4", "sf-5"]
         p.settle()
         assert [p.get(f"sf-{i}").result for i in range(1, 6)] == [1, 2, 3, 4, 5]
+
+
+def test_runs_a_request_saved_after_a_quick_step_are_handed_off_within_the_same_cap() -> None:
+    """Each run's quick step runs in the request, which saves it and hands the run off for the
+    step with no timeout. Before, each such run went to the runner at once, outside the
+    request's cap: three runs were three invocations."""
+    with AwsPlatform(FANIN) as p:
+        p.runtime.eager_ms = MAX_EAGER_MS  # three 300 ms steps fit, however busy the machine
+        assert post(p, "/startmany/quickfirst/qf/3", {})["statusCode"] == 201
+        assert [str(e.kind) for e in p.journal("qf-3")][-2:] == ["step.intent", "step.result"]
+        assert p.runner_events is not None and p.runner_events.invoked == RUNNER_PER_REQUEST == 2
+        assert [m["run_id"] for m in wake_queue(p)] == ["qf-3"]
+        p.settle()
+        assert [p.get(f"qf-{i}").result for i in range(1, 4)] == [10, 20, 30]
 
 
 def test_the_reconcile_rule_s_warm_event_builds_the_runner_s_runtime_and_advances_nothing(

@@ -27,9 +27,16 @@ workflow "stepfirst" (function(wf, input)
     return wf:step("a", function() return input.i end)
 end)
 
+-- A quick step run in the request, then one with no timeout: the request saves the first
+-- and hands the run off.
+workflow "quickfirst" (function(wf, input)
+    local a = wf:step("a", { timeout = "300ms" }, function() return input.i end)
+    return wf:step("b", function() return a * 10 end)
+end)
+
 local handles = {
     kid = workflows "kid", parent = workflows "parent", qparent = workflows "qparent",
-    stepfirst = workflows "stepfirst",
+    stepfirst = workflows "stepfirst", quickfirst = workflows "quickfirst",
 }
 
 local function reply(status, value)
