@@ -468,15 +468,17 @@ class AwsPlatform(Harness):
             if rt.working:
                 rt.beat_now()
 
-    def _next_due(self) -> int | None:
+    def _next_due(self, until_ms: int) -> int | None:
         found = self._next()
         now = now_ms(self._clock)
         sooner = earliest_after(now, [found["message_ms"], found["schedule_ms"]])
         heal_ms = int((self._last_reconcile + RECONCILE_MINUTES * 60) * 1000)
-        # The reconciler's next look is a stop only if it comes first and has work: asking
-        # is a read of every index shard, which a stop a message or a schedule makes anyway
-        # does not need (a paced run's advance makes one a second).
-        if heal_ms > now and (sooner is None or heal_ms < sooner) and self._healing_left():
+        # The reconciler's next look is a stop only if it comes first, within the advance,
+        # and has work: asking is a read of every index shard, which a stop a message or a
+        # schedule makes anyway does not need (a paced run's advance makes one a second),
+        # nor an advance that ends before the look (a test's many one-second steps).
+        first = sooner is None or heal_ms < sooner
+        if now < heal_ms <= until_ms and first and self._healing_left():
             return heal_ms
         return sooner
 

@@ -106,7 +106,7 @@ class LocalPlatform(Harness):
 
     # --- time and code -----------------------------------------------------------------
 
-    def _next_due(self) -> int | None:
+    def _next_due(self, until_ms: int) -> int | None:
         """The earliest timer or queued message, in epoch milliseconds."""
         dues = [self.platform.store.next_due()]
         services = self.platform.services

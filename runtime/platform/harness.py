@@ -71,8 +71,9 @@ class Harness:
         """Run all due work until idle; the clock does not move."""
         raise NotImplementedError
 
-    def _next_due(self) -> int | None:
-        """The earliest time after now (epoch milliseconds) at which something falls due."""
+    def _next_due(self, until_ms: int) -> int | None:
+        """The earliest time after now (epoch milliseconds) at which something falls due; a
+        time after ``until_ms`` may be given as None (no advance stops there)."""
         raise NotImplementedError
 
     def fetch(
@@ -170,7 +171,7 @@ class Harness:
         fire in the order of their due times."""
         target = now_ms(self._clock) + parse_ms(duration, "advance")
         self.settle()
-        while (due := self._next_stop()) is not None and due <= target:
+        while (due := self._next_stop(target)) is not None and due <= target:
             self._move_clock(due)
             self._fire_ticks()
             self.settle()
@@ -188,10 +189,11 @@ class Harness:
             self._ticker = Ticker(now_ms(self._clock))
         return self._ticker
 
-    def _next_stop(self) -> int | None:
+    def _next_stop(self, until_ms: int) -> int | None:
+        """The next time an advance to ``until_ms`` stops at (one after it: none)."""
         now = now_ms(self._clock)
         tick = self.ticker.next_due(self.platform.worker.schedules, now)
-        return earliest_after(now, [self._next_due(), tick])
+        return earliest_after(now, [self._next_due(until_ms), tick])
 
     def _fire_ticks(self) -> None:
         for schedule, tick in self.ticker.due(self.platform.worker.schedules, now_ms(self._clock)):
