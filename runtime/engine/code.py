@@ -7,6 +7,7 @@ Python types of ``runtime.core.replay``: commands come out as ``StepCmd``/``Wait
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import time
@@ -31,7 +32,7 @@ from runtime.core.replay import (
     VersionCmd,
     WaitCmd,
 )
-from runtime.engine.project import Declaration, ProjectSource, load
+from runtime.engine.project import QUEUE_NAMED, Declaration, ProjectSource, load
 from runtime.engine.sandbox import LuaMemoryError, Sandbox
 from runtime.errors import InvalidInput, ProjectLoadError
 from runtime.services import deadline
@@ -102,6 +103,7 @@ class Code:
         self.call_object = self.engine.call_object
         self.declarations: list[Declaration] = load(source, self.sandbox)
         self.workflows = {d.name for d in self.declarations if d.kind == "workflow"}
+        _settings_name_queues(source, {d.name for d in self.declarations if d.kind == "queue"})
         # The timeout a start of each workflow gets unless it names its own (checked now).
         self.timeouts: dict[str, str | float] = {}
         for name in sorted(self.workflows):
@@ -376,6 +378,21 @@ class Code:
         if not out.ok:
             return False, self._explain(str(out.error)), out.traceback
         return True, values.loads_bounded(out.json, "the handler's response"), None
+
+
+def _settings_name_queues(source: ProjectSource, declared: set[str]) -> None:
+    """A ``[queues.<name>]`` table for a queue no script declares would set nothing (a
+    misspelt name left the queue it meant on the defaults)."""
+    texts = [*source.scripts.values(), *(text for _, text in source.modules.values())]
+    declared = declared | {m for text in texts for m in QUEUE_NAMED.findall(text)}
+    for name in sorted(set(source.queues) - declared):
+        near = difflib.get_close_matches(name, sorted(declared), n=1)
+        hint = f"did you mean [queues.{near[0]}]? " if near else ""
+        raise ProjectLoadError(
+            f"lunaflow.toml in {source.root}: [queues.{name}] sets a queue no script declares "
+            f"(declared: {', '.join(sorted(declared)) or 'none'}), so it would change nothing; "
+            f"{hint}correct the name, declare the queue, or remove the table"
+        )
 
 
 def _catch(name: str, value: Any) -> bool:

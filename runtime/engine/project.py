@@ -8,6 +8,7 @@ declares things.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
@@ -30,6 +31,9 @@ from runtime.services.queues import MAX_ATTEMPTS, MAX_RETRY_DELAY_S, QueueSettin
 
 SNAPSHOT_NAME = ".lunaflow-project"  # in a code snapshot: the project's name
 # wf:version("change-id") with a literal id: runs record the ids their starting code knew.
+# queue "name" in the code, but not the event name in on "queue" ("name", fn): the queues a
+# project sends to (a [queues.<name>] table may set one it sends to and another handles).
+QUEUE_NAMED = re.compile(r"""(?<!["'])\bqueue\s*\(?\s*["']([^"'\\]+)["']""")
 _VERSION = re.compile(r"""[:.]version\s*\(\s*["']([^"'\\]+)["']\s*\)""")
 # An ended run is kept this long by default, as Lambda durable functions keep an execution's
 # history 14 days and Temporal Cloud a namespace's 30 (docs/operations.md, "Retention").
@@ -37,6 +41,42 @@ DEFAULT_RETENTION_S = 30 * 86_400.0
 # At least a day: EventBridge Scheduler retries a tick's delivery for up to 24 hours, and a
 # retried tick joins the run it started by its id only while that run is kept.
 MIN_RETENTION_S = 86_400.0
+
+
+# Every setting lunaflow.toml may hold, by table ("" is the top level; a queue's table is
+# "queues.*"). A misspelt name used to be ignored, so the setting it meant silently kept its
+# default: a retention of 30 days instead of the one written, pins off, a bound left high.
+SETTINGS: dict[str, tuple[str, ...]] = {
+    "": ("name", "limits", "deploys", "runs", "queues"),
+    "limits": ("memory_mb", "instructions", "cpu_seconds"),
+    "deploys": ("pin_runs",),
+    "runs": ("retention",),
+    "queues.*": ("attempts", "retry_delay"),
+}
+
+
+def _only_known(root: Path, settings: dict[str, Any]) -> None:
+    """Refuse a setting lunaflow does not read, naming the nearest one it does."""
+    tables: list[tuple[str, str, Any]] = [("", "", settings)]
+    for name in ("limits", "deploys", "runs"):
+        tables.append((name, f"[{name}]", settings.get(name)))
+    queues = settings.get("queues")
+    if isinstance(queues, dict):
+        tables += [("queues.*", f"[queues.{q}]", t) for q, t in queues.items()]
+    for kind, shown, table in tables:
+        if not isinstance(table, dict):
+            continue  # its own check says what a table must be
+        known = SETTINGS[kind]
+        for key in table:
+            if key in known:
+                continue
+            near = difflib.get_close_matches(key, known, n=1)
+            where = f"in {shown}" if shown else "at the top level"
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise ProjectLoadError(
+                f"lunaflow.toml in {root}: {key!r} {where} is not a setting lunaflow reads, so it would "
+                f"change nothing; the settings there are {', '.join(known)}; {hint}correct or remove it"
+            )
 
 
 def _whole_limit(root: Path, limits: dict[str, Any], name: str, default: int, example: int, most: int) -> int:
@@ -135,6 +175,7 @@ class ProjectSource:
                 settings = tomllib.loads(toml)
             except tomllib.TOMLDecodeError as e:
                 raise ProjectLoadError(f"lunaflow.toml in {root} is not valid TOML: {e}") from e
+            _only_known(root, settings)
         scripts = {p.name: p.read_text(encoding="utf-8") for p in sorted(root.glob("*.lua"))}
         modules: dict[str, tuple[str, str]] = {}
         for p in sorted(root.rglob("*.lua")):

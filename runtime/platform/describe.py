@@ -13,14 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime.engine.project import ProjectSource, load
+from runtime.engine.project import QUEUE_NAMED, ProjectSource, load
 from runtime.engine.sandbox import DEFAULT_MEMORY_BYTES, Sandbox
 from runtime.engine.schedules import Schedule, parse_schedule, schedules_of
 from runtime.services.base import Declaration
 from runtime.services.queues import QueueSettings
 
-# queue "name" — but not the event name in on "queue" ("name", fn).
-_QUEUE = re.compile(r"""(?<!["'])\bqueue\s*\(?\s*["']([^"'\\]+)["']""")
 _SECRET = re.compile(r"""\bsecret\s*\(?\s*["']([^"'\\]+)["']""")
 
 
@@ -62,7 +60,7 @@ def describe(project: str | Path) -> ProjectNeeds:
     declarations = load(source, sandbox)
     texts = list(source.scripts.values()) + [text for _, text in source.modules.values()]
     secrets = sorted({m for text in texts for m in _SECRET.findall(text)})
-    sent = sorted({m for text in texts for m in _QUEUE.findall(text)})
+    sent = sorted({m for text in texts for m in QUEUE_NAMED.findall(text)})
     handled = sorted(d.name for d in declarations if d.kind == "queue")
     workflows = sorted(d.name for d in declarations if d.kind == "workflow")
     return ProjectNeeds(
