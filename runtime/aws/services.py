@@ -20,7 +20,7 @@ from runtime.core.durations import parse_ms
 from runtime.core.values import compact
 from runtime.services import builtins, deadline, effects
 from runtime.services.base import ObjectRunner, QueueRunner, ServiceError
-from runtime.services.keys import check_key, check_name, fits_a_key, shown, stored
+from runtime.services.keys import check_key, check_name, fits_a_key, options, shown, stored
 from runtime.services.kv import MAX_LIST
 from runtime.services.queues import MAX_DELAY_S
 from runtime.store.items import condition_failed, conditional, n, s
@@ -66,9 +66,7 @@ class DynamoKV:
             return [json.loads(item["value"]["S"])]
         if method == "put":
             value = args[1] if len(args) > 1 else None
-            opts = args[2] if len(args) > 2 and args[2] is not None else {}
-            if not isinstance(opts, dict):
-                raise ServiceError(f"kv '{ns}':put options must be a table like {{ ttl = \"1h\" }}")
+            opts = options(args[2] if len(args) > 2 else None, ("ttl",), f"kv '{ns}':put", '{ ttl = "1h" }')
             if value is None:
                 self._db.delete_item(TableName=self.table, Key=key)
                 return []
@@ -85,11 +83,12 @@ class DynamoKV:
             )
             return [old is not None]
         if method == "list":
-            opts = args[0] if args and args[0] is not None else {}
-            if not isinstance(opts, dict):
-                raise ServiceError(
-                    f"kv '{ns}':list options must be a table like {{ prefix = \"a\", limit = 100 }}"
-                )
+            opts = options(
+                args[0] if args else None,
+                ("prefix", "limit"),
+                f"kv '{ns}':list",
+                '{ prefix = "a", limit = 100 }',
+            )
             limit = opts.get("limit", MAX_LIST)
             if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIST:
                 raise ServiceError(f"kv '{ns}':list limit must be a whole number from 1 to {MAX_LIST}")
@@ -617,9 +616,9 @@ class SqsQueues:
                 f"queue '{name}' has no SQS queue in this deployment; declare its handler with "
                 f'on "queue" ("{name}", ...) so the stack creates it, then deploy'
             )
-        opts = args[1] if len(args) > 1 and args[1] is not None else {}
-        if not isinstance(opts, dict):
-            raise ServiceError(f"queue '{name}':send options must be a table like {{ delay = \"30s\" }}")
+        opts = options(
+            args[1] if len(args) > 1 else None, ("delay",), f"queue '{name}':send", '{ delay = "30s" }'
+        )
         delay = 0
         if opts.get("delay") is not None:
             delay = math.ceil(parse_ms(opts["delay"], f"the delay of queue '{name}':send") / 1000)

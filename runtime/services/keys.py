@@ -62,3 +62,20 @@ def stored(value: Any, what: str) -> str:
     encoded: str = compact(value)
     check_size(encoded, what)
     return encoded
+
+
+def options(opts: Any, allowed: tuple[str, ...], what: str, example: str) -> dict[str, Any]:
+    """A call's options table (None: none), with only the options ``allowed``: a misspelt one
+    (``{ tll = "1h" }``) was ignored, so the option it meant silently did nothing."""
+    if opts is None:
+        return {}
+    if not isinstance(opts, dict):
+        raise ServiceError(f"{what} options must be a table like {example}")
+    for key in sorted(opts, key=str):
+        if key not in allowed:
+            shown_key = f"'{shown(key)}'" if isinstance(key, str) else f"[{key}]"
+            raise ServiceError(
+                f"{what}: unknown option {shown_key}; the options are {' and '.join(allowed)}, e.g. "
+                f"{example} — check its spelling"
+            )
+    return opts

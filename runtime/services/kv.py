@@ -10,7 +10,7 @@ from typing import Any
 
 from runtime.core.durations import parse_ms
 from runtime.services.base import ServiceError
-from runtime.services.keys import check_key, check_name, fits_a_key, shown, stored
+from runtime.services.keys import check_key, check_name, fits_a_key, options, shown, stored
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (
@@ -43,9 +43,7 @@ class KV:
             return [None if row is None else json.loads(row[0])]
         if method == "put":
             value = args[1] if len(args) > 1 else None
-            opts = args[2] if len(args) > 2 and args[2] is not None else {}
-            if not isinstance(opts, dict):
-                raise ServiceError(f"kv '{ns}':put options must be a table like {{ ttl = \"1h\" }}")
+            opts = options(args[2] if len(args) > 2 else None, ("ttl",), f"kv '{ns}':put", '{ ttl = "1h" }')
             expires = None
             if opts.get("ttl") is not None:
                 expires = now + parse_ms(opts["ttl"], f"the ttl of kv '{ns}':put") / 1000
@@ -63,11 +61,12 @@ class KV:
             cur = db.execute("DELETE FROM kv WHERE ns = ? AND key = ?", (ns, key))
             return [cur.rowcount > 0]
         if method == "list":
-            opts = args[0] if args and args[0] is not None else {}
-            if not isinstance(opts, dict):
-                raise ServiceError(
-                    f"kv '{ns}':list options must be a table like {{ prefix = \"a\", limit = 100 }}"
-                )
+            opts = options(
+                args[0] if args else None,
+                ("prefix", "limit"),
+                f"kv '{ns}':list",
+                '{ prefix = "a", limit = 100 }',
+            )
             prefix = str(opts.get("prefix") or "")
             limit = opts.get("limit", MAX_LIST)
             if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIST:

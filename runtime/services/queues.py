@@ -11,6 +11,7 @@ from typing import Any
 
 from runtime.core.durations import parse_ms
 from runtime.services.base import QueueRunner, ServiceError
+from runtime.services.keys import options
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS queue_messages (
@@ -48,9 +49,9 @@ class Queues:
         if method != "send":
             raise ServiceError(f"queue '{name}' has no method '{method}'; use send")
         body = args[0] if args else None
-        opts = args[1] if len(args) > 1 and args[1] is not None else {}
-        if not isinstance(opts, dict):
-            raise ServiceError(f"queue '{name}':send options must be a table like {{ delay = \"30s\" }}")
+        opts = options(
+            args[1] if len(args) > 1 else None, ("delay",), f"queue '{name}':send", '{ delay = "30s" }'
+        )
         delay = 0.0
         if opts.get("delay") is not None:
             delay = parse_ms(opts["delay"], f"the delay of queue '{name}':send") / 1000

@@ -59,6 +59,25 @@ local function library_error(msg)
   raw_error(msg, level)
 end
 
+-- An API refusal names the user's line that made the call. When that call was a tail call
+-- (`return wf:continue_as_new(...)`, as the reference writes it) its frame is gone and the
+-- level lands in the engine's own code, whose chunk and line the message then named
+-- ([string "<python>"]:2045). The engine's frames are skipped to the frame Lua would name
+-- past them, which has no line when it is C or the coroutine's base.
+do
+  local builtin_error = raw_error
+  raw_error = function(msg, level)
+    if level == 0 or type(msg) ~= "string" then builtin_error(msg, 0) end
+    local at = (level or 1) + 1 -- as the caller's level, seen from here
+    while true do
+      local info = getinfo(at, "Sf")
+      if info == nil then builtin_error(msg, 0) end
+      if not ENGINE_SOURCES[info.source] and not engine_c[info.func] then builtin_error(msg, at) end
+      at = at + 1
+    end
+  end
+end
+
 local QUALIFIED = { find = "string.find", match = "string.match", gmatch = "string.gmatch",
   gsub = "string.gsub", rep = "string.rep", insert = "table.insert", remove = "table.remove",
   move = "table.move", sort = "table.sort", concat = "table.concat", unpack = "table.unpack" }
@@ -1049,10 +1068,11 @@ local STEP_OPTION_LIST = "retries, backoff, max_backoff, jitter, timeout, catch 
 
 -- The first unknown key of a step's options, shown, or nil. Keys are sorted so the one
 -- named does not depend on the table's hash order.
-local function unknown_option(o)
+local function unknown_option(o, allowed)
+  allowed = allowed or STEP_OPTIONS
   local bad = {}
   for k in next_, o do
-    if not (type_(k) == "string" and STEP_OPTIONS[k]) then
+    if not (type_(k) == "string" and allowed[k]) then
       bad[#bad + 1] = type_(k) == "string" and sfmt("'%s'", ssub(k, 1, 64)) or sfmt("[%s]", tostring_(k))
     end
   end
@@ -1131,10 +1151,25 @@ function wf_methods.sleep(self, duration)
   command({ op = "wait", kind = "sleep", names = {}, timeout = duration })
 end
 
-local function wait_opts(opts, what)
-  if opts == nil then return nil end
-  if type_(opts) ~= "table" then raw_error(what .. " options must be a table like { timeout = \"48h\" }", 3) end
-  return opts.timeout
+-- A misspelt option ({ timeot = "1h" }) was ignored, and the wait it meant to bound waited
+-- for ever.
+-- (The main chunk is at Lua's 200 locals: the option sets live inside the block.)
+local wait_opts
+do
+  local WAIT_OPTIONS = { timeout = true }
+  local ALL_OPTIONS = { timeout = true, within = true }
+
+  function wait_opts(opts, what)
+    if opts == nil then return nil end
+    if type_(opts) ~= "table" then raw_error(what .. " options must be a table like { timeout = \"48h\" }", 3) end
+    local allowed = what == "wf:all" and ALL_OPTIONS or WAIT_OPTIONS
+    local unknown = unknown_option(opts, allowed)
+    if unknown then
+      raw_error(sfmt("%s: unknown option %s; the options are %s, e.g. { timeout = \"48h\" } — check its "
+        .. "spelling", what, unknown, what == "wf:all" and "timeout and within" or "timeout"), 3)
+    end
+    return opts.timeout
+  end
 end
 
 function wf_methods.await(self, name, opts)
