@@ -229,6 +229,7 @@ class DevServer:
         )
         self.observer = observer
         self._cancels = _Cancels(self.store) if observer is not None else None
+        self._starts = _Starts(self.store) if observer is not None else None
         self.owner = f"dev-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.lease = LeaseTerms(self.owner, LEASE_MS)
         # Console actions carry this; a page of another process (or none) cannot act.
@@ -325,6 +326,7 @@ class DevServer:
             try:
                 self.store.heartbeat(self.owner, now_ms(self.platform.clock))
                 self.store.fire_due_timers(now_ms(self.platform.clock))
+                self._report_starts()  # before the wakes: a run's start line before its steps'
                 for run_id, token in self.store.wakeups():
                     with self._claim_lock:
                         if run_id in self._claimed:
@@ -336,6 +338,14 @@ class DevServer:
                 log.exception("dispatcher iteration failed")
             self._wake.wait(timeout=self._next_wait())
             self._wake.clear()
+
+    def _report_starts(self) -> None:
+        """Starts made by another process reach the observer too; a terminal prints each
+        run's start once, whoever made it."""
+        if self.observer is None or self._starts is None:
+            return
+        for run_id, workflow in self._starts.new():
+            self.observer.started(run_id, workflow)
 
     def _report_cancels(self) -> None:
         """Cancels made by another process (``lunaflow cancel``, a second server) reach the
@@ -475,6 +485,23 @@ class DevServer:
         """A console page or action; ``refused`` says why a state-changing request looked
         cross-site (then it is refused whatever it carries)."""
         return self.console.handle(method, path, form, cross_site=refused)
+
+
+class _Starts:
+    """Runs another process started (``lunaflow start``, a second server) since the last
+    look, so their start is printed as this server's own runs' is: read from the newest
+    start seen at the server's start on, by the store's index of starts."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+        self._cursor = store.newest_created()
+
+    def new(self) -> list[tuple[str, str]]:
+        found = self.store.created_after(self._cursor)
+        if found:
+            rid, _, at = found[-1]
+            self._cursor = (at, rid)
+        return [(rid, workflow) for rid, workflow, _ in found]
 
 
 class _Cancels:

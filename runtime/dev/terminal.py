@@ -27,7 +27,7 @@ from typing import IO
 from runtime.core.values import compact
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
-MAX_CANCELS_KEPT = 100_000  # cancels remembered, so each is printed once
+MAX_CANCELS_KEPT = 100_000  # cancels (and starts) remembered, so each is printed once
 
 _COLOURS = {
     "failed": "31",  # red
@@ -70,6 +70,7 @@ class Terminal:
         self.colour = colour_wanted(self.stream) if colour is None else colour
         self._lock = threading.Lock()
         self._cancelled: dict[str, None] = {}  # run ids whose cancel was printed, oldest first
+        self._started: dict[str, None] = {}  # run ids whose start was printed, oldest first
 
     # --- writing -----------------------------------------------------------------------
 
@@ -106,6 +107,14 @@ class Terminal:
     # --- the Observer ------------------------------------------------------------------
 
     def started(self, run_id: str, workflow: str) -> None:
+        # Said once per run: a start this process made is reported by the engine, and found
+        # again among the starts of every process on the data folder.
+        with self._lock:
+            if run_id in self._started:
+                return
+            self._started[run_id] = None
+            while len(self._started) > MAX_CANCELS_KEPT:
+                del self._started[next(iter(self._started))]
         if self.level >= NORMAL:
             self._run("started", run_id, f"started ({plain(workflow)})")
 

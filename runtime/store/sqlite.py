@@ -1109,6 +1109,24 @@ class SQLiteStore:
         rows = self._read("SELECT SUM(n) FROM run_counts WHERE status = ?", (status,))
         return int(rows[0][0] or 0)
 
+    def newest_created(self) -> tuple[float, str]:
+        """(created_at, id) of the newest run by start, a cursor for ``created_after``."""
+        rows = self._read("SELECT created_at, id FROM runs ORDER BY created_at DESC, id DESC LIMIT 1", ())
+        return (float(rows[0][0]), str(rows[0][1])) if rows else (float("-inf"), "")
+
+    def created_after(self, cursor: tuple[float, str], limit: int = 1000) -> list[tuple[str, str, float]]:
+        """(id, workflow, created_at) of the runs started after ``cursor`` (by start, then
+        id), oldest first: the runs_by_created index, so a poll is cheap at any count."""
+        at, rid = cursor
+        return [
+            (str(r[0]), str(r[1]), float(r[2]))
+            for r in self._read(
+                "SELECT id, workflow, created_at FROM runs WHERE created_at >= ? "
+                "AND NOT (created_at = ? AND id <= ?) ORDER BY created_at, id LIMIT ?",
+                (at, at, rid, limit),
+            )
+        ]
+
     def ids_with_status(self, status: str) -> list[tuple[str, str]]:
         """(run id, workflow) of every run with ``status``."""
         return [(r[0], r[1]) for r in self._read("SELECT id, workflow FROM runs WHERE status = ?", (status,))]

@@ -129,6 +129,34 @@ def test_a_cancel_from_the_cli_is_printed_by_the_running_server(dev: DevServer) 
     assert len(said) == 1, said
 
 
+def test_a_start_from_the_cli_is_printed_by_the_running_server_once_before_its_end(dev: DevServer) -> None:
+    """``lunaflow start`` (another process, on the server's data folder) starts a run the
+    server then advances: its terminal prints the start, once, before the run's end, as the
+    README's quickstart says ("starts, completions and cancels are one line each"). Before:
+    the end and the logs of such a run were printed, its start never."""
+    since = dev.mark()
+    done = dev.cli("start", "waiter", "--id", "t2-cli-start")
+    assert done.code == 0, str(done)
+    started = _line_with(dev, since, "t2-cli-start", "started (waiter)")
+    dev.wait_status("t2-cli-start", {"awaiting"})
+    dev.request("POST", "/cancel?wf=waiter&id=t2-cli-start", "")
+    ended = _line_with(dev, since, "t2-cli-start", "cancelled")
+    time.sleep(1.5)  # a second report would come within the server's next polls
+    said = [line for line in dev.lines_since(since) if "t2-cli-start" in line and "started" in line]
+    assert said == [started]
+    lines = dev.lines_since(since)
+    assert lines.index(started) < lines.index(ended)
+
+
+def test_a_start_by_the_server_itself_is_printed_once(dev: DevServer) -> None:
+    since = dev.mark()
+    _start(dev, "waiter", "t2-own-start")
+    dev.wait_status("t2-own-start", {"awaiting"})
+    time.sleep(1.5)  # the server's polls would find the start again by now
+    said = [line for line in dev.lines_since(since) if "t2-own-start" in line and "started" in line]
+    assert len(said) == 1, said
+
+
 def test_a_cancel_from_a_second_server_is_printed_by_the_first(dev: DevServer, servers: Servers) -> None:
     """A second ``lunaflow dev`` on the same data folder cancels a run through the project's
     route: both servers print the cancel (the second as its own event, the first from the
