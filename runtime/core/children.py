@@ -51,7 +51,7 @@ def child(replay: Replay, cmd: ChildCmd) -> Decision:
     replay._parked = None
     replay._step = None
     replay.child_calls += 1
-    child_id = cmd.id if cmd.id is not None else child_run_id(replay.run_id, replay.child_calls)
+    child_id = cmd.id if cmd.id is not None else child_run_id(replay.owner, replay.child_calls)
     head = replay._peek()
     if replay._cancel_here(head):
         return EnterCleanup()  # cancelled here: the run's cancel handler runs instead
@@ -61,11 +61,24 @@ def child(replay: Replay, cmd: ChildCmd) -> Decision:
     if head is None:
         return replay._full(2) or StartChild(cmd.workflow, child_id, cmd.input, cmd.timeout)
     if not (
-        head.kind == Kind.CHILD_STARTED and head.name == cmd.workflow and head.data.get("child") == child_id
+        head.kind == Kind.CHILD_STARTED
+        and head.name == cmd.workflow
+        and head.data.get("child") in _recorded_ids(replay, cmd, child_id)
     ):
         return Diverged(describe(head), f"reached child '{child_id}' of workflow '{cmd.workflow}'")
     replay.pos += 1
     return Resume(_handle(head))
+
+
+def _recorded_ids(replay: Replay, cmd: ChildCmd, child_id: str) -> tuple[str, ...]:
+    """The ids a recorded start of this call may name. Before derived ids named the
+    generation, a later generation derived them from the bare run id (and joined generation
+    1's ended child); a journal written then replays as written rather than diverging, so
+    such a run keeps the child it recorded and only its calls not yet recorded get ids of
+    their own generation."""
+    if cmd.id is not None or replay.generation == 1:
+        return (child_id,)
+    return (child_id, child_run_id(replay.run_id, replay.child_calls))
 
 
 def started(replay: Replay, cmd: StartChild, *, joined: bool) -> Resume:

@@ -34,6 +34,14 @@ def check_run_id(value: object) -> str:
     raise InvalidInput(f"run id must be a non-empty string without '/' (got \"{shown}\")")
 
 
+def generation_owner(run_id: str, generation: int) -> str:
+    """What a generation's effects are named after: the run id in generation 1, ``<run id>@<n>``
+    in a later one (``wf:continue_as_new``), so a month's step ids and derived child ids are
+    its own and never those of the month before. Generation 1 keeps the bare run id: runs
+    that never continue name their effects as they always have."""
+    return run_id if generation == 1 else f"{run_id}@{generation}"
+
+
 def step_id(run_id: str, step: str, pass_: int, attempt: int) -> str:
     """``<run id>/<step name>/<pass>/<attempt>``: stable across a crash, new per attempt and pass."""
     return f"{run_id}/{step}/{pass_}/{attempt}"
@@ -42,8 +50,10 @@ def step_id(run_id: str, step: str, pass_: int, attempt: int) -> str:
 def child_run_id(parent_id: str, n: int) -> str:
     """The id of the ``n``-th child a run starts with ``wf:child`` and no id of its own:
     derived from the parent and the command's position, so a replay after a crash names the
-    same run (and joins it) instead of starting a second one. Ids cannot hold '/', so the
-    parts are joined by '.'; a parent id too long to extend is replaced by its hash."""
+    same run (and joins it) instead of starting a second one. ``parent_id`` is the
+    generation's owner (``generation_owner``), so a later generation starts children of its
+    own instead of joining the ended ones of the generation before. Ids cannot hold '/', so
+    the parts are joined by '.'; a parent id too long to extend is replaced by its hash."""
     derived = f"{parent_id}.child-{n}"
     if _utf8_len(derived) <= MAX_RUN_ID_BYTES:
         return derived

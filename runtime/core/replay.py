@@ -19,7 +19,7 @@ from runtime.core import published
 from runtime.core.bounds import MAX_JOURNAL_ENTRIES, MAX_PUBLISHED_KEYS
 from runtime.core.child_commands import ReadChild, StartChild
 from runtime.core.flow import Admit, Gather, Rate
-from runtime.core.ids import step_id
+from runtime.core.ids import generation_owner, step_id
 from runtime.core.journal import (
     MARKERS,
     Entry,
@@ -371,6 +371,11 @@ class Replay:
     @property
     def generation(self) -> int:
         return int(self.start.data.get("generation", 1))
+
+    @property
+    def owner(self) -> str:
+        """What this generation's effects are named after (step ids, derived child ids)."""
+        return generation_owner(self.run_id, self.generation)
 
     def _full(self, needed: int) -> Fail | None:
         # The bound is per generation: wf:continue_as_new starts the count again.
@@ -781,9 +786,7 @@ class Replay:
         flight = self._flight()
         flight.attempt += 1
         flight.used += 1
-        # Each generation's effects are its own: a later generation's step ids name it.
-        owner = self.run_id if self.generation == 1 else f"{self.run_id}@{self.generation}"
-        sid = step_id(owner, flight.cmd.name, flight.pass_, flight.attempt)
+        sid = step_id(self.owner, flight.cmd.name, flight.pass_, flight.attempt)
         flight.intent = self._record(
             Kind.STEP_INTENT,
             flight.cmd.name,

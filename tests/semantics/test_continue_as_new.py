@@ -5,6 +5,7 @@ generation. Both harnesses."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ PROJECT = Path(__file__).resolve().parents[1] / "projects" / "continue"
 
 
 @pytest.fixture
-def p(harness: Any, tmp_path: Path):
+def p(harness: Any, tmp_path: Path) -> Iterator[Any]:
     with harness(PROJECT, data_dir=tmp_path) as plat:
         yield plat
 
@@ -108,3 +109,35 @@ def test_the_journal_keeps_the_last_generations_and_says_how_many_it_dropped(p: 
     done = p.get("sub-dee")
     assert done.result == {"customer": "dee", "months_billed": 20, "ended_by": "term"}
     assert [g["generation"] for g in generations(p.journal("sub-dee"))] == list(range(11, 21))
+
+
+def test_a_derived_child_id_is_new_each_generation(p: Any) -> None:
+    """Found by a review: derived child ids named the run but not the generation, so each
+    later generation's first wf:child joined generation 1's ended child (its new input
+    ignored) and got month 1's result again ('1 1 1'). Generation 1 keeps the id it always
+    had; a later one's derived ids name it, as its step ids do."""
+    p.start("monthly-child", {"month": 1, "months": 3}, id="mc")
+    done = p.get("mc")
+    assert done.status == Status.COMPLETED
+    assert done.result == "1 2 3"
+    bills = {r.id: r.input for r in p.runs(workflow="bill")}
+    assert bills == {"mc.child-1": 1, "mc@2.child-1": 2, "mc@3.child-1": 3}
+    assert sorted(p.platform.store.children("mc")) == ["mc.child-1", "mc@2.child-1", "mc@3.child-1"]
+    started = [e.data["child"] for e in p.journal("mc") if e.kind == Kind.CHILD_STARTED]
+    assert started == ["mc.child-1", "mc@2.child-1", "mc@3.child-1"]
+
+
+def test_map_branches_are_new_each_generation_and_replay_cold(p: Any) -> None:
+    p.start("monthly-map", {"month": 1, "months": 2}, id="mm")
+    for i in (1, 2):
+        p.signal(f"mm.child-{i}", "paid", None)
+    assert p.get("mm").status != Status.COMPLETED
+    assert generations(p.journal("mm"))[-1]["generation"] == 2
+    p.restart()  # generation 2 replays cold from its journal, parked in the map
+    for i in (1, 2):
+        p.signal(f"mm@2.child-{i}", "paid", None)
+    done = p.get("mm")
+    assert done.status == Status.COMPLETED
+    assert done.result == "11,12 21,22"
+    bills = {r.id: r.input for r in p.runs(workflow="bill-paid")}
+    assert bills == {"mm.child-1": 11, "mm.child-2": 12, "mm@2.child-1": 21, "mm@2.child-2": 22}

@@ -89,3 +89,38 @@ def test_replay_answers_from_the_journal_and_a_different_child_diverges() -> Non
 
     d2 = step_first.step(StepCmd("charge", 1, 0, None))
     assert isinstance(d2, Diverged) and d2.expected == "child 'c' of workflow 'charge'"
+
+
+def _second_generation(*recorded: Entry) -> list[Entry]:
+    """A journal in generation 2: generation 1 started child 'p.child-1' and continued."""
+    return [
+        START,
+        Entry(2, Kind.CHILD_STARTED, "charge", {"child": "p.child-1"}, 0.0),
+        Entry(3, Kind.CONTINUED, None, {"format": 1, "generation": 2, "input": None}, 0.0),
+        *recorded,
+    ]
+
+
+def test_generation_1_derives_the_ids_it_always_did_and_a_later_generation_names_itself() -> None:
+    assert children.child(fresh(), ChildCmd("charge", None, None)) == StartChild(
+        "charge", "p.child-1", None, None
+    )
+    r = Replay("p", _second_generation(), 0)
+    assert children.child(r, ChildCmd("charge", 2, None)) == StartChild("charge", "p@2.child-1", 2, None)
+    long = "x" * MAX_RUN_ID_BYTES
+    first, later = child_run_id(long, 1), child_run_id(f"{long}@2", 1)
+    assert check_run_id(later) == later and later != first
+
+
+def test_a_later_generation_journaled_before_ids_named_it_replays_as_written() -> None:
+    """Engines before this fix derived generation 2's first id as 'p.child-1' (joining
+    generation 1's child): such a journal replays, and the calls it has not recorded get
+    ids of their generation. Any other recorded id still diverges."""
+    old = Entry(4, Kind.CHILD_STARTED, "charge", {"child": "p.child-1", "joined": True}, 0.0)
+    r = Replay("p", _second_generation(old), 0)
+    joined = children.child(r, ChildCmd("charge", 2, None))
+    assert joined == Resume({"child": "p.child-1", "workflow": "charge"})
+    assert children.child(r, ChildCmd("charge", 3, None)) == StartChild("charge", "p@2.child-2", 3, None)
+    other = Entry(4, Kind.CHILD_STARTED, "charge", {"child": "p.child-9"}, 0.0)
+    d = children.child(Replay("p", _second_generation(other), 0), ChildCmd("charge", 2, None))
+    assert isinstance(d, Diverged) and d.expected == "child 'p.child-9' of workflow 'charge'"

@@ -38,6 +38,32 @@ workflow "flaky-later" (function(wf, input)
     end)
 end)
 
+-- A month's bill as a child run of its own: "monthly-child" starts one a generation with a
+-- derived id, and "monthly-map" maps two a generation, each waiting for its "paid" signal.
+workflow "bill" (function(wf, month) return { billed = month } end)
+workflow "bill-paid" (function(wf, item)
+    wf:await("paid")
+    return item
+end)
+
+workflow "monthly-child" (function(wf, s)
+    local got = wf:child("bill", s.month):result()
+    local seen = (s.seen or "") .. got.billed
+    if s.month < s.months then
+        return wf:continue_as_new({ month = s.month + 1, months = s.months, seen = seen .. " " })
+    end
+    return seen
+end)
+
+workflow "monthly-map" (function(wf, s)
+    local got = wf:map({ s.month * 10 + 1, s.month * 10 + 2 }, "bill-paid")
+    local seen = (s.seen or "") .. got[1] .. "," .. got[2]
+    if s.month < s.months then
+        return wf:continue_as_new({ month = s.month + 1, months = s.months, seen = seen .. " " })
+    end
+    return seen
+end)
+
 -- For lunaflow dev tests: start a run, signal one.
 on "fetch" (function(req)
     local body = json.parse(req.body)

@@ -79,7 +79,7 @@ function Wf:on_cancel(opts_or_fn, fn) end
 function Wf:version(change) end
 
 ---@class lunaflow.ChildOptions
----@field id? string the child's run id (default: "<run id>.child-<n>" for the n-th wf:child)
+---@field id? string the child's run id (default: "<run id>.child-<n>" for the n-th; "<run id>@<g>.child-<n>" in generation g > 1)
 ---@field timeout? lunaflow.Duration the child run's own bound, as handle:start takes it
 
 ---Start a run of `workflow` as this run's child (journaled once, no step needed), or join
