@@ -24,8 +24,9 @@ compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 """The compact JSON text of a value (UTF-8 kept as is), as the journal stores it."""
 
 
-def check_size(encoded: str, what: str) -> None:
-    size = len(encoded.encode("utf-8"))
+def check_size(encoded: str, what: str, framing: int = 0) -> None:
+    """``framing``: bytes of ``encoded`` that join several values (a step's commas), not counted."""
+    size = len(encoded.encode("utf-8")) - framing
     if size > MAX_VALUE_BYTES:
         raise InvalidInput(
             f"{what} is {size} bytes encoded, over the limit of {MAX_VALUE_BYTES} bytes (256 KiB); "

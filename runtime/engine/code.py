@@ -353,11 +353,18 @@ class Code:
                 False, error=self._explain(str(out)), retryable=not no_retry, retry_after_ms=slow
             )
         encoded = str(out)
+        what = f"the result of step '{name}'"
         try:
-            values.check_size(encoded, f"the result of step '{name}'")
+            returned = values.loads_bounded(encoded, what)
+            # The values come as one JSON array: its brackets and commas are not the values'
+            # (a 256 KiB value was refused as 2 bytes over), so the bound is on what is inside.
+            if isinstance(returned, list):
+                values.check_size(encoded[1:-1], what, framing=max(len(returned) - 1, 0))
+            else:
+                values.check_size(encoded, what)
         except InvalidInput as e:
             return BodyOutcome(False, error=str(e))
-        return BodyOutcome(True, values=values.loads_bounded(encoded, f"the result of step '{name}'"))
+        return BodyOutcome(True, values=returned)
 
     # --- handlers ----------------------------------------------------------------------
 

@@ -218,6 +218,20 @@ def test_step_result_just_under_the_limit_is_recorded(p: LocalPlatform) -> None:
     assert recorded.data["values"] == ["x" * (LIMIT - 100)]
 
 
+def test_a_step_value_of_exactly_256_kib_is_recorded_and_one_byte_more_is_refused(p: LocalPlatform) -> None:
+    """SPEC 3: "Each recorded value is at most 256 KiB encoded": the limit is the value's, as
+    for an input (a string of LIMIT - 2 characters is LIMIT bytes encoded). The step's values
+    travel as one JSON array, and its two brackets were counted: such a value was refused as
+    262146 bytes."""
+    run = p.start("big-step", {"size": LIMIT - 2}, id="exact")
+    assert run.status == "completed", run.error
+    [recorded] = [e for e in p.journal("exact") if e.kind == Kind.STEP_RESULT]
+    assert recorded.data["values"] == ["x" * (LIMIT - 2)]
+    over = p.start("big-step", {"size": LIMIT - 1}, id="over")
+    assert over.status == "failed"
+    assert f"is {LIMIT + 1} bytes encoded, over the limit of {LIMIT} bytes" in (over.error or "")
+
+
 def test_oversized_workflow_result_is_refused_with_size_and_limit(p: LocalPlatform) -> None:
     """SPEC 3: "larger is refused with the size and the limit. Same limits for inputs,
     results and signal payloads"."""
