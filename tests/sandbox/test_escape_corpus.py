@@ -35,11 +35,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -156,7 +156,11 @@ def _run_phase(p: LocalPlatform, case: Case, phase: Phase, n: int, tmp: Path) ->
         if phase.where == "load":
             project = tmp / f"{case.name}-{n}"
             project.mkdir()
-            shutil.copy(PROJECT / "lunaflow.toml", project / "lunaflow.toml")
+            # The project's bounds, not its queue's settings: this project has no queue.
+            limits = tomllib.loads((PROJECT / "lunaflow.toml").read_text(encoding="utf-8"))["limits"]
+            (project / "lunaflow.toml").write_text(
+                "[limits]\n" + "".join(f"{k} = {v}\n" for k, v in limits.items()), encoding="utf-8"
+            )
             (project / "case.lua").write_text(phase.src, encoding="utf-8")
             try:
                 p.platform.deploy(project)
