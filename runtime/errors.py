@@ -42,6 +42,7 @@ class RunIdTaken(LunaflowError):
 
     def __init__(self, run_id: str, held_by: str, wanted: str) -> None:
         self.run_id = run_id
+        self.held_by = held_by
         super().__init__(
             f"run id '{run_id}' is held by a run of workflow '{held_by}', so it cannot start "
             f"workflow '{wanted}'; a run id names one run of one workflow — choose another id"

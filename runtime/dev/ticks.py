@@ -55,12 +55,16 @@ class TickLoop:
                 continue
             if self.fault == "before":
                 kill_now()
-            fired = fire_tick(self.platform, schedule, tick)
+            try:
+                fired = fire_tick(self.platform, schedule, tick)
+            except Exception:  # the ticker has moved past it: the ticks due with it must still fire
+                log.exception("schedule %s: firing its tick %s failed", schedule.name, schedule.run_id(tick))
+                continue
             if self.fault == "after":
                 kill_now()
             if fired.started:
                 self.say(f"schedule {schedule.name}: tick {fired.run_id}")
-            else:
+            elif fired.error is None:  # an error is logged where it happens
                 self.say(f"schedule {schedule.name}: tick skipped, an earlier run is still going")
             self.poke()
 

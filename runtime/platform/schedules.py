@@ -8,6 +8,11 @@ What a tick does while an earlier tick's run of the same schedule is still going
 sleeping or awaiting) is the schedule's ``overlap``: ``skip`` (the default: no run for this
 tick), ``allow`` (start it anyway) or ``cancel`` (cancel the earlier runs, then start).
 
+A tick whose run id a run of another workflow already holds (a user started it first) cannot
+start its run: it is skipped and kept as an error in the platform's log, and every other tick
+fires as usual (raising would lose the ticks due with it, and on AWS make the tick's message
+fail for ever).
+
 Where ticks come from: the harnesses' ``advance`` (``Ticker`` below, on the fake clock),
 ``lunaflow dev``'s ticker thread (the same ``Ticker`` on the real clock) and, on AWS, one
 EventBridge Scheduler schedule per declaration whose message reaches ``fire_tick`` through
@@ -26,7 +31,7 @@ from typing import Any, Protocol
 
 from runtime.core.journal import Status
 from runtime.engine.schedules import Schedule, iso
-from runtime.errors import InvalidInput
+from runtime.errors import InvalidInput, LunaflowError, RunIdTaken
 from runtime.platform.platform import Platform
 from runtime.platform.runs import Runs
 from runtime.store.base import IndexedSearch, RunFilter, RunRecord
@@ -44,8 +49,9 @@ class Fired:
     schedule: str
     tick_ms: int
     run_id: str
-    started: bool  # False: skipped because an earlier tick's run is still going
+    started: bool  # False: no run for this tick (``error`` says why, None: the overlap policy)
     cancelled: tuple[str, ...] = ()
+    error: str | None = None  # the tick cannot start its run: its id is another workflow's
 
 
 def live_runs(platform: Platform, schedule: Schedule, but: str) -> list[RunRecord]:
@@ -62,8 +68,12 @@ def live_runs(platform: Platform, schedule: Schedule, but: str) -> list[RunRecor
 def fire_tick(platform: Platform, schedule: Schedule, tick_ms: int) -> Fired:
     """Start the tick's run (joining it if it exists), as its overlap policy says."""
     run_id = schedule.run_id(tick_ms)
+    existing = platform.store.get_run(run_id)
+    if existing is not None and existing.workflow != schedule.workflow:
+        # Checked before the overlap policy: a tick that cannot start must cancel nothing.
+        return id_taken(platform, schedule, tick_ms, existing.workflow)
     cancelled: list[str] = []
-    if schedule.overlap != "allow" and platform.store.get_run(run_id) is None:
+    if schedule.overlap != "allow" and existing is None:
         earlier = live_runs(platform, schedule, run_id)
         if earlier and schedule.overlap == "skip":
             log.info("schedule %s: tick %s skipped, %s is still going", schedule.name, run_id, earlier[0].id)
@@ -71,8 +81,29 @@ def fire_tick(platform: Platform, schedule: Schedule, tick_ms: int) -> Fired:
         for run in earlier:  # overlap = "cancel"
             platform.cancel(run.id)
             cancelled.append(run.id)
-    platform.start(schedule.workflow, schedule.input, id=run_id)
+    try:
+        platform.start(schedule.workflow, schedule.input, id=run_id)
+    except RunIdTaken as e:  # started by someone else since the look above
+        return id_taken(platform, schedule, tick_ms, e.held_by, tuple(cancelled))
     return Fired(schedule.name, tick_ms, run_id, started=True, cancelled=tuple(cancelled))
+
+
+def id_taken(
+    platform: Platform, schedule: Schedule, tick_ms: int, held_by: str, cancelled: tuple[str, ...] = ()
+) -> Fired:
+    """The tick skipped, its error logged and kept in the platform's log (``p.logs``)."""
+    run_id = schedule.run_id(tick_ms)
+    text = (
+        f"schedule '{schedule.name}': the tick of {iso(tick_ms)} was skipped: its run id '{run_id}' is "
+        f"held by a run of workflow '{held_by}', so it cannot start workflow '{schedule.workflow}'; "
+        "a schedule's tick starts the run <schedule>@<tick time>, an id that belongs to the schedule; "
+        "start your own runs under other ids (the schedule's other ticks fire as usual)"
+    )
+    log.error(text)
+    platform.logs.append(
+        {"level": "error", "message": text, "traceback": None, "run": run_id, "schedule": schedule.name}
+    )
+    return Fired(schedule.name, tick_ms, run_id, started=False, cancelled=cancelled, error=text)
 
 
 def find(schedules: Mapping[str, Schedule], name: str) -> Schedule:
@@ -174,8 +205,9 @@ class ScheduleControl(Protocol):
     def set_paused(self, name: str, paused: bool) -> None: ...
 
     def trigger(self, schedule: Schedule, tick_ms: int) -> bool:
-        """Fire ``tick_ms`` now, paused or not; False when the overlap policy skipped it
-        (known only where the tick fires in this process)."""
+        """Fire ``tick_ms`` now, paused or not; False when the overlap policy skipped it,
+        ``LunaflowError`` when a run of another workflow holds its id (both known only where
+        the tick fires in this process)."""
 
 
 class LocalSchedules:
@@ -197,7 +229,10 @@ class LocalSchedules:
             raise InvalidInput(
                 f"schedule '{schedule.name}' cannot be triggered here: no platform runs its code"
             )
-        return fire_tick(self.platform, schedule, tick_ms).started
+        fired = fire_tick(self.platform, schedule, tick_ms)
+        if fired.error is not None:  # the person triggering it is told, not only the log
+            raise LunaflowError(fired.error)
+        return fired.started
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from runtime.errors import InvalidInput
+from runtime.errors import InvalidInput, LunaflowError
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "schedules"
 
@@ -149,3 +149,49 @@ def test_a_schedule_a_deploy_adds_fires_no_tick_from_before_the_deploy(harness: 
         assert ids(p, "quarter") == []
         p.advance("10m")
         assert ids(p, "quarter") == ["quarter@2026-01-01T00:30:00Z"]
+
+
+CLASH = """
+workflow "job" (function(wf, input) return "tick" end)
+workflow "other" (function(wf, input) return wf:await("x") end)
+schedule "a" { every = "1h", workflow = "job" }
+schedule "b" { every = "1h", workflow = "job" }
+"""
+
+
+def test_a_tick_whose_run_id_another_workflow_holds_is_skipped_and_logged(
+    harness: Any, tmp_path: Path
+) -> None:
+    project = tmp_path / "clash"
+    project.mkdir()
+    (project / "main.lua").write_text(CLASH, encoding="utf-8")
+    with harness(project) as p:
+        p.start("other", None, id="a@2026-01-01T01:00:00Z")
+        p.advance("3h")  # neither raises nor leaves a message failing for ever (AWS: strict)
+        assert ids(p, "a") == ["a@2026-01-01T01:00:00Z", "a@2026-01-01T02:00:00Z", "a@2026-01-01T03:00:00Z"]
+        assert ids(p, "b") == ["b@2026-01-01T01:00:00Z", "b@2026-01-01T02:00:00Z", "b@2026-01-01T03:00:00Z"]
+        held = p.get("a@2026-01-01T01:00:00Z")
+        assert (held.workflow, held.status.value) == ("other", "awaiting")
+        assert all(p.get(r).status.value == "completed" for r in ids(p, "a")[1:] + ids(p, "b"))
+        errors = [r["message"] for r in p.logs if r.get("level") == "error"]
+        assert len(errors) == 1
+        assert errors[0].startswith(
+            "schedule 'a': the tick of 2026-01-01T01:00:00Z was skipped: its run id "
+            "'a@2026-01-01T01:00:00Z' is held by a run of workflow 'other', so it cannot start workflow 'job'"
+        )
+        assert "start your own runs under other ids" in errors[0]
+
+
+@pytest.mark.local_only("on AWS a trigger is a message the worker fires later: its skip is only logged")
+def test_a_trigger_whose_run_id_another_workflow_holds_is_refused_to_the_one_triggering(
+    harness: Any, tmp_path: Path
+) -> None:
+    project = tmp_path / "clash"
+    project.mkdir()
+    (project / "main.lua").write_text(CLASH, encoding="utf-8")
+    with harness(project) as p:
+        p.start("other", None, id="a@2026-01-01T00:00:00Z")
+        schedule = p.platform.worker.schedules["a"]
+        with pytest.raises(LunaflowError, match="held by a run of workflow 'other'.*under other ids"):
+            p.schedule_control.trigger(schedule, 1767225600000)
+        assert ids(p, "a") == ["a@2026-01-01T00:00:00Z"]
