@@ -30,7 +30,8 @@ def _record(record: dict[str, Any], context: LambdaContext) -> None:
         message = None
     if isinstance(message, dict) and "schedule" in message:  # a declared schedule's tick
         try:
-            fired = runtime().tick(str(message["schedule"]), str(message.get("tick", "")))
+            trigger = message.get("trigger") is True
+            fired = runtime().tick(str(message["schedule"]), str(message.get("tick", "")), trigger=trigger)
         except InvalidInput as e:  # not a message Scheduler sends: retrying cannot help
             logger.warning("tick message refused and dropped: %s", e, extra={"body": body})
             return

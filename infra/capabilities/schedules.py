@@ -3,11 +3,14 @@
 Each is a cron or rate expression in its time zone, flexible window off, in the timers'
 group, sending ``{"schedule": name, "tick": <scheduled time>}`` to the wake queue with the
 timers' Scheduler role; a delivery Scheduler gives up on goes to the wake dead-letter queue.
-The worker starts the tick's run (``AwsRuntime.tick``). Being resources of the stack, a
-schedule removed from the project is deleted by the next deploy, and a changed expression
-takes effect at deploy. The console function may read, pause and resume them (an update
-carries the Scheduler role, which it passes on) and send a tick to the wake queue ("trigger
-now"): ``grant_console``.
+The worker starts the tick's run (``AwsRuntime.tick``). No StartDate or EndDate: Scheduler
+refuses a StartDate more than 5 minutes past when it creates the schedule, which a template
+synthesized with ``start_at`` in the future meets once that time has come, so the window
+(``start_at``/``end_at``) is kept by the worker instead, which starts no run for a tick
+outside it. Being resources of the stack, a schedule removed from the project is deleted by
+the next deploy, and a changed expression takes effect at deploy. The console function may
+read, pause and resume them (an update carries the Scheduler role, which it passes on) and
+send a tick to the wake queue ("trigger now"): ``grant_console``.
 """
 
 from __future__ import annotations
@@ -39,8 +42,6 @@ class Schedules(Construct):
                 schedule_expression=declared.expression(),
                 schedule_expression_timezone=declared.timezone,
                 flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
-                start_date=declared.window[0],
-                end_date=declared.window[1],
                 state="ENABLED",
                 target=scheduler.CfnSchedule.TargetProperty(
                     arn=wake.queue.queue_arn,

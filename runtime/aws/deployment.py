@@ -205,7 +205,6 @@ def sync_schedules(clients: Any, config: AwsConfig, schedules: Mapping[str, Sche
             scheduler.delete_schedule(Name=summary["Name"], GroupName=group)
     existing = {s["Name"] for s in listed}
     for aws_name, (name, declared) in sorted(wanted.items()):
-        start, end = declared.window
         request: dict[str, Any] = {
             "Name": aws_name,
             "GroupName": group,
@@ -219,10 +218,6 @@ def sync_schedules(clients: Any, config: AwsConfig, schedules: Mapping[str, Sche
                 "Input": tick_input(name),
             },
         }
-        if start is not None:
-            request["StartDate"] = start
-        if end is not None:
-            request["EndDate"] = end
         if aws_name in existing:  # a deploy keeps a paused schedule paused
             request["State"] = scheduler.get_schedule(Name=aws_name, GroupName=group).get("State", "ENABLED")
             scheduler.update_schedule(**request)

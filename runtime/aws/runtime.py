@@ -327,15 +327,16 @@ class AwsRuntime:
         except Exception:  # a missed renewal only shortens the lease's life
             log.warning("renewing the lease of run %s failed", run_id, exc_info=True)
 
-    def tick(self, schedule: str, tick: str) -> Fired | None:
+    def tick(self, schedule: str, tick: str, *, trigger: bool = False) -> Fired | None:
         """A declared schedule's EventBridge tick (``tick``: its scheduled time, ISO 8601
-        UTC): start the tick's run, or join it if a retried delivery started it already. A
-        tick of a schedule the deployed code no longer declares is dropped (None)."""
+        UTC) or a ``trigger``: start the tick's run, or join it if a retried delivery started
+        it already. A tick of a schedule the deployed code no longer declares is dropped
+        (None)."""
         worker = self.platform.worker = self.platform.fresh(self.platform.worker)
         declared = worker.schedules.get(schedule)
         if declared is None:
             return None
-        return fire_tick(self.platform, declared, parse_iso(tick))
+        return fire_tick(self.platform, declared, parse_iso(tick), trigger=trigger)
 
     def reconcile(self, *, limit: int = RECONCILE_LIMIT) -> list[str]:
         """Heal what a lost message, a failed activation or a dead invocation left behind, a

@@ -4,12 +4,13 @@ the wake queue, as Scheduler would send it). ``lunaflow schedule ... --aws``, th
 widgets (``AwsSchedules``) and ``AwsPlatform`` use these.
 
 A pause is the schedule's ``DISABLED`` state. The stack writes ``State: ENABLED``, so a
-deploy that changes a schedule's declaration (its expression, window or input) resumes it;
-a deploy that leaves the declaration as it was leaves the pause.
+deploy that changes a schedule's declaration (its expression or input) resumes it; a deploy
+that leaves the declaration as it was leaves the pause.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -28,8 +29,8 @@ _KEPT = (
     "ScheduleExpressionTimezone",
     "FlexibleTimeWindow",
     "Target",
-    "StartDate",
-    "EndDate",
+    # Not StartDate/EndDate: the stack sets none (the runtime keeps the window), and a
+    # schedule an older stack made with a StartDate now past would be refused the update.
     "Description",
     "KmsKeyArn",
     "ActionAfterCompletion",
@@ -63,9 +64,13 @@ def set_paused(scheduler: Any, config: AwsConfig, name: str, paused: bool) -> No
 
 
 def send_tick(sqs: Any, config: AwsConfig, name: str, tick_ms: int) -> None:
-    """The tick message Scheduler sends, for ``tick_ms``, on the wake queue."""
-    body = tick_input(name).replace(TICK_TIME, iso(tick_ms))
-    sqs.send_message(QueueUrl=config.wake_queue_url, MessageBody=body)
+    """A trigger: the tick message Scheduler sends, for ``tick_ms``, on the wake queue, marked
+    as a trigger (which the schedule's window does not hold back)."""
+    body = json.loads(tick_input(name).replace(TICK_TIME, iso(tick_ms)))
+    sqs.send_message(
+        QueueUrl=config.wake_queue_url,
+        MessageBody=json.dumps({**body, "trigger": True}, separators=(",", ":")),
+    )
 
 
 class AwsSchedules:

@@ -120,7 +120,7 @@ class LocalPlatform(Harness):
 
     def _fire(self, schedule: Schedule, tick_ms: int, *, now: bool = False) -> None:
         if now or schedule.name not in PauseFile(self.data_dir).paused():
-            fire_tick(self.platform, schedule, tick_ms)
+            fire_tick(self.platform, schedule, tick_ms, trigger=now)
 
     @property
     def schedule_control(self) -> LocalSchedules:

@@ -46,16 +46,14 @@ class Schedule:
     def zone(self) -> dt.tzinfo:
         return zoneinfo.ZoneInfo(self.timezone)
 
-    @property
-    def window(self) -> tuple[str | None, str | None]:
-        """``start_at`` and ``end_at`` as UTC ISO 8601 (EventBridge's StartDate, EndDate)."""
-        return (
-            None if self.start_ms is None else iso(self.start_ms),
-            None if self.end_ms is None else iso(self.end_ms),
-        )
-
     def run_id(self, tick_ms: int) -> str:
         return f"{self.name}@{iso(tick_ms)}"
+
+    def in_window(self, tick_ms: int) -> bool:
+        """Whether ``tick_ms`` falls within ``start_at``..``end_at`` (both inclusive)."""
+        return (self.start_ms is None or tick_ms >= self.start_ms) and (
+            self.end_ms is None or tick_ms <= self.end_ms
+        )
 
     def next_after(self, after_ms: int) -> int | None:
         """The first tick later than ``after_ms`` inside the window, or None."""

@@ -8,6 +8,12 @@ What a tick does while an earlier tick's run of the same schedule is still going
 sleeping or awaiting) is the schedule's ``overlap``: ``skip`` (the default: no run for this
 tick), ``allow`` (start it anyway) or ``cancel`` (cancel the earlier runs, then start).
 
+A tick outside the schedule's window (before ``start_at``, after ``end_at``) starts no run:
+the window is kept here, not by EventBridge Scheduler, whose StartDate may not be in the
+past when a schedule is created (a deploy of a window that has begun would fail), so on AWS
+Scheduler sends the ticks outside it too and they end here. A trigger ("trigger now") is
+fired whatever the window, as whatever the pause.
+
 A tick whose run id a run of another workflow already holds (a user started it first) cannot
 start its run: it is skipped and kept as an error in the platform's log, and every other tick
 fires as usual (raising would lose the ticks due with it, and on AWS make the tick's message
@@ -49,7 +55,7 @@ class Fired:
     schedule: str
     tick_ms: int
     run_id: str
-    started: bool  # False: no run for this tick (``error`` says why, None: the overlap policy)
+    started: bool  # False: no run for this tick (``error`` says why; None: overlap or window)
     cancelled: tuple[str, ...] = ()
     error: str | None = None  # the tick cannot start its run: its id is another workflow's
 
@@ -65,9 +71,13 @@ def live_runs(platform: Platform, schedule: Schedule, but: str) -> list[RunRecor
     return found
 
 
-def fire_tick(platform: Platform, schedule: Schedule, tick_ms: int) -> Fired:
-    """Start the tick's run (joining it if it exists), as its overlap policy says."""
+def fire_tick(platform: Platform, schedule: Schedule, tick_ms: int, *, trigger: bool = False) -> Fired:
+    """Start the tick's run (joining it if it exists), as its overlap policy says; a tick
+    outside the window starts none unless it is a ``trigger``."""
     run_id = schedule.run_id(tick_ms)
+    if not trigger and not schedule.in_window(tick_ms):
+        log.info("schedule %s: tick %s is outside its window; no run", schedule.name, run_id)
+        return Fired(schedule.name, tick_ms, run_id, started=False)
     existing = platform.store.get_run(run_id)
     if existing is not None and existing.workflow != schedule.workflow:
         # Checked before the overlap policy: a tick that cannot start must cancel nothing.
@@ -229,7 +239,7 @@ class LocalSchedules:
             raise InvalidInput(
                 f"schedule '{schedule.name}' cannot be triggered here: no platform runs its code"
             )
-        fired = fire_tick(self.platform, schedule, tick_ms)
+        fired = fire_tick(self.platform, schedule, tick_ms, trigger=True)
         if fired.error is not None:  # the person triggering it is told, not only the log
             raise LunaflowError(fired.error)
         return fired.started

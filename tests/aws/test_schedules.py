@@ -38,6 +38,8 @@ def test_the_deployment_has_one_scheduler_schedule_per_declaration() -> None:
         assert nightly["Target"]["Arn"] == p.config.wake_queue_arn
         assert json.loads(nightly["Target"]["Input"]) == {"schedule": "nightly", "tick": TICK_TIME}
         assert found["lfs-quarter"]["ScheduleExpression"] == "rate(15 minutes)"
+        # As the stack makes them: the window (quarter's start_at, end_at) is the worker's.
+        assert [n for n, s in found.items() if "StartDate" in s or "EndDate" in s] == []
 
 
 def test_a_deploy_deletes_a_schedule_no_longer_declared_and_keeps_a_pause(tmp_path: Path) -> None:

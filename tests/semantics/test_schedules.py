@@ -195,3 +195,32 @@ def test_a_trigger_whose_run_id_another_workflow_holds_is_refused_to_the_one_tri
         with pytest.raises(LunaflowError, match="held by a run of workflow 'other'.*under other ids"):
             p.schedule_control.trigger(schedule, 1767225600000)
         assert ids(p, "a") == ["a@2026-01-01T00:00:00Z"]
+
+
+# The window lies before the machine's real clock (moto's Scheduler, as AWS's, refused such
+# a StartDate) and after the fake one's start, 2026-01-01T00:00:00Z.
+WINDOWED = """
+workflow "job" (function(wf, input) return "tick" end)
+schedule "daily" {
+  cron = "0 3 * * *", workflow = "job", start_at = "2026-01-02T00:00:00Z", end_at = "2026-01-04T00:00:00Z"
+}
+"""
+
+
+def test_a_cron_window_begun_before_the_real_clock_opens_and_ticks_inside_it_only(
+    harness: Any, tmp_path: Path
+) -> None:
+    project = tmp_path / "windowed"
+    project.mkdir()
+    (project / "main.lua").write_text(WINDOWED, encoding="utf-8")
+    with harness(project) as p:
+        p.advance("5d")
+        assert ids(p, "daily") == ["daily@2026-01-02T03:00:00Z", "daily@2026-01-03T03:00:00Z"]
+        schedule = p.platform.worker.schedules["daily"]
+        # Ticks outside the window delivered as the platform delivers ticks (on AWS Scheduler,
+        # which holds no window, sends them): the worker starts no run for them.
+        for before_or_after in (1767236400000, 1767495600000):  # 2026-01-01T03:00Z, 2026-01-04T03:00Z
+            p._fire(schedule, before_or_after)
+        p.settle()
+        assert ids(p, "daily") == ["daily@2026-01-02T03:00:00Z", "daily@2026-01-03T03:00:00Z"]
+        assert p.trigger("daily").id == "daily@2026-01-06T00:00:00Z"  # a trigger, whatever the window
