@@ -16,7 +16,7 @@ MakeProject = Callable[[dict[str, str]], Path]
 MAIN = """
 local cache = kv "cache"
 workflow "await" (function(wf) local v = wf:await("go", { timout = "1h" }); return v end)
-workflow "race" (function(wf) local v = wf:race({ "a", "b" }, { timeout = "1h", within = "2h" }); return v end)
+workflow "race" (function(wf) local v = wf:race({ "a", "b" }, { within = "2h" }); return v end)
 workflow "all" (function(wf) local v = wf:all({ "a", "b" }, { timeot = "1h" }); return v end)
 workflow "all-ok" (function(wf) return wf:all({ "a" }, { timeout = "1h", within = "2h" }) end)
 workflow "put" (function(wf)
