@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -16,12 +15,12 @@ from aws_cdk import App, Environment  # noqa: E402
 from infra import constants  # noqa: E402
 from infra.nag import check  # noqa: E402
 from infra.stack import LunaflowStack  # noqa: E402
+from runtime.aws import contract  # noqa: E402
 
 
 def stack_name(project: Path) -> str:
-    """lunaflow-<folder>, with what CloudFormation refuses in a stack name made '-'."""
-    cleaned = re.sub(r"[^A-Za-z0-9-]", "-", project.name).strip("-") or "project"
-    return f"lunaflow-{cleaned}"[:128]
+    """lunaflow-<folder> (``runtime.aws.contract.stack_name``, which the CLI's ``--aws`` reads)."""
+    return contract.stack_name(project.name)
 
 
 def build(app: App) -> LunaflowStack:

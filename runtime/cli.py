@@ -48,6 +48,9 @@ out = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 
+STACK_HELP = "the stack name (default: lunaflow-<project folder>; a folder my_shop: lunaflow-my-shop)"
+
+
 def _when(at: float | None) -> str:
     if at is None:
         return ""
@@ -77,10 +80,11 @@ def _aws(args: argparse.Namespace, *, read_only: bool = False) -> Any:
     import boto3
     from botocore.exceptions import BotoCoreError, NoCredentialsError, NoRegionError
 
+    from runtime.aws.contract import stack_name
     from runtime.aws.runtime import AwsRuntime, Clients
     from runtime.aws.stack import config_from_stack
 
-    stack = args.stack or f"lunaflow-{Path(args.project).resolve().name}"
+    stack = args.stack or stack_name(Path(args.project).resolve().name)
     try:
         session = boto3.session.Session()
         config = config_from_stack(session.client("cloudformation"), stack, args.project)
@@ -1117,7 +1121,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--aws", action="store_true", help="work on the deployed stack instead of a data folder"
         )
-        p.add_argument("--stack", help="with --aws: the stack name (default: lunaflow-<project folder name>)")
+        p.add_argument("--stack", help="with --aws: " + STACK_HELP)
         return p
 
     p = sub.add_parser("dev", help="serve a project locally: fetch routes, runs, timers, /_console")
@@ -1165,7 +1169,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--data", help="the data folder (default: PROJECT/.lunaflow)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--aws", action="store_true", help="check the deployed stack's runs against this code")
-    p.add_argument("--stack", help="with --aws: the stack name (default: lunaflow-<project folder name>)")
+    p.add_argument("--stack", help="with --aws: " + STACK_HELP)
     p.set_defaults(func=cmd_check)
 
     p = console("record", "record a run's journal as a golden of the project (tests/golden/)")
@@ -1189,7 +1193,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("deploy", help="check in-flight runs against the new code, then cdk deploy")
     p.add_argument("project")
-    p.add_argument("--stack", help="the stack name (default: lunaflow-<project folder name>)")
+    p.add_argument("--stack", help=STACK_HELP)
     p.add_argument("--data", help="check a local data folder instead of the deployed stack")
     p.add_argument("--force", action="store_true", help="deploy even if in-flight runs would diverge")
     p.add_argument(

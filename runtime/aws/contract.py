@@ -9,6 +9,7 @@ changed here changes on both sides at once.
 from __future__ import annotations
 
 import math
+import re
 from enum import StrEnum
 
 
@@ -161,3 +162,11 @@ def tick_input(name: str) -> str:
     import json
 
     return json.dumps({"schedule": name, "tick": TICK_TIME}, separators=(",", ":"))
+
+
+def stack_name(project_folder: str) -> str:
+    """The stack a project deploys as, and the one ``--aws`` looks for: lunaflow-<folder>,
+    with what CloudFormation refuses in a stack name made '-' (``my_shop`` deploys as
+    ``lunaflow-my-shop``: the CLI once looked for ``lunaflow-my_shop``)."""
+    cleaned = re.sub(r"[^A-Za-z0-9-]", "-", project_folder).strip("-") or "project"
+    return f"lunaflow-{cleaned}"[:128]

@@ -77,3 +77,20 @@ def test_the_environment_really_has_no_aws_settings(tmp_path: Path) -> None:
     env = _no_aws_env(tmp_path)
     assert not any(k in env for k in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID"))
     assert not os.path.exists(env["AWS_CONFIG_FILE"])
+
+
+@pytest.mark.parametrize("folder", ["my_shop", "auction.v2", "shop 2"])
+def test_aws_commands_look_for_the_stack_cdk_deploy_names(folder: str, tmp_path: Path) -> None:
+    """``cdk deploy`` names the stack of a folder ``my_shop`` ``lunaflow-my-shop`` (what
+    CloudFormation refuses made '-'); ``--aws`` looked for ``lunaflow-my_shop``, a stack that
+    cannot exist."""
+    from infra.app import stack_name
+
+    project = tmp_path / folder
+    project.mkdir()
+    (project / "main.lua").write_text('workflow "w" (function(wf) return 1 end)\n', encoding="utf-8")
+    done = _run(["runs", "--aws", "-p", str(project)], _no_aws_env(tmp_path), ROOT)
+    assert done.returncode == 1, (done.returncode, done.stderr)
+    expected = stack_name(project)
+    assert expected == "lunaflow-" + folder.replace("_", "-").replace(".", "-").replace(" ", "-")
+    assert f"stack '{expected}'" in done.stderr, done.stderr
