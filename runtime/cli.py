@@ -822,12 +822,14 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     tick = now_ms(SystemClock()) // 1000 * 1000
     where = " on AWS" if args.aws else ""
     platform = None
+    if args.action != "trigger" and not args.aws:
+        _local_data(args)  # a pause is a file in the data folder: checked and said as a secret's
     if args.action == "trigger" and not args.aws:
         from runtime.engine.project import ProjectSource
         from runtime.platform.platform import Platform
         from runtime.services.local import LocalServices
 
-        data = data_folder(args.project, args.data)
+        data = _local_data(args)
         clock = SystemClock()
         platform = Platform(
             args.project,
@@ -879,7 +881,7 @@ def cmd_secret_set(args: argparse.Namespace) -> int:
         return _done(
             args, {"secret": args.name, "version": version}, f"secret {args.name} is now version {version}"
         )
-    data = data_folder(args.project, args.data)
+    data = _local_data(args)
     store = SQLiteStore(data / STORE_FILE)
     try:
         version = store.add_secret(args.name, args.value)
@@ -888,6 +890,25 @@ def cmd_secret_set(args: argparse.Namespace) -> int:
     return _done(
         args, {"secret": args.name, "version": version}, f"secret {args.name} is now version {version}"
     )
+
+
+def _local_data(args: argparse.Namespace) -> Path:
+    """The data folder a command that writes settings (a secret, a schedule's pause) writes
+    to: only for a project folder that is one, and said when the folder holds no data yet (a
+    mistyped --data made a folder no server reads, and the command said nothing)."""
+    try:
+        check_project(args.project)
+    except NotAProject as e:
+        raise Usage(str(e)) from None
+    data = data_folder(args.project, args.data)
+    if not (data / STORE_FILE).exists():
+        err.print(
+            Text(
+                f"note: {data} holds no lunaflow data yet; it is made now, and a `lunaflow dev` "
+                "serving that folder (its project's .lunaflow, or the same --data) will read it"
+            )
+        )
+    return data
 
 
 def cmd_record(args: argparse.Namespace) -> int:

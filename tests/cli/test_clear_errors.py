@@ -108,3 +108,33 @@ def test_check_on_a_corrupt_store_says_so_in_a_line(corrupt: Path) -> None:
     done = cli("check", str(CONSOLE), "--data", str(corrupt))
     assert done.code != 0, str(done)
     _said_in_a_line(done.err, corrupt)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["secret", "set", "api-key", "v"], ["schedule", "pause", "nightly"]],
+    ids=["secret", "pause"],
+)
+def test_a_setting_for_a_project_folder_that_is_none_is_refused_and_writes_nothing(
+    command: list[str], tmp_path: Path
+) -> None:
+    """``lunaflow secret set`` (and a schedule's pause) on a mistyped project folder made that
+    folder and a data folder inside it, and said the secret was set: no server ever read it."""
+    missing = tmp_path / "no-such-project"
+    done = cli(*command, "-p", str(missing))
+    assert done.code in (1, 2), str(done)  # a usage error, or the project refused as unreadable
+    assert f"project folder {missing} does not exist" in done.err
+    assert not missing.exists()
+
+
+def test_a_secret_set_in_a_data_folder_with_no_data_yet_says_so(tmp_path: Path) -> None:
+    """Setting a secret before the first ``lunaflow dev`` is fine, and said, so a mistyped
+    ``--data`` is seen: the folder it names holds no data yet."""
+    data = tmp_path / "fresh"
+    first = cli("secret", "set", "api-key", "v", "-p", str(CONSOLE), "--data", str(data))
+    assert first.code == 0, str(first)
+    assert f"note: {data} holds no lunaflow data yet" in first.err
+    again = cli("secret", "set", "api-key", "w", "-p", str(CONSOLE), "--data", str(data))
+    assert again.code == 0, str(again)
+    assert "no lunaflow data yet" not in again.err
+    assert "secret api-key is now version 2" in again.out
