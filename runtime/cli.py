@@ -157,6 +157,13 @@ def _stuck_after(text: str) -> float:
     return ms / 1000
 
 
+def _port(text: str) -> int:
+    """A TCP port: bind() refused one past 65535 with a traceback, after the data folder was made."""
+    if not text.strip().isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"--port takes a whole number from 0 to 65535 (got {text!r})")
+    return int(text)
+
+
 def cmd_dev(args: argparse.Namespace) -> int:
     try:
         check_project(args.project)
@@ -1148,7 +1155,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("dev", help="serve a project locally: fetch routes, runs, timers, /_console")
     p.add_argument("project")
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8787)
+    p.add_argument("--port", type=_port, default=8787, help="0 to 65535; 0 picks a free one")
     p.add_argument("--data", help="the data folder (default: PROJECT/.lunaflow)")
     p.add_argument("--no-reload", action="store_true", help="do not reload the project when its files change")
     p.add_argument(

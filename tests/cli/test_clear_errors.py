@@ -138,3 +138,15 @@ def test_a_secret_set_in_a_data_folder_with_no_data_yet_says_so(tmp_path: Path) 
     assert again.code == 0, str(again)
     assert "no lunaflow data yet" not in again.err
     assert "secret api-key is now version 2" in again.out
+
+
+@pytest.mark.parametrize("port", ["70000", "-1", "http"])
+def test_a_port_out_of_range_is_a_usage_error_before_anything_is_made(port: str, tmp_path: Path) -> None:
+    """``--port 70000`` was a traceback from bind() (OverflowError), after the data folder and
+    its PostgreSQL files were made."""
+    data = tmp_path / "data"
+    done = cli("dev", str(CONSOLE), "--data", str(data), f"--port={port}")
+    assert done.code == 2, str(done)
+    assert "--port takes a whole number from 0 to 65535" in done.err
+    assert "Traceback" not in done.err
+    assert not data.exists()
