@@ -686,16 +686,22 @@ def cmd_start(args: argparse.Namespace) -> int:
         observer=with_faults(None, os.environ),
     )
     try:
+        before = platform.store.get_run(args.id) if args.id else None
         run = platform.start(args.workflow, input_value, **given)
     except UnknownWorkflow as e:
         raise UnknownWorkflow(args.workflow, where=str(Path(args.project).resolve())) from e
     finally:
         platform.close()
-    return _started(
-        args,
-        run,
-        f"run {run.id} of {run.workflow} is {run.status}; `lunaflow dev {args.project}` advances it",
-    )
+    # As the console says it: a start of an id that exists joins that run, its input unused.
+    joined = before is not None
+    text = (
+        f"run {run.id} already existed, so the start joined it (the input given was not used); "
+        if joined
+        else ""
+    ) + f"run {run.id} of {run.workflow} is {run.status}"
+    if run.status not in ENDED:
+        text += f"; `lunaflow dev {args.project}` advances it"
+    return _started(args, run, text, joined=joined)
 
 
 def _declared_schedules(args: argparse.Namespace) -> dict[str, Any]:
@@ -866,14 +872,16 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     return _done(args, value, said)
 
 
-def _started(args: argparse.Namespace, run: RunRecord, text: str) -> int:
+def _started(args: argparse.Namespace, run: RunRecord, text: str, joined: bool | None = None) -> int:
     """What a start prints; with ``--signal``, whether the signal was delivered or, the run
-    having ended, set aside (exit 3, as ``lunaflow signal`` says it)."""
+    having ended, set aside (exit 3, as ``lunaflow signal`` says it). ``joined``: whether the
+    id named a run that existed (None: not known, on AWS)."""
+    said = _run_dict(run) if joined is None else {**_run_dict(run), "joined": joined}
     if args.signal is None:
-        return _done(args, _run_dict(run), text)
+        return _done(args, said, text)
     delivered = run.status not in ENDED
     if args.json:
-        _emit({**_run_dict(run), "signal": args.signal, "delivered": delivered})
+        _emit({**said, "signal": args.signal, "delivered": delivered})
     elif delivered:
         out.print(Text(f"{text}; signal '{args.signal}' delivered"))
     else:

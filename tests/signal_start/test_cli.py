@@ -76,3 +76,19 @@ def test_start_refusals_write_nothing(tmp_path: Path) -> None:
         assert [r.id for r in store.list_runs()] == ["x1"] and store.signals("x1") == []
     finally:
         store.close()
+
+
+def test_a_start_of_an_id_that_exists_says_it_joined_and_the_input_was_not_used(tmp_path: Path) -> None:
+    """As the console says it. The CLI said `run q2 of quick is completed; lunaflow dev ...
+    advances it`: no word of the join, and an ended run is advanced by nothing."""
+    first = lunaflow(tmp_path, "start", "quick", '{"n": 1}', "--id", "q2", "--json")
+    assert first.code == 0 and json.loads(first.out)["joined"] is False, first
+    with LocalPlatform(PROJECT, data_dir=tmp_path) as p:
+        assert p.get("q2").status == "completed"
+    again = lunaflow(tmp_path, "start", "quick", '{"n": 2}', "--id", "q2")
+    assert again.code == 0, again
+    assert again.out.strip() == (
+        "run q2 already existed, so the start joined it (the input given was not used); "
+        "run q2 of quick is completed"
+    )
+    assert json.loads(lunaflow(tmp_path, "start", "quick", "--id", "q2", "--json").out)["joined"] is True
