@@ -1062,6 +1062,15 @@ def cmd_test(args: argparse.Namespace) -> int:
     if not (project / "tests").is_dir():
         raise Usage(f"{project} has no tests/ folder; write tests/*_test.lua (lunaflow new scaffolds one)")
     report = run_tests(project, pattern=args.k, out=sys.stdout)
+    if not report.outcomes:
+        # Exit 1 with "0 passed, 0 failed" and no reason looked like a crash.
+        chosen = f"matches -k {args.k!r}" if args.k else "is there"
+        err.print(
+            Text(
+                f'no test {chosen} in {project}: a test is a test "name" (function(p) ... end) in '
+                "tests/*_test.lua, or a golden journal in tests/golden/; check the pattern, or write one"
+            )
+        )
     return EXIT_REFUSED if report.failed or not report.outcomes else EXIT_OK
 
 

@@ -157,6 +157,8 @@ def test_dash_k_that_matches_no_test_exits_1() -> None:
     done = lunaflow("test", str(PASSING), "-k", "no test is named like this")
     assert done.returncode == 1
     assert done.stdout.splitlines() == ["0 passed, 0 failed"]
+    # and says why, where it said nothing and a run that found nothing looked like a crash
+    assert "no test matches -k 'no test is named like this'" in done.stderr
 
 
 def test_a_project_without_a_tests_folder_is_bad_usage(tmp_path: Path) -> None:
