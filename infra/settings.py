@@ -86,21 +86,42 @@ class Settings:
             role: _reserved(f"{role[0].lower()}{role[1:]}Concurrency", get, default)
             for role, default in CONCURRENCY.items()
         }
-        wake = _whole("wakeMaxConcurrency", get("wakeMaxConcurrency"), WAKE_MAX_CONCURRENCY)
-        queue = _whole("queueMaxConcurrency", get("queueMaxConcurrency"), QUEUE_MAX_CONCURRENCY)
-        for name, value, reserved, role in (
-            ("wakeMaxConcurrency", wake, concurrency["Worker"], "workerConcurrency"),
-            ("queueMaxConcurrency", queue, concurrency["Queue"], "queueConcurrency"),
+        # The worker's reserved concurrency keeps one invocation for the reconciler's minute
+        # (it runs on the worker); the queue function has no other caller. An event source
+        # left at its default follows a lowered reservation, so lowering only
+        # workerConcurrency works.
+        room = {"Worker": 1, "Queue": 0}
+        limits: list[tuple[str, int, int | None, str, int]] = []
+        for name, default, role in (
+            ("wakeMaxConcurrency", WAKE_MAX_CONCURRENCY, "Worker"),
+            ("queueMaxConcurrency", QUEUE_MAX_CONCURRENCY, "Queue"),
         ):
+            reserved = concurrency[role]
+            most = None if reserved is None else reserved - room[role]
+            if most is not None and most < MIN_EVENT_SOURCE_CONCURRENCY:
+                least = MIN_EVENT_SOURCE_CONCURRENCY + room[role]
+                raise SettingsError(
+                    f"-c {role[0].lower()}{role[1:]}Concurrency={reserved} is below {least}: its queue's "
+                    f"event source takes at least {MIN_EVENT_SOURCE_CONCURRENCY} concurrent invocations"
+                    + (" and the reconciler one more" if room[role] else "")
+                    + f"; reserve at least {least}, or none"
+                )
+            given = get(name)
+            value = _whole(name, given, default if most is None else min(default, most))
+            limits.append((name, value, most, f"{role[0].lower()}{role[1:]}Concurrency", room[role]))
+        wake, queue = limits[0][1], limits[1][1]
+        for name, value, most, role, kept in limits:
             if not MIN_EVENT_SOURCE_CONCURRENCY <= value <= MAX_EVENT_SOURCE_CONCURRENCY:
                 raise SettingsError(
                     f"-c {name}={value} is outside SQS's range for an event source's maximum "
                     f"concurrency ({MIN_EVENT_SOURCE_CONCURRENCY} to {MAX_EVENT_SOURCE_CONCURRENCY})"
                 )
-            if reserved is not None and value > reserved:
+            if most is not None and value > most:
+                spare = f" less the reconciler's {kept}" if kept else ""
                 raise SettingsError(
-                    f"-c {name}={value} exceeds -c {role}={reserved}: SQS would invoke the function "
-                    f"past its reserved concurrency and be throttled; lower {name} or raise {role}"
+                    f"-c {name}={value} exceeds -c {role}={most + kept}{spare}: SQS would invoke the "
+                    f"function past its reserved concurrency and be throttled; lower {name} to at most "
+                    f"{most} or raise {role}"
                 )
         protection = get("databaseDeletionProtection")
         if protection not in (None, True, False, "true", "false"):

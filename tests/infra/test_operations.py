@@ -358,6 +358,29 @@ def test_a_bad_setting_is_refused_at_synth_with_the_fix(context: dict[str, str],
         Settings.from_context(App(context=context).node)
 
 
+@pytest.mark.parametrize(
+    ("context", "says"),
+    [
+        ({"workerConcurrency": "100", "wakeMaxConcurrency": "100"}, "less the reconciler's 1"),
+        ({"workerConcurrency": "2"}, "workerConcurrency=2 is below 3"),
+        ({"queueConcurrency": "1"}, "queueConcurrency=1 is below 2"),
+    ],
+)
+def test_the_wake_source_leaves_the_reconciler_its_invocation(context: dict[str, str], says: str) -> None:
+    """"At most the worker's reserved concurrency less the reconciler's one" (the module's
+    docstring, docs/operations.md): 100 of 100 passed, and a worker reserved below 3 was
+    refused with a fix (lower wakeMaxConcurrency) that could not pass either."""
+    with pytest.raises(SettingsError, match=says):
+        Settings.from_context(App(context=context).node)
+
+
+@pytest.mark.parametrize(("worker", "wake"), [("3", 2), ("50", 49), ("100", 90), ("500", 90)])
+def test_a_default_wake_source_follows_a_lowered_worker(worker: str, wake: int) -> None:
+    """Lowering only workerConcurrency below 91 was refused: the wake default (90) stayed."""
+    settings = Settings.from_context(App(context={"workerConcurrency": worker}).node)
+    assert settings.wake_max_concurrency == wake
+
+
 def test_an_unreserved_worker_takes_any_wake_concurrency() -> None:
     settings = Settings.from_context(
         App(context={"workerConcurrency": "none", "wakeMaxConcurrency": "500"}).node
