@@ -35,7 +35,7 @@ from runtime.core.journal import ENDED, Status, generations
 from runtime.core.published import parse_where
 from runtime.dev.server import RUN_WORKERS, DevServer, NotAProject, ServeError, check_project, data_folder
 from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal, duration
-from runtime.errors import AlreadyCancelled, InvalidInput, LunaflowError, UnknownWorkflow
+from runtime.errors import AlreadyCancelled, InvalidInput, LunaflowError, NoProjectFolder, UnknownWorkflow
 from runtime.platform.faults import tick_fault, with_faults
 from runtime.platform.runs import CLEANUP_NOTE, Runs
 from runtime.platform.why import STUCK_AFTER_S
@@ -1353,7 +1353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Later writes (the interpreter's last flush) go nowhere instead of failing again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
-    except Usage as e:
+    except (Usage, NoProjectFolder) as e:  # a folder that is none is bad usage, whichever command
         err.print(f"lunaflow {args.command}: {e}")
         return EXIT_USAGE
     except LunaflowError as e:

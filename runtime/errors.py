@@ -90,6 +90,10 @@ class ProjectLoadError(LunaflowError):
     """A project could not be loaded: a script failed to parse or raised, or declared twice."""
 
 
+class NoProjectFolder(ProjectLoadError):
+    """The folder named as the project does not exist: a usage error to the CLI (exit 2)."""
+
+
 class ServiceUnavailable(LunaflowError):
     """A declared service has no backend in this platform."""
 

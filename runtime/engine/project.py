@@ -26,7 +26,7 @@ from runtime.engine.sandbox import (
     LuaMemoryError,
     Sandbox,
 )
-from runtime.errors import InvalidInput, ProjectLoadError
+from runtime.errors import InvalidInput, NoProjectFolder, ProjectLoadError
 from runtime.services.queues import MAX_ATTEMPTS, MAX_RETRY_DELAY_S, QueueSettings
 
 SNAPSHOT_NAME = ".lunaflow-project"  # in a code snapshot: the project's name
@@ -163,7 +163,7 @@ class ProjectSource:
     def read(cls, root: str | Path) -> ProjectSource:
         root = Path(root).resolve()
         if not root.is_dir():
-            raise ProjectLoadError(
+            raise NoProjectFolder(
                 f"project folder {root} does not exist; a project is a folder of .lua scripts"
             )
         settings: dict[str, Any] = {}

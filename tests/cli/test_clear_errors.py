@@ -122,7 +122,7 @@ def test_a_setting_for_a_project_folder_that_is_none_is_refused_and_writes_nothi
     folder and a data folder inside it, and said the secret was set: no server ever read it."""
     missing = tmp_path / "no-such-project"
     done = cli(*command, "-p", str(missing))
-    assert done.code in (1, 2), str(done)  # a usage error, or the project refused as unreadable
+    assert done.code == 2, str(done)
     assert f"project folder {missing} does not exist" in done.err
     assert not missing.exists()
 
@@ -150,3 +150,32 @@ def test_a_port_out_of_range_is_a_usage_error_before_anything_is_made(port: str,
     assert "--port takes a whole number from 0 to 65535" in done.err
     assert "Traceback" not in done.err
     assert not data.exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["start", "w", "--id", "x"],
+        ["schedules"],
+        ["schedule", "pause", "nightly"],
+        ["secret", "set", "k", "v"],
+    ],
+    ids=lambda c: "-".join(c[:2]),
+)
+def test_a_project_folder_that_does_not_exist_is_bad_usage_for_every_command(
+    command: list[str], tmp_path: Path
+) -> None:
+    """The reference's exit codes: 2 for "a project folder that does not exist". `start`,
+    `check`, `schedules` and `schedule` said 1, `dev` and `record` 2."""
+    missing = tmp_path / "nope"
+    done = cli(*command, "-p", str(missing), "--data", str(tmp_path / "data"))
+    assert done.code == 2, str(done)
+    assert f"project folder {missing} does not exist" in done.err
+
+
+def test_check_of_a_project_folder_that_does_not_exist_is_bad_usage(tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+    done = cli("check", str(missing), "--data", str(tmp_path / "data"))
+    assert done.code == 2, str(done)
+    assert f"project folder {missing} does not exist" in done.err
+
