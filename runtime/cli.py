@@ -134,7 +134,14 @@ def _retention_of(project: str) -> float | None:
 
     try:
         return ProjectSource.read(project).retention_s
-    except (LunaflowError, OSError, UnicodeError):
+    except (LunaflowError, OSError, UnicodeError) as e:
+        # Said, not silent: a run this command ends is then kept until deleted by hand.
+        err.print(
+            Text(
+                f"note: the project cannot be read ({e}), so its [runs] retention is not known: a run "
+                "this command ends is kept; name the project with -p PATH to have it deleted in time"
+            )
+        )
         return None
 
 

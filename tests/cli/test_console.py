@@ -570,6 +570,17 @@ def test_a_run_cancelled_from_the_cli_expires_by_the_projects_retention(lunaflow
         assert expires is not None and before + 30 * 24 * HOUR <= expires <= time.time() + 30 * 24 * HOUR
 
 
+def test_a_cancel_whose_project_cannot_be_read_says_its_runs_are_kept(lunaflow, data, tmp_path):
+    """Without the project there is no [runs] retention: the run is kept, and now said to
+    be, where the cancel was silent and the run never expired."""
+    with platform(data) as p:
+        p.start("parent", None, id="par")
+    done = lunaflow("cancel", "par", project=tmp_path / "nope")
+    assert done.code == 0, done.err
+    assert "note: the project cannot be read" in done.err and "a run this command ends is kept" in done.err
+    assert lunaflow("show", "par", "--json").json()["expires_at"] is None
+
+
 def test_cancel_cascades_to_grandchildren(lunaflow, data):
     """SPEC 3: `run:cancel()` "cancels the run and, recursively, the runs it spawned"."""
     with platform(data) as p:
