@@ -32,6 +32,8 @@ defaults and checks. Each is documented in docs/operations.md.
 
 from __future__ import annotations
 
+import difflib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +77,8 @@ class Settings:
     def from_context(cls, node: Node) -> Settings:
         def get(name: str) -> Any:
             return node.try_get_context(name)
+
+        _only_known(node.get_all_context())
 
         email = get("alarmEmail")
         if email is not None and (not isinstance(email, str) or "@" not in email):
@@ -176,6 +180,41 @@ def _whole(name: str, value: Any, default: int) -> int:
         return int(value)
     except (TypeError, ValueError):
         raise SettingsError(f"-c {name}={value!r} is not a whole number") from None
+
+
+# Every -c setting lunaflow reads (docs/operations.md), with infra/app.py's project and stack.
+KNOWN = frozenset(
+    {
+        "project",
+        "stack",
+        "alarmEmail",
+        *(f"{role[0].lower()}{role[1:]}Concurrency" for role in CONCURRENCY),
+        "wakeMaxConcurrency",
+        "queueMaxConcurrency",
+        "databaseDeletionProtection",
+        "stuckAfterMinutes",
+        "ingress",
+        "eagerMs",
+        "tracing",
+        "force",
+    }
+)
+# A setting's shape: CDK's own context (feature flags "@aws-cdk/...", "aws:cdk:...", lookups
+# cached in cdk.context.json, "acknowledged-issue-numbers") never has it.
+_SETTING_SHAPE = re.compile(r"^[a-z][A-Za-z0-9]*$")
+
+
+def _only_known(context: dict[str, Any]) -> None:
+    """A misspelt setting (-c stuckAfterMinute=30) was ignored: the setting it meant kept its
+    default, as a misspelt lunaflow.toml setting did."""
+    for key in sorted(context):
+        if _SETTING_SHAPE.match(key) and key not in KNOWN:
+            near = difflib.get_close_matches(key, sorted(KNOWN), n=1)
+            hint = f"did you mean -c {near[0]}? " if near else ""
+            raise SettingsError(
+                f"-c {key} is not a setting lunaflow reads, so it would change nothing; {hint}"
+                "the settings are in docs/operations.md"
+            )
 
 
 def _reserved(name: str, get: Any, default: int) -> int | None:

@@ -381,6 +381,27 @@ def test_a_default_wake_source_follows_a_lowered_worker(worker: str, wake: int) 
     assert settings.wake_max_concurrency == wake
 
 
+@pytest.mark.parametrize(
+    ("key", "says"),
+    [("stuckAfterMinute", "did you mean -c stuckAfterMinutes?"), ("eager", "did you mean -c eagerMs?")],
+)
+def test_a_misspelt_setting_is_refused_naming_the_nearest(key: str, says: str) -> None:
+    """It was ignored, and the setting it meant kept its default, as lunaflow.toml's did."""
+    with pytest.raises(SettingsError, match=rf"-c {key} is not a setting lunaflow reads.*{says}"):
+        Settings.from_context(App(context={key: "30"}).node)
+
+
+def test_cdks_own_context_is_not_taken_for_a_setting() -> None:
+    context = {
+        "@aws-cdk/aws-lambda:recognizeLayerVersion": True,
+        "aws:cdk:version-reporting": False,
+        "acknowledged-issue-numbers": [1],
+        "availability-zones:account=1:region=eu-west-1": ["a"],
+        "project": "examples/auction",
+    }
+    assert Settings.from_context(App(context=context).node).eager_ms == 1000
+
+
 def test_an_unreserved_worker_takes_any_wake_concurrency() -> None:
     settings = Settings.from_context(
         App(context={"workerConcurrency": "none", "wakeMaxConcurrency": "500"}).node
