@@ -211,16 +211,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def _runs(args: argparse.Namespace, runs: Runs) -> int:
     wheres = [parse_where(w) for w in args.where or []]
     if wheres:
-        # The first filter reads the store's index of published values; the others (and the
-        # status) are checked on the runs it found, against each run's values.
-        found = runs.find(wheres[0], workflow=args.workflow, limit=args.limit if len(wheres) == 1 else 5000)
-        if args.status is not None:
-            found = [r for r in found if r.status == args.status]
-        if len(wheres) > 1:
-            found = [
-                r for r in found if all(w.holds(runs.store.run_values(r.id).get(w.key)) for w in wheres[1:])
-            ]
-        found = found[: args.limit]
+        # As a repair selects them: the store's index of published values, narrowed by the
+        # status and workflow in the lookup, so the limit counts runs matching every filter.
+        from runtime.platform import bulk
+
+        selection = bulk.Selection(status=args.status, workflow=args.workflow, where=tuple(wheres))
+        found = bulk.select(runs, selection, limit=args.limit)
     else:
         found = runs.runs(status=args.status, workflow=args.workflow, limit=args.limit)
     whys = {r.id: runs.why(r) for r in found}

@@ -65,7 +65,16 @@ def select(runs: Runs, selection: Selection, *, limit: int = MAX_BULK) -> list[R
     """The runs matching ``selection``, newest first, at most ``limit``."""
     store = runs.store
     if selection.where:
-        found = runs.find(selection.where[0], workflow=selection.workflow, limit=limit)
+        # The status and workflow narrow the index lookup itself; what else there is to check
+        # (more values, an id, a time) thins what it gives, so it reads past `limit` then.
+        later = len(selection.where) > 1 or bool(selection.id_prefix)
+        later = later or selection.since is not None or selection.until is not None
+        found = runs.find(
+            selection.where[0],
+            workflow=selection.workflow,
+            status=selection.status,
+            limit=max(limit, MAX_BULK) if later else limit,
+        )
     elif isinstance(store, IndexedSearch):
         where = RunFilter(
             workflow=selection.workflow,

@@ -226,10 +226,12 @@ class Runs:
         self.get(run_id, workflow)
         return self.store.run_values(run_id)
 
-    def find(self, where: Where, *, workflow: str | None = None, limit: int = 1000) -> list[RunRecord]:
-        """Runs whose latest ``where.key`` matches, newest first, through the store's index of
-        published values (no journal is read)."""
-        return self.store.find_runs(where, workflow=workflow, limit=limit)
+    def find(
+        self, where: Where, *, workflow: str | None = None, status: str | None = None, limit: int = 1000
+    ) -> list[RunRecord]:
+        """Runs whose latest ``where.key`` matches (and of ``workflow``, with ``status``),
+        newest first, through the store's index of published values (no journal is read)."""
+        return self.store.find_runs(where, workflow=workflow, status=status, limit=limit)
 
     def generations(self, run_id: str, workflow: str | None = None) -> dict[str, Any]:
         """The run's current generation and the earlier ones its journal still keeps

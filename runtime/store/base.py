@@ -232,9 +232,13 @@ class Store(Protocol):
         run by every append that holds one, in that append's write), keys in sorted order; ``{}``
         for none."""
 
-    def find_runs(self, where: Where, *, workflow: str | None = None, limit: int = 1000) -> list[RunRecord]:
-        """Runs whose latest value of ``where.key`` matches ``where``, newest first, read
-        through an index of (key, value): no journal, and no read of every run."""
+    def find_runs(
+        self, where: Where, *, workflow: str | None = None, status: str | None = None, limit: int = 1000
+    ) -> list[RunRecord]:
+        """Runs whose latest value of ``where.key`` matches ``where`` (of ``workflow`` and
+        with ``status`` when given), newest first, read through an index of (key, value): no
+        journal, and no read of every run. The workflow and status narrow the lookup itself:
+        ``limit`` runs matching all three, not ``limit`` values thinned afterwards."""
 
     # --- cancel intents: a cancel's cascade survives the process that began it ---------
 

@@ -493,12 +493,17 @@ class Index(Reads):
         items = self._partition(run_id, VALUE_SK)
         return {str(i["sk"]["S"]).removeprefix(VALUE_SK): json.loads(i["value"]["S"]) for i in items}
 
-    def find_runs(self, where: Where, *, workflow: str | None = None, limit: int = 1000) -> list[RunRecord]:
+    def find_runs(
+        self, where: Where, *, workflow: str | None = None, status: str | None = None, limit: int = 1000
+    ) -> list[RunRecord]:
         # Every shard of the key's index partition, merged by sort key: an equal value reads
-        # newest first and stops at `limit`; a range reads up to MAX_RANGE_READ entries and
-        # orders them by created time (the sort key's tail).
+        # newest first, a range reads up to MAX_RANGE_READ entries and orders them by created
+        # time (the sort key's tail). A run's workflow and status are on its item, not in the
+        # index, so the runs are read a page at a time, in that order, until `limit` of them
+        # hold: a page cut to `limit` before the filters would drop runs further down.
         span = published.sort_range(where)
         exact = where.op == "="
+        filtered = workflow is not None or status is not None
 
         def one(n_: int) -> Iterator[tuple[str, dict[str, Any]]]:
             values: dict[str, Any] = {":v": s(f"VAL#{where.key}#{n_:02d}")}
@@ -512,25 +517,31 @@ class Index(Reads):
                 KeyConditionExpression=condition,
                 ExpressionAttributeValues=values,
                 ScanIndexForward=not exact,
-                Limit=min(limit + 1, 500) if exact else 500,
+                Limit=min(limit + 1, 500) if exact and not filtered else 500,
             ):
                 yield item["value_sk"]["S"], item
 
-        matched: list[tuple[str, str]] = []
-        merged = heapq.merge(*(one(n_) for n_ in range(SHARDS)), reverse=exact)
-        bound = limit if exact else MAX_RANGE_READ
-        for sk_, item in merged:
-            value = json.loads(item["value"]["S"])
-            if where.holds(value):
-                created = sk_[len(published.sort_text(value)) + 1 :]  # the tail after the value's text
-                matched.append((created, _id_of(item)))
-                if len(matched) >= bound:
-                    break
-        matched.sort(reverse=True)
-        ids = [run_id for _, run_id in matched]
-        runs = (
-            self._hydrate(ids)
-            if workflow is None
-            else [r for r in self._hydrate(ids) if r.workflow == workflow]
-        )
+        def matching() -> Iterator[tuple[str, str]]:
+            merged = heapq.merge(*(one(n_) for n_ in range(SHARDS)), reverse=exact)
+            for sk_, item in merged:
+                value = json.loads(item["value"]["S"])
+                if where.holds(value):
+                    created = sk_[len(published.sort_text(value)) + 1 :]  # the tail after the value's text
+                    yield created, _id_of(item)
+
+        if exact:  # one value: its entries come newest first, read only as far as needed
+            ids: Iterator[str] = (run_id for _, run_id in itertools.islice(matching(), MAX_RANGE_READ))
+        else:
+            ids = (run_id for _, run_id in sorted(itertools.islice(matching(), MAX_RANGE_READ), reverse=True))
+        runs: list[RunRecord] = []
+        page = limit if not filtered else max(limit, 100)
+        while len(runs) < limit:
+            chunk = list(itertools.islice(ids, page))
+            if not chunk:
+                break
+            runs += [
+                r
+                for r in self._hydrate(chunk)
+                if workflow in (None, r.workflow) and status in (None, r.status)
+            ]
         return runs[:limit]

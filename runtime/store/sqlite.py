@@ -663,11 +663,14 @@ class SQLiteStore:
         rows = self._read("SELECT key, value FROM run_values WHERE run_id = ? ORDER BY key", (run_id,))
         return {r[0]: json.loads(r[1]) for r in rows}
 
-    def find_runs(self, where: Where, *, workflow: str | None = None, limit: int = 1000) -> list[RunRecord]:
+    def find_runs(
+        self, where: Where, *, workflow: str | None = None, status: str | None = None, limit: int = 1000
+    ) -> list[RunRecord]:
         # Driven by run_values' index on (key, value or num): the runs holding the value,
         # never every run's row, nor any journal.
         term, args = _value_term(where)
         extra = "" if workflow is None else " AND runs.workflow = ?"
+        extra += "" if status is None else " AND runs.status = ?"
         page = (
             "SELECT runs.rowid AS rid, v.created_at AS vat FROM run_values v JOIN runs ON runs.id = v.run_id "
             f"WHERE v.key = ? AND {term}{extra} ORDER BY v.created_at DESC LIMIT ?"
@@ -675,7 +678,13 @@ class SQLiteStore:
         rows = self._read(
             f"{_RUN_SELECT} FROM (SELECT runs.*, p.rid FROM ({page}) p JOIN runs ON runs.rowid = p.rid) r "
             f"{_LAST_ENTRY} ORDER BY r.created_at DESC, r.rid DESC",
-            (where.key, *args, *(() if workflow is None else (workflow,)), limit),
+            (
+                where.key,
+                *args,
+                *(() if workflow is None else (workflow,)),
+                *(() if status is None else (status,)),
+                limit,
+            ),
         )
         return [_run(r) for r in rows]
 

@@ -166,3 +166,33 @@ def test_a_bad_selection_is_refused_and_changes_nothing(
     r = lunaflow("resume", *args)
     assert r.code == 2 and said in r.err, (r.code, r.err)
     assert statuses(data) == before
+
+
+BILLING = """
+workflow "billing" (function(wf, input)
+  wf:set("month", input.month)
+  if input.fail then error("card declined", 0) end
+  return wf:await("paid")
+end)
+"""
+
+
+def test_runs_by_value_and_status_lists_every_match_up_to_the_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Three failed runs published months 1-3, newer awaiting runs months 4-6: the limit
+    counts runs matching both filters, not the newest holders of the value thinned after."""
+    project, folder = tmp_path / "billing", tmp_path / "data"
+    project.mkdir()
+    (project / "main.lua").write_text(BILLING, encoding="utf-8")
+    with LocalPlatform(project, data_dir=folder) as p:
+        for month in range(1, 7):
+            p.start("billing", {"month": month, "fail": month <= 3}, id=f"m{month}")
+            p.advance("1s")
+        assert [p.get(f"m{m}").status for m in (1, 4)] == ["failed", "awaiting"]
+    capsys.readouterr()
+    where = ("--where", "month>=1", "--data", str(folder), "--project", str(project), "--json")
+    assert cli.main(["runs", *where, "--status", "failed", "--limit", "2"]) == 0
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)] == ["m3", "m2"]
+    assert cli.main(["runs", *where, "--where", "month<=2", "--status", "failed", "--limit", "5"]) == 0
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)] == ["m2", "m1"]

@@ -6,6 +6,7 @@ found through the store's index of values (``p.find("month>=3")``)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 
 from runtime.core.bounds import MAX_PUBLISHED_KEYS
 from runtime.core.journal import Kind
+from runtime.core.published import parse_where
 from runtime.errors import NoSuchRun
 from runtime.testing import LocalPlatform
 
@@ -21,7 +23,7 @@ PROJECT = PROJECTS / "published"
 
 
 @pytest.fixture
-def p(harness: Any, tmp_path: Path):
+def p(harness: Any, tmp_path: Path) -> Iterator[Any]:
     with harness(PROJECT, data_dir=tmp_path) as plat:
         yield plat
 
@@ -151,3 +153,26 @@ def test_wf_set_inside_a_step_body_is_refused(p: LocalPlatform) -> None:
 def test_values_of_a_missing_run_are_refused(p: LocalPlatform) -> None:
     with pytest.raises(NoSuchRun, match="no run .nope."):
         p.values("nope")
+
+
+def test_a_status_and_a_workflow_narrow_the_lookup_not_a_page_cut_before_them(p: LocalPlatform) -> None:
+    """Three completed probes published ``month`` first, then newer subscriptions (awaiting)
+    the same values: asked for two completed runs, the lookup gives two, not the completed
+    ones among the two newest holders of the value (none)."""
+    for n in (1, 2, 3):
+        p.start("probe", {"key": "month", "value": n}, id=f"done-{n}")
+        p.advance("1s")
+    for n in (1, 2, 3):
+        p.start("subscription", {"plan": "gold", "months": 9}, id=f"live-{n}")
+        p.advance("1s")
+    assert [p.get(f"done-{n}").status for n in (1, 2, 3)] == ["completed"] * 3
+
+    def find(where: str, **narrowed: Any) -> list[str]:
+        return [r.id for r in p.platform.find(parse_where(where), **narrowed)]
+
+    assert find("month>=1", status="completed", limit=2) == ["done-3", "done-2"]
+    assert find("month>=1", workflow="probe", limit=2) == ["done-3", "done-2"]
+    assert find("month=1", status="completed", limit=1) == ["done-1"]
+    assert find("month=1", workflow="probe", limit=1) == ["done-1"]
+    assert find("month=1", status="awaiting", limit=5) == ["live-3", "live-2", "live-1"]
+    assert find("month>=1", status="failed", limit=2) == []
