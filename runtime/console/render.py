@@ -274,31 +274,41 @@ def _schedules_table(actions: Actions, rows: list[ScheduleRow], zone: Zone, now:
 REPAIR_LABELS = {"resume": "Resume", "retry": "Retry now", "cancel": "Cancel"}
 REPAIR_STATUSES = {
     "resume": ("failed",),
-    "retry": ("sleeping",),  # those waiting out a step's backoff, which the preview tells apart
+    "retry": ("sleeping",),  # those waiting out a step's backoff: repair_counts tells them apart
     "cancel": ("running", "sleeping", "awaiting", "failed"),
 }
+RETRY_COUNTED = 1000  # sleeping runs whose last entry a search page reads to count the retryable
 
 
-def repair_counts(runs: Runs, query: RunQuery) -> dict[str, int]:
-    """How many of the search's runs each repair would be asked of (by status, from the
-    search's own counts: no run is read); the preview narrows it further."""
+def repair_counts(runs: Runs, query: RunQuery) -> dict[str, str]:
+    """How many of the search's runs each repair would be asked of, as a button says it
+    ("" for none); the preview narrows it further (the runs the code would not replay).
+    Resume and cancel go by status, from the search's own counts (no run is read). Retry
+    reads each sleeping run's last entry, as the preview does: a ``wf:sleep`` sleeps too,
+    and counting it offered runs the retry then skips. At most ``RETRY_COUNTED`` are read,
+    newest first; past that the count ends in "+"."""
     found = find_runs(runs, query)
-    return {
+    counts = {
         action: sum(found.counts.get(st, 0) for st in statuses if query.status in (None, st))
         for action, statuses in REPAIR_STATUSES.items()
     }
+    shown = {action: f"{n:,}" if n else "" for action, n in counts.items()}
+    if counts["retry"]:
+        n, more = bulk.count_in_backoff(runs, query.selection(), limit=RETRY_COUNTED)
+        shown["retry"] = f"{n:,}+" if more else f"{n:,}" if n else ""
+    return shown
 
 
 def _repair_bar(runs: Runs, actions: Actions, query: RunQuery, zone: Zone) -> str:
     counts = repair_counts(runs, query)
     buttons = []
     for action, n in counts.items():
-        if n == 0:
+        if not n:
             continue
         what = "sleeping runs (those in a step's backoff)" if action == "retry" else "runs"
-        label = f"{REPAIR_LABELS[action]} all {n:,} {'failed ' if action == 'resume' else ''}{what}"
+        label = f"{REPAIR_LABELS[action]} all {n} {'failed ' if action == 'resume' else ''}{what}"
         confirmation = (
-            f"{REPAIR_LABELS[action]} the {n:,} {what} this search selects ({query.describe(zone)})? "
+            f"{REPAIR_LABELS[action]} the {n} {what} this search selects ({query.describe(zone)})? "
             "Each is replayed on the current code first; those it would not replay are left out."
         )
         buttons.append(actions.bulk_button(action, label, confirmation, query.params(zone)))

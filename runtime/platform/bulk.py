@@ -20,7 +20,7 @@ and the console's search results come here, so both select and act alike:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from runtime.core.journal import ENDED, RESUMABLE, Status
 from runtime.core.published import Where
@@ -88,6 +88,15 @@ def select(runs: Runs, selection: Selection, *, limit: int = MAX_BULK) -> list[R
     return [r for r in found if _holds(runs, selection, r)][:limit]
 
 
+def count_in_backoff(runs: Runs, selection: Selection, *, limit: int) -> tuple[int, bool]:
+    """How many of the selection's sleeping runs wait out a step's backoff (what a retry
+    would be asked of), over its newest ``limit`` sleeping runs; and whether it has more."""
+    if selection.status not in (None, Status.SLEEPING):
+        return 0, False
+    sleeping = select(runs, replace(selection, status=Status.SLEEPING), limit=limit + 1)
+    return sum(runs.waiting_out_backoff(r) for r in sleeping[:limit]), len(sleeping) > limit
+
+
 def _holds(runs: Runs, s: Selection, r: RunRecord) -> bool:
     if s.status is not None and r.status != s.status:
         return False
@@ -105,12 +114,14 @@ def _holds(runs: Runs, s: Selection, r: RunRecord) -> bool:
     return True
 
 
-def applies(action: str, run: RunRecord) -> str | None:
+def applies(runs: Runs, action: str, run: RunRecord) -> str | None:
     """None if ``action`` applies to the run as listed, else why not."""
     if action == "resume" and run.status not in RESUMABLE:
         return f"is {run.status}; resume applies to failed runs"
-    if action == "retry" and run.status != Status.SLEEPING:
-        return f"is {run.status}; retry applies to a run waiting out a step's backoff"
+    if action == "retry" and not runs.waiting_out_backoff(run):
+        # A wf:sleep or a rate's turn sleeps too, and retry now would refuse it.
+        what = "sleeping, not in a step's backoff" if run.status == Status.SLEEPING else run.status
+        return f"is {what}; retry applies to a run waiting out a step's backoff"
     if action == "cancel" and run.status in ENDED:
         return f"has ended ({run.status})"
     return None
@@ -148,7 +159,7 @@ def preview(
     found = select(runs, selection, limit=limit)
     out = Preview(action, selection, capped=len(found) >= limit)
     for run in found:
-        why = applies(action, run)
+        why = applies(runs, action, run)
         if why is not None:
             out.skipped[run.id] = why
             continue

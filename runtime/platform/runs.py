@@ -71,6 +71,19 @@ CLEANUP_NOTE = (
 CANCELLED, CLEANING = "cancelled", "cleaning"
 
 
+def in_backoff(status: str, last: Entry | None) -> bool:
+    """Whether a run with ``status`` and ``last`` as its journal's last entry waits out a
+    step's backoff, which retry now cuts short. Sleeping alone does not say it: ``wf:sleep``
+    and a rate's turn sleep too. The one rule for ``lunaflow retry`` (a run or a selection)
+    and the console's Retry now buttons, so none offers what another refuses."""
+    return (
+        status == Status.SLEEPING
+        and last is not None
+        and last.kind == Kind.STEP_FAILED
+        and not last.data.get("final")
+    )
+
+
 def walk(store: Store, root: str) -> Iterator[str]:
     """Every run below ``root``, depth first, children in start order, with a stack rather
     than recursion: a chain of runs thousands deep is an ordinary tree here."""
@@ -456,6 +469,14 @@ class Runs:
     ) -> list[RunRecord]:
         return self.store.list_runs(status=status, workflow=workflow, limit=limit)
 
+    def waiting_out_backoff(self, run: RunRecord) -> bool:
+        """Whether the listed run waits out a step's backoff (``in_backoff``), reading its
+        last entry alone."""
+        if run.status != Status.SLEEPING:
+            return False  # no read: nothing else is in a backoff
+        snap = self.store.load(run.id, after=max(0, run.journal_len - 1))
+        return snap is not None and in_backoff(snap.run.status, snap.journal[-1] if snap.journal else None)
+
     def retry(self, run_id: str, *, workflow: str | None = None) -> None:
         """Cut short the backoff a run is waiting out: its step's next attempt runs now. The
         ask is journaled (``step.retry_now``) so replay reads the same; asking again before
@@ -468,12 +489,7 @@ class Runs:
         run, last = snap.run, (snap.journal[-1] if snap.journal else None)
         if last is not None and last.kind == Kind.STEP_RETRY_NOW:
             return
-        if (
-            run.status != Status.SLEEPING
-            or last is None
-            or last.kind != Kind.STEP_FAILED
-            or last.data.get("final")
-        ):
+        if last is None or not in_backoff(run.status, last):
             raise InvalidTransition(
                 f"run '{run_id}' is {run.status} and not waiting out a step's backoff, so it cannot be "
                 "retried now; retry applies to a run sleeping before a failed step's next attempt "

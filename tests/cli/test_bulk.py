@@ -196,3 +196,32 @@ def test_runs_by_value_and_status_lists_every_match_up_to_the_limit(
     assert [r["id"] for r in json.loads(capsys.readouterr().out)] == ["m3", "m2"]
     assert cli.main(["runs", *where, "--where", "month<=2", "--status", "failed", "--limit", "5"]) == 0
     assert [r["id"] for r in json.loads(capsys.readouterr().out)] == ["m2", "m1"]
+
+
+def test_retry_by_query_selects_only_runs_in_a_backoff_not_a_wf_sleep(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two "napper" runs sleep in wf:sleep and one "flaky" run waits out its step's backoff:
+    a retry by query previews and retries the flaky one alone, the nappers skipped (not
+    previewed as retried, then refused as having moved)."""
+    monkeypatch.setattr(cli, "out", Console(highlight=False, soft_wrap=True, width=400))
+    folder = tmp_path / "data"
+    with LocalPlatform(V1, data_dir=folder) as p:
+        p.start("napper", None, id="n1")
+        p.start("napper", None, id="n2")
+        p.start("flaky", None, id="b1")
+        assert [p.get(r).status for r in ("n1", "n2", "b1")] == ["sleeping"] * 3
+
+    def lunaflow(*args: str) -> str:
+        capsys.readouterr()
+        assert cli.main([*args, "--data", str(folder), "--project", str(V1)]) == 0
+        return capsys.readouterr().out
+
+    naps = lunaflow("retry", "--workflow", "napper", "--yes")
+    assert "0 run(s) would be retried (any status, workflow napper); 2 matched but" in naps
+    assert "skipped n1: is sleeping, not in a step's backoff; retry applies" in naps
+    assert "retried 0 run(s); 0 had moved and were left" in naps
+    got = json.loads(lunaflow("retry", "--status", "sleeping", "--yes", "--json"))
+    assert (got["runs"], got["done"], got["refused"]) == (["b1"], ["b1"], {})
+    assert sorted(got["skipped"]) == ["n1", "n2"]
+    assert statuses(folder) == {"n1": "sleeping", "n2": "sleeping", "b1": "running"}

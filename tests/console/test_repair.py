@@ -111,3 +111,39 @@ def test_a_search_without_a_filter_offers_no_repair_and_one_posted_is_refused(tm
             "POST", "/_console/bulk", {"action": "resume", "status": "failed", "step": "do"}
         )
         assert forged.status_code == 403 and p.get("f1").status == "failed"
+
+
+def test_retry_all_counts_only_the_runs_in_a_backoff_not_a_wf_sleep(tmp_path: Path) -> None:
+    """Two runs sleep in wf:sleep, one waits out its step's backoff: the search for sleeping
+    runs offers to retry one, and its preview lists that one."""
+    with LocalPlatform(PROJECTS / "why", data_dir=tmp_path / "data") as p:
+        p.start("napper", None, id="n1")
+        p.start("napper", None, id="n2")
+        p.start("flaky", None, id="b1")
+        console = LocalConsole(p.platform, token=TOKEN, poke=lambda: None)
+        listed = Html(console.handle("GET", "/_console?status=sleeping", {}).body)
+        [form] = [
+            f for f in listed.forms if f.action == "/_console/bulk" and f.fields.get("action") == "retry"
+        ]
+        assert form.button == "Retry now all 1 sleeping runs (those in a step's backoff)"
+        preview = Html(console.handle("POST", "/_console/bulk", {**form.fields, "step": "ask"}).body)
+        assert "1 run(s) would be retried (status sleeping); 2 matched but" in preview.text
+        naps = Html(console.handle("GET", "/_console?workflow=napper", {}).body)
+        assert not [f for f in naps.forms if f.fields.get("action") == "retry"]
+        assert [f.button for f in naps.forms if f.fields.get("action") == "cancel"] == ["Cancel all 2 runs"]
+
+
+def test_the_widgets_retry_all_counts_only_the_runs_in_a_backoff(tmp_path: Path) -> None:
+    with AwsPlatform(PROJECTS / "why", data_dir=tmp_path / "data") as p:
+        p.start("napper", None, id="n1")
+        p.start("flaky", None, id="b1")
+        base = json.loads((EVENTS / "cw_widget_runs.json").read_text(encoding="utf-8"))
+        page = Html(
+            p.invoke(Handler.CONSOLE, {**copy.deepcopy(base), "status": "sleeping"}, CONSOLE_TIMEOUT_S)
+        )
+        button = page.action(
+            "Retry now all 1 sleeping runs (those in a step's backoff)", action="bulk", do="retry"
+        )
+        out = Html(p.invoke(Handler.CONSOLE, {**copy.deepcopy(base), **button.payload}, CONSOLE_TIMEOUT_S))
+        assert "Retried 1 run(s)." in out.text
+        assert statuses(p)["n1"] == "sleeping"
