@@ -24,7 +24,7 @@ from runtime.errors import InvalidInput
 from runtime.platform import bulk
 from runtime.platform.flow import limit_rows
 from runtime.platform.platform import Platform
-from runtime.platform.runs import Runs
+from runtime.platform.runs import Runs, in_backoff
 from runtime.platform.schedules import ScheduleControl, ScheduleRow, find, schedule_rows
 from runtime.store.base import RunRecord
 
@@ -542,7 +542,9 @@ def run_live(
                 run.id, "resume", "Resume", f"Resume {run.id}? Its failed step gets a fresh set of attempts."
             )
         )
-    if waiting_out_backoff(run, items):
+    # The journal's last entry, as lunaflow retry reads it: the timeline's last item is a
+    # "retry now" once one was asked, the attempts after it gathered in the step's item.
+    if in_backoff(run.status, entries[-1] if entries else None):
         buttons.append(actions.button(run.id, "retry", "Retry now", RETRY_CONFIRMATION.format(run=run.id)))
     if run.status in CANCELLABLE:
         buttons.append(
@@ -685,18 +687,6 @@ def cancel_confirmation(runs: Runs, run: RunRecord) -> str:
 
 
 RETRY_CONFIRMATION = "Retry {run} now? Its failed step's next attempt runs without waiting out the backoff."
-
-
-def waiting_out_backoff(run: RunRecord, items: list[timeline.Item]) -> bool:
-    """Whether the run sleeps before a failed step's next attempt (what retry now cuts short)."""
-    last = items[-1] if items else None
-    return (
-        run.status == Status.SLEEPING
-        and last is not None
-        and last.kind == "step"
-        and bool(last.attempts)
-        and last.attempts[-1].retry_at is not None
-    )
 
 
 def confirm_page(actions: LocalActions, run: RunRecord, action: str, message: str) -> str:

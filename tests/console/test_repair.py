@@ -147,3 +147,24 @@ def test_the_widgets_retry_all_counts_only_the_runs_in_a_backoff(tmp_path: Path)
         out = Html(p.invoke(Handler.CONSOLE, {**copy.deepcopy(base), **button.payload}, CONSOLE_TIMEOUT_S))
         assert "Retried 1 run(s)." in out.text
         assert statuses(p)["n1"] == "sleeping"
+
+
+def test_retry_now_is_offered_again_after_one_was_used(tmp_path: Path) -> None:
+    """After a retry now the timeline's last item is its marker (the next attempt joins the
+    step's item): the button still follows the journal, so a run back in its backoff offers
+    it again, as ``lunaflow retry RUN`` accepts it."""
+    with LocalPlatform(PROJECTS / "why", data_dir=tmp_path / "data") as p:
+        p.start("flaky", None, id="b1")
+        console = LocalConsole(p.platform, token=TOKEN, poke=lambda: None)
+
+        def offered() -> bool:
+            page = Html(console.handle("GET", "/_console/runs/b1", {}).body)
+            return any(f.button == "Retry now" for f in page.forms)
+
+        assert offered()
+        p.platform.retry("b1")
+        p.settle()  # attempt 2 fails too: the run waits out the backoff before attempt 3
+        assert p.get("b1").status == "sleeping"
+        assert [e.kind for e in p.journal("b1")][-2:] == ["step.intent", "step.failed"]
+        assert offered()
+        p.platform.retry("b1")  # and the run API takes it, as the button would
