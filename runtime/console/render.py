@@ -277,6 +277,16 @@ REPAIR_STATUSES = {
     "retry": ("sleeping",),  # those waiting out a step's backoff: repair_counts tells them apart
     "cancel": ("running", "sleeping", "awaiting", "failed"),
 }
+# What a repair's confirmation says happens before it acts: a resume or retry hands each run
+# to the current code, so the preview replays it; a cancel ends it as it stands, code unread.
+REPAIR_CHECKS = {
+    "resume": "Each is replayed on the current code first; those it would not replay are left out.",
+    "retry": "Each is replayed on the current code first; those it would not replay are left out.",
+    "cancel": (
+        "Nothing is replayed: each run not ended is cancelled as it stands (its on_cancel handler, "
+        "if any, runs), with the runs it started."
+    ),
+}
 RETRY_COUNTED = 1000  # sleeping runs whose last entry a search page reads to count the retryable
 
 
@@ -309,8 +319,8 @@ def _repair_bar(runs: Runs, actions: Actions, query: RunQuery, zone: Zone) -> st
         label = f"{REPAIR_LABELS[action]} all {n} {'failed ' if action == 'resume' else ''}{what}"
         confirmation = (
             f"{REPAIR_LABELS[action]} the {n} {what} this search selects ({query.describe(zone)})? "
-            "Each is replayed on the current code first; those it would not replay are left out."
         )
+        confirmation += REPAIR_CHECKS[action]
         buttons.append(actions.bulk_button(action, label, confirmation, query.params(zone)))
     if not buttons:
         return ""

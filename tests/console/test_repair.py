@@ -168,3 +168,29 @@ def test_retry_now_is_offered_again_after_one_was_used(tmp_path: Path) -> None:
         assert [e.kind for e in p.journal("b1")][-2:] == ["step.intent", "step.failed"]
         assert offered()
         p.platform.retry("b1")  # and the run API takes it, as the button would
+
+
+REPLAYED = "Each is replayed on the current code first; those it would not replay are left out."
+NOT_REPLAYED = (
+    "Nothing is replayed: each run not ended is cancelled as it stands (its on_cancel handler, "
+    "if any, runs), with the runs it started."
+)
+
+
+def test_the_cancel_confirmation_says_nothing_is_replayed(tmp_path: Path) -> None:
+    """A cancel replays nothing (only a resume or a retry hands runs to the current code):
+    its confirmation says so, the resume's still names the replay, on the local page and in
+    the widget alike."""
+    with repairable(LocalPlatform, tmp_path) as p:
+        console = LocalConsole(p.platform, token=TOKEN, poke=lambda: None)
+        listed = Html(console.handle("GET", "/_console?status=failed", {}).body)
+        titles = {t.attrs.get("title", "") for t in listed.tags if t.name == "form"}
+        assert "Cancel the 4 runs this search selects (failed runs)? " + NOT_REPLAYED in titles
+        assert "Resume the 4 runs this search selects (failed runs)? " + REPLAYED in titles
+    with repairable(AwsPlatform, tmp_path / "aws") as p:
+        base = json.loads((EVENTS / "cw_widget_runs.json").read_text(encoding="utf-8"))
+        page = Html(p.invoke(Handler.CONSOLE, {**copy.deepcopy(base), "status": "failed"}, CONSOLE_TIMEOUT_S))
+        cancel = page.action("Cancel all 4 runs", action="bulk", do="cancel")
+        assert cancel.attrs["confirmation"].endswith("(failed runs)? " + NOT_REPLAYED)
+        resume = page.action("Resume all 4 failed runs", action="bulk", do="resume")
+        assert resume.attrs["confirmation"].endswith("(failed runs)? " + REPLAYED)
