@@ -287,7 +287,9 @@ REPAIR_CHECKS = {
         "if any, runs), with the runs it started."
     ),
 }
-RETRY_COUNTED = 1000  # sleeping runs whose last entry a search page reads to count the retryable
+# Sleeping runs whose last entry a search page reads to count the retryable: a read each (a
+# wf:sleep's none), so few enough that a page, or a CloudWatch widget, renders in a second.
+RETRY_COUNTED = 100
 
 
 def repair_counts(runs: Runs, query: RunQuery) -> dict[str, str]:

@@ -472,8 +472,8 @@ class Runs:
     def waiting_out_backoff(self, run: RunRecord) -> bool:
         """Whether the listed run waits out a step's backoff (``in_backoff``), reading its
         last entry alone."""
-        if run.status != Status.SLEEPING:
-            return False  # no read: nothing else is in a backoff
+        if run.status != Status.SLEEPING or run.current_step == "sleep":
+            return False  # no read: nothing else is in a backoff, and a wf:sleep says so itself
         snap = self.store.load(run.id, after=max(0, run.journal_len - 1))
         return snap is not None and in_backoff(snap.run.status, snap.journal[-1] if snap.journal else None)
 
