@@ -51,11 +51,12 @@ def _auction_with_timeout(timeout: str) -> Path:
 AUCTION = _auction_with_timeout("8s")
 AUCTION_2S = _auction_with_timeout("2s")
 # The fifty-sales test opens, pays and cancels 50 sales across two kills before the first
-# race may time out: on a machine running the suite in parallel that set-up took 7.5 s.
-AUCTION_SLOW_RACE = _auction_with_timeout("20s")
+# race may time out: on a machine running the suite in parallel that set-up took 7.5 s, and
+# 20.6 s with a load average of 8 on its 2 cores.
+AUCTION_SLOW_RACE = _auction_with_timeout("30s")
 SLOW = PROJECTS / "e2e_slow"
 
-SLOW_RACE_TIMEOUT_S = 20.0  # that of the AUCTION_SLOW_RACE copy
+SLOW_RACE_TIMEOUT_S = 30.0  # that of the AUCTION_SLOW_RACE copy
 SETTLE_S = 30.0  # bound on every sale reaching its outcome after the last restart
 
 
