@@ -178,4 +178,3 @@ def test_check_of_a_project_folder_that_does_not_exist_is_bad_usage(tmp_path: Pa
     done = cli("check", str(missing), "--data", str(tmp_path / "data"))
     assert done.code == 2, str(done)
     assert f"project folder {missing} does not exist" in done.err
-

@@ -367,7 +367,7 @@ def test_a_bad_setting_is_refused_at_synth_with_the_fix(context: dict[str, str],
     ],
 )
 def test_the_wake_source_leaves_the_reconciler_its_invocation(context: dict[str, str], says: str) -> None:
-    """"At most the worker's reserved concurrency less the reconciler's one" (the module's
+    """ "At most the worker's reserved concurrency less the reconciler's one" (the module's
     docstring, docs/operations.md): 100 of 100 passed, and a worker reserved below 3 was
     refused with a fix (lower wakeMaxConcurrency) that could not pass either."""
     with pytest.raises(SettingsError, match=says):
