@@ -106,16 +106,20 @@ class Terminal:
 
     # --- the Observer ------------------------------------------------------------------
 
-    def started(self, run_id: str, workflow: str) -> None:
-        # Said once per run: a start this process made is reported by the engine, and found
-        # again among the starts of every process on the data folder.
+    def _first(self, said: dict[str, None], run_id: str) -> bool:
+        """Whether this is the first time the event is said of the run: a start or a cancel
+        this process made is reported by the engine, and found again among those of every
+        process on the data folder."""
         with self._lock:
-            if run_id in self._started:
-                return
-            self._started[run_id] = None
-            while len(self._started) > MAX_CANCELS_KEPT:
-                del self._started[next(iter(self._started))]
-        if self.level >= NORMAL:
+            if run_id in said:
+                return False
+            said[run_id] = None
+            while len(said) > MAX_CANCELS_KEPT:
+                del said[next(iter(said))]
+            return True
+
+    def started(self, run_id: str, workflow: str) -> None:
+        if self._first(self._started, run_id) and self.level >= NORMAL:
             self._run("started", run_id, f"started ({plain(workflow)})")
 
     def activation(self, run_id: str, workflow: str) -> None:
@@ -184,15 +188,7 @@ class Terminal:
             self._run("continued", run_id, f"continued as new: generation {generation}")
 
     def cancelled(self, run_id: str, workflow: str) -> None:
-        # Said once per run: a cancel this process made is reported by the engine, and
-        # found again among the cancels of every process on the data folder.
-        with self._lock:
-            if run_id in self._cancelled:
-                return
-            self._cancelled[run_id] = None
-            while len(self._cancelled) > MAX_CANCELS_KEPT:
-                del self._cancelled[next(iter(self._cancelled))]
-        if self.level >= NORMAL:
+        if self._first(self._cancelled, run_id) and self.level >= NORMAL:
             self._run("cancelled", run_id, "cancelled")
 
     # --- logging -----------------------------------------------------------------------

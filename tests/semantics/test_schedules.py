@@ -159,13 +159,17 @@ schedule "b" { every = "1h", workflow = "job" }
 """
 
 
-def test_a_tick_whose_run_id_another_workflow_holds_is_skipped_and_logged(
-    harness: Any, tmp_path: Path
-) -> None:
+def _clash(tmp_path: Path) -> Path:
     project = tmp_path / "clash"
     project.mkdir()
     (project / "main.lua").write_text(CLASH, encoding="utf-8")
-    with harness(project) as p:
+    return project
+
+
+def test_a_tick_whose_run_id_another_workflow_holds_is_skipped_and_logged(
+    harness: Any, tmp_path: Path
+) -> None:
+    with harness(_clash(tmp_path)) as p:
         p.start("other", None, id="a@2026-01-01T01:00:00Z")
         p.advance("3h")  # neither raises nor leaves a message failing for ever (AWS: strict)
         assert ids(p, "a") == ["a@2026-01-01T01:00:00Z", "a@2026-01-01T02:00:00Z", "a@2026-01-01T03:00:00Z"]
@@ -186,10 +190,7 @@ def test_a_tick_whose_run_id_another_workflow_holds_is_skipped_and_logged(
 def test_a_trigger_whose_run_id_another_workflow_holds_is_refused_to_the_one_triggering(
     harness: Any, tmp_path: Path
 ) -> None:
-    project = tmp_path / "clash"
-    project.mkdir()
-    (project / "main.lua").write_text(CLASH, encoding="utf-8")
-    with harness(project) as p:
+    with harness(_clash(tmp_path)) as p:
         p.start("other", None, id="a@2026-01-01T00:00:00Z")
         schedule = p.platform.worker.schedules["a"]
         with pytest.raises(LunaflowError, match="held by a run of workflow 'other'.*under other ids"):
