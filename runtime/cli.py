@@ -912,12 +912,14 @@ def cmd_secret_set(args: argparse.Namespace) -> int:
 
 def _local_data(args: argparse.Namespace) -> Path:
     """The data folder a command that writes settings (a secret, a schedule's pause) writes
-    to: only for a project folder that is one, and said when the folder holds no data yet (a
-    mistyped --data made a folder no server reads, and the command said nothing)."""
-    try:
-        check_project(args.project)
-    except NotAProject as e:
-        raise Usage(str(e)) from None
+    to: the project's own only for a project folder that is one (a mistyped -p made a folder
+    and a data folder in it), and said when the folder holds no data yet (a mistyped --data
+    made a folder no server reads, and the command said nothing)."""
+    if args.data is None:
+        try:
+            check_project(args.project)
+        except NotAProject as e:
+            raise Usage(str(e)) from None
     data = data_folder(args.project, args.data)
     if not (data / STORE_FILE).exists():
         err.print(

@@ -127,6 +127,15 @@ def test_a_setting_for_a_project_folder_that_is_none_is_refused_and_writes_nothi
     assert not missing.exists()
 
 
+def test_a_secret_set_in_a_data_folder_named_alone_needs_no_project(tmp_path: Path) -> None:
+    """--data names where the secret goes; the project (here the current folder, no project)
+    is not read."""
+    data = tmp_path / "data"
+    done = cli("secret", "set", "api-key", "v", "--data", str(data))
+    assert done.code == 0, str(done)
+    assert (data / STORE_FILE).exists()
+
+
 def test_a_secret_set_in_a_data_folder_with_no_data_yet_says_so(tmp_path: Path) -> None:
     """Setting a secret before the first ``lunaflow dev`` is fine, and said, so a mistyped
     ``--data`` is seen: the folder it names holds no data yet."""
@@ -158,7 +167,6 @@ def test_a_port_out_of_range_is_a_usage_error_before_anything_is_made(port: str,
         ["start", "w", "--id", "x"],
         ["schedules"],
         ["schedule", "pause", "nightly"],
-        ["secret", "set", "k", "v"],
     ],
     ids=lambda c: "-".join(c[:2]),
 )
