@@ -390,8 +390,7 @@ class Code:
 def _settings_name_queues(source: ProjectSource, declared: set[str]) -> None:
     """A ``[queues.<name>]`` table for a queue no script declares would set nothing (a
     misspelt name left the queue it meant on the defaults)."""
-    texts = [*source.scripts.values(), *(text for _, text in source.modules.values())]
-    declared = declared | {m for text in texts for m in QUEUE_NAMED.findall(text)}
+    declared = declared | {m for text in source.texts for m in QUEUE_NAMED.findall(text)}
     for name in sorted(set(source.queues) - declared):
         near = difflib.get_close_matches(name, sorted(declared), n=1)
         hint = f"did you mean [queues.{near[0]}]? " if near else ""

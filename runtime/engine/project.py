@@ -131,6 +131,11 @@ class ProjectSource:
     # before the store deletes it; None keeps it for ever (``retention = "forever"``).
     retention_s: float | None = DEFAULT_RETENTION_S
 
+    @property
+    def texts(self) -> list[str]:
+        """Every script's and module's source, for what the code names by a pattern."""
+        return list(self.scripts.values()) + [text for _, text in self.modules.values()]
+
     def queue_settings(self, name: str) -> QueueSettings:
         return self.queues.get(name, QueueSettings())
 

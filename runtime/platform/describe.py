@@ -58,7 +58,7 @@ def describe(project: str | Path) -> ProjectNeeds:
 
     sandbox.register("declare", declare)
     declarations = load(source, sandbox)
-    texts = list(source.scripts.values()) + [text for _, text in source.modules.values()]
+    texts = source.texts
     secrets = sorted({m for text in texts for m in _SECRET.findall(text)})
     sent = sorted({m for text in texts for m in QUEUE_NAMED.findall(text)})
     handled = sorted(d.name for d in declarations if d.kind == "queue")
