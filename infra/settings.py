@@ -52,6 +52,9 @@ STUCK_AFTER_MINUTES = 15
 EAGER_MS = 1000
 MAX_EAGER_MS = 10_000
 INGRESSES = ("api", "url")
+# What SNS accepts to subscribe by email: a local part, an @ and a domain with a dot; "@" or
+# "ops@" would pass a bare "@" test and fail only at deploy, after the stack began.
+EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
 MIN_EVENT_SOURCE_CONCURRENCY = 2  # SQS event source maximum concurrency: 2 to 1,000
 MAX_EVENT_SOURCE_CONCURRENCY = 1000
 
@@ -81,7 +84,7 @@ class Settings:
         _only_known(node.get_all_context())
 
         email = get("alarmEmail")
-        if email is not None and (not isinstance(email, str) or "@" not in email):
+        if email is not None and (not isinstance(email, str) or not EMAIL.fullmatch(email)):
             raise SettingsError(
                 f"-c alarmEmail={email!r} is not an email address; the alarm topic subscribes it by "
                 "email, so pass one like -c alarmEmail=ops@example.com (or leave it out)"

@@ -279,9 +279,10 @@ REPAIR_STATUSES = {
 }
 # What a repair's confirmation says happens before it acts: a resume or retry hands each run
 # to the current code, so the preview replays it; a cancel ends it as it stands, code unread.
+_REPLAYED_FIRST = "Each is replayed on the current code first; those it would not replay are left out."
 REPAIR_CHECKS = {
-    "resume": "Each is replayed on the current code first; those it would not replay are left out.",
-    "retry": "Each is replayed on the current code first; those it would not replay are left out.",
+    "resume": _REPLAYED_FIRST,
+    "retry": _REPLAYED_FIRST,
     "cancel": (
         "Nothing is replayed: each run not ended is cancelled as it stands (its on_cancel handler, "
         "if any, runs), with the runs it started."

@@ -157,6 +157,8 @@ def test_a_selection_by_time_and_by_status_narrows_what_is_acted_on(lunaflow: An
         ((), "lunaflow resume needs a run id or a selection"),
         (("f1", "--status", "failed"), "lunaflow resume takes a run id or a selection"),
         (("--since", "yesterday"), "--since 'yesterday' is not a time; write 2026-11-01"),
+        # Both: a preview that would have done nothing while the caller meant to act.
+        (("--status", "failed", "--dry-run", "--yes"), "was given both --dry-run and --yes"),
     ],
 )
 def test_a_bad_selection_is_refused_and_changes_nothing(
