@@ -284,9 +284,12 @@ def test_run_longer_than_an_invocation_continues_in_a_fresh_container(
     step, saves it and stops; a fresh container (cold: it replays the journal) finishes the
     run without running the first step again."""
     rt = make_runtime(LONG)
-    rt.platform.start("long", {"steps": 2, "spin": 0.4}, id="long-1")
+    # The first step spins longer than the time left past the safety margin, so the
+    # deadline falls inside it however fast the machine; that time leaves seconds for the
+    # lease, the load and the Lua state before it (200 ms did not, on a loaded machine).
+    rt.platform.start("long", {"steps": 2, "spin": 0, "spin_first": 2.2}, id="long-1")
     purge(aws)
-    tight = FakeContext(remaining_ms=int(SAFETY_S * 1000) + 200)
+    tight = FakeContext(remaining_ms=int(SAFETY_S * 1000) + 2000)
     answer = worker.handler(wake_event(wake("long-1"), arn=aws.wake_arn), tight)
     assert answer == {"batchItemFailures": []}
     assert rt.platform.get("long-1").status == "running"

@@ -114,18 +114,18 @@ def test_a_step_without_a_timeout_is_stopped_at_the_end_of_the_invocation_and_ru
     p: AwsPlatform,
 ) -> None:
     """The executor's deadline, as the worker builds it (steps until its end, less the time
-    to save): a step without a timeout that spins 2 s, started with 0.3 s left, is stopped
+    to save): a step without a timeout that spins 3 s, started with 0.8 s left, is stopped
     there instead of running past the end of the invocation. Nothing is recorded for the
     cut attempt (as if the invocation had been killed): the run is woken, and a fresh
     invocation runs the attempt again with the same step id (a ``step.rerun`` entry), where
     it has the time to complete."""
-    p.platform.start("unbounded", {"spin": 2}, id="u1")
+    p.platform.start("unbounded", {"spin": 3}, id="u1")
     now = time.monotonic()
     p.platform.advance(
         "u1",
-        deadline=ActivationDeadline(at=now + 60, steps_until=now + 0.3, longest_step_ms=LONGEST_STEP_MS),
+        deadline=ActivationDeadline(at=now + 60, steps_until=now + 0.8, longest_step_ms=LONGEST_STEP_MS),
     )
-    assert time.monotonic() - now < 1.5
+    assert time.monotonic() - now < 2.5
     assert p.get("u1").status == "running"
     assert [e.kind for e in p.journal("u1")] == [Kind.STARTED, Kind.STEP_INTENT]
     p.settle()
