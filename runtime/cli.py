@@ -783,6 +783,10 @@ def cmd_limits(args: argparse.Namespace) -> int:
     runs = _open_runs(args, read_only=not changing)
     try:
         admitted: list[str] = []
+        if args.action == "set":
+            note = _unknown_scope_note(args, runs)
+            if note is not None:
+                err.print(Text(note))
         if changing:
             admitted = set_limit(runs.store, args.name, args.value if args.action == "set" else None)
         rows = limit_rows(runs.store)
@@ -834,6 +838,22 @@ def cmd_limits(args: argparse.Namespace) -> int:
     if settings:
         out.print("settings: " + ", ".join(f"{k} = {v}" for k, v in settings.items()))
     return EXIT_OK
+
+
+def _unknown_scope_note(args: argparse.Namespace, runs: Runs) -> str | None:
+    """``unknown_scope``'s note for ``limits set``; none when the project cannot be read (what
+    its code declares is then not known)."""
+    from runtime.engine.project import ProjectSource
+    from runtime.platform.describe import describe
+    from runtime.platform.flow import unknown_scope
+
+    try:
+        workflows = describe(args.project).workflows
+        texts = ProjectSource.read(args.project).texts
+    except (LunaflowError, OSError, UnicodeError):
+        return None
+    in_use = [v.key for v in runs.store.slot_views(1000)]
+    return unknown_scope(args.name, workflows, texts, in_use)
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:

@@ -5,6 +5,9 @@ each key, said in words (``lunaflow limits``, the console, the why-line). The ga
 
 from __future__ import annotations
 
+import difflib
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from runtime.core.flow import MAX_LIMIT, Admission, check_limit, parse_rate
@@ -62,6 +65,34 @@ def set_limit(store: Store, name: str, value: str | None) -> list[str]:
                 ) from None
             value = str(check_limit(number, f"the setting {name}"))
     return store.set_flow_setting(name, value)
+
+
+# A limit's ``scope = "name"`` as a script writes it; a limit without one is its workflow's.
+_SCOPE = re.compile(r"""\bscope\s*=\s*(?:"([^"\n]*)"|'([^'\n]*)')""")
+
+
+def unknown_scope(
+    name: str, workflows: Iterable[str], texts: Iterable[str], in_use: Iterable[str]
+) -> str | None:
+    """A note when a concurrency setting names a scope the code has no limit of (a typo, or a
+    limit not deployed yet): the setting is kept, and holds for no run until one has it.
+    None for a scope a workflow, a ``scope = "..."`` or a key in use names, and for a rate
+    (a step's bucket is any string its code computes)."""
+    if name.startswith("rate:"):
+        return None
+    scope = name.split("/", 1)[0]
+    scopes = set(workflows) | {a or b for text in texts for a, b in _SCOPE.findall(text)}
+    scopes |= {key.split("/", 1)[0] for key in in_use}
+    if scope in scopes:
+        return None
+    near = difflib.get_close_matches(scope, sorted(scopes), n=1)
+    return (
+        f"note: no limit of scope '{scope}' is in the project's code or in use: the setting {name} is "
+        "kept, and holds for no run until a workflow's concurrency has that scope (its workflow's name, "
+        'or scope = "..."); '
+        + (f"did you mean '{near[0]}'? " if near else "")
+        + f"lunaflow limits clear {name} takes it back"
+    )
 
 
 def limit_rows(store: Store, limit: int = 100) -> list[LimitRow]:

@@ -74,3 +74,30 @@ def test_limits_lists_each_key_and_sets_one_for_the_runs_waiting(lunaflow: Any, 
     assert bad.code != 0 and "bad limit 'lots' for sync/*: a concurrency limit is a whole number" in bad.err
     missing = lunaflow("limits", "set", "sync/*")
     assert missing.code != 0 and "needs a VALUE" in missing.err
+
+
+@pytest.mark.parametrize(
+    ("name", "noted"),
+    [
+        ("syncc/acme", "did you mean 'sync'?"),
+        ("nothing/*", "no limit of scope 'nothing' is in the project's code or in use"),
+        ("sync/acme", None),  # a workflow's own scope
+        ("one", None),
+        ("rate:anything", None),  # a step's bucket is whatever its code computes
+    ],
+)
+def test_a_setting_for_a_scope_the_code_has_no_limit_of_is_kept_and_noted(
+    lunaflow: Any, data: Path, name: str, noted: str | None
+) -> None:
+    value = "5/s" if name.startswith("rate:") else "3"
+    got = lunaflow("limits", "set", name, value)
+    assert got.code == 0, got.err
+    if noted is None:
+        assert "note:" not in got.err, got.err
+    else:
+        assert noted in got.err and f"lunaflow limits clear {name} takes it back" in got.err, got.err
+    store = SQLiteStore(data / STORE_FILE)
+    try:
+        assert store.flow_settings()[name] == value, "the setting is kept either way"
+    finally:
+        store.close()
