@@ -88,6 +88,10 @@ HEADER_TIMEOUT_S = 10.0  # a request head (or a kept-alive connection's next one
 IDLE_TIMEOUT_S = 30.0  # a read of a body that makes no progress for this long ends the connection
 OVERFLOW_WARN_S = 10.0  # at most one warning per this many seconds about refused connections
 CANCELS_POLL_S = 1.0  # how often the dispatcher looks for cancels made by other processes
+# How far before the newest start seen a look for other processes' starts reads (``_Starts``):
+# a start's time is read before its write commits, a few milliseconds on a busy machine.
+STARTS_LOOKBACK_S = 5.0
+STARTS_PAGE = 1000
 
 
 def data_folder(project: str | Path, data: str | Path | None) -> Path:
@@ -490,18 +494,37 @@ class DevServer:
 class _Starts:
     """Runs another process started (``lunaflow start``, a second server) since the last
     look, so their start is printed as this server's own runs' is: read from the newest
-    start seen at the server's start on, by the store's index of starts."""
+    start seen at the server's start on, by the store's index of starts.
+
+    A run's start time is its process's clock read before its write commits, so a run
+    committed after another may carry an earlier time (two processes starting runs at once):
+    each look reads from ``STARTS_LOOKBACK_S`` before the newest start seen, and the ids seen
+    in that window are remembered, so such a run is printed once, late, not missed."""
 
     def __init__(self, store: SQLiteStore) -> None:
         self.store = store
-        self._cursor = store.newest_created()
+        self._newest = store.newest_created()[0]
+        self._seen: dict[str, float] = {}
+        self._read()  # what is there already is no new start
+
+    def _read(self) -> list[tuple[str, str, float]]:
+        found: list[tuple[str, str, float]] = []
+        cursor = (self._newest - STARTS_LOOKBACK_S, "")
+        while True:
+            page = self.store.created_after(cursor, limit=STARTS_PAGE)
+            found += [row for row in page if row[0] not in self._seen]
+            self._seen.update((rid, at) for rid, _, at in page)
+            if len(page) < STARTS_PAGE:
+                break
+            cursor = (page[-1][2], page[-1][0])
+        if self._seen:
+            self._newest = max(self._newest, *self._seen.values())
+        floor = self._newest - STARTS_LOOKBACK_S
+        self._seen = {rid: at for rid, at in self._seen.items() if at >= floor}
+        return found
 
     def new(self) -> list[tuple[str, str]]:
-        found = self.store.created_after(self._cursor)
-        if found:
-            rid, _, at = found[-1]
-            self._cursor = (at, rid)
-        return [(rid, workflow) for rid, workflow, _ in found]
+        return [(rid, workflow) for rid, workflow, _ in self._read()]
 
 
 class _Cancels:
