@@ -471,7 +471,7 @@ def _bulk(args: argparse.Namespace, action: str) -> int | None:
     if args.dry_run and args.yes:
         raise Usage(
             f"lunaflow {action} was given both --dry-run and --yes: the first shows what would be done, "
-            f"the second does it; give one (--dry-run alone is the default: a preview, nothing done)"
+            "the second does it; give one (--dry-run alone is the default: a preview, nothing done)"
         )
     if all(c is None for c in chosen):
         raise Usage(

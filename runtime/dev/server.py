@@ -503,7 +503,7 @@ class _Starts:
 
     def __init__(self, store: SQLiteStore) -> None:
         self.store = store
-        self._newest = store.newest_created()[0]
+        self._newest = store.newest_created()
         self._seen: dict[str, float] = {}
         self._read()  # what is there already is no new start
 

@@ -1118,10 +1118,11 @@ class SQLiteStore:
         rows = self._read("SELECT SUM(n) FROM run_counts WHERE status = ?", (status,))
         return int(rows[0][0] or 0)
 
-    def newest_created(self) -> tuple[float, str]:
-        """(created_at, id) of the newest run by start, a cursor for ``created_after``."""
-        rows = self._read("SELECT created_at, id FROM runs ORDER BY created_at DESC, id DESC LIMIT 1", ())
-        return (float(rows[0][0]), str(rows[0][1])) if rows else (float("-inf"), "")
+    def newest_created(self) -> float:
+        """The start time of the newest run by start (-inf with no run), where a look with
+        ``created_after`` begins."""
+        rows = self._read("SELECT created_at FROM runs ORDER BY created_at DESC LIMIT 1", ())
+        return float(rows[0][0]) if rows else float("-inf")
 
     def created_after(self, cursor: tuple[float, str], limit: int = 1000) -> list[tuple[str, str, float]]:
         """(id, workflow, created_at) of the runs started after ``cursor`` (by start, then
