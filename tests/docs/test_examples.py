@@ -162,35 +162,37 @@ def test_the_readme_script_without_its_declarations_fails(tmp_path: Path) -> Non
 
 def test_a_changed_lua_test_and_a_broken_fragment_in_the_reference_fail(tmp_path: Path) -> None:
     reference = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
-    broken = reference.replace("local status = run:status()", "local status = run:status(", 1)
-    assert broken != reference
-    # A fragment is compiled and nothing else: it leaves nothing the blocks after it see, so
-    # this run, where every other block runs as written and passes, and the fragment's own
-    # compile as written, stand for a run of the reference as written (a run of it takes a
-    # quarter of a minute).
-    failures = _failures(run_examples(broken, tmp_path))
-    [fragment] = [b for b in fenced_blocks(reference) if "local status = run:status()" in b.text][:1]
+    # Three changes in one run of the reference (a run of it takes a quarter of a minute):
+    # a fragment that no longer compiles, a Lua test's expectation and a harness block's
+    # assertion. Each block runs on its own (a fragment is compiled and nothing else, a test
+    # gets its own platform), so each change fails its own block and no other.
+    changes = [
+        ("local status = run:status()", "local status = run:status("),
+        (
+            'assert_eq(p:get("sale-lot-1").result, { outcome = "settled" })',
+            'assert_eq(p:get("sale-lot-1").result, { outcome = "void" })',
+        ),
+        (
+            'assert p.get("sale-lot-44").status == "awaiting"',
+            'assert p.get("sale-lot-44").status == "sleeping"',
+        ),
+    ]
+    changed = reference
+    for old, new in changes:
+        assert reference.count(old) >= 1, old
+        changed = changed.replace(old, new, 1)
+    blocks = fenced_blocks(reference)
+    [fragment, lua_test, harness] = [next(b for b in blocks if old in b.text) for old, _ in changes]
     assert fragment.role == "fragment" and compile_lua(fragment.text, "reference.md") is None, fragment
-    assert len(failures) == 1 and failures[0].startswith(f"line {fragment.line}: "), failures
-    assert "a Lua fragment that does not compile" in failures[0], failures
+    assert len({fragment.line, lua_test.line, harness.line}) == 3
 
-    changed = reference.replace(
-        'assert_eq(p:get("sale-lot-1").result, { outcome = "settled" })',
-        'assert_eq(p:get("sale-lot-1").result, { outcome = "void" })',
-        1,
-    )
-    assert changed != reference
-    failures = _failures(run_examples(changed, tmp_path))
-    assert len(failures) == 1 and 'expected {"outcome":"void"}, got {"outcome":"settled"}' in failures[0], (
-        failures
-    )
-
-    harness = reference.replace(
-        'assert p.get("sale-lot-44").status == "awaiting"', 'assert p.get("sale-lot-44").status == "sleeping"'
-    )
-    assert harness != reference
-    failures = _failures(run_examples(harness, tmp_path))
-    assert len(failures) == 1 and "AssertionError" in failures[0], failures
+    failures = [(b.line, err) for b, err in run_examples(changed, tmp_path) if err]
+    by_line = dict(failures)
+    changed_lines = sorted([fragment.line, lua_test.line, harness.line])
+    assert len(failures) == 3 and sorted(by_line) == changed_lines, failures
+    assert "a Lua fragment that does not compile" in by_line[fragment.line], failures
+    assert 'expected {"outcome":"void"}, got {"outcome":"settled"}' in by_line[lua_test.line], failures
+    assert by_line[harness.line].startswith("AssertionError"), failures
 
 
 def test_marks_the_suite_does_not_know_and_scripts_no_test_runs_fail(tmp_path: Path) -> None:
