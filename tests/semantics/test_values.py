@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -216,6 +217,27 @@ def test_step_result_just_under_the_limit_is_recorded(p: LocalPlatform) -> None:
     assert run.status == "completed", run.error
     [recorded] = [e for e in p.journal("b1") if e.kind == Kind.STEP_RESULT]
     assert recorded.data["values"] == ["x" * (LIMIT - 100)]
+
+
+def test_a_step_value_of_megabytes_is_refused_before_python_holds_a_copy_of_it(p: LocalPlatform) -> None:
+    """A limit at the limits: a step that returns 20 MB (what a 256 MiB Lua state can still
+    encode) is refused with its size, and its text never reaches Python. It was copied into
+    Python, parsed and measured there (three more copies: a 40 MB value took a worker's
+    resident memory from 65 to 332 MB), on a function sized for one state and 128 MB of
+    Python values (infra/memory.py)."""
+    size = 20_000_000
+    p.start("big-step", {"size": LIMIT}, id="warm")  # the path's clients and caches made first
+    tracemalloc.start()
+    try:
+        run = p.start("big-step", {"size": size}, id="megabytes")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert run.status == "failed", run
+    assert f"the result of step 'big' is {size + 2} bytes encoded, over the limit of {LIMIT} bytes" in (
+        run.error or ""
+    )
+    assert peak < size // 4, f"Python held {peak} bytes at its peak for a refused {size}-byte value"
 
 
 def test_a_step_value_of_exactly_256_kib_is_recorded_and_one_byte_more_is_refused(p: LocalPlatform) -> None:

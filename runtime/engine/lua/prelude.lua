@@ -2077,7 +2077,12 @@ function engine.run_body(session, fn, name, step_id, now_s, seed1, seed2, timeou
   raw_randomseed(seed1, seed2)
   begin_call(limit, deadline, timeout_msg)
   -- The values are encoded inside, where the hook still runs.
-  local co = raw_create(function() return encode_list(pack(fn())) end)
+  local count = 0
+  local co = raw_create(function()
+    local values = pack(fn())
+    count = values.n
+    return encode_list(values)
+  end)
   guard(co)
   depth = depth + 1
   local ok, json, problem = raw_resume(co)
@@ -2102,6 +2107,17 @@ function engine.run_body(session, fn, name, step_id, now_s, seed1, seed2, timeou
   local good, err = finish_call(ok, json)
   if not good then return false, err, no_retry, retry_after end
   if not json then return false, holds(sfmt("the result of step '%s'", name), problem), false end
+  -- Values over runtime/core/values.py's MAX_VALUE_BYTES are refused here, before their
+  -- text (tens of megabytes at most, within the state's memory) is copied into Python,
+  -- parsed and measured there: three more copies of it. Their own bytes are measured: the
+  -- array's brackets and commas are not theirs.
+  local max_bytes = 262144
+  local size = #json - 2 - (count > 1 and count - 1 or 0)
+  if size > max_bytes then
+    return false, sfmt("the result of step '%s' is %d bytes encoded, over the limit of %d bytes (256 KiB); "
+      .. "keep large data elsewhere (a database row, an object) and pass its key", name, size, max_bytes),
+      false
+  end
   return true, json, false
 end
 
