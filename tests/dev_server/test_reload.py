@@ -83,8 +83,14 @@ def test_edit_goes_live_without_restart_and_one_line_announces_it(servers: Serve
     edit(project / "main.lua", _main(version="v2"))
     _answers(dev, "/v", "v2")
     assert dev.alive
+
+    def announcing_lines() -> list[str]:
+        return [ln for ln in dev.lines_since(since) if re.search(r"(?i)\blive\b|reload", ln)]
+
+    # The new code answers a moment before its line is printed (install, then say).
+    wait_for("the line announcing the new code", announcing_lines, 10)
     time.sleep(0.3)  # a second announcement would be printed by now
-    announcing = [ln for ln in dev.lines_since(since) if re.search(r"(?i)\blive\b|reload", ln)]
+    announcing = announcing_lines()
     assert len(announcing) == 1, f"expected one line announcing the new code, got: {dev.lines_since(since)!r}"
     assert "main.lua" in announcing[0], announcing
 
