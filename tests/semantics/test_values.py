@@ -7,6 +7,7 @@ import json
 import math
 import re
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +22,15 @@ LIMIT = 256 * 1024
 
 
 @pytest.fixture
-def p(harness: Any, tmp_path: Path):
+def p(harness: Any, tmp_path: Path) -> Iterator[LocalPlatform]:
     with harness(PROJECT, data_dir=tmp_path) as plat:
         yield plat
 
 
-def names_size_and_limit(message: str, low: int, high: int) -> bool:
+def names_size_and_limit(message: str | None, low: int, high: int) -> bool:
     """The message states a size in [low, high] bytes and the 256 KiB limit."""
+    if message is None:
+        return False
     numbers = [int(n) for n in re.findall(r"\d+", message)]
     has_size = any(low <= n <= high for n in numbers)
     has_limit = LIMIT in numbers or "256 KiB" in message
@@ -37,7 +40,8 @@ def names_size_and_limit(message: str, low: int, high: int) -> bool:
 def signal_from_lua(p: LocalPlatform, run_id: str, kind: str, size: int = 0) -> dict[str, Any]:
     resp = p.fetch("POST", "/", body=json.dumps({"id": run_id, "kind": kind, "size": size}))
     assert resp.status_code == 200, resp
-    return json.loads(resp.body)
+    answer: dict[str, Any] = json.loads(resp.body)
+    return answer
 
 
 # --- JSON-like values round-trip --------------------------------------------------------
@@ -112,8 +116,8 @@ def test_a_non_json_step_value_is_refused_naming_the_step(p: LocalPlatform, kind
     """SPEC 3: "A function, userdata, cycle or mixed table is refused, naming the step"."""
     run = p.start("bad-shape", {"kind": kind}, id="b1")
     assert run.status == "failed"
-    assert f"make-{kind}" in run.error, run.error
-    assert problem in run.error, run.error
+    assert f"make-{kind}" in (run.error or ""), run.error
+    assert problem in (run.error or ""), run.error
     assert not any(e.kind == Kind.STEP_RESULT for e in p.journal("b1"))
 
 
@@ -123,7 +127,7 @@ def test_a_non_json_workflow_result_is_refused(p: LocalPlatform, kind: str) -> N
     payloads"."""
     run = p.start("bad-return", {"kind": kind}, id="b1")
     assert run.status == "failed"
-    assert "bad-return" in run.error
+    assert "bad-return" in (run.error or ""), run.error
     assert not any(e.kind == Kind.COMPLETED for e in p.journal("b1"))
 
 
@@ -206,7 +210,7 @@ def test_oversized_step_result_is_refused_naming_the_step_size_and_limit(p: Loca
     size = LIMIT + 100
     run = p.start("big-step", {"size": size}, id="b1")
     assert run.status == "failed"
-    assert "'big'" in run.error
+    assert "'big'" in (run.error or ""), run.error
     assert names_size_and_limit(run.error, size, size + 16), run.error
     assert not any(e.kind == Kind.STEP_RESULT for e in p.journal("b1"))
 
