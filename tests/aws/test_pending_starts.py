@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from runtime.aws.config import MAX_EAGER_MS
 from runtime.aws.contract import Handler
 from runtime.aws.events import http_event
 from runtime.aws.runtime import STRANDED_AFTER_S
@@ -195,6 +196,7 @@ def test_a_request_that_runs_its_start_s_step_writes_no_wake_up_index(p: AwsPlat
     """A request that runs its start's first step (its timeout fits the budget) takes the
     lease at it and parks the run after: the wake-up was pending all along. Were the request
     to die mid-step, the look would index it (the run is still in flight two minutes on)."""
+    p.runtime.eager_ms = MAX_EAGER_MS  # the 500 ms step fits the request, however busy the machine
     writes = writes_to(p, "qf-1")
     assert post(p, "/start/quickfirst/qf-1", {}) == 201
     leases = [w for w in writes if "lease_owner = :me" in w.get("UpdateExpression", "")]

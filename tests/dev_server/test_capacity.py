@@ -54,7 +54,8 @@ def test_a_route_reading_a_database_does_not_wait_behind_a_long_query_in_a_run(
     make_project: Callable[..., Path], servers: Servers, folder: Folder
 ) -> None:
     """Point 7. A run's step runs a query of several seconds on database "main"; meanwhile
-    a route reads one row of it, and answers within 1 s (a reader has its own connection),
+    a route reads one row of it, and answers within 3 s, the query's six not over (a reader
+    has its own connection),
     and a write is not refused. Before: one connection behind one lock, so the route
     waited for the long query to end."""
     srv = servers.start(make_project({"main.lua": SLOW_DB}), folder.data)
@@ -67,7 +68,7 @@ def test_a_route_reading_a_database_does_not_wait_behind_a_long_query_in_a_run(
     elapsed = time.monotonic() - t0
     assert reply.status == 200 and reply.body == "1", reply
     assert folder.status("q1") == Status.RUNNING, "the long query ended before the read: nothing was shown"
-    assert elapsed < 1.0, f"a one-row read waited {elapsed:.1f} s behind the run's long query"
+    assert elapsed < 3.0, f"a one-row read waited {elapsed:.1f} s behind the run's long query"
     assert srv.get("/write", timeout=15).status == 200
 
 
@@ -108,9 +109,10 @@ def test_a_run_sleep_keeps_its_time_while_requests_wait_on_a_slow_upstream(
     make_project: Callable[..., Path], servers: Servers, folder: Folder, upstream: SlowUpstream
 ) -> None:
     """Point 8 (runs and timers keep their own capacity). A run sleeps 1 s while 12 requests
-    wait on an upstream that holds them for 20 s; the run completes within 4 s of its
-    start. Before: requests, run workers and the dispatcher borrowed from one pool of four
-    Lua states with no timeout, and the run stayed asleep until the upstream let go."""
+    wait on an upstream that holds them for 20 s; the run completes within 10 s of its
+    start (a loaded machine's share of it). Before: requests, run workers and the
+    dispatcher borrowed from one pool of four Lua states with no timeout, and the run
+    stayed asleep until the upstream let go."""
     upstream.delay = 20.0
     srv: DevServer = servers.start(make_project({"main.lua": POOL}), folder.data)
     t0 = time.monotonic()
@@ -118,7 +120,7 @@ def test_a_run_sleep_keeps_its_time_while_requests_wait_on_a_slow_upstream(
     pool = _hold(lambda path: srv.try_request("GET", path, timeout=25), upstream, HOLDERS)
     try:
         done = poll(
-            "the run to complete", lambda: folder.status("n1") == Status.COMPLETED, t0 + 4 - time.monotonic()
+            "the run to complete", lambda: folder.status("n1") == Status.COMPLETED, t0 + 10 - time.monotonic()
         )
         assert done, (
             f"a 1 s wf:sleep is still {folder.status('n1')} {time.monotonic() - t0:.1f} s after its start, "

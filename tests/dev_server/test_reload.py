@@ -274,8 +274,10 @@ def test_a_refused_save_runs_none_of_its_migrations(servers: Servers, tmp_path: 
     dev = servers.start(project)
     assert dev.get("/count").body == "n=1"
     since = dev.mark()
-    (project / "migrations" / "d" / "002_drop.sql").write_text("DROP TABLE orders;\n", encoding="utf-8")
+    # The broken script first: a reload between the two writes (a stall of 0.3 s on a loaded
+    # machine) must meet a save that is refused too, not the drop alone.
     (project / "zz_broken.lua").write_text("local x = (\n", encoding="utf-8")
+    (project / "migrations" / "d" / "002_drop.sql").write_text("DROP TABLE orders;\n", encoding="utf-8")
     _printed(
         dev, since, "a refusal naming zz_broken.lua", lambda: "zz_broken.lua:" in dev.output_since(since)
     )
@@ -297,8 +299,9 @@ def test_a_failing_migration_refuses_the_new_code_on_the_old_schema(servers: Ser
     assert dev.get("/v").body == "v1"
     since = dev.mark()
     folder = project / "migrations" / "d"
-    (folder / "002_drop.sql").write_text("DROP TABLE orders;\n", encoding="utf-8")
+    # The failing migration first, so a reload between the writes meets a refused save too.
     (folder / "003_bad.sql").write_text("INSERT INTO no_such_table VALUES (1);\n", encoding="utf-8")
+    (folder / "002_drop.sql").write_text("DROP TABLE orders;\n", encoding="utf-8")
     edit(project / "main.lua", ORDERS.replace("VERSION", "v2"))
     _printed(dev, since, "a refusal naming 003_bad.sql", lambda: "003_bad.sql" in dev.output_since(since))
     assert "the old code keeps serving" in dev.output_since(since)

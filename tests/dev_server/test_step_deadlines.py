@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from runtime.core.journal import Status
+from runtime.core.journal import Kind, Status
 from runtime.store.base import RunRecord
 from tests.support.devserver import DevServer, Servers
 from tests.support.stress import Folder, SlowUpstream, poll
@@ -38,6 +38,16 @@ def _ended(folder: Folder, run_id: str, timeout: float) -> RunRecord:
     run = poll(f"run {run_id} to end", lambda: folder.ended(run_id), timeout)
     assert run is not None, f"run {run_id} is still {folder.status(run_id)} after {timeout} s"
     return run
+
+
+def _attempt_took(folder: Folder, run_id: str) -> float:
+    """Seconds from the last attempt's intent (journaled just before its body ran) to the
+    entry that ended it: the span the step's timeout bounds, without the server's start of
+    the run, its hand-off to a worker and this test's polls, which a loaded machine stretches."""
+    journal = folder.journal(run_id)
+    intents = [i for i, e in enumerate(journal) if e.kind == Kind.STEP_INTENT]
+    assert intents and intents[-1] + 1 < len(journal), [(e.seq, e.kind) for e in journal]
+    return journal[intents[-1] + 1].at - journal[intents[-1]].at
 
 
 # --- point 4: nested calls share the outer deadline and budgets ------------------------------
@@ -77,15 +87,15 @@ def test_a_step_timeout_still_holds_after_an_object_call(
     make_project: Callable[..., Path], servers: Servers, folder: Folder
 ) -> None:
     """Point 4 (the deadline). A step with timeout = "300ms" calls an object, then loops:
-    the run fails with `step 'spin' timed out after 300ms` within 3 s of its start. Before:
-    the object call, treated as a new top-level call, cleared the deadline and the loop ran
-    on to the 200M-instruction budget."""
+    the run fails with `step 'spin' timed out after 300ms`, the attempt ending within 2 s of
+    its intent. Before: the object call, treated as a new top-level call, cleared the
+    deadline and the loop ran on to the 200M-instruction budget."""
     srv = servers.start(make_project({"main.lua": NESTED}), folder.data)
-    t0 = _start(srv, "ping-then-spin", "spin1")
-    run = _ended(folder, "spin1", 6)
-    elapsed = time.monotonic() - t0
+    _start(srv, "ping-then-spin", "spin1")
+    run = _ended(folder, "spin1", 30)
     assert run.status == Status.FAILED and "step 'spin' timed out after 300ms" in (run.error or ""), run
-    assert elapsed < 3, f"the 300ms timeout stopped the step only after {elapsed:.1f} s"
+    took = _attempt_took(folder, "spin1")
+    assert took < 2, f"the 300ms timeout stopped the step only after {took:.1f} s"
 
 
 def test_a_loop_of_object_calls_stops_at_the_step_timeout(
@@ -149,29 +159,29 @@ def test_http_from_a_step_is_cut_at_the_step_timeout(
 ) -> None:
     """Point 5 (HTTP). A step with timeout = "1s" calls an object whose method does
     http.get on an upstream that answers after 8 s: the run fails with `step 'call' timed
-    out after 1000ms` within 3.5 s (the HTTP call gets the step's remaining time). Before:
+    out after 1000ms`, the attempt ending within 3 s (the HTTP call gets the step's remaining time). Before:
     the body waited the 8 s and the run completed with the answer."""
     upstream.delay = 8.0
     srv = servers.start(make_project({"main.lua": HOST_CALLS}), folder.data)
-    t0 = _start(srv, "slow-http", "h1", upstream.url("/slow"))
-    run = _ended(folder, "h1", 10)
-    elapsed = time.monotonic() - t0
+    _start(srv, "slow-http", "h1", upstream.url("/slow"))
+    run = _ended(folder, "h1", 30)
     assert run.status == Status.FAILED and "step 'call' timed out after 1000ms" in (run.error or ""), run
-    assert elapsed < 3.5, f"the 1s timeout ended the step only after {elapsed:.1f} s"
+    took = _attempt_took(folder, "h1")
+    assert took < 3, f"the 1s timeout ended the step only after {took:.1f} s (the upstream answers at 8 s)"
 
 
 def test_a_database_query_from_a_step_is_interrupted_at_the_step_timeout(
     make_project: Callable[..., Path], servers: Servers, folder: Folder
 ) -> None:
     """Point 5 (SQLite). A step with timeout = "100ms" runs a query of several seconds:
-    the run fails with `step 'query' timed out after 100ms` within 1.5 s (the query is
+    the run fails with `step 'query' timed out after 100ms`, the attempt ending within 1 s (the query is
     interrupted). Before: the query ran to its end and the step was recorded as completed."""
     srv = servers.start(make_project({"main.lua": HOST_CALLS}), folder.data)
-    t0 = _start(srv, "slow-query", "q1")
-    run = _ended(folder, "q1", 10)
-    elapsed = time.monotonic() - t0
+    _start(srv, "slow-query", "q1")
+    run = _ended(folder, "q1", 30)
     assert run.status == Status.FAILED and "step 'query' timed out after 100ms" in (run.error or ""), run
-    assert elapsed < 1.5, f"the 100ms timeout ended the step only after {elapsed:.1f} s"
+    took = _attempt_took(folder, "q1")
+    assert took < 1.0, f"the 100ms timeout ended the step only after {took:.1f} s"
 
 
 def test_an_attempt_that_returns_past_its_deadline_has_timed_out(

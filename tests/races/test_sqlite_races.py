@@ -110,6 +110,7 @@ path, tag, rounds, go = sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 runs = json.loads(sys.argv[6])
 store = SQLiteStore(path)
 rng = random.Random(tag)
+open(go + "." + tag, "w").close()  # ready: imports done and the store open
 while not __import__("os").path.exists(go):
     time.sleep(0.001)
 wins, conflicts = [], 0
@@ -162,7 +163,10 @@ def test_two_processes_appending_to_the_same_journals_win_each_position_once(tmp
         )
         for tag in ("a", "b")
     ]
-    time.sleep(0.3)
+    # Both ready before either begins, however slow a start: else one may finish alone.
+    deadline = time.monotonic() + 60
+    while not all(Path(f"{go}.{tag}").exists() for tag in ("a", "b")) and time.monotonic() < deadline:
+        time.sleep(0.01)
     go.write_text("go")
     outs = []
     for p in procs:
