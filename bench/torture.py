@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.torture_check import STORE_FILE, Report, check, install_audit  # noqa: E402
+from bench.torture_check import Report, accept_killed_attempts, check, install_audit  # noqa: E402
 from bench.torture_common import (  # noqa: E402
     BASE_MIX,
     LIMITS_MIX,
@@ -67,6 +67,7 @@ from bench.torture_common import (  # noqa: E402
     record_plans,
     send_signals,
 )
+from runtime.store.sqlite import STORE_FILE  # noqa: E402
 from tests.support.devserver import DevServer  # noqa: E402
 
 CALL_S = 180.0  # bound on one driver call getting an answer, restarts included
@@ -323,6 +324,25 @@ class Outcome:
         return self.report.ok and not self.driver_errors
 
 
+def generation_at(ledger_file: Path) -> Callable[[str, int, float], int | None]:
+    """The generation that wrote a journal entry, by the entry's time: one dev server runs
+    at a time, each generation from its spawn (noted before its process starts) to its end
+    (noted once it is killed or stopped)."""
+    db = sqlite3.connect(str(ledger_file))
+    try:
+        spans = [
+            (gen, float(spawned), float("inf") if ended is None else float(ended))
+            for gen, spawned, ended in db.execute("SELECT gen, spawned_at, ended_at FROM gens ORDER BY gen")
+        ]
+    finally:
+        db.close()
+
+    def writer(run_id: str, seq: int, at: float) -> int | None:
+        return next((gen for gen, spawned, ended in spans if spawned <= at < ended), None)
+
+    return writer
+
+
 def run(settings: Settings, out: Callable[[str], None] = print) -> Outcome:
     rng = random.Random(settings.seed)
     work = Path(tempfile.mkdtemp(prefix="lunaflow-torture-")) if settings.work is None else settings.work
@@ -388,6 +408,13 @@ def run(settings: Settings, out: Callable[[str], None] = print) -> Outcome:
     seconds = time.monotonic() - began
     report = check(PROJECT, data, work / "ledger.sqlite", logs=[s.output() for s in fleet.all])
     assert driver is not None
+    if settings.kills and settings.servers == 1:
+        failed, orphaned, retried = accept_killed_attempts(
+            report, data / STORE_FILE, work / "ledger.sqlite", generation_at(work / "ledger.sqlite")
+        )
+        driver.stats["runs failed after 3 killed starts"] = failed
+        driver.stats["parents awaiting a child failed so"] = orphaned
+        driver.stats["steps retried after 3 killed starts"] = retried
     what = (
         f"{settings.servers} dev servers on one data folder, no kills"
         if settings.servers > 1 and not settings.kills

@@ -59,7 +59,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.torture_check import Report, check  # noqa: E402
+from bench.torture_check import Report, accept_killed_attempts, check  # noqa: E402
 from bench.torture_common import (  # noqa: E402
     GEN_HEADER,
     PROJECT,
@@ -687,23 +687,9 @@ def repeats_after_outcome(report: Report, data: Path, ledger_file: Path) -> None
 
 
 def interrupted_by_kills(report: Report, data: Path, logs: Path, ledger_file: Path) -> tuple[int, int, int]:
-    """Planned runs changed by the rule for interrupted attempts (``... was interrupted 3
-    times: the process running it ended``) where the rule was what the platform promises:
-    each of the attempt's three starts was journaled by a worker generation that was
-    SIGKILLed before the attempt's next entry. With workers killed every few seconds, and a
-    killed worker's object lock holding its key for up to 10 s (a start waiting on it is
-    killed too), this happens to a run now and then. Such a run is counted here, not as a
-    run not as expected; one changed by the rule without three killed writers stays a bad
-    count. The rule's consequences are accepted too:
-
-    - a step without retries fails its run;
-    - a parent still awaits the signal such a failed child would have sent (``parent``
-      awaits ``child_done``, which the failed child never sends);
-    - a ``chain`` run's ``flaky`` step, which has retries, goes on to its next attempt, so
-      it completes with an attempt number one higher per such failure than planned (and
-      ``last`` higher by as much): it is counted as completed as expected.
-
-    Returns ``(failed by the rule, parents awaiting such a child, chains retried so)``."""
+    """``accept_killed_attempts`` for the AWS path, where several workers write at once: an
+    entry's writer is the generation whose chunk audit log (``chunks-<gen>.txt``) names the
+    chunk the entry is in."""
     from runtime.store.sqlite import STORE_FILE
 
     chunks: dict[str, list[tuple[int, int]]] = {}  # run id -> (first seq, generation)
@@ -713,89 +699,12 @@ def interrupted_by_kills(report: Report, data: Path, logs: Path, ledger_file: Pa
             if line:
                 pk, sk = line.split()
                 chunks.setdefault(pk.removeprefix("RUN#"), []).append((int(sk.removeprefix("J#")), gen))
-    ledger = sqlite3.connect(str(ledger_file))
-    try:
-        plans = {row[0]: (row[1], json.loads(row[2])) for row in ledger.execute("SELECT * FROM plans")}
-        killed_at = {
-            gen: float(ended_at)
-            for gen, ended_at, ended_by in ledger.execute("SELECT gen, ended_at, ended_by FROM gens")
-            if ended_by == "sigkill" and ended_at is not None
-        }
-    finally:
-        ledger.close()
 
-    def killed_before(run_id: str, seq: int, end: float) -> bool:
-        """Whether the worker that wrote entry ``seq`` was killed by ``end``."""
+    def writer(run_id: str, seq: int, at: float) -> int | None:
         before = [(first, gen) for first, gen in chunks.get(run_id, []) if first <= seq]
-        gen = max(before)[1] if before else None
-        return gen in killed_at and killed_at[gen] <= end
+        return max(before)[1] if before else None
 
-    db = sqlite3.connect(str(data / STORE_FILE))
-
-    def interrupted(run_id: str) -> list[tuple[str, int, bool]]:
-        """Each attempt of the run failed as interrupted: (step, attempt, whether each of its
-        three starts was written by a worker killed before the attempt's next entry)."""
-        found: list[tuple[str, int, bool]] = []
-        starts: list[int] = []
-        ends: list[float] = []
-        query = "SELECT seq, kind, name, data, at FROM journal WHERE run_id = ? ORDER BY seq"
-        for seq, kind, name, text, at in db.execute(query, (run_id,)).fetchall():
-            if kind == "step.intent":
-                starts, ends = [seq], []
-            elif kind in ("step.rerun", "step.failed") and len(ends) < len(starts):
-                ends.append(at)
-                if kind == "step.rerun":
-                    starts.append(seq)
-            if kind == "step.failed":
-                data = json.loads(text)
-                if "was interrupted 3 times" in str(data.get("error", "")):
-                    pairs = list(zip(starts, ends, strict=False))
-                    killed = len(pairs) == len(starts) == 3 and all(killed_before(run_id, *p) for p in pairs)
-                    found.append((name, int(data.get("attempt", 0)), killed))
-        return found
-
-    def accept(run_id: str) -> None:
-        report.runs_not_as_expected -= 1
-        notes = report.examples.get("runs_not_as_expected", [])
-        report.examples["runs_not_as_expected"] = [n for n in notes if not n.startswith(f"{run_id}:")]
-
-    accepted: list[str] = []
-    retried = 0
-    try:
-        query = "SELECT DISTINCT run_id FROM journal WHERE kind = 'step.failed' AND data LIKE ?"
-        candidates = [row[0] for row in db.execute(query, ("%was interrupted 3 times%",)).fetchall()]
-        for run_id in candidates:
-            if run_id not in plans:
-                continue
-            failures = interrupted(run_id)
-            if not failures or not all(killed for _, _, killed in failures):
-                continue
-            status, result = db.execute("SELECT status, result FROM runs WHERE id = ?", (run_id,)).fetchone()
-            workflow, expected = plans[run_id]
-            if status == "failed":
-                accept(run_id)
-                accepted.append(run_id)
-            elif status == "completed" and workflow == "chain" and all(f[0] == "flaky" for f in failures):
-                fails = expected["flaky"] - 1  # the attempts that fail by the plan
-                extra = sum(1 for _, attempt, _ in failures if attempt > fails)
-                moved = {**expected, "flaky": expected["flaky"] + extra, "last": expected["last"] + extra}
-                if extra and result is not None and json.loads(result) == moved:
-                    accept(run_id)
-                    report.runs_completed_as_expected += 1
-                    retried += 1
-        parents = 0
-        for run_id in accepted:
-            row = db.execute("SELECT parent_id FROM runs WHERE id = ?", (run_id,)).fetchone()
-            parent = row[0] if row else None
-            if parent is None or parent not in plans:
-                continue
-            found = db.execute("SELECT status FROM runs WHERE id = ?", (parent,)).fetchone()
-            if found is not None and found[0] == "awaiting":
-                accept(parent)
-                parents += 1
-    finally:
-        db.close()
-    return len(accepted), parents, retried
+    return accept_killed_attempts(report, data / STORE_FILE, ledger_file, writer)
 
 
 # --- the run -------------------------------------------------------------------------------------
