@@ -848,12 +848,12 @@ def _unknown_scope_note(args: argparse.Namespace, runs: Runs) -> str | None:
     from runtime.platform.flow import unknown_scope
 
     try:
-        workflows = describe(args.project).workflows
-        texts = ProjectSource.read(args.project).texts
+        source = ProjectSource.read(args.project)
+        workflows = describe(args.project, source).workflows
     except (LunaflowError, OSError, UnicodeError):
         return None
     in_use = [v.key for v in runs.store.slot_views(1000)]
-    return unknown_scope(args.name, workflows, texts, in_use)
+    return unknown_scope(args.name, workflows, source.texts, in_use)
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:

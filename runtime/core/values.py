@@ -28,10 +28,15 @@ def check_size(encoded: str, what: str, framing: int = 0) -> None:
     """``framing``: bytes of ``encoded`` that join several values (a step's commas), not counted."""
     size = len(encoded.encode("utf-8")) - framing
     if size > MAX_VALUE_BYTES:
-        raise InvalidInput(
-            f"{what} is {size} bytes encoded, over the limit of {MAX_VALUE_BYTES} bytes (256 KiB); "
-            "keep large data elsewhere (a database row, an object) and pass its key"
-        )
+        raise InvalidInput(too_large(what, size))
+
+
+def too_large(what: str, size: int) -> str:
+    """The refusal of a value of ``size`` bytes encoded, over ``MAX_VALUE_BYTES``."""
+    return (
+        f"{what} is {size} bytes encoded, over the limit of {MAX_VALUE_BYTES} bytes (256 KiB); "
+        "keep large data elsewhere (a database row, an object) and pass its key"
+    )
 
 
 MAX_DEPTH = 100  # tables nested deeper are refused (Lua and JSON both recurse per level)

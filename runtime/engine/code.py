@@ -331,10 +331,12 @@ class Code:
                     None if limit is None else limit.message,
                     self.source.limits.instructions,
                     None if limit is None else limit.at,
+                    values.MAX_VALUE_BYTES,
                 )
-                ok, out, no_retry, retry_after = (*got, None, None)[:4]  # Lua drops trailing nils
+                # Lua drops trailing nils.
+                ok, out, no_retry, retry_after, oversize = (*got, None, None, None, None)[:5]
         except LuaMemoryError:
-            ok, out, no_retry, retry_after = False, "not enough memory", False, None
+            ok, out, no_retry, retry_after, oversize = False, "not enough memory", False, None, None
         if limit is not None and limit.passed():
             if not capped:
                 # Timed out however the body ended: killed, or back late from a C call or a
@@ -342,6 +344,9 @@ class Code:
                 return BodyOutcome(False, error=limit.message)
             if not ok:
                 return BodyOutcome(False, error=limit.message, interrupted=True)
+        what = f"the result of step '{name}'"
+        if oversize is not None:  # measured in Lua, where the values were encoded
+            return BodyOutcome(False, error=values.too_large(what, int(oversize)))
         if not ok:
             slow = None
             if retry_after is not None and not no_retry:
@@ -353,7 +358,6 @@ class Code:
                 False, error=self._explain(str(out)), retryable=not no_retry, retry_after_ms=slow
             )
         encoded = str(out)
-        what = f"the result of step '{name}'"
         try:
             returned = values.loads_bounded(encoded, what)
             # The values come as one JSON array: its brackets and commas are not the values'

@@ -39,8 +39,9 @@ class ProjectNeeds:
     memory_bytes: int = DEFAULT_MEMORY_BYTES  # limits.memory_mb: each Lua state's bound
 
 
-def describe(project: str | Path) -> ProjectNeeds:
-    source = ProjectSource.read(project)
+def describe(project: str | Path, source: ProjectSource | None = None) -> ProjectNeeds:
+    """``source``: the project as already read (by a caller that needs its texts too)."""
+    source = ProjectSource.read(project) if source is None else source
     sandbox = Sandbox(
         max_memory=source.limits.memory_bytes,
         instructions=source.limits.instructions,

@@ -2068,9 +2068,11 @@ function engine.drive(session, reply, limit)
 end
 
 -- Run a step body to completion. Returns true and the JSON array of its values, or false
--- and the error. `seed1`, `seed2` seed math.random from the step id, so a body run again
--- after a crash draws the same numbers.
-function engine.run_body(session, fn, name, step_id, now_s, seed1, seed2, timeout_msg, limit, deadline)
+-- and the error; values over `max_bytes` come back as false, nil, false, nil and their size
+-- (the host words the refusal). `seed1`, `seed2` seed math.random from the step id, so a
+-- body run again after a crash draws the same numbers.
+function engine.run_body(session, fn, name, step_id, now_s, seed1, seed2, timeout_msg, limit, deadline,
+    max_bytes)
   local saved = ctx
   ctx = { mode = "body", run = session.run, wf = session.wf, workflow = session.workflow,
     step = name, step_id = step_id, now_s = now_s }
@@ -2107,17 +2109,11 @@ function engine.run_body(session, fn, name, step_id, now_s, seed1, seed2, timeou
   local good, err = finish_call(ok, json)
   if not good then return false, err, no_retry, retry_after end
   if not json then return false, holds(sfmt("the result of step '%s'", name), problem), false end
-  -- Values over runtime/core/values.py's MAX_VALUE_BYTES are refused here, before their
-  -- text (tens of megabytes at most, within the state's memory) is copied into Python,
-  -- parsed and measured there: three more copies of it. Their own bytes are measured: the
-  -- array's brackets and commas are not theirs.
-  local max_bytes = 262144
+  -- Values over the limit are measured here, before their text (tens of megabytes at most,
+  -- within the state's memory) is copied into Python, parsed and measured there: three more
+  -- copies of it. Their own bytes: the array's brackets and commas are not theirs.
   local size = #json - 2 - (count > 1 and count - 1 or 0)
-  if size > max_bytes then
-    return false, sfmt("the result of step '%s' is %d bytes encoded, over the limit of %d bytes (256 KiB); "
-      .. "keep large data elsewhere (a database row, an object) and pass its key", name, size, max_bytes),
-      false
-  end
+  if size > max_bytes then return false, nil, false, nil, size end
   return true, json, false
 end
 
