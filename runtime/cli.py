@@ -35,7 +35,14 @@ from runtime.core.journal import ENDED, Status, generations
 from runtime.core.published import parse_where
 from runtime.dev.server import RUN_WORKERS, DevServer, NotAProject, ServeError, check_project, data_folder
 from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal, duration
-from runtime.errors import AlreadyCancelled, InvalidInput, LunaflowError, NoProjectFolder, UnknownWorkflow
+from runtime.errors import (
+    AlreadyCancelled,
+    InvalidInput,
+    LunaflowError,
+    NoProjectFolder,
+    NoSuchRun,
+    UnknownWorkflow,
+)
 from runtime.platform.faults import tick_fault, with_faults
 from runtime.platform.runs import CLEANUP_NOTE, Runs
 from runtime.platform.why import STUCK_AFTER_S
@@ -462,10 +469,16 @@ def _bulk(args: argparse.Namespace, action: str) -> int | None:
 
     chosen = [args.status, args.workflow, args.since, args.until, *(args.where or [])]
     if args.run_id is not None:
-        if any(c is not None for c in chosen) or args.dry_run or args.yes:
+        if any(c is not None for c in chosen):
             raise Usage(
                 f"lunaflow {action} takes a run id or a selection (--status, --workflow, --since, --until, "
                 "--where), not both"
+            )
+        if args.dry_run or args.yes:
+            given = "--dry-run" if args.dry_run else "--yes"
+            raise Usage(
+                f"lunaflow {action} {args.run_id} was given {given}, which goes with a selection (a preview, "
+                f"then the action on each run it lists); a run id is acted on at once: drop {given}"
             )
         return None
     if args.dry_run and args.yes:
@@ -1386,6 +1399,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (Usage, NoProjectFolder) as e:  # a folder that is none is bad usage, whichever command
         err.print(f"lunaflow {args.command}: {e}")
         return EXIT_USAGE
+    except NoSuchRun as e:
+        err.print(f"lunaflow {args.command}: {e}; {_where_runs_are(args)}")
+        return EXIT_REFUSED
     except LunaflowError as e:
         err.print(f"lunaflow {args.command}: {e}")
         return EXIT_REFUSED
@@ -1396,6 +1412,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             "SQLite files only whole — move the damaged file away, or put back a backup"
         )
         return EXIT_REFUSED
+
+
+def _where_runs_are(args: argparse.Namespace) -> str:
+    """The hint after ``no run 'x'``: where the command looked, and how to list what is there."""
+    if getattr(args, "aws", False):
+        from runtime.aws.contract import stack_name
+
+        stack = getattr(args, "stack", None) or stack_name(Path(args.project).resolve().name)
+        return f"the runs of stack '{stack}' are listed by `lunaflow runs --aws`"
+    folder = data_folder(getattr(args, "project", "."), getattr(args, "data", None))
+    return f"the runs in {folder} are listed by `lunaflow runs` (another project's data: --data DIR)"
 
 
 def entry() -> None:

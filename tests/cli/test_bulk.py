@@ -159,6 +159,9 @@ def test_a_selection_by_time_and_by_status_narrows_what_is_acted_on(lunaflow: An
         (("--since", "yesterday"), "--since 'yesterday' is not a time; write 2026-11-01"),
         # Both: a preview that would have done nothing while the caller meant to act.
         (("--status", "failed", "--dry-run", "--yes"), "was given both --dry-run and --yes"),
+        # A run id acts at once; the flags of a selection beside it are a mistake said as such.
+        (("f1", "--yes"), "lunaflow resume f1 was given --yes, which goes with a selection"),
+        (("f1", "--dry-run"), "a run id is acted on at once: drop --dry-run"),
     ],
 )
 def test_a_bad_selection_is_refused_and_changes_nothing(

@@ -450,6 +450,8 @@ def test_show_of_a_missing_run_is_refused(lunaflow, several):
     r = lunaflow("show", "nope")
     assert r.code == 1
     assert "no run 'nope'" in r.err
+    # The fix: where it looked, and the command that lists what is there.
+    assert "are listed by `lunaflow runs`" in r.err, r.err
     assert r.out == ""
 
 
