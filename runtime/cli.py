@@ -51,7 +51,46 @@ from runtime.store.sqlite import STORE_FILE, SQLiteStore
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_SET_ASIDE = 0, 1, 2, 3
 
-out = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
+
+class OutputFailed(LunaflowError):
+    """Standard output refused a write (`lunaflow runs > /dev/full`)."""
+
+
+class _Stdout:
+    """Standard output as the command writes it: whichever ``sys.stdout`` is current (a test
+    may swap it), its failures named as the output's. A closed pipe stays a
+    ``BrokenPipeError``: ``main`` answers that one (the reader went away)."""
+
+    def write(self, text: str) -> int:
+        try:
+            return sys.stdout.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise OutputFailed(f"the output could not be written ({e.strerror or e})") from e
+
+    def flush(self) -> None:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise OutputFailed(f"the output could not be written ({e.strerror or e})") from e
+
+    def __getattr__(self, name: str) -> Any:  # isatty, encoding, fileno: rich asks
+        return getattr(sys.stdout, name)
+
+
+class _Output(Console):
+    def on_broken_pipe(self) -> None:
+        # rich's own answer is exit 1, which fails `set -o pipefail; lunaflow runs | head`:
+        # ``main`` answers the reader's going away instead (nothing left to say, exit 0).
+        self.quiet = True
+        raise BrokenPipeError()
+
+
+stdout = _Stdout()
+out = _Output(file=stdout, highlight=False, soft_wrap=True, markup=False, emoji=False)  # type: ignore[arg-type]
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 
@@ -65,7 +104,7 @@ def _when(at: float | None) -> str:
 
 
 def _emit(value: Any) -> None:
-    print(json.dumps(value, ensure_ascii=False, indent=2, default=str))
+    print(json.dumps(value, ensure_ascii=False, indent=2, default=str), file=stdout)
 
 
 def _run_dict(run: RunRecord) -> dict[str, Any]:
@@ -1389,7 +1428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)
-        sys.stdout.flush()
+        stdout.flush()
         return code
     except BrokenPipeError:
         # The reader went away (`lunaflow runs --json | head`): nothing left to say to it.
