@@ -7,6 +7,7 @@ finish."""
 from __future__ import annotations
 
 import http.server
+import json
 import re
 import threading
 import time
@@ -52,9 +53,15 @@ def test_lunaflow_dev_warns_once_of_each_run_woken_and_not_taken(tmp_path: Path)
         assert {"fan-1.child-2", "fan-1.child-3"} <= set(ids), dev.output_tail()
         assert len(ids) == len(set(ids)), f"a run was warned of twice: {ids}"
         assert all(w[1].startswith("stuck: woken at ") and w[2] == w[0] for w in warned), warned
-        assert "fan-1.child-1 has not moved" not in dev.stdout(), (
-            "a run at work (its lease live) is not stuck"
-        )
+        # Child 1 is taken once the parent's activation that woke it parks: at once, unless a
+        # loaded machine made that activation take over the setting (then its warning is due,
+        # and the run cannot show the point below, being warned once at most).
+        shown = json.loads(dev.cli("show", "fan-1.child-1", "--json").out)
+        began = next(e["at"] for e in shown["journal"] if e["seq"] == 2)
+        if began - shown["run"]["created_at"] < 0.8:
+            assert "fan-1.child-1 has not moved" not in dev.stdout(), (
+                "a run at work (its lease live) is not stuck"
+            )
     finally:
         servers.close()
         slow.shutdown()

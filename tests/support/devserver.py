@@ -353,13 +353,16 @@ def edit(path: Path, text: str) -> None:
 
 
 def raw_exchange(port: int, data: bytes, *, timeout: float = 5.0, overall: float = 10.0) -> bytes:
-    """Send ``data`` on a fresh connection and read until the server closes it or stays
-    silent for ``timeout`` seconds (``overall`` bounds the whole exchange)."""
+    """Send ``data`` on a fresh connection and read until the server closes it or, once it
+    has answered, stays silent for ``timeout`` seconds (``overall`` bounds the whole exchange,
+    and the wait for the answer's first byte: a loaded machine may take seconds to start it,
+    while a kept-alive connection's silence after the answer is how its end is seen)."""
     got = b""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(data)
         deadline = time.monotonic() + overall
         while time.monotonic() < deadline:
+            s.settimeout(timeout if got else max(0.1, deadline - time.monotonic()))
             try:
                 chunk = s.recv(65536)
             except (TimeoutError, ConnectionResetError):
