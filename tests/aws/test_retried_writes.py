@@ -135,9 +135,9 @@ def test_a_run_whose_value_is_missing_is_listed_and_marked(
     assert "fine-1" in page and "broken-1" in page and "cannot be read" in page, page[-1500:]
     # `lunaflow runs --aws` draws this listing: the broken run is marked in its table.
     table = Console(width=400, record=True, file=io.StringIO())
-    monkeypatch.setattr(cli, "out", table)
+    monkeypatch.setattr(cli.output, "out", table)
     args = argparse.Namespace(status=None, workflow=None, limit=50, json=False, where=None)
-    assert cli._runs(args, p.platform) == 0
+    assert cli.runs_commands._runs(args, p.platform) == 0
     [line] = [ln for ln in table.export_text().splitlines() if "broken-1" in ln]
     assert "cannot be read" in line, line
 

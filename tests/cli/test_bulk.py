@@ -63,8 +63,8 @@ def data(tmp_path: Path) -> Path:
 def lunaflow(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, data: Path
 ) -> Iterator[Any]:
-    monkeypatch.setattr(cli, "out", Console(highlight=False, soft_wrap=True, width=400))
-    monkeypatch.setattr(cli, "err", Console(stderr=True, highlight=False, soft_wrap=True, width=400))
+    monkeypatch.setattr(cli.output, "out", Console(highlight=False, soft_wrap=True, width=400))
+    monkeypatch.setattr(cli.output, "err", Console(stderr=True, highlight=False, soft_wrap=True, width=400))
 
     def run(*args: str, project: Path = V2) -> Result:
         capsys.readouterr()
@@ -209,7 +209,7 @@ def test_retry_by_query_selects_only_runs_in_a_backoff_not_a_wf_sleep(
     """Two "napper" runs sleep in wf:sleep and one "flaky" run waits out its step's backoff:
     a retry by query previews and retries the flaky one alone, the nappers skipped (not
     previewed as retried, then refused as having moved)."""
-    monkeypatch.setattr(cli, "out", Console(highlight=False, soft_wrap=True, width=400))
+    monkeypatch.setattr(cli.output, "out", Console(highlight=False, soft_wrap=True, width=400))
     folder = tmp_path / "data"
     with LocalPlatform(V1, data_dir=folder) as p:
         p.start("napper", None, id="n1")

@@ -55,8 +55,8 @@ def lunaflow(
 ) -> Iterator[Callable[..., Result]]:
     """``lunaflow(*args)`` runs ``cli.main`` in-process and returns exit code and output;
     the CLI's rich consoles are swapped for wide ones so table rows are not wrapped."""
-    monkeypatch.setattr(cli, "out", Console(highlight=False, soft_wrap=True, width=400))
-    monkeypatch.setattr(cli, "err", Console(stderr=True, highlight=False, soft_wrap=True, width=400))
+    monkeypatch.setattr(cli.output, "out", Console(highlight=False, soft_wrap=True, width=400))
+    monkeypatch.setattr(cli.output, "err", Console(stderr=True, highlight=False, soft_wrap=True, width=400))
 
     def run(*args: str) -> Result:
         capsys.readouterr()

@@ -61,8 +61,8 @@ def lunaflow(
     """``lunaflow(*args)`` runs ``cli.main`` with ``--data DATA --project cli_console``
     appended, and returns its exit code and what it printed. The CLI's rich consoles are
     swapped for wide ones (same options) so table rows are not wrapped mid-cell."""
-    monkeypatch.setattr(cli, "out", Console(highlight=False, soft_wrap=True, width=400))
-    monkeypatch.setattr(cli, "err", Console(stderr=True, highlight=False, soft_wrap=True, width=400))
+    monkeypatch.setattr(cli.output, "out", Console(highlight=False, soft_wrap=True, width=400))
+    monkeypatch.setattr(cli.output, "err", Console(stderr=True, highlight=False, soft_wrap=True, width=400))
 
     def run(*args: str, project: Path | None = PROJECT, data_dir: Path | None = data) -> Result:
         capsys.readouterr()

@@ -40,8 +40,8 @@ def data(tmp_path: Path) -> Path:
 def lunaflow(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, data: Path
 ) -> Iterator[Any]:
-    monkeypatch.setattr(cli, "out", Console(highlight=False, soft_wrap=True, width=400))
-    monkeypatch.setattr(cli, "err", Console(stderr=True, highlight=False, soft_wrap=True, width=400))
+    monkeypatch.setattr(cli.output, "out", Console(highlight=False, soft_wrap=True, width=400))
+    monkeypatch.setattr(cli.output, "err", Console(stderr=True, highlight=False, soft_wrap=True, width=400))
 
     def run(*args: str) -> Result:
         capsys.readouterr()

@@ -73,8 +73,8 @@ class Result:
 def lunaflow(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Callable[..., Result]]:
-    monkeypatch.setattr(cli, "out", Console(highlight=False, soft_wrap=True, width=400))
-    monkeypatch.setattr(cli, "err", Console(stderr=True, highlight=False, soft_wrap=True, width=400))
+    monkeypatch.setattr(cli.output, "out", Console(highlight=False, soft_wrap=True, width=400))
+    monkeypatch.setattr(cli.output, "err", Console(stderr=True, highlight=False, soft_wrap=True, width=400))
 
     def run(*args: str) -> Result:
         capsys.readouterr()

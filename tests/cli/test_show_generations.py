@@ -23,7 +23,7 @@ def test_show_names_the_generation_and_lists_the_earlier_ones(
         p.start("subscription", {"customer": "ada", "months": 5}, id="sub-1")
         p.signal("sub-1", "renew", None)
         p.signal("sub-1", "renew", None)
-    monkeypatch.setattr(cli, "out", Console(highlight=False, soft_wrap=True, width=400))
+    monkeypatch.setattr(cli.output, "out", Console(highlight=False, soft_wrap=True, width=400))
     capsys.readouterr()
     assert cli.main(["show", "sub-1", "--data", str(data), "--project", str(PROJECT)]) == 0
     text = capsys.readouterr().out

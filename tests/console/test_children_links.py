@@ -41,7 +41,7 @@ def page(data: Path, run_id: str) -> str:
 def test_show_and_the_console_link_parent_and_child_and_name_the_awaited_child(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli, "out", Console(highlight=False, soft_wrap=True, width=400))
+    monkeypatch.setattr(cli.output, "out", Console(highlight=False, soft_wrap=True, width=400))
     data = tmp_path / "data"
     with LocalPlatform(PROJECT, data_dir=data) as p:
         p.start("order", {"amount": 5, "child_id": "card-1"}, id="order-1")

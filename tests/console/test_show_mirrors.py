@@ -99,8 +99,8 @@ def views(
     data: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Callable[[str], Views]]:
     # A wide terminal, so that rich does not wrap a cell in the middle of a step id.
-    monkeypatch.setattr(cli, "out", Console(highlight=False, soft_wrap=True, width=400))
-    monkeypatch.setattr(cli, "err", Console(stderr=True, highlight=False, soft_wrap=True, width=400))
+    monkeypatch.setattr(cli.output, "out", Console(highlight=False, soft_wrap=True, width=400))
+    monkeypatch.setattr(cli.output, "err", Console(stderr=True, highlight=False, soft_wrap=True, width=400))
     runs = Runs(SQLiteStore(data / STORE_FILE), SystemClock())
 
     def read(run_id: str) -> Views:

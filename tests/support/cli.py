@@ -71,8 +71,8 @@ def in_process(args: list[str]) -> Done:
 
     out, err = io.StringIO(), io.StringIO()
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(command, "out", Console(file=out, highlight=False, soft_wrap=True, width=400))
-        m.setattr(command, "err", Console(file=err, highlight=False, soft_wrap=True, width=400))
+        m.setattr(command.output, "out", Console(file=out, highlight=False, soft_wrap=True, width=400))
+        m.setattr(command.output, "err", Console(file=err, highlight=False, soft_wrap=True, width=400))
         code = command.main(args)
     return Done(code, out.getvalue(), err.getvalue())
 
