@@ -122,6 +122,36 @@ def test_floats_stay_floats_even_when_whole(platform: LocalPlatform, x: float) -
     assert same(result["recorded"], [x]) and same(result["payload"], x)
 
 
+@FAST
+@given(x=floats | st.sampled_from([0.1, 19.99, 1 / 3, 1e15, 1e16, 2.0**53, 5e-324, 2.2250738585072014e-308]))
+def test_lua_writes_a_float_with_the_digits_that_read_back_as_it(platform: LocalPlatform, x: float) -> None:
+    """A float Lua encodes (json.encode, a step's values) reads back as the same float, with
+    no more digits than the shortest text that does, or 15 (what %.15g gives a subnormal such
+    as 5e-324). Before, every float took 17 ("0.10000000000000001"), so 15,000 prices were
+    held to the value limit at three times their size."""
+    text = platform.start("encode", x).result
+    assert same(json.loads(text), x), (text, x)
+    digits = text.lstrip("-").split("e")[0].replace(".", "").strip("0")
+    shortest = repr(abs(x)).split("e")[0].replace(".", "").strip("0")
+    assert len(digits) <= max(len(shortest), 15), (text, repr(x))
+
+
+@pytest.mark.parametrize(
+    ("x", "written"),
+    [
+        (0.1, "0.1"),
+        (19.99, "19.99"),
+        (1 / 3, "0.3333333333333333"),
+        (-0.0, "-0.0"),
+        (2.0**53, "9007199254740992.0"),
+    ],
+)
+def test_common_floats_are_written_as_python_writes_them(
+    platform: LocalPlatform, x: float, written: str
+) -> None:
+    assert platform.start("encode", x).result == written
+
+
 def test_lua_has_one_kind_of_table_and_nil_is_absence(platform: LocalPlatform) -> None:
     """The conversion rules docs/reliability_limits.md states: an empty array and an empty
     object are the same Lua table ({} both ways); a null field is an absent field."""

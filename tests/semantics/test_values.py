@@ -244,6 +244,17 @@ def test_a_step_value_of_megabytes_is_refused_before_python_holds_a_copy_of_it(p
     assert peak < size // 4, f"Python held {peak} bytes at its peak for a refused {size}-byte value"
 
 
+def test_a_step_of_floats_is_held_to_the_limit_at_the_size_it_is_journaled(p: LocalPlatform) -> None:
+    """15,000 prices of 19.99 are 90,001 bytes encoded, as the journal keeps them: recorded.
+    Lua wrote each float with 17 digits ("19.989999999999998"), and the step was refused as
+    285,001 bytes, over the 256 KiB limit, at three times its size."""
+    run = p.start("prices", {"n": 15_000, "price": 19.99}, id="prices")
+    assert run.status == "completed", run.error
+    assert run.result == {"count": 15_000, "first": 19.99}
+    [recorded] = [e for e in p.journal("prices") if e.kind == Kind.STEP_RESULT]
+    assert len(json.dumps(recorded.data["values"][0], separators=(",", ":"))) == 90_001
+
+
 def test_a_step_value_of_exactly_256_kib_is_recorded_and_one_byte_more_is_refused(p: LocalPlatform) -> None:
     """SPEC 3: "Each recorded value is at most 256 KiB encoded": the limit is the value's, as
     for an input (a string of LIMIT - 2 characters is LIMIT bytes encoded). The step's values

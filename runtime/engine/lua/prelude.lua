@@ -359,7 +359,14 @@ local function encode_value(v, path, seen, out, depth)
     if mtype(v) == "integer" then out[#out + 1] = sfmt("%d", v)
     elseif v ~= v or v == mhuge or v == -mhuge then return "a non-finite number at " .. path_text(path, depth)
     else
-      local s = sfmt("%.17g", v)
+      -- The fewest digits that read back as the same number, as Python writes it: 17
+      -- always ("0.10000000000000001") made the journal's values, json.encode's text and
+      -- the size a value is held to up to five times longer than they are.
+      local s = sfmt("%.15g", v)
+      if tonumber(s) ~= v then
+        s = sfmt("%.16g", v)
+        if tonumber(s) ~= v then s = sfmt("%.17g", v) end
+      end
       if not s:find("[%.eEn]") then s = s .. ".0" end
       out[#out + 1] = s
     end

@@ -41,3 +41,8 @@ end)
 workflow "whoami" (function(wf)
     return wf:step("id", function() return wf.step_id end)
 end)
+
+-- A value as Lua's json.encode writes it (the same encoder writes a step's values).
+workflow "encode" (function(wf, input)
+    return json.encode(input)
+end)

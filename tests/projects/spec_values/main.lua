@@ -77,3 +77,13 @@ on "fetch" (function(request)
     local ok, err = pcall(function() return run:signal("data", payload) end)
     return { status_code = 200, body = json.encode({ ok = ok, err = err }) }
 end)
+
+-- A step that returns `n` copies of one price (a float).
+workflow "prices" (function(wf, input)
+    local prices = wf:step("prices", function()
+        local out = {}
+        for i = 1, input.n do out[i] = input.price end
+        return out
+    end)
+    return { count = #prices, first = prices[1] }
+end)
