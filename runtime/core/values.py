@@ -31,6 +31,13 @@ def check_size(encoded: str, what: str, framing: int = 0) -> None:
         raise InvalidInput(too_large(what, size))
 
 
+# Lua's JSON of a value is at most six times Python's compact one (a DEL is written
+# \u007f; a float no longer, a subnormal's 15 digits aside): a run's result whose Lua text is
+# longer is over the limit however Python would write it, and is refused before it is
+# copied into Python, parsed and measured there.
+SURELY_OVER_IN_LUA = 6 * MAX_VALUE_BYTES
+
+
 def too_large(what: str, size: int) -> str:
     """The refusal of a value of ``size`` bytes encoded, over ``MAX_VALUE_BYTES``."""
     return (

@@ -56,6 +56,7 @@ Command = (
 @dataclass(frozen=True)
 class Returned:
     result: Any
+    oversize: int | None = None  # the JSON's size, when too large to bring into Python
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,9 @@ class Code:
 
     def drive(self, session: Any, reply: Any) -> DriveOutcome:
         try:
-            out = self.engine.drive(session, reply, self.source.limits.instructions)
+            out = self.engine.drive(
+                session, reply, self.source.limits.instructions, values.SURELY_OVER_IN_LUA
+            )
         except LuaMemoryError:
             return Raised(self._explain("not enough memory"))
         kind = out[0]
@@ -148,6 +151,8 @@ class Code:
             return self._command(out[1])
         if kind == "returned":
             return Returned(values.loads_bounded(out[1], "the workflow's result"))
+        if kind == "oversize":
+            return Returned(None, oversize=int(out[1]))
         return Raised(self._explain(str(out[1])), out[2] if len(out) > 2 else None)
 
     @staticmethod

@@ -422,7 +422,12 @@ class Executor:
                     return self._hand_off(s) if deadline.eager else self._out_of_time(s, None)
                 with self._running(s.run.id):
                     out = code.drive(s.lua, reply)
-                if isinstance(out, Returned):
+                if isinstance(out, Returned) and out.oversize is not None:
+                    too_large = values.too_large(f"the result of run '{s.run.id}'", out.oversize)
+                    if not live:
+                        return _Stopped(Raised(too_large))
+                    decision = Fail(too_large)
+                elif isinstance(out, Returned):
                     decision = self._complete(s, out.result) if live else replay.complete(out.result)
                 elif isinstance(out, Raised):
                     if not live:

@@ -279,6 +279,27 @@ def test_oversized_workflow_result_is_refused_with_size_and_limit(p: LocalPlatfo
     assert not any(e.kind == Kind.COMPLETED for e in p.journal("r1"))
 
 
+def test_a_run_result_of_megabytes_is_refused_before_python_holds_a_copy_of_it(p: LocalPlatform) -> None:
+    """As a step's value of megabytes: a workflow that returns 20 MB fails with its size and
+    the limit, and its text never reaches Python, where it was copied, parsed and measured
+    (a worker sized for one state and 128 MB of Python values could be killed by Lambda
+    instead, at every activation the reconciler gave the run)."""
+    size = 20_000_000
+    p.start("big-return", {"size": LIMIT + 100}, id="warm")  # the path's clients and caches first
+    tracemalloc.start()
+    try:
+        run = p.start("big-return", {"size": size}, id="megabytes")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert run.status == "failed", run
+    assert f"the result of run 'megabytes' is {size + 2} bytes encoded, over the limit of {LIMIT} bytes" in (
+        run.error or ""
+    ), run.error
+    assert not any(e.kind == Kind.COMPLETED for e in p.journal("megabytes"))
+    assert peak < size // 4, f"Python held {peak} bytes at its peak for a refused {size}-byte result"
+
+
 def test_oversized_child_input_from_a_step_is_refused(p: LocalPlatform) -> None:
     """SPEC 3: "Same limits for inputs" — a start from inside a step."""
     size = LIMIT + 100

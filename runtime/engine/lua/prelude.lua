@@ -2033,8 +2033,9 @@ end
 --   "step", name, retries, backoff, timeout, fn, catch, max_backoff, jitter   wf:step
 --   "command", cmd                                another engine command (a table)
 --   "returned", json                              the function returned (JSON of its first value)
+--   "oversize", size                              it returned a value whose JSON is over `max_bytes`
 --   "error", message, traceback
-function engine.drive(session, reply, limit)
+function engine.drive(session, reply, limit, max_bytes)
   local co = session.co
   local saved = ctx
   ctx = { mode = "run", run = session.run, wf = session.wf, workflow = session.workflow }
@@ -2071,6 +2072,9 @@ function engine.drive(session, reply, limit)
     return "error", sfmt("workflow '%s' returned a value that holds %s; %s",
       session.workflow, outcome.problem, VALUE_RULE)
   end
+  -- A value of megabytes is refused here, before its text is copied into Python, parsed
+  -- and measured there (the host gives a bound no value within the limit reaches).
+  if max_bytes and #outcome.json > max_bytes then return "oversize", #outcome.json end
   return "returned", outcome.json
 end
 
