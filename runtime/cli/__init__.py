@@ -23,29 +23,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from runtime import __version__
-from runtime.cli import output
-from runtime.cli.common import STACK_HELP, Usage, _port, _positive, _run_workers, _stuck_after
+from runtime.cli import output, project_commands, runs_commands, stack_commands
+from runtime.cli.common import Usage, console_parser
 from runtime.cli.output import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, stdout
-from runtime.cli.project_commands import cmd_check, cmd_deploy, cmd_dev, cmd_new, cmd_record, cmd_test
-from runtime.cli.runs_commands import (
-    cmd_cancel,
-    cmd_migrate,
-    cmd_resume,
-    cmd_retry,
-    cmd_runs,
-    cmd_show,
-    cmd_signal,
-    cmd_start,
-)
-from runtime.cli.stack_commands import cmd_limits, cmd_schedule, cmd_schedules, cmd_secret_set
-from runtime.core.journal import Status
-from runtime.dev.server import RUN_WORKERS, data_folder
+from runtime.dev.server import data_folder
 from runtime.errors import (
     LunaflowError,
     NoProjectFolder,
     NoSuchRun,
 )
-from runtime.platform.why import STUCK_AFTER_S
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -54,188 +40,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def console(name: str, help: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help)
-        p.add_argument(
-            "--project",
-            "-p",
-            default=os.environ.get("LUNAFLOW_PROJECT", "."),
-            help="the project folder (default: $LUNAFLOW_PROJECT or .)",
-        )
-        p.add_argument("--data", help="the data folder (default: PROJECT/.lunaflow)")
-        p.add_argument("--json", action="store_true", help="print JSON instead of tables")
-        p.add_argument(
-            "--aws", action="store_true", help="work on the deployed stack instead of a data folder"
-        )
-        p.add_argument("--stack", help="with --aws: " + STACK_HELP)
-        return p
+        return console_parser(sub, name, help)
 
-    p = sub.add_parser("dev", help="serve a project locally: fetch routes, runs, timers, /_console")
-    p.add_argument("project")
-    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
-    p.add_argument("--port", type=_port, default=8787, help="0 to 65535; 0 picks a free one")
-    p.add_argument("--data", help="the data folder (default: PROJECT/.lunaflow)")
-    p.add_argument("--no-reload", action="store_true", help="do not reload the project when its files change")
-    p.add_argument(
-        "--workers",
-        type=_run_workers,
-        default=RUN_WORKERS,
-        help=f"runs advanced at once, a Lua state each (1-64, default {RUN_WORKERS})",
-    )
-    p.add_argument(
-        "--stuck-after",
-        type=_stuck_after,
-        default=STUCK_AFTER_S,
-        help="warn of a run woken this long ago and not taken by a worker (a duration; default 5m)",
-    )
-    loud = p.add_mutually_exclusive_group()
-    loud.add_argument(
-        "-q", "--quiet", action="store_true", help="print failures only (failed attempts and runs, warnings)"
-    )
-    loud.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="also print every step attempt that succeeded and signals",
-    )
-    p.add_argument(
-        "--allow-host",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="serve requests for this Host name too (loopback names always are); repeatable",
-    )
-    p.set_defaults(func=cmd_dev)
-
-    p = sub.add_parser(
-        "check",
-        help="replay in-flight runs and golden journals against the current code; list those that diverge",
-    )
-    p.add_argument("project")
-    p.add_argument("--data", help="the data folder (default: PROJECT/.lunaflow)")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--aws", action="store_true", help="check the deployed stack's runs against this code")
-    p.add_argument("--stack", help="with --aws: " + STACK_HELP)
-    p.set_defaults(func=cmd_check)
-
-    p = console("record", "record a run's journal as a golden of the project (tests/golden/)")
-    p.add_argument("run_id")
-    p.add_argument("--name", help="the golden's file name, without .json (default: the run id)")
-    p.set_defaults(func=cmd_record)
-
-    p = sub.add_parser(
-        "test",
-        help="run the project's Lua tests (tests/*_test.lua) on a fake clock and replay its golden journals",
-    )
-    p.add_argument("project")
-    p.add_argument("-k", help="run only tests whose name contains this")
-    p.set_defaults(func=cmd_test)
-
-    p = sub.add_parser(
-        "new", help="scaffold a project: a workflow, a route, a migration, a test, editor types"
-    )
-    p.add_argument("name")
-    p.set_defaults(func=cmd_new)
-
-    p = sub.add_parser("deploy", help="check in-flight runs against the new code, then cdk deploy")
-    p.add_argument("project")
-    p.add_argument("--stack", help=STACK_HELP)
-    p.add_argument("--data", help="check a local data folder instead of the deployed stack")
-    p.add_argument("--force", action="store_true", help="deploy even if in-flight runs would diverge")
-    p.add_argument(
-        "--dry-run", action="store_true", help="check, then print the deploy command instead of running it"
-    )
-    p.set_defaults(func=cmd_deploy, aws=None)
-
-    p = console("runs", "list runs, newest first")
-    p.add_argument(
-        "--status", choices=["running", "sleeping", "awaiting", "failed", "completed", "cancelled"]
-    )
-    p.add_argument("--workflow")
-    p.add_argument("--limit", type=_positive, default=100, help="at most this many runs (default 100)")
-    p.add_argument(
-        "--where",
-        action="append",
-        metavar="KEY=VALUE",
-        help="runs whose published value (wf:set) matches: month=7, state=paid, 'month>=3'; repeatable",
-    )
-    p.set_defaults(func=cmd_runs)
-
-    p = console("show", "one run's journal as a timeline")
-    p.add_argument("run_id")
-    p.set_defaults(func=cmd_show)
-
-    def repair(name: str, help: str) -> argparse.ArgumentParser:
-        p = console(name, help)
-        p.add_argument("run_id", nargs="?", help="the run; or select runs with the options below")
-        p.add_argument("--status", choices=[s.value for s in Status], help="select runs of this status")
-        p.add_argument("--workflow", help="select runs of this workflow")
-        p.add_argument("--since", help="select runs started at or after (UTC: 2026-11-01, 2026-11-01T09:30)")
-        p.add_argument("--until", help="select runs started before (UTC)")
-        p.add_argument("--where", action="append", help="select runs by a value they published: KEY=VALUE")
-        p.add_argument("--dry-run", action="store_true", help="show what would be done (the default)")
-        p.add_argument("--yes", action="store_true", help="act on every run the preview lists")
-        return p
-
-    p = console("migrate", "move a run pinned to older code to the current code, once it replays the run")
-    p.add_argument("run_id")
-    p.set_defaults(func=cmd_migrate)
-
-    p = repair("resume", "resume a failed run, or every selected failed run the code replays")
-    p.set_defaults(func=cmd_resume)
-
-    p = repair("retry", "run a step's next attempt now, skipping its backoff (one run, or a selection)")
-    p.set_defaults(func=cmd_retry)
-
-    p = repair("cancel", "cancel a run and the runs it started (one run, or a selection)")
-    p.set_defaults(func=cmd_cancel)
-
-    p = console("signal", "send a signal to a run")
-    p.add_argument("run_id")
-    p.add_argument("name")
-    p.add_argument("payload", nargs="?", help="JSON")
-    p.set_defaults(func=cmd_signal)
-
-    p = console("start", "start a run (or join the run with that id)")
-    p.add_argument("workflow")
-    p.add_argument("input", nargs="?", help="JSON")
-    p.add_argument("--id", help="the run id (default: a fresh UUID)")
-    p.add_argument(
-        "--timeout", help='bound the run in time, e.g. "30d" (default: the workflow\'s own, or none)'
-    )
-    p.add_argument(
-        "--signal",
-        metavar="NAME",
-        help="signal-with-start: deliver this signal too, written with the run in one write "
-        "(or sent to the run with that id)",
-    )
-    p.add_argument("--payload", metavar="JSON", help="the signal's payload")
-    p.set_defaults(func=cmd_start)
-
-    p = console("schedules", "list the project's schedules: state, next tick, last run")
-    p.set_defaults(func=cmd_schedules)
-
-    p = console("limits", "flow control: runs holding and waiting for each key's slots; set a limit")
-    p.add_argument("action", nargs="?", choices=["list", "set", "clear"], default="list")
-    p.add_argument("name", nargs="?", help="a key (sync/acme), every key of a limit (sync/*) or rate:BUCKET")
-    p.add_argument("value", nargs="?", help="a number of slots, or a rate like 10/s")
-    p.set_defaults(func=cmd_limits)
-
-    p = console("schedule", "pause or resume a schedule, or trigger a tick now")
-    p.add_argument("action", choices=["pause", "resume", "trigger"])
-    p.add_argument("name")
-    p.set_defaults(func=cmd_schedule)
-
-    p = console("secret", "manage secrets")
-    secret_sub = p.add_subparsers(dest="secret_command", required=True)
-    s = secret_sub.add_parser("set", help="add a new version of a secret (runs already pinned keep theirs)")
-    s.add_argument("name")
-    s.add_argument("value")
-    s.add_argument("--project", "-p", default=os.environ.get("LUNAFLOW_PROJECT", "."))
-    s.add_argument("--data")
-    s.add_argument("--json", action="store_true")
-    s.add_argument("--aws", action="store_true", help="set it in the deployed stack's Secrets Manager")
-    s.add_argument("--stack")
-    s.set_defaults(func=cmd_secret_set)
+    # In this order in `lunaflow --help`: a project's code, its runs, what runs beside them.
+    project_commands.add_commands(sub, console)
+    runs_commands.add_commands(sub, console)
+    stack_commands.add_commands(sub, console)
     return parser
 
 

@@ -16,11 +16,9 @@ from runtime.cli import output
 from runtime.cli.output import EXIT_OK, EXIT_SET_ASIDE, _emit, _run_dict
 from runtime.core import values
 from runtime.core.clock import SystemClock
-from runtime.core.durations import parse_ms
 from runtime.core.journal import ENDED
 from runtime.dev.server import NotAProject, check_project, data_folder
 from runtime.errors import (
-    InvalidInput,
     LunaflowError,
 )
 from runtime.platform.faults import with_faults
@@ -106,29 +104,6 @@ def _retention_of(project: str) -> float | None:
             )
         )
         return None
-
-
-def _run_workers(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 64:
-        raise argparse.ArgumentTypeError(f"--workers takes a whole number from 1 to 64 (got {text!r})")
-    return int(text)
-
-
-def _stuck_after(text: str) -> float:
-    try:
-        ms = parse_ms(text)
-    except InvalidInput as e:
-        raise argparse.ArgumentTypeError(f"--stuck-after: {e}") from None
-    if ms < 1000:
-        raise argparse.ArgumentTypeError(f"--stuck-after takes a duration of at least 1s (got {text!r})")
-    return ms / 1000
-
-
-def _port(text: str) -> int:
-    """A TCP port: bind() refused one past 65535 with a traceback, after the data folder was made."""
-    if not text.strip().isdigit() or not 0 <= int(text) <= 65535:
-        raise argparse.ArgumentTypeError(f"--port takes a whole number from 0 to 65535 (got {text!r})")
-    return int(text)
 
 
 def _moment(text: str, flag: str) -> float:
@@ -235,7 +210,20 @@ def _json_arg(text: str | None, what: str) -> Any:
     return value
 
 
-def _positive(text: str) -> int:
-    if not text.isascii() or not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of 1 or more (got {text!r})")
-    return int(text)
+Subparsers = Any  # argparse's _SubParsersAction, a private name
+
+
+def console_parser(sub: Subparsers, name: str, help: str) -> argparse.ArgumentParser:
+    """A console command's parser: the project, its data folder or the stack, JSON output."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help)
+    p.add_argument(
+        "--project",
+        "-p",
+        default=os.environ.get("LUNAFLOW_PROJECT", "."),
+        help="the project folder (default: $LUNAFLOW_PROJECT or .)",
+    )
+    p.add_argument("--data", help="the data folder (default: PROJECT/.lunaflow)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--aws", action="store_true", help="work on the deployed stack instead of a data folder")
+    p.add_argument("--stack", help="with --aws: " + STACK_HELP)
+    return p

@@ -7,17 +7,21 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rich.text import Text
 
 from runtime.cli import output
-from runtime.cli.common import Usage, _aws, _done, _open_runs, _read_only_platform
+from runtime.cli.common import STACK_HELP, Subparsers, Usage, _aws, _done, _open_runs, _read_only_platform
 from runtime.cli.output import EXIT_OK, EXIT_REFUSED, WHOLE, WRAPS, _emit, _print_table, _status
-from runtime.dev.server import DevServer, NotAProject, ServeError, check_project, data_folder
+from runtime.core.durations import parse_ms
+from runtime.dev.server import RUN_WORKERS, DevServer, NotAProject, ServeError, check_project, data_folder
 from runtime.dev.terminal import NORMAL, QUIET, VERBOSE, Terminal
+from runtime.errors import InvalidInput
 from runtime.platform.faults import tick_fault, with_faults
+from runtime.platform.why import STUCK_AFTER_S
 from runtime.store.sqlite import STORE_FILE
 
 
@@ -235,3 +239,106 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         output.out.print(Text("would run: " + " ".join(command)))
         return EXIT_OK
     return subprocess.call(command)
+
+
+def _run_workers(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 64:
+        raise argparse.ArgumentTypeError(f"--workers takes a whole number from 1 to 64 (got {text!r})")
+    return int(text)
+
+
+def _stuck_after(text: str) -> float:
+    try:
+        ms = parse_ms(text)
+    except InvalidInput as e:
+        raise argparse.ArgumentTypeError(f"--stuck-after: {e}") from None
+    if ms < 1000:
+        raise argparse.ArgumentTypeError(f"--stuck-after takes a duration of at least 1s (got {text!r})")
+    return ms / 1000
+
+
+def _port(text: str) -> int:
+    """A TCP port: bind() refused one past 65535 with a traceback, after the data folder was made."""
+    if not text.strip().isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"--port takes a whole number from 0 to 65535 (got {text!r})")
+    return int(text)
+
+
+def add_commands(sub: Subparsers, console: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """The subcommands of this module, on the parser ``main`` builds."""
+    p = sub.add_parser("dev", help="serve a project locally: fetch routes, runs, timers, /_console")
+    p.add_argument("project")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=_port, default=8787, help="0 to 65535; 0 picks a free one")
+    p.add_argument("--data", help="the data folder (default: PROJECT/.lunaflow)")
+    p.add_argument("--no-reload", action="store_true", help="do not reload the project when its files change")
+    p.add_argument(
+        "--workers",
+        type=_run_workers,
+        default=RUN_WORKERS,
+        help=f"runs advanced at once, a Lua state each (1-64, default {RUN_WORKERS})",
+    )
+    p.add_argument(
+        "--stuck-after",
+        type=_stuck_after,
+        default=STUCK_AFTER_S,
+        help="warn of a run woken this long ago and not taken by a worker (a duration; default 5m)",
+    )
+    loud = p.add_mutually_exclusive_group()
+    loud.add_argument(
+        "-q", "--quiet", action="store_true", help="print failures only (failed attempts and runs, warnings)"
+    )
+    loud.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also print every step attempt that succeeded and signals",
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="serve requests for this Host name too (loopback names always are); repeatable",
+    )
+    p.set_defaults(func=cmd_dev)
+
+    p = sub.add_parser(
+        "check",
+        help="replay in-flight runs and golden journals against the current code; list those that diverge",
+    )
+    p.add_argument("project")
+    p.add_argument("--data", help="the data folder (default: PROJECT/.lunaflow)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--aws", action="store_true", help="check the deployed stack's runs against this code")
+    p.add_argument("--stack", help="with --aws: " + STACK_HELP)
+    p.set_defaults(func=cmd_check)
+
+    p = console("record", "record a run's journal as a golden of the project (tests/golden/)")
+    p.add_argument("run_id")
+    p.add_argument("--name", help="the golden's file name, without .json (default: the run id)")
+    p.set_defaults(func=cmd_record)
+
+    p = sub.add_parser(
+        "test",
+        help="run the project's Lua tests (tests/*_test.lua) on a fake clock and replay its golden journals",
+    )
+    p.add_argument("project")
+    p.add_argument("-k", help="run only tests whose name contains this")
+    p.set_defaults(func=cmd_test)
+
+    p = sub.add_parser(
+        "new", help="scaffold a project: a workflow, a route, a migration, a test, editor types"
+    )
+    p.add_argument("name")
+    p.set_defaults(func=cmd_new)
+
+    p = sub.add_parser("deploy", help="check in-flight runs against the new code, then cdk deploy")
+    p.add_argument("project")
+    p.add_argument("--stack", help=STACK_HELP)
+    p.add_argument("--data", help="check a local data folder instead of the deployed stack")
+    p.add_argument("--force", action="store_true", help="deploy even if in-flight runs would diverge")
+    p.add_argument(
+        "--dry-run", action="store_true", help="check, then print the deploy command instead of running it"
+    )
+    p.set_defaults(func=cmd_deploy, aws=None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,17 @@ from rich.table import Table
 from rich.text import Text
 
 from runtime.cli import output
-from runtime.cli.common import Usage, _aws, _code_for_check, _done, _json_arg, _moment, _open_runs, _started
+from runtime.cli.common import (
+    Subparsers,
+    Usage,
+    _aws,
+    _code_for_check,
+    _done,
+    _json_arg,
+    _moment,
+    _open_runs,
+    _started,
+)
 from runtime.cli.output import (
     EXIT_OK,
     EXIT_SET_ASIDE,
@@ -28,7 +39,7 @@ from runtime.cli.output import (
 )
 from runtime.console import timeline
 from runtime.core.clock import SystemClock
-from runtime.core.journal import ENDED, generations
+from runtime.core.journal import ENDED, Status, generations
 from runtime.core.published import parse_where
 from runtime.dev.server import data_folder
 from runtime.dev.terminal import duration
@@ -454,3 +465,77 @@ def cmd_start(args: argparse.Namespace) -> int:
     if run.status not in ENDED:
         text += f"; `lunaflow dev {args.project}` advances it"
     return _started(args, run, text, joined=joined)
+
+
+def _positive(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of 1 or more (got {text!r})")
+    return int(text)
+
+
+def add_commands(sub: Subparsers, console: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """The subcommands of this module, on the parser ``main`` builds."""
+    p = console("runs", "list runs, newest first")
+    p.add_argument(
+        "--status", choices=["running", "sleeping", "awaiting", "failed", "completed", "cancelled"]
+    )
+    p.add_argument("--workflow")
+    p.add_argument("--limit", type=_positive, default=100, help="at most this many runs (default 100)")
+    p.add_argument(
+        "--where",
+        action="append",
+        metavar="KEY=VALUE",
+        help="runs whose published value (wf:set) matches: month=7, state=paid, 'month>=3'; repeatable",
+    )
+    p.set_defaults(func=cmd_runs)
+
+    p = console("show", "one run's journal as a timeline")
+    p.add_argument("run_id")
+    p.set_defaults(func=cmd_show)
+
+    def repair(name: str, help: str) -> argparse.ArgumentParser:
+        p = console(name, help)
+        p.add_argument("run_id", nargs="?", help="the run; or select runs with the options below")
+        p.add_argument("--status", choices=[s.value for s in Status], help="select runs of this status")
+        p.add_argument("--workflow", help="select runs of this workflow")
+        p.add_argument("--since", help="select runs started at or after (UTC: 2026-11-01, 2026-11-01T09:30)")
+        p.add_argument("--until", help="select runs started before (UTC)")
+        p.add_argument("--where", action="append", help="select runs by a value they published: KEY=VALUE")
+        p.add_argument("--dry-run", action="store_true", help="show what would be done (the default)")
+        p.add_argument("--yes", action="store_true", help="act on every run the preview lists")
+        return p
+
+    p = console("migrate", "move a run pinned to older code to the current code, once it replays the run")
+    p.add_argument("run_id")
+    p.set_defaults(func=cmd_migrate)
+
+    p = repair("resume", "resume a failed run, or every selected failed run the code replays")
+    p.set_defaults(func=cmd_resume)
+
+    p = repair("retry", "run a step's next attempt now, skipping its backoff (one run, or a selection)")
+    p.set_defaults(func=cmd_retry)
+
+    p = repair("cancel", "cancel a run and the runs it started (one run, or a selection)")
+    p.set_defaults(func=cmd_cancel)
+
+    p = console("signal", "send a signal to a run")
+    p.add_argument("run_id")
+    p.add_argument("name")
+    p.add_argument("payload", nargs="?", help="JSON")
+    p.set_defaults(func=cmd_signal)
+
+    p = console("start", "start a run (or join the run with that id)")
+    p.add_argument("workflow")
+    p.add_argument("input", nargs="?", help="JSON")
+    p.add_argument("--id", help="the run id (default: a fresh UUID)")
+    p.add_argument(
+        "--timeout", help='bound the run in time, e.g. "30d" (default: the workflow\'s own, or none)'
+    )
+    p.add_argument(
+        "--signal",
+        metavar="NAME",
+        help="signal-with-start: deliver this signal too, written with the run in one write "
+        "(or sent to the run with that id)",
+    )
+    p.add_argument("--payload", metavar="JSON", help="the signal's payload")
+    p.set_defaults(func=cmd_start)

@@ -4,12 +4,14 @@ and ``secret``."""
 from __future__ import annotations
 
 import argparse
+import os
+from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
 
 from runtime.cli import output
-from runtime.cli.common import Usage, _aws, _done, _local_data, _open_runs
+from runtime.cli.common import Subparsers, Usage, _aws, _done, _local_data, _open_runs
 from runtime.cli.output import EXIT_OK, WHOLE, WRAPS, _emit, _print_table
 from runtime.core.clock import SystemClock, now_ms
 from runtime.dev.server import data_folder
@@ -223,3 +225,32 @@ def cmd_secret_set(args: argparse.Namespace) -> int:
     return _done(
         args, {"secret": args.name, "version": version}, f"secret {args.name} is now version {version}"
     )
+
+
+def add_commands(sub: Subparsers, console: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """The subcommands of this module, on the parser ``main`` builds."""
+    p = console("schedules", "list the project's schedules: state, next tick, last run")
+    p.set_defaults(func=cmd_schedules)
+
+    p = console("limits", "flow control: runs holding and waiting for each key's slots; set a limit")
+    p.add_argument("action", nargs="?", choices=["list", "set", "clear"], default="list")
+    p.add_argument("name", nargs="?", help="a key (sync/acme), every key of a limit (sync/*) or rate:BUCKET")
+    p.add_argument("value", nargs="?", help="a number of slots, or a rate like 10/s")
+    p.set_defaults(func=cmd_limits)
+
+    p = console("schedule", "pause or resume a schedule, or trigger a tick now")
+    p.add_argument("action", choices=["pause", "resume", "trigger"])
+    p.add_argument("name")
+    p.set_defaults(func=cmd_schedule)
+
+    p = console("secret", "manage secrets")
+    secret_sub = p.add_subparsers(dest="secret_command", required=True)
+    s = secret_sub.add_parser("set", help="add a new version of a secret (runs already pinned keep theirs)")
+    s.add_argument("name")
+    s.add_argument("value")
+    s.add_argument("--project", "-p", default=os.environ.get("LUNAFLOW_PROJECT", "."))
+    s.add_argument("--data")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--aws", action="store_true", help="set it in the deployed stack's Secrets Manager")
+    s.add_argument("--stack")
+    s.set_defaults(func=cmd_secret_set)
