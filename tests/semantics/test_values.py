@@ -223,6 +223,20 @@ def test_step_result_just_under_the_limit_is_recorded(p: LocalPlatform) -> None:
     assert recorded.data["values"] == ["x" * (LIMIT - 100)]
 
 
+def start_traced(p: LocalPlatform, workflow: str, size: int) -> tuple[Any, int]:
+    """Run ``workflow`` with a value of ``size`` bytes as run "megabytes": the run, and the
+    most Python held meanwhile (tracemalloc's peak). A refused run of the limit's size goes
+    first, so the path's clients and caches are made outside the measure."""
+    p.start(workflow, {"size": LIMIT + 100}, id="warm")
+    tracemalloc.start()
+    try:
+        run = p.start(workflow, {"size": size}, id="megabytes")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return run, peak
+
+
 def test_a_step_value_of_megabytes_is_refused_before_python_holds_a_copy_of_it(p: LocalPlatform) -> None:
     """A limit at the limits: a step that returns 20 MB (what a 256 MiB Lua state can still
     encode) is refused with its size, and its text never reaches Python. It was copied into
@@ -230,13 +244,7 @@ def test_a_step_value_of_megabytes_is_refused_before_python_holds_a_copy_of_it(p
     resident memory from 65 to 332 MB), on a function sized for one state and 128 MB of
     Python values (infra/memory.py)."""
     size = 20_000_000
-    p.start("big-step", {"size": LIMIT}, id="warm")  # the path's clients and caches made first
-    tracemalloc.start()
-    try:
-        run = p.start("big-step", {"size": size}, id="megabytes")
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    run, peak = start_traced(p, "big-step", size)
     assert run.status == "failed", run
     assert f"the result of step 'big' is {size + 2} bytes encoded, over the limit of {LIMIT} bytes" in (
         run.error or ""
@@ -285,13 +293,7 @@ def test_a_run_result_of_megabytes_is_refused_before_python_holds_a_copy_of_it(p
     (a worker sized for one state and 128 MB of Python values could be killed by Lambda
     instead, at every activation the reconciler gave the run)."""
     size = 20_000_000
-    p.start("big-return", {"size": LIMIT + 100}, id="warm")  # the path's clients and caches first
-    tracemalloc.start()
-    try:
-        run = p.start("big-return", {"size": size}, id="megabytes")
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    run, peak = start_traced(p, "big-return", size)
     assert run.status == "failed", run
     assert f"the result of run 'megabytes' is {size + 2} bytes encoded, over the limit of {LIMIT} bytes" in (
         run.error or ""
