@@ -8,7 +8,7 @@ journal against the code it re-executes, and a mismatch fails the run with journ
 divergence: expected step, code reached step 'other' rather than guessing."
 SPEC 3: "`journal divergence: expected step 'settle', code reached step 'other'` (for
 waits: `expected await 'paid', code reached sleep`)".
-runtime/cli.py: exit status 1 when a run would diverge.
+runtime/cli/project_commands.py (check): exit status 1 when a run would diverge.
 
 The data folder holds runs of tests/projects/cli_check in every in-flight state: awaiting
 a signal, sleeping out a step's backoff, failed, sleeping, and two started by `lunaflow

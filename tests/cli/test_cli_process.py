@@ -1,6 +1,6 @@
 """The `lunaflow` command as a real process: exit codes, stdout and stderr end to end.
 
-runtime/cli.py: "Exit codes: 0 done; 1 refused or failed (the reason on stderr; for
+runtime/cli/__init__.py: "Exit codes: 0 done; 1 refused or failed (the reason on stderr; for
 ``check``, a run would diverge); 2 bad usage; 3 ``signal`` reached an ended run and was set
 aside." SPEC 4: each console command has `--json`.
 

@@ -11,7 +11,7 @@ The seed: "The console lists runs with status and current step, shows the journa
 timeline, and offers resume for failed runs and cancel for the rest. Cancelling a run
 cancels the runs it spawned."
 
-Exit codes (runtime/cli.py): 0 done; 1 refused or failed (the reason on stderr); 2 bad
+Exit codes (runtime/cli/__init__.py): 0 done; 1 refused or failed (the reason on stderr); 2 bad
 usage; 3 `signal` reached an ended run and was set aside.
 
 State is built with LocalPlatform on a data folder (its fake clock starts at
