@@ -32,6 +32,8 @@ from runtime.errors import (
     NoProjectFolder,
     NoSuchRun,
 )
+from runtime.store.base import RunFilter
+from runtime.store.sqlite import STORE_FILE, SQLiteStore
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -67,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         output.err.print(f"lunaflow {args.command}: {e}")
         return EXIT_USAGE
     except NoSuchRun as e:
-        output.err.print(f"lunaflow {args.command}: {e}; {_where_runs_are(args)}")
+        output.err.print(f"lunaflow {args.command}: {e}; {_where_runs_are(args, e.run_id)}")
         return EXIT_REFUSED
     except LunaflowError as e:
         output.err.print(f"lunaflow {args.command}: {e}")
@@ -81,15 +83,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_REFUSED
 
 
-def _where_runs_are(args: argparse.Namespace) -> str:
-    """The hint after ``no run 'x'``: where the command looked, and how to list what is there."""
+def _where_runs_are(args: argparse.Namespace, run_id: str) -> str:
+    """The hint after ``no run 'x'``: the runs whose id begins with it (an id typed short), or
+    where the command looked and how to list what is there."""
     if getattr(args, "aws", False):
         from runtime.aws.contract import stack_name
 
         stack = getattr(args, "stack", None) or stack_name(Path(args.project).resolve().name)
         return f"the runs of stack '{stack}' are listed by `lunaflow runs --aws`"
     folder = data_folder(getattr(args, "project", "."), getattr(args, "data", None))
+    begun = _ids_beginning(folder, run_id)
+    if begun:
+        more = ", ..." if len(begun) > SUGGESTED else ""
+        return f"runs whose id begins with '{run_id}': {', '.join(begun[:SUGGESTED])}{more}"
     return f"the runs in {folder} are listed by `lunaflow runs` (another project's data: --data DIR)"
+
+
+SUGGESTED = 3
+
+
+def _ids_beginning(folder: Path, prefix: str) -> list[str]:
+    """Up to ``SUGGESTED`` + 1 ids of the data folder's runs that begin with ``prefix``, newest
+    first (none when the store cannot be read: the hint is then the general one)."""
+    store_file = folder / STORE_FILE
+    if not prefix or not store_file.exists():
+        return []
+    try:
+        store = SQLiteStore(store_file, read_only=True)
+        try:
+            found = store.search_runs(RunFilter(id_prefix=prefix), status=None, offset=0, limit=SUGGESTED + 1)
+        finally:
+            store.close()
+    except (LunaflowError, sqlite3.Error, OSError):
+        return []
+    return [r.id for r in found]
 
 
 def entry() -> None:

@@ -455,6 +455,15 @@ def test_show_of_a_missing_run_is_refused(lunaflow, several):
     assert r.out == ""
 
 
+def test_a_missing_run_named_by_the_start_of_an_id_is_answered_with_the_ids_it_begins(lunaflow, several):
+    """`lunaflow show wait` (an id typed short): the refusal names the runs whose id begins so,
+    where a bare `no run 'wait'` left the user to list them."""
+    r = lunaflow("cancel", "wait")
+    assert r.code == 1
+    assert "no run 'wait'; runs whose id begins with 'wait': waiting" in r.err, r.err
+    assert json.loads(lunaflow("show", "waiting", "--json").out)["run"]["status"] == "awaiting"
+
+
 # --- lunaflow resume ----------------------------------------------------------------------
 
 
