@@ -359,9 +359,10 @@ local function encode_value(v, path, seen, out, depth)
     if mtype(v) == "integer" then out[#out + 1] = sfmt("%d", v)
     elseif v ~= v or v == mhuge or v == -mhuge then return "a non-finite number at " .. path_text(path, depth)
     else
-      -- The fewest digits that read back as the same number, as Python writes it: 17
-      -- always ("0.10000000000000001") made the journal's values, json.encode's text and
-      -- the size a value is held to up to five times longer than they are.
+      -- 15 digits, else 16, else 17: the first that reads back as the same number, which
+      -- is Python's shortest but for a digit more at a few powers of two. 17 always
+      -- ("0.10000000000000001") made json.encode's text and the size a step's values are
+      -- held to up to five times what the journal keeps.
       local s = sfmt("%.15g", v)
       if tonumber(s) ~= v then
         s = sfmt("%.16g", v)
