@@ -162,6 +162,13 @@ def test_after_cancel_the_page_shows_the_new_state_and_the_list_refreshes(
 # --- 3. find a run -------------------------------------------------------------------------------
 
 
+def search(page: Page) -> None:
+    """Submit the search form (a GET) and wait for the page it loads: read at once, the list
+    was sometimes none, the new page not yet there (CI at bb6f65f)."""
+    with page.expect_navigation():
+        page.get_by_role("button", name="Search").click()
+
+
 def test_search_by_id_status_workflow_and_time_with_counts(server: DevServer, page: Page) -> None:
     start(server, "charge", "find-alpha-1", {"card": "1111"})
     start(server, "parent", "find-alpha-2")
@@ -172,21 +179,21 @@ def test_search_by_id_status_workflow_and_time_with_counts(server: DevServer, pa
 
     # A prefix finds the runs whose ids start with it, the child included.
     page.fill("input[name=id]", "find-alpha")
-    page.get_by_role("button", name="Search").click()
+    search(page)
     assert set(listed(page)) == {"find-alpha-1", "find-alpha-2", "find-alpha-2-child"}
     counts = page.locator("div.counts").inner_text().split()
     assert counts[:2] == ["all", "3"] and counts[counts.index("failed") + 1] == "1"
     assert counts[counts.index("awaiting") + 1] == "2"
     # An exact id comes first.
     page.fill("input[name=id]", "find-alpha-2")
-    page.get_by_role("button", name="Search").click()
+    search(page)
     assert list(listed(page))[0] == "find-alpha-2"
 
     # Columns: input (expandable), result or error, parent.
     rows = listed(page)
     assert rows["find-alpha-2-child"][5] == "find-alpha-2"  # its parent
     page.fill("input[name=id]", "find-")
-    page.get_by_role("button", name="Search").click()
+    search(page)
     rows = listed(page)
     assert rows["find-alpha-1"][4].startswith("step 'charge-card' failed after 2 attempts")
     cell = page.locator("table.runs tr", has_text="find-beta-1").locator("details.json")
@@ -198,23 +205,23 @@ def test_search_by_id_status_workflow_and_time_with_counts(server: DevServer, pa
     options = page.locator("select[name=workflow] option").all_inner_texts()
     assert options == ["any workflow", *DECLARED]
     page.select_option("select[name=status]", "failed")
-    page.get_by_role("button", name="Search").click()
+    search(page)
     assert set(listed(page)) == {"find-alpha-1"}
     page.select_option("select[name=status]", "")
     page.select_option("select[name=workflow]", "child")
-    page.get_by_role("button", name="Search").click()
+    search(page)
     assert set(listed(page)) == {"find-alpha-2-child", "find-beta-1"}
 
     # Time started: runs from the future are none, and the page says so.
     page.fill("input[name=since]", "2999-01-01T00:00")
-    page.get_by_role("button", name="Search").click()
+    search(page)
     assert listed(page) == {}
     empty = page.locator("p.empty").inner_text()
     assert empty.startswith(
         "No runs with id 'find-' (exact or prefix), workflow child, started since 2999-01-01"
     )
     page.fill("input[name=since]", "2000-01-01T00:00")
-    page.get_by_role("button", name="Search").click()
+    search(page)
     assert set(listed(page)) == {"find-alpha-2-child", "find-beta-1"}
 
 
