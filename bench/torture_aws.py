@@ -286,8 +286,9 @@ def audit(dynamodb: Any, path: Path) -> None:
 
 
 def written_slots(params: dict[str, Any]) -> list[tuple[str, str]]:
-    """The journal entries a chunk's put or in-place growth writes, each as its own slot
-    (``J#<seq>``): a chunk of the older layout is one slot, its first entry's."""
+    """The journal entries a chunk's put or in-place growth writes, or a run item's head
+    (``runtime.store.dynamodb_chunks.HEAD``), each as its own slot (``J#<seq>``): a chunk of
+    the older layout is one slot, its first entry's."""
     item = params.get("Item", {})
     if item.get("sk", {}).get("S", "").startswith("J#"):
         if "rows" not in item:
@@ -296,6 +297,9 @@ def written_slots(params: dict[str, Any]) -> list[tuple[str, str]]:
         pk = item["pk"]["S"]
     elif "list_append" in params.get("UpdateExpression", "") and params["Key"]["sk"]["S"].startswith("J#"):
         batches = [e["S"] for e in params["ExpressionAttributeValues"][":batch"]["L"]]
+        pk = params["Key"]["pk"]["S"]
+    elif ":hbatch" in params.get("ExpressionAttributeValues", {}):  # the run item's head
+        batches = [e["S"] for e in params["ExpressionAttributeValues"][":hbatch"]["L"]]
         pk = params["Key"]["pk"]["S"]
     else:
         return []

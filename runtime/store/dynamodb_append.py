@@ -29,12 +29,27 @@ from runtime.store.base import (
 from runtime.store.dynamodb_chunks import (
     BATCHES_REF,
     FIRST,
+    HEAD,
+    HEAD_BYTES,
+    HEAD_LAST,
+    HEAD_LAYOUT,
+    HEAD_LEASE_GROWTH,
+    HEAD_MIN_BYTES,
+    HEAD_OPEN,
+    HEAD_SUMMARY_BYTES,
     JOURNAL_V2,
+    HeadWrite,
     Tip,
     after_append,
     batch_element,
+    close_head,
     extends,
     extension,
+    head_growth,
+    head_open_at,
+    head_room,
+    head_rows,
+    head_write,
     new_chunk,
     seal,
     tail_of,
@@ -47,14 +62,15 @@ from runtime.store.dynamodb_layout import (
     CHANGED_AT,
     INLINE_CHUNK_BYTES,
     INLINE_TEXT_BYTES,
-    LAYOUT,
     LAYOUT_ATTR,
     NO_RUN_SIGNAL,
     REF,
     RUN_SIGNAL,
     RUN_SIGNAL_N,
     RUN_SIGNAL_ROOM,
+    RUN_SK,
     RUNNING_SINCE,
+    SIGNAL_LAYOUT,
     STARTED_INLINE_BYTES,
     TIMER_PK,
     TTL_ATTRIBUTE,
@@ -84,6 +100,7 @@ from runtime.store.dynamodb_ttl import (
     START_ATTR,
     Ttl,
     expired,
+    rows_outside,
     start_of,
     ttl_for,
 )
@@ -122,6 +139,7 @@ class Appends(Reads):
     # --- creating and appending --------------------------------------------------------
 
     journal_v2: bool = True  # new runs' chunks grow in place (runtime.store.dynamodb_chunks)
+    run_head: bool = True  # new runs' first entries go on the run item (``dynamodb_chunks.HEAD``)
     ttl_runs: bool = True  # runs that qualify expire by TTL (runtime.store.dynamodb_ttl)
 
     def _run_item(self, run: RunRecord) -> dict[str, Any]:
@@ -258,9 +276,15 @@ class Appends(Reads):
             item["signal_seq"] = n(1)  # the signal is number 1, as its first add_signal would be
             on_run = run_signal(signal.name, compact(signal.payload), signal.at, token) if room else None
             if on_run is not None:  # on the run item, as add_signal would put it: one put
-                item.update({RUN_SIGNAL: on_run, RUN_SIGNAL_N: n(0), LAYOUT_ATTR: n(LAYOUT)})
+                item.update({RUN_SIGNAL: on_run, RUN_SIGNAL_N: n(0), LAYOUT_ATTR: n(SIGNAL_LAYOUT)})
             else:
                 first = self._signal_item(run.id, 1, signal.name, signal.payload, signal.at, True, written)
+        if self.run_head and FIRST in item and signal is None and not also and room:
+            # Its journal's next entries go on it (``dynamodb_chunks.HEAD``), if it has room.
+            headed = {**item, HEAD_OPEN: n(1), HEAD_LAST: n(1), LAYOUT_ATTR: n(HEAD_LAYOUT)}
+            if head_room(headed) >= HEAD_MIN_BYTES:
+                item.update(headed)
+                tip = self._measured(replace(tip, head_open=True), headed)
         if first is None and not also:
             created = conditional(self._db.put_item, **put)
         else:
@@ -367,6 +391,21 @@ class Appends(Reads):
         update = checked_update(run_id, expected_len, entries, update)
         slot = expected_len + 1
         tip = self._tip(run_id, expected_len)
+        head: HeadWrite | None = None
+        if entries and tip.head_open:
+            rows = compact([_elided(e) for e in entries])
+            texts = [] if update is None else [update.current_step or "", update.error or ""]
+            grows = sum(min(len(x), INLINE_TEXT_BYTES) for x in texts) + (HEAD_SUMMARY_BYTES if texts else 0)
+            if update is not None and update.status != Status.RUNNING and tip.leased:
+                # A park or an end drops the lease in this write. A park's next activation
+                # takes one again: counted then, from the item the park returns. A run whose
+                # signal and lease both come back may cross 1 KB on those two writes, which
+                # costs less than the write closing the head would (bench/aws_cost.py).
+                grows -= HEAD_LEASE_GROWTH
+            awaits = update is not None and update.status == Status.AWAITING
+            head = head_write(tip, entries, rows, bool(published.latest(entries)), grows, awaits)
+            if head is None:
+                tip = self._close_head(run_id, tip)
         ttl = self._ttl(run_id, tip, entries, update)
         extended = bool(entries) and tip.v2 and extends(tip, entries)
         if tip.expires and not extended and (ttl is None or entries):
@@ -377,7 +416,9 @@ class Appends(Reads):
             # does every earlier chunk; a summary alone keeps it (the rule in ``_ttl``).
             tip = self._keep_untimed(run_id, tip)
         chunk_sk: str | None = None
-        if entries and tip.v2:
+        if head is not None:
+            pass  # in the run item's write below
+        elif entries and tip.v2:
             chunk_sk = self._append_v2(run_id, tip, entries, ttl)
         elif entries:
             chunk_written: list[str] = []
@@ -387,9 +428,12 @@ class Appends(Reads):
                 self._drop(chunk_written, put.item)
                 raise JournalConflict(run_id, slot)
             chunk_sk = chunk["Item"]["sk"]["S"]
+        consumed_before = set(self._done.get(run_id, set()))
         if entries and run_id in self._done:
             self._done[run_id] |= set(_consumed(entries))
         if update is None and timer is None:
+            if head is not None:
+                self._head_only(run_id, head, slot, consumed_before)
             return
         written: list[str] = []
         position = entries[-1].seq if entries else expected_len
@@ -397,19 +441,37 @@ class Appends(Reads):
         # A summary alone points at the tip this start wrote (never at a chunk an earlier run
         # of the id left above it: runtime.store.dynamodb_ttl).
         ends_in = chunk_sk or (tip.sk if tip.v2 else None)
-        summary = self._summary(run_id, position, entries, ends_in, update, timer, written, token, ttl)
+        at_head = tip.last if not entries and tip.head_open else None
+        summary = self._summary(
+            run_id, position, entries, ends_in, update, timer, written, token, ttl, head=head, at_head=at_head
+        )
         # A child's end wakes its parent in the same transaction (twice the write units,
         # for child runs' ends only): no crash between the two can lose the parent's wake.
         woken = [] if update is None or update.wake is None else [{"Update": self._wake_item(update.wake)}]
         update_ = {**summary, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
-        if entries and woken:
-            self._transact([*woken, {"Update": update_}], run_id, position + 1, token, written)
-        elif entries:
-            saved = conditional(self._db.update_item, **update_)
-            if not saved and not _mine(saved, token):
-                self._drop(written, saved.item)
-                raise JournalConflict(run_id, position + 1)
-        else:
+        # Entries in the head commit with the summary: a write that loses leaves nothing.
+        lost_at = slot if head is not None or at_head is not None else position + 1
+        try:
+            if (entries or at_head is not None) and woken:
+                self._transact([*woken, {"Update": update_}], run_id, lost_at, token, written)
+            elif entries or at_head is not None:
+                # At the head, the item as written: its size gives the head's room left.
+                returned = {"ReturnValues": "ALL_NEW"} if tip.head_open else {}
+                saved = conditional(self._db.update_item, **update_, **returned)
+                if not saved and not _mine(saved, token):
+                    self._drop(written, saved.item)
+                    raise JournalConflict(run_id, lost_at)
+                if head is not None or at_head is not None:
+                    kept = head.tip if head is not None else tip
+                    attributes = saved.get("Attributes") if saved else None
+                    self._keep_tip(run_id, self._measured(kept, attributes))
+        except JournalConflict:
+            if head is not None and run_id in self._done:
+                self._done[run_id] = consumed_before
+            raise
+        if head is not None and woken:
+            self._keep_tip(run_id, head.tip)
+        if not entries and at_head is None:
             if tip.v2:
                 check = unchanged_check(self.table, run_id, tip)
             else:
@@ -422,6 +484,42 @@ class Appends(Reads):
                 [{"ConditionCheck": check}, *woken, {"Update": update_}], run_id, slot, token, written
             )
         self._time_earlier(run_id, ttl)  # the summary has committed
+
+    def _head_only(self, run_id: str, head: HeadWrite, slot: int, consumed_before: set[int]) -> None:
+        """Entries appended to the open head with no change of the run's summary."""
+        token = _write_id()
+        sets = [*head.sets, f"{WRITE_ID} = :wid"]
+        expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(head.removes) if head.removes else "")
+        saved = conditional(
+            self._db.update_item,
+            TableName=self.table,
+            Key=run_key(run_id),
+            UpdateExpression=expression,
+            ConditionExpression=head.condition,
+            ExpressionAttributeValues={**head.values, ":wid": s(token)},
+            ReturnValues="ALL_NEW",  # the item's size: the head's room left
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        if not saved and not _mine(saved, token):
+            if run_id in self._done:
+                self._done[run_id] = consumed_before
+            raise JournalConflict(run_id, slot)
+        self._keep_tip(run_id, self._measured(head.tip, saved.get("Attributes") if saved else None))
+
+    @staticmethod
+    def _measured(tip: Tip, item: dict[str, Any] | None) -> Tip:
+        """``tip`` with the head's room as the item its write returned has it."""
+        if not item:
+            return tip
+        return replace(tip, room=head_room(item), leased="lease_owner" in item, growth=head_growth(item))
+
+    def _close_head(self, run_id: str, tip: Tip) -> Tip:
+        """Close the open head at the entry read, so the append puts the next chunk."""
+        if not conditional(self._db.update_item, **close_head(self.table, run_id, tip)):
+            raise JournalConflict(run_id, tip.last + 1)
+        closed = replace(tip, head_open=False)
+        self._keep_tip(run_id, closed)
+        return closed
 
     def _time_earlier(self, run_id: str, ttl: Ttl | None) -> None:
         """Give the journal's earlier chunks the end's chunk TTL, once the end's summary has
@@ -485,6 +583,8 @@ class Appends(Reads):
         if "LastEvaluatedKey" in partition:
             return None  # more items than an end of two writes reaches
         items, now = partition.get("Items", []), self.clock.now()
+        if any(rows_outside(head_rows(i)) for i in items if i["sk"]["S"] == RUN_SK):
+            return None  # the head records what lives outside the partition (a child, a value)
         ttl = ttl_for(items, end_chunk, entries, spills, self.retention_s, now, self._rows)
         chunk_ttl = next((whole(i.get(TTL_ATTRIBUTE)) for i in items if i["sk"]["S"] == end_chunk), 0)
         if ttl is not None and not entries and chunk_ttl < ttl.at + MIN_RETENTION_S:
@@ -580,10 +680,14 @@ class Appends(Reads):
         written: list[str],
         token: str,
         ttl: Ttl | None = None,
+        *,
+        head: HeadWrite | None = None,
+        at_head: int | None = None,
     ) -> dict[str, Any]:
         """The run item's update: status, current step, error and result (each text inline
         or in S3), timer, lease and wake-up as the new status implies; ``ttl``: the run
-        expires by TTL, not filed for the sweep."""
+        expires by TTL, not filed for the sweep. ``head``: the entries go in the run item's
+        head in this write; ``at_head``: no entries, and the head is open at that entry."""
         names: dict[str, str] = {"#st": "status"}
         values: dict[str, Any] = {
             ":completed": s(Status.COMPLETED),
@@ -622,7 +726,7 @@ class Appends(Reads):
             if update.status != Status.RUNNING:
                 # A lease is held only while a run is running: parking or ending releases it.
                 removes += ["lease_owner", "lease_until", RUNNING_SINCE]
-            if update.status == Status.COMPLETED:
+            if update.status == Status.COMPLETED and head is None and at_head is None:
                 # The result lives in the run.completed entry: point at its chunk.
                 result_sk = chunk_sk or self._last_chunk_sk(run_id)
                 if result_sk is not None:
@@ -653,6 +757,14 @@ class Appends(Reads):
             removes += ["wake_pk", "wake_sk", "wake_resends"]
             condition += " AND wake_token = :served"
             values[":served"] = n(served)
+        if head is not None:
+            sets += head.sets
+            removes += head.removes
+            values.update(head.values)
+            condition += " AND " + head.condition
+        elif at_head is not None:
+            condition += " AND " + head_open_at()
+            values[":hseen"] = n(at_head)
         adds: list[str] = []
         if update is not None and update.woken:
             # As add_wakeup writes it, in this write.
@@ -737,6 +849,18 @@ class Appends(Reads):
         generation's first entry as a chunk of its own, so generations end at chunks')."""
         if before <= 2:
             return
+        # The head first (entries 2 on, on the run item): what is left is a suffix.
+        held = self._db.get_item(
+            TableName=self.table, Key=run_key(run_id), ProjectionExpression=HEAD_LAST, ConsistentRead=True
+        ).get("Item", {})
+        if 2 <= whole(held.get(HEAD_LAST)) < before:
+            self._db.update_item(
+                TableName=self.table,
+                Key=run_key(run_id),
+                UpdateExpression=f"REMOVE {HEAD}, {HEAD_BYTES}",
+                ConditionExpression=f"{HEAD_LAST} < :before",
+                ExpressionAttributeValues={":before": n(before)},
+            )
         chunks = self._db.query(
             TableName=self.table,
             KeyConditionExpression="pk = :pk AND sk BETWEEN :from AND :to",

@@ -30,8 +30,9 @@ rollback: ``docs/operations.md``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from runtime.core.journal import Entry, Kind
@@ -39,14 +40,16 @@ from runtime.core.values import compact
 from runtime.store.dynamodb_layout import (
     OLDER_CODE_REFUSED,
     REF,
+    RUN_SIGNAL,
     TAIL_BYTES,
     TTL_ATTRIBUTE,
     WRITE_ID,
     _journal_sk,
+    run_key,
     run_pk,
 )
 from runtime.store.dynamodb_ttl import START_ATTR, start_of
-from runtime.store.items import n, s, whole
+from runtime.store.items import item_bytes, n, s, whole
 
 JOURNAL_V2 = "jv"  # on the run item: 2 for a journal whose chunks grow in place
 FIRST = "first"  # a v2 run item's journal entry 1 while small (older runs: ``started``)
@@ -59,6 +62,51 @@ BATCHES_REF = "batches_ref"  # a v2 chunk's S3 keys (a string set), for the dele
 SPILLED = "@"  # a batch's JSON always starts with "["
 SEALED = "sealed"
 FIRST_CHUNK = _journal_sk(1)
+# The run item's head (runs created with ``HEAD_OPEN``, layout ``HEAD_LAYOUT``): entries 2
+# on, while they are few, kept on the run item itself, a batch per append (``ROWS``' form,
+# never spilled), so an append that moves the run (a park, an end) is one write, not a chunk
+# and a summary. ``HEAD_LAST``: its last entry (1 with no batch); ``HEAD_BYTES``: its rows'
+# bytes. While the head is open every writer appends there, conditional on ``HEAD_LAST``
+# being the entry it read and the head still open; a write whose batch leaves too little
+# room for another closes it (``REMOVE hopen``, in the data as a chunk's seal), and so does a
+# writer whose entries do not go there (no room, a generation's first entry, values
+# published) before it puts the next chunk, ``J#<HEAD_LAST + 1>``, as at any sealed tip.
+HEAD = "head"
+HEAD_LAST = "hl"
+HEAD_BYTES = "hb"
+HEAD_OPEN = "hopen"
+HEAD_LAYOUT = 3  # code before the head reads such a run as entry 1 and chunks: it refuses it
+# Every write of the run item costs its size (a write unit per KB), so the head takes a
+# batch only while the item stays under ``HEAD_ITEM_BYTES`` with it and with what it may
+# still gain from other writers: a signal riding on it with its wake-up (unless one rides
+# already) and a lease (unless held) (``head_room``, from the item as last read or written).
+# A run created with less room than ``HEAD_MIN_BYTES`` has no head; a head holds at most
+# ``HEAD_MAX_BYTES`` of rows. The write after which another batch like its own (or of
+# ``HEAD_NEXT_BYTES``, the smaller) would not fit closes it, so the next append goes to a
+# chunk in one write; a batch that fits the item as it is, but not with what it may gain,
+# goes in and closes it, unless its write parks the run awaiting a signal (one may ride on
+# the item next). Only a batch the item cannot take makes its writer close the head in a
+# write of its own. Which write closes is this code's choice, not a rule two writers must
+# share: the condition (``hl = :seen``, the head open) is the only arbiter.
+HEAD_ITEM_BYTES = 1024
+HEAD_SIGNAL_GROWTH = 200
+HEAD_LEASE_GROWTH = 80
+HEAD_MIN_BYTES = 120
+HEAD_MAX_BYTES = 600
+HEAD_BATCH_BYTES = 12  # a batch's overhead in the item beside its rows' text
+HEAD_NEXT_BYTES = 100
+HEAD_SUMMARY_BYTES = 40  # what a summary in the same write adds beside its status texts, about
+
+
+def head_growth(run_item: dict[str, Any]) -> int:
+    """The bytes other writers may still add to the run item (a signal, a lease)."""
+    growth = 0 if RUN_SIGNAL in run_item else HEAD_SIGNAL_GROWTH
+    return growth + (0 if "lease_owner" in run_item else HEAD_LEASE_GROWTH)
+
+
+def head_room(run_item: dict[str, Any]) -> int:
+    """The bytes the run item may still take in its head's writes (negative: none)."""
+    return HEAD_ITEM_BYTES - item_bytes(run_item) - head_growth(run_item)
 
 
 @dataclass(frozen=True)
@@ -78,6 +126,12 @@ class Tip:
     # The chunk's TTL (``expires_at``, epoch seconds; 0: none): a run's end gave it one
     # (``runtime.store.dynamodb_ttl``), which any end without a TTL takes back.
     expires: int = 0
+    # The journal ends in the run item's head, still open (``sk`` None, ``last`` its last
+    # entry, ``size`` its bytes): the next append extends it there.
+    head_open: bool = False
+    room: int = 0  # the bytes of rows the open head may still take (``head_room``)
+    leased: bool = False  # the item holds a lease (a park or an end removes it)
+    growth: int = 0  # what ``room`` keeps for other writers (``head_growth``)
 
 
 def journal_v2(run_item: dict[str, Any]) -> bool:
@@ -90,7 +144,17 @@ def tip_of(run_item: dict[str, Any], chunk: dict[str, Any] | None) -> Tip:
     created = str(run_item.get("created_sk", {}).get("S", ""))
     v2 = journal_v2(run_item)
     if chunk is None:
-        return Tip(v2, created)
+        last = whole(run_item.get(HEAD_LAST)) or 1
+        return Tip(
+            v2,
+            created,
+            last=last,
+            size=whole(run_item.get(HEAD_BYTES)),
+            head_open=HEAD_OPEN in run_item,
+            room=head_room(run_item),
+            leased="lease_owner" in run_item,
+            growth=head_growth(run_item),
+        )
     return Tip(
         v2,
         created,
@@ -271,6 +335,75 @@ def unchanged_check(table: str, run_id: str, tip: Tip) -> dict[str, Any]:
         }
     key = {"pk": s(run_pk(run_id)), "sk": s(_journal_sk(tip.last + 1))}
     return {"TableName": table, "Key": key, **free_slot(tip.created)}
+
+
+@dataclass(frozen=True)
+class HeadWrite:
+    """An append's part of a run-item update that puts its entries in the open head."""
+
+    sets: list[str]
+    removes: list[str]
+    values: dict[str, Any]
+    condition: str
+    tip: Tip  # the tip once it committed
+
+
+def head_write(
+    tip: Tip, entries: Sequence[Entry], rows: str, published: bool, summary: int = 0, awaits: bool = False
+) -> HeadWrite | None:
+    """The update parts appending ``rows`` (the entries' JSON) to the open head at ``tip``;
+    None when they do not go there (the writer closes the head first, ``close_head``).
+    ``summary``: the bytes a summary in the same write adds, about (negative: it removes
+    more, a lease); ``awaits``: the write parks the run awaiting a signal, which may ride on
+    the item next."""
+    assert tip.head_open
+    size = len(rows.encode("utf-8")) + HEAD_BATCH_BYTES
+    total = tip.size + size
+    if entries[0].kind == Kind.CONTINUED or published or total > HEAD_MAX_BYTES:
+        return None
+    left = tip.room - size - summary
+    if left < 0 and (awaits or tip.room + tip.growth - size - summary < 0):
+        return None  # no room, not even in the item as it is now (and no signal is awaited)
+    # Closed by this write when another batch like it (or of ``HEAD_NEXT_BYTES``, the
+    # smaller) would not fit after it, so the next append goes to a chunk in one write; a
+    # batch that fits the item now but not what it may gain goes in and closes it.
+    next_ = min(size, HEAD_NEXT_BYTES)
+    closed = left < next_ or total + next_ > HEAD_MAX_BYTES
+    values = {
+        ":hbatch": {"L": [s(rows)]},
+        ":hnone": {"L": []},
+        ":hlast": n(entries[-1].seq),
+        ":hbytes": n(total),
+        ":hseen": n(tip.last),
+    }
+    sets = [
+        f"{HEAD} = list_append(if_not_exists({HEAD}, :hnone), :hbatch)",
+        f"{HEAD_LAST} = :hlast",
+        f"{HEAD_BYTES} = :hbytes",
+    ]
+    after = replace(tip, last=entries[-1].seq, size=total, head_open=not closed, room=left)
+    return HeadWrite(sets, [HEAD_OPEN] if closed else [], values, head_open_at(), after)
+
+
+def head_open_at() -> str:
+    """The condition that the head is open at the entry read (``:hseen``)."""
+    return f"attribute_exists({HEAD_OPEN}) AND {HEAD_LAST} = :hseen"
+
+
+def close_head(table: str, run_id: str, tip: Tip) -> dict[str, Any]:
+    """The update that closes the open head at the entry read, before a chunk after it."""
+    return {
+        "TableName": table,
+        "Key": run_key(run_id),
+        "UpdateExpression": f"REMOVE {HEAD_OPEN}",
+        "ConditionExpression": head_open_at(),
+        "ExpressionAttributeValues": {":hseen": n(tip.last)},
+    }
+
+
+def head_rows(run_item: dict[str, Any]) -> list[list[Any]]:
+    """The rows the run item's head holds (entries 2 on), in order."""
+    return [row for batch in run_item.get(HEAD, {}).get("L", []) for row in json.loads(batch["S"])]
 
 
 def after_append(

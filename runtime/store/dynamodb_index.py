@@ -23,7 +23,7 @@ from runtime.core.published import Where
 from runtime.core.values import compact
 from runtime.errors import LunaflowError
 from runtime.store.base import UNREADABLE_RUN, RunRecord
-from runtime.store.dynamodb_chunks import FIRST
+from runtime.store.dynamodb_chunks import FIRST, HEAD, head_rows
 from runtime.store.dynamodb_layout import (
     IN_FLIGHT,
     INDEXES,
@@ -37,6 +37,7 @@ from runtime.store.dynamodb_layout import (
     _created_sk,
     _id_of,
     _journal_sk,
+    _result_of,
     changed_at,
     legacy_partition,
     run_key,
@@ -145,11 +146,13 @@ class Index(Reads):
 
     def _tip_tail(self, run: RunRecord) -> Entry | None:
         """The last entry (kind and name) of a run's tip chunk, when the chunk keeps it."""
-        _, chunk = self._run_and_tip(run.id)  # get_run's read
-        if chunk is None or "tail" not in chunk:
+        run_item, chunk = self._run_and_tip(run.id)  # get_run's read
+        head = head_rows(run_item) if chunk is None and run_item is not None else []
+        if not head and (chunk is None or "tail" not in chunk):
             return None
         try:
-            kind, name = json.loads(chunk["tail"]["S"])
+            # The journal ends in the run item's head (no chunk yet), or in its tip chunk.
+            kind, name = head[-1][1:3] if head else json.loads(chunk["tail"]["S"])  # type: ignore[index]
             return Entry(run.journal_len, Kind(kind), name)
         except (ValueError, TypeError):  # JSONDecodeError is a ValueError
             return None
@@ -384,6 +387,14 @@ class Index(Reads):
         keys = [run_key(run_id) for run_id in ids]
         found = {item["id"]["S"]: item for item in self._by_key(keys) if not expired(item, now)}
         results = self._results([item for item in found.values() if "result_sk" in item])
+        # A run that ended in its head holds its result there (``dynamodb_chunks.HEAD``).
+        results.update(
+            {
+                run_id: _result_of(head_rows(item))
+                for run_id, item in found.items()
+                if "result_sk" not in item and item["status"]["S"] == Status.COMPLETED and HEAD in item
+            }
+        )
         # Inputs too large for their run items are their first chunks: read them together.
         firsts = {
             chunk["pk"]["S"].removeprefix("RUN#"): chunk

@@ -29,9 +29,12 @@ VALUE_SK = "#V#"
 # This code reads runs up to LAYOUT (no ``lv``: 1) and refuses a run needing more, writing
 # nothing, rather than misread it: a rollback then leaves such runs whole and waiting for
 # the newer code, and any later layout change can rely on it. Layout 2: a signal may live on
-# the run item (RUN_SIGNAL below), where code of layout 1 does not look.
+# the run item (RUN_SIGNAL below), where code of layout 1 does not look. Layout 3: journal
+# entries may live on the run item (its head, ``dynamodb_chunks.HEAD``), where code of
+# layout 2 does not look; only a run created with a head says so (a write never lowers it).
 LAYOUT_ATTR = "lv"
-LAYOUT = 2
+LAYOUT = 3
+SIGNAL_LAYOUT = 2  # what a signal riding on the run item needs
 
 
 def needed_layout(run_item: Item) -> int:

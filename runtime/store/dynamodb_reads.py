@@ -17,7 +17,7 @@ from runtime.core.clock import Clock, now_ms
 from runtime.core.journal import ENDED, Entry, Kind, Signal, Status
 from runtime.errors import LunaflowError, NewerLayout
 from runtime.store.base import RunRecord, SignalRecord, Snapshot, current_step
-from runtime.store.dynamodb_chunks import FIRST, ROWS, SPILLED, Tip, journal_v2, tip_of
+from runtime.store.dynamodb_chunks import FIRST, HEAD_LAST, ROWS, SPILLED, Tip, head_rows, journal_v2, tip_of
 from runtime.store.dynamodb_layout import (
     INDEXES,
     LAYOUT,
@@ -374,7 +374,13 @@ class Reads(Spill):
         if run_item is None:
             return None
         if chunk is None:
-            return self._run_from(run_item, 1)
+            head = head_rows(run_item)  # the journal is entry 1 and the head, if any
+            if not head:
+                return self._run_from(run_item, 1)
+            done = run_item["status"]["S"] == Status.COMPLETED
+            last = head[-1]
+            run = self._run_from(run_item, int(last[0]), _result_of(head) if done else None)
+            return with_current_step(run, Entry(run.journal_len, Kind(last[1]), last[2]))
         # A completed run's last chunk holds its run.completed entry, and so its result.
         done = run_item["status"]["S"] == Status.COMPLETED
         result = None
@@ -442,12 +448,16 @@ class Reads(Spill):
             # An eager activation takes no lease: the wake-up it serves is the one it read.
             self._tokens = {run_id: whole(run_item.get("wake_token"))}
         chunks = [i for i in items if i["sk"]["S"].startswith("J#")]
+        # Entries 2 on, while few, are on the run item (``dynamodb_chunks.HEAD``): before
+        # every chunk, which begin after them.
+        head = [row for row in head_rows(run_item) if int(row[0]) > after]
         if chunks:
             self._keep_tip(run_id, tip_of(run_item, chunks[-1]))
-        elif not after:
+        elif not after or head:
             self._keep_tip(run_id, tip_of(run_item, None))
         # A chunk that grew in place since an earlier load holds rows that load read.
-        batches = [(i["sk"]["S"], [row for row in self._rows(i) if int(row[0]) > after]) for i in chunks]
+        batches = [(RUN_SK, head)] if head else []
+        batches += [(i["sk"]["S"], [row for row in self._rows(i) if int(row[0]) > after]) for i in chunks]
         rows = [row for _, chunk_rows in batches for row in chunk_rows]
         first = _first_of(items)
         if journal_v2(run_item) and not _whole(batches, after):
@@ -516,18 +526,18 @@ class Reads(Spill):
         if run_item is None:
             return items
         refuse_newer(run_id, run_item)  # before reading anything a newer layout may have moved
-        if after and journal_v2(run_item) and start == _journal_sk(after + 1):
+        in_head = after <= whole(run_item.get(HEAD_LAST))  # no chunk holds it
+        if after and journal_v2(run_item) and start == _journal_sk(after + 1) and not in_head:
             # Not known here which chunk holds entry ``after``: it may have grown past it.
             items = own(self._holding(run_id, after, run_item), self.clock.now(), run_item) + items
         after_rows = after
         done = _ids(json.loads(run_item.get("sig_done", {}).get("S", "[]"))) | self._done.get(run_id, set())
         sent = whole(run_item.get("signal_seq"))
         pending = [i for i in range(1, sent + 1) if i not in done]
+        rows = [row for chunk in items if chunk["sk"]["S"].startswith("J#") for row in self._rows(chunk)]
         cited = {
             int(row[3]["signal_id"])
-            for chunk in items
-            if chunk["sk"]["S"].startswith("J#")
-            for row in self._rows(chunk)
+            for row in head_rows(run_item) + rows
             if int(row[0]) > after_rows and row[1] == Kind.WAIT_DONE and row[3].get("signal_id") is not None
         }
         # The signal on the run item (if any) is read with it: no item of its number exists.

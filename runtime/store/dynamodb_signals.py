@@ -20,11 +20,11 @@ from runtime.store.base import SignalRecord
 from runtime.store.dynamodb_expiry import DELETING, expiry_parts
 from runtime.store.dynamodb_layout import (
     INLINE_SIGNAL_BYTES,
-    LAYOUT,
     LAYOUT_ATTR,
     RUN_SIGNAL,
     RUN_SIGNAL_N,
     RUN_SK,
+    SIGNAL_LAYOUT,
     TTL_ATTRIBUTE,
     WAKE_PK,
     WRITE_ID,
@@ -147,7 +147,7 @@ class Signals(Reads):
                     ":now_ms": n(self.clock.now() * 1000),
                     **({} if workflow is None else {":wf": s(workflow)}),
                     **({} if bound is None else {":cap": n(consumed + bound)}),
-                    **({":rec": record, ":layout": n(LAYOUT)} if on_run else {}),
+                    **({":rec": record, ":layout": n(SIGNAL_LAYOUT)} if on_run else {}),
                 },
                 ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",

@@ -8,9 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from botocore.exceptions import ClientError
 
 from runtime.core.journal import Kind, Status
+from runtime.store import dynamodb_append
 from runtime.testing import AwsPlatform
 
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "children"
@@ -45,7 +47,13 @@ def test_the_childs_end_and_its_parents_wake_up_are_one_transaction(tmp_path: Pa
         assert p.get("order-1").status == Status.COMPLETED
 
 
-def test_a_worker_dying_between_the_childs_end_and_the_parents_wake_heals(tmp_path: Path) -> None:
+@pytest.mark.parametrize("head", [False, True], ids=["chunks", "head"])
+def test_a_worker_dying_between_the_childs_end_and_the_parents_wake_heals(
+    tmp_path: Path, head: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In the child's head (``runtime.store.dynamodb_chunks.HEAD``) its end entries go in the
+    same transaction: lost with it, the child's replay ends it again."""
+    monkeypatch.setattr(dynamodb_append.Appends, "run_head", head)
     with AwsPlatform(PROJECT, data_dir=tmp_path, strict=False) as p:
         p.start("order", {"amount": 5, "child_id": "card-2"}, id="order-2")
         lost: list[str] = []
@@ -62,7 +70,8 @@ def test_a_worker_dying_between_the_childs_end_and_the_parents_wake_heals(tmp_pa
         )
         p.signal("card-2", "go", "ok")
         assert lost == ["summary and wake"]
-        assert p.journal("card-2")[-1].kind == Kind.COMPLETED  # the end's chunk is written
+        # The end's chunk is written; in the head, it went with the transaction.
+        assert (p.journal("card-2")[-1].kind == Kind.COMPLETED) is not head
         assert p.get("order-2").status == Status.AWAITING  # and its parent not woken yet
         p.advance("2m")  # the reconciler finds the child's wake-up
         run = p.get("order-2")

@@ -29,6 +29,9 @@ from runtime.store.dynamodb_reads import CREATED_KEPT
 from runtime.testing import AwsPlatform, LocalPlatform
 from tests.support.moto_table import store_table
 
+# The chunks' own rules (a run with a head meets them past it: tests/aws/test_journal_head.py).
+pytestmark = pytest.mark.usefixtures("no_head")
+
 TABLE = "lunaflow"
 
 

@@ -61,6 +61,8 @@ class RunItemWrites:
                 if "signal_seq" in expression
                 else "fire"
                 if "timer" in expression and "#st" not in expression
+                else "journal"  # entries in the run item's head, its summary as it was
+                if "summary_at" not in expression and expression != "put"
                 else "summary"
             )
 
@@ -79,17 +81,22 @@ def _key_of(params: dict[str, Any]) -> dict[str, Any] | None:
     return {"pk": item["pk"], "sk": item["sk"]} if "pk" in item else None
 
 
-def test_a_run_woken_by_its_signal_writes_its_run_item_twice_to_run_its_step_and_end(p: AwsPlatform) -> None:
+def test_a_run_woken_by_its_signal_is_running_from_its_lease_to_its_end(p: AwsPlatform) -> None:
     assert p.start("wait", "abc", id="w1").status == "awaiting"
     writes = RunItemWrites(p, "w1")
     assert p.signal("w1", "go", {"by": "ann"}) is True
     run = p.get("w1")
     assert (run.status, run.result) == ("completed", {"got": {"by": "ann"}, "n": 3})
     # The signal's numbering; then the activation: its lease, marking it running, and its
-    # end (its step's intent, in between, wrote only the journal).
-    assert writes.seen == [("signal", "awaiting"), ("lease", "running"), ("summary", "completed")]
+    # end. Its step's intent, in between, wrote only the journal (in the run item's head).
+    assert writes.seen == [
+        ("signal", "awaiting"),
+        ("lease", "running"),
+        ("journal", "running"),
+        ("summary", "completed"),
+    ]
     # The lease dropped the wait the park named: a list shows the run running, no step.
-    assert writes.steps[:2] == ["await 'go'", None]
+    assert writes.steps[:3] == ["await 'go'", None, None]
 
 
 def test_a_run_woken_by_its_timer_is_running_from_its_lease(p: AwsPlatform) -> None:
@@ -142,7 +149,12 @@ def test_a_request_that_runs_its_run_s_step_marks_it_running_with_the_lease_it_t
         event = http_event("POST", "/signal/quick/q1/go", json.dumps({"n": 1}), None, now_s=eager.now)
         assert eager.invoke(Handler.FETCH, event, FETCH_TIMEOUT_S)["statusCode"] == 202
         assert eager.get("q1").result == {"n": 2}  # no worker ran
-        assert writes.seen == [("signal", "awaiting"), ("lease", "running"), ("summary", "completed")]
+        assert writes.seen == [
+            ("signal", "awaiting"),
+            ("lease", "running"),
+            ("journal", "running"),
+            ("summary", "completed"),
+        ]
 
 
 def test_a_wake_with_no_wake_up_waiting_leaves_the_run_as_it_was_when_its_activation_fails(

@@ -88,8 +88,9 @@ def test_the_300th_signal_reads_as_few_items_as_the_first(db: Any) -> None:
         per_signal.append(reads.items - before)
     # The chunk just written is read back, the run item, the one pending signal.
     assert per_signal[0] <= 3
-    # Once the journal's last chunk grows in place it is read too: still the same count.
-    assert max(per_signal) <= 3 and per_signal[-1] == per_signal[1], per_signal[::50]
+    # Once the journal's last chunk grows in place it is read too: still the same count
+    # (the first few signals' entries are on the run item, its head: one item fewer).
+    assert max(per_signal) <= 3 and per_signal[-1] == per_signal[10], per_signal[::50]
     # A fresh container (no cache) replays the whole journal and still finds every payload.
     cold = DynamoDBStore(db, TABLE).load("r1")
     assert cold is not None and cold.signals == []

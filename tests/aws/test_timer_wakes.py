@@ -51,8 +51,10 @@ def test_a_timer_wake_writes_its_lease_and_its_end_and_nothing_else(p: AwsPlatfo
     writes = run_item_writes(p, "n1")
     p.advance("5m")
     assert p.get("n1").status == "completed"
-    assert len(writes) == 2, json.dumps(writes)
-    lease, end = writes
+    # Between them, the step's intent in the run item's head: a write of the journal alone.
+    assert len(writes) == 3, json.dumps(writes)
+    lease, intent, end = writes
+    assert "summary_at" not in intent and "timer" not in intent and "wake" not in intent
     assert "lease_owner = :me" in lease and "timer_due" not in lease  # the timer left as it is
     assert "REMOVE" in end and "timer_due" in end.split("REMOVE", 1)[1]
     assert int(run_item(p, "n1")["wake_token"]["N"]) == token  # no wake-up was written

@@ -53,8 +53,9 @@ def p(endpoint: str) -> Iterator[AwsPlatform]:
 
 class JournalWrites:
     """Successful journal slot writes: every entry of every journal chunk (sk J#...) in a
-    committed PutItem, UpdateItem (a chunk growing in place) or TransactWriteItems, and
-    entry 1 (the run item's creation), seen from the clients of every worker."""
+    committed PutItem, UpdateItem (a chunk growing in place) or TransactWriteItems, entry 1
+    (the run item's creation) and the entries a run item's head takes, seen from the clients
+    of every worker."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -87,6 +88,10 @@ class JournalWrites:
                     sk = (update or {}).get("Key", {}).get("sk", {}).get("S", "")
                     if update and sk.startswith("J#") and "list_append" in update["UpdateExpression"]:
                         batches = [e["S"] for e in update["ExpressionAttributeValues"][":batch"]["L"]]
+                        self.count(update["Key"]["pk"]["S"], batches)
+                    elif update and ":hbatch" in update.get("ExpressionAttributeValues", {}):
+                        # The run item's head (runtime.store.dynamodb_chunks.HEAD): its new batch.
+                        batches = [e["S"] for e in update["ExpressionAttributeValues"][":hbatch"]["L"]]
                         self.count(update["Key"]["pk"]["S"], batches)
 
         for op in ("TransactWriteItems", "PutItem", "UpdateItem"):
