@@ -217,6 +217,10 @@ def host_functions(
         redactor.add(name, value)  # handed to Lua: kept out of every text written from now on
         return value
 
+    def value_too_large(what: str, size: int) -> None:
+        # Lua measured it (``host.crossing`` in the prelude): its text stays there.
+        raise InvalidInput(values.too_large(what, int(size)))
+
     def effect(fn: HostFn) -> HostFn:
         # Inside an object method, what reaches outside may not run twice: the method's call
         # takes its key's lock first (runtime/services/effects.py).
@@ -244,6 +248,7 @@ def host_functions(
         "run_value": lambda wf, rid, key: pack([api.values(rid, wf).get(key)]),
         "run_values": lambda wf, rid: lua(api.values(rid, wf)),
         "run_generations": lambda wf, rid: pack([api.generations(rid, wf)]),
+        "value_too_large": value_too_large,
         "run_signal": effect(
             lambda wf, rid, name, body: api.signal(rid, name, json.loads(body), workflow=wf)
         ),

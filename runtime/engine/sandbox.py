@@ -95,6 +95,8 @@ class Sandbox:
                 # This thread's CPU: other threads' work (a second worker) is not this call's.
                 "cpu_time": time.thread_time,
                 "cpu_limit": float(cpu_seconds),
+                # A value whose JSON in Lua is longer stays there (the prelude's host.crossing).
+                "surely_over": values.SURELY_OVER_IN_LUA,
             }
         )
         # The `python` table lupa installs is removed before any user code exists.

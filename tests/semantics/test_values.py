@@ -302,6 +302,27 @@ def test_a_run_result_of_megabytes_is_refused_before_python_holds_a_copy_of_it(p
     assert peak < size // 4, f"Python held {peak} bytes at its peak for a refused {size}-byte result"
 
 
+@pytest.mark.parametrize(
+    ("workflow", "what"),
+    [("big-signal", "the payload of signal 'data' for run 'w'"), ("big-child", "the input of run 'child'")],
+)
+def test_a_signal_or_a_start_of_megabytes_is_refused_before_python_holds_a_copy_of_it(
+    p: LocalPlatform, workflow: str, what: str
+) -> None:
+    """As a step's value of megabytes: a step that signals a run, or starts one, with 20 MB
+    is refused with its size and the limit, and the text never reaches Python, where it was
+    copied, parsed, and written again to be measured."""
+    p.start("waiter", None, id="w")
+    size = 20_000_000
+    run, peak = start_traced(p, workflow, size)
+    assert run.status == "failed", run
+    assert f"{what} is {size + 2} bytes encoded, over the limit of {LIMIT} bytes" in (run.error or ""), (
+        run.error
+    )
+    assert p.get("w").status == "awaiting" and [r.id for r in p.runs() if r.id == "child"] == []
+    assert peak < size // 4, f"Python held {peak} bytes at its peak for a refused {size}-byte value"
+
+
 def test_oversized_child_input_from_a_step_is_refused(p: LocalPlatform) -> None:
     """SPEC 3: "Same limits for inputs" — a start from inside a step."""
     size = LIMIT + 100

@@ -857,10 +857,20 @@ function run_methods.values(self)
   return call_host("run_values", self.workflow, self.id)
 end
 
+-- A value whose JSON here is over `host.surely_over` (values.SURELY_OVER_IN_LUA) is over
+-- the limit however Python writes it: refused with its size alone, before Python holds a
+-- copy of its text (a megabyte payload would be copied, parsed and written again). On the
+-- host table, which user code never sees: the main chunk has no local left.
+function host.crossing(json, what)
+  if #json > host.surely_over then call_host("value_too_large", what, #json) end
+  return json
+end
+
 function run_methods.signal(self, name, payload)
   effect_guard("run:signal")
   check_name(name, "run:signal")
   local json = encode_or_raise(payload, sfmt("the payload of signal '%s'", name), 2)
+  json = host.crossing(json, sfmt("the payload of signal '%s' for run '%s'", name, self.id))
   return call_host("run_signal", self.workflow, self.id, name, json)
 end
 
@@ -904,8 +914,11 @@ function workflow_methods.start(self, input, opts)
     end
     if opts.payload ~= nil then
       payload = encode_or_raise(opts.payload, sfmt("the payload of signal '%s'", tostring_(signal)), 2)
+      payload = host.crossing(payload, sfmt("the payload of signal '%s'", tostring_(signal)))
     end
   end
+  json = host.crossing(json, type_(id) == "string" and sfmt("the input of run '%s'", id)
+    or sfmt("the input of a run of workflow '%s'", self.name))
   local run_id = call_host("run_start", self.name, json, id, timeout, signal, payload)
   return run_handle(self.name, run_id)
 end

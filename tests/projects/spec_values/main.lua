@@ -67,6 +67,14 @@ workflow "big-child" (function(wf, input)
     return "unreachable"
 end)
 
+-- Signals run "w" from a step with a payload of `input.size` bytes.
+workflow "big-signal" (function(wf, input)
+    wf:step("send", function()
+        return workflows "waiter":get("w"):signal("data", string.rep("x", input.size))
+    end)
+    return "unreachable"
+end)
+
 on "fetch" (function(request)
     local body = json.parse(request.body)
     local run = workflows "waiter":get(body.id)
