@@ -27,7 +27,7 @@ from runtime.store.dynamodb import DynamoDBStore, run_pk
 from runtime.store.dynamodb_chunks import SEAL_BYTES
 from runtime.store.dynamodb_reads import CREATED_KEPT
 from runtime.testing import AwsPlatform, LocalPlatform
-from tests.support.moto_table import store_table
+from tests.support.moto_table import partition_items, store_table
 
 # The chunks' own rules (a run with a head meets them past it: tests/aws/test_journal_head.py).
 pytestmark = pytest.mark.usefixtures("no_head")
@@ -77,13 +77,7 @@ def step(seq: int, name: str = "s", result: Any = "ok") -> list[Entry]:
 
 
 def chunks(db: Any, run_id: str = "r1") -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = db.query(
-        TableName=TABLE,
-        KeyConditionExpression="pk = :pk AND begins_with(sk, :j)",
-        ExpressionAttributeValues={":pk": {"S": run_pk(run_id)}, ":j": {"S": "J#"}},
-        ConsistentRead=True,
-    )["Items"]
-    return items
+    return partition_items(db, TABLE, run_id, "J#")
 
 
 def seqs(store: DynamoDBStore, run_id: str = "r1") -> list[int]:

@@ -19,7 +19,7 @@ from runtime.core.journal import Entry, Kind, Status
 from runtime.errors import JournalConflict, NewerLayout
 from runtime.store import dynamodb_append, dynamodb_reads
 from runtime.store.base import RunRecord, RunUpdate, TimerSet
-from runtime.store.dynamodb import TTL_ATTRIBUTE, DynamoDBStore, run_pk
+from runtime.store.dynamodb import TTL_ATTRIBUTE, DynamoDBStore
 from runtime.store.dynamodb_chunks import (
     HEAD,
     HEAD_ITEM_BYTES,
@@ -30,7 +30,7 @@ from runtime.store.dynamodb_chunks import (
 from runtime.store.dynamodb_layout import LAYOUT_ATTR, run_key
 from runtime.store.items import item_bytes
 from runtime.testing import AwsPlatform
-from tests.support.moto_table import store_table
+from tests.support.moto_table import partition_items, store_table
 
 TABLE = "lunaflow"
 
@@ -76,13 +76,7 @@ def run_item(db: Any, run_id: str = "r1", table: str = TABLE) -> dict[str, Any]:
 
 
 def chunk_keys(db: Any, run_id: str = "r1") -> list[str]:
-    items = db.query(
-        TableName=TABLE,
-        KeyConditionExpression="pk = :pk AND begins_with(sk, :j)",
-        ExpressionAttributeValues={":pk": {"S": run_pk(run_id)}, ":j": {"S": "J#"}},
-        ConsistentRead=True,
-    )["Items"]
-    return [i["sk"]["S"] for i in items]
+    return [i["sk"]["S"] for i in partition_items(db, TABLE, run_id, "J#")]
 
 
 def seqs(store: DynamoDBStore, run_id: str = "r1") -> list[int]:

@@ -21,6 +21,7 @@ from runtime.errors import NewerLayout
 from runtime.store.dynamodb_layout import LAYOUT, run_key
 from runtime.testing import AwsPlatform, WakeFailed
 from tests.support.aws_items import needs_layout
+from tests.support.moto_table import partition_items
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics")
 
@@ -35,13 +36,7 @@ def p() -> Iterator[AwsPlatform]:
 
 def journal_items(p: AwsPlatform, run_id: str) -> list[dict[str, Any]]:
     """The run's journal chunks as the table holds them (this code's own reads refuse it)."""
-    items: list[dict[str, Any]] = p.clients.dynamodb.query(
-        TableName=p.config.table,
-        KeyConditionExpression="pk = :pk AND begins_with(sk, :j)",
-        ExpressionAttributeValues={":pk": run_key(run_id)["pk"], ":j": {"S": "J#"}},
-        ConsistentRead=True,
-    )["Items"]
-    return items
+    return partition_items(p.clients.dynamodb, p.config.table, run_id, "J#")
 
 
 def test_a_run_needing_a_newer_layout_is_left_whole_until_the_newer_code_reads_it(p: AwsPlatform) -> None:

@@ -36,7 +36,7 @@ from runtime.store.dynamodb_layout import (
 )
 from runtime.store.items import item_bytes, whole
 from runtime.testing import AwsPlatform
-from tests.support.moto_table import Requests, store_table
+from tests.support.moto_table import Requests, partition_items, store_table
 
 TABLE = "lunaflow"
 PROJECT = Path(__file__).resolve().parents[1] / "projects" / "aws_limits"
@@ -56,13 +56,7 @@ def start(store: DynamoDBStore, run_id: str = "r1") -> None:
 
 
 def signal_items(db: Any, run_id: str) -> list[str]:
-    items = db.query(
-        TableName=TABLE,
-        KeyConditionExpression="pk = :pk AND begins_with(sk, :s)",
-        ExpressionAttributeValues={":pk": {"S": run_pk(run_id)}, ":s": {"S": "S#"}},
-        ConsistentRead=True,
-    )["Items"]
-    return [i["sk"]["S"] for i in items]
+    return [i["sk"]["S"] for i in partition_items(db, TABLE, run_id, "S#")]
 
 
 def the_run_item(db: Any, run_id: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from runtime.store.dynamodb import table_definition
+from runtime.store.dynamodb import run_pk, table_definition
 
 REGION = "eu-west-1"
 
@@ -39,3 +39,15 @@ class Requests:
         """The operations made since the last take."""
         out, self.ops = self.ops, []
         return out
+
+
+def partition_items(db: Any, table: str, run_id: str, prefix: str) -> list[dict[str, Any]]:
+    """A run's items whose sort keys begin with ``prefix`` (``J#`` its journal chunks, ``S#``
+    its signal items), as the table holds them, in key order: a consistent Query."""
+    items: list[dict[str, Any]] = db.query(
+        TableName=table,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+        ExpressionAttributeValues={":pk": {"S": run_pk(run_id)}, ":prefix": {"S": prefix}},
+        ConsistentRead=True,
+    )["Items"]
+    return items
