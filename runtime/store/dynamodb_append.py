@@ -45,11 +45,11 @@ from runtime.store.dynamodb_chunks import (
     close_head,
     extends,
     extension,
-    head_growth,
     head_open_at,
     head_room,
     head_rows,
     head_write,
+    measured,
     new_chunk,
     seal,
     tail_of,
@@ -284,7 +284,7 @@ class Appends(Reads):
             headed = {**item, HEAD_OPEN: n(1), HEAD_LAST: n(1), LAYOUT_ATTR: n(HEAD_LAYOUT)}
             if head_room(headed) >= HEAD_MIN_BYTES:
                 item.update(headed)
-                tip = self._measured(replace(tip, head_open=True), headed)
+                tip = measured(replace(tip, head_open=True), headed)
         if first is None and not also:
             created = conditional(self._db.put_item, **put)
         else:
@@ -464,7 +464,7 @@ class Appends(Reads):
                 if head is not None or at_head is not None:
                     kept = head.tip if head is not None else tip
                     attributes = saved.get("Attributes") if saved else None
-                    self._keep_tip(run_id, self._measured(kept, attributes))
+                    self._keep_tip(run_id, measured(kept, attributes))
         except JournalConflict:
             if head is not None and run_id in self._done:
                 self._done[run_id] = consumed_before
@@ -504,14 +504,7 @@ class Appends(Reads):
             if run_id in self._done:
                 self._done[run_id] = consumed_before
             raise JournalConflict(run_id, slot)
-        self._keep_tip(run_id, self._measured(head.tip, saved.get("Attributes") if saved else None))
-
-    @staticmethod
-    def _measured(tip: Tip, item: dict[str, Any] | None) -> Tip:
-        """``tip`` with the head's room as the item its write returned has it."""
-        if not item:
-            return tip
-        return replace(tip, room=head_room(item), leased="lease_owner" in item, growth=head_growth(item))
+        self._keep_tip(run_id, measured(head.tip, saved.get("Attributes") if saved else None))
 
     def _close_head(self, run_id: str, tip: Tip) -> Tip:
         """Close the open head at the entry read, so the append puts the next chunk."""

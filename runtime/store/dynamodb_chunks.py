@@ -109,6 +109,16 @@ def head_room(run_item: dict[str, Any]) -> int:
     return HEAD_ITEM_BYTES - item_bytes(run_item) - head_growth(run_item)
 
 
+def measured(tip: Tip, run_item: dict[str, Any] | None) -> Tip:
+    """``tip`` with the head's room as ``run_item`` (read, or returned by a write) has it;
+    only for an open head, the one place it is used (a run item's size is not free to
+    measure on every read of every run)."""
+    if not run_item or HEAD_OPEN not in run_item:
+        return tip
+    leased = "lease_owner" in run_item
+    return replace(tip, room=head_room(run_item), leased=leased, growth=head_growth(run_item))
+
+
 @dataclass(frozen=True)
 class Tip:
     """The end of a run's journal as a writer saw it: the last chunk's key (None while the
@@ -144,17 +154,8 @@ def tip_of(run_item: dict[str, Any], chunk: dict[str, Any] | None) -> Tip:
     created = str(run_item.get("created_sk", {}).get("S", ""))
     v2 = journal_v2(run_item)
     if chunk is None:
-        last = whole(run_item.get(HEAD_LAST)) or 1
-        return Tip(
-            v2,
-            created,
-            last=last,
-            size=whole(run_item.get(HEAD_BYTES)),
-            head_open=HEAD_OPEN in run_item,
-            room=head_room(run_item),
-            leased="lease_owner" in run_item,
-            growth=head_growth(run_item),
-        )
+        last, size = whole(run_item.get(HEAD_LAST)) or 1, whole(run_item.get(HEAD_BYTES))
+        return measured(Tip(v2, created, last=last, size=size, head_open=HEAD_OPEN in run_item), run_item)
     return Tip(
         v2,
         created,
